@@ -1,0 +1,1 @@
+//! analyze: not yet written.

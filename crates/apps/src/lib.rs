@@ -1,0 +1,1 @@
+//! apps: not yet written.

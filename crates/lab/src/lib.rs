@@ -1,0 +1,1 @@
+//! lab: not yet written.

@@ -1,0 +1,1 @@
+//! link: not yet written.

@@ -1,0 +1,1 @@
+//! nat64: not yet written.
