@@ -61,9 +61,9 @@ impl Rate {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.bits_per_sec;
-        if b >= 1_000_000_000 && b % 1_000_000 == 0 {
+        if b >= 1_000_000_000 && b.is_multiple_of(1_000_000) {
             write!(f, "{}gbit", fmt_frac(b, 1_000_000_000))
-        } else if b >= 1_000_000 && b % 1_000 == 0 {
+        } else if b >= 1_000_000 && b.is_multiple_of(1_000) {
             write!(f, "{}mbit", fmt_frac(b, 1_000_000))
         } else if b >= 1_000 {
             write!(f, "{}kbit", fmt_frac(b, 1_000))
@@ -74,7 +74,7 @@ impl fmt::Display for Rate {
 }
 
 fn fmt_frac(v: u64, unit: u64) -> String {
-    if v % unit == 0 {
+    if v.is_multiple_of(unit) {
         (v / unit).to_string()
     } else {
         let s = format!("{:.3}", v as f64 / unit as f64);
