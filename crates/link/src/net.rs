@@ -1,0 +1,307 @@
+//! A network of link directions and nodes: where a packet goes after each hop.
+//!
+//! A node routes by destination address with a longest-prefix match, to a link direction or to
+//! an endpoint (a host interface, or a translator the lab runs). Links are processed in global
+//! time order, and a packet that arrives at a node at time `t` enters the next link at exactly
+//! `t`, so a multi-hop path is as exact as a single link. A destination no node knows is dropped
+//! and counted (`no_route`): the lab is a closed world.
+
+use std::net::IpAddr;
+
+use wire::{Instant, Packet};
+
+use crate::link::{Event, Link, Observer};
+
+pub type NodeId = usize;
+pub type LinkId = usize;
+pub type EndpointId = usize;
+
+/// Where a node sends a packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Hop {
+    Link(LinkId),
+    Deliver(EndpointId),
+}
+
+/// A route: destinations within `prefix_len` bits of `prefix` go to `hop`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub prefix: IpAddr,
+    pub prefix_len: u8,
+    pub hop: Hop,
+}
+
+impl Route {
+    fn matches(&self, dst: IpAddr) -> bool {
+        match (self.prefix, dst) {
+            (IpAddr::V4(p), IpAddr::V4(d)) => prefix_eq(&p.octets(), &d.octets(), self.prefix_len),
+            (IpAddr::V6(p), IpAddr::V6(d)) => prefix_eq(&p.octets(), &d.octets(), self.prefix_len),
+            _ => false,
+        }
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let bits = usize::from(bits).min(a.len() * 8);
+    let (full, rest) = (bits / 8, bits % 8);
+    if a[..full] != b[..full] {
+        return false;
+    }
+    rest == 0 || (a[full] ^ b[full]) >> (8 - rest) == 0
+}
+
+#[derive(Default)]
+struct Node {
+    routes: Vec<Route>,
+}
+
+impl Node {
+    fn lookup(&self, dst: IpAddr) -> Option<Hop> {
+        self.routes
+            .iter()
+            .filter(|r| r.matches(dst))
+            .max_by_key(|r| r.prefix_len)
+            .map(|r| r.hop)
+    }
+}
+
+/// Tags a link's events with its id for the caller's observer.
+struct Tagged<'a> {
+    link: LinkId,
+    obs: &'a mut dyn FnMut(LinkId, &Event),
+}
+
+impl Observer for Tagged<'_> {
+    fn event(&mut self, ev: &Event) {
+        (self.obs)(self.link, ev)
+    }
+}
+
+/// Nodes joined by link directions.
+#[derive(Default)]
+pub struct Network {
+    nodes: Vec<Node>,
+    links: Vec<(Link, NodeId)>,
+    /// Packets dropped because no route matched their destination.
+    pub no_route: u64,
+    scratch: Vec<(Instant, Packet)>,
+}
+
+impl Network {
+    pub fn new() -> Network {
+        Network::default()
+    }
+
+    pub fn add_node(&mut self) -> NodeId {
+        self.nodes.push(Node::default());
+        self.nodes.len() - 1
+    }
+
+    /// Adds a link direction whose far end is node `to`.
+    pub fn add_link(&mut self, link: Link, to: NodeId) -> LinkId {
+        self.links.push((link, to));
+        self.links.len() - 1
+    }
+
+    pub fn add_route(&mut self, node: NodeId, prefix: IpAddr, prefix_len: u8, hop: Hop) {
+        self.nodes[node].routes.push(Route {
+            prefix,
+            prefix_len,
+            hop,
+        });
+    }
+
+    pub fn link(&self, id: LinkId) -> &Link {
+        &self.links[id].0
+    }
+
+    pub fn link_mut(&mut self, id: LinkId) -> &mut Link {
+        &mut self.links[id].0
+    }
+
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// A packet appears at `node` at `now` (read from a host's interface). Deliveries straight
+    /// to an endpoint (no link in between) are appended to `out`.
+    pub fn inject(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        packet: Packet,
+        out: &mut Vec<(EndpointId, Instant, Packet)>,
+        obs: &mut dyn FnMut(LinkId, &Event),
+    ) {
+        let Some(dst) = packet.flow_key().map(|k| k.dst) else {
+            self.no_route += 1;
+            return;
+        };
+        match self.nodes[node].lookup(dst) {
+            Some(Hop::Link(l)) => {
+                self.links[l]
+                    .0
+                    .enqueue(now, packet, &mut Tagged { link: l, obs })
+            }
+            Some(Hop::Deliver(e)) => out.push((e, now, packet)),
+            None => self.no_route += 1,
+        }
+    }
+
+    /// Runs every link up to `now` in time order; packets reaching an endpoint are appended to
+    /// `out` with their arrival time.
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<(EndpointId, Instant, Packet)>,
+        obs: &mut dyn FnMut(LinkId, &Event),
+    ) {
+        loop {
+            let next = self
+                .links
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (l, _))| l.next_wakeup().map(|t| (t, i)))
+                .min();
+            let Some((t, i)) = next else { break };
+            if t > now {
+                break;
+            }
+            let mut arrived = std::mem::take(&mut self.scratch);
+            self.links[i].0.poll(
+                t,
+                &mut arrived,
+                &mut Tagged {
+                    link: i,
+                    obs: &mut *obs,
+                },
+            );
+            let to = self.links[i].1;
+            for (at, p) in arrived.drain(..) {
+                self.inject(at, to, p, out, obs);
+            }
+            self.scratch = arrived;
+        }
+    }
+
+    /// The next moment any link has something to do.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.links.iter().filter_map(|(l, _)| l.next_wakeup()).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::tests::udp;
+    use crate::link::LinkParams;
+    use crate::Capacity;
+    use qdisc::fifo::{Fifo, Limit};
+    use wire::{Duration, Rate};
+
+    fn link(mbit: u64, delay_ms: u64) -> Link {
+        let p = LinkParams {
+            capacity: Capacity::Rate(Rate::from_mbit(mbit)),
+            delay: Duration::from_millis(delay_ms),
+            ..LinkParams::default()
+        };
+        Link::new(
+            Instant::ZERO,
+            p,
+            Box::new(Fifo::new(Limit::Packets(100))),
+            1,
+        )
+    }
+
+    fn run(net: &mut Network) -> Vec<(EndpointId, Instant, u64)> {
+        let mut out = Vec::new();
+        while let Some(t) = net.next_wakeup() {
+            net.poll(t, &mut out, &mut |_, _| {});
+        }
+        out.into_iter().map(|(e, t, p)| (e, t, p.id)).collect()
+    }
+
+    #[test]
+    fn a_packet_crosses_each_hop_with_that_hops_queue() {
+        // a --(100 mbit, 5 ms)--> r --(10 mbit, 10 ms)--> b
+        let mut net = Network::new();
+        let (a, r, b) = (net.add_node(), net.add_node(), net.add_node());
+        let l1 = net.add_link(link(100, 5), r);
+        let l2 = net.add_link(link(10, 10), b);
+        let dst: IpAddr = "10.0.0.2".parse().unwrap();
+        net.add_route(a, dst, 32, Hop::Link(l1));
+        net.add_route(r, dst, 32, Hop::Link(l2));
+        net.add_route(b, dst, 32, Hop::Deliver(7));
+        let mut out = Vec::new();
+        for id in 0..3 {
+            net.inject(Instant::ZERO, a, udp(id, 1500, 1), &mut out, &mut |_, _| {});
+        }
+        let got = run(&mut net);
+        // Hop 1: departures at 0.12, 0.24, 0.36 ms, arrive +5 ms. Hop 2 (1.2 ms per packet) is the
+        // bottleneck: the first starts at 5.12 ms, each next as soon as the one before is sent.
+        let us: Vec<u64> = got.iter().map(|(_, t, _)| t.as_nanos() / 1000).collect();
+        assert_eq!(
+            us,
+            vec![
+                5_120 + 1_200 + 10_000,
+                5_120 + 2_400 + 10_000,
+                5_120 + 3_600 + 10_000
+            ]
+        );
+        assert!(got.iter().all(|(e, _, _)| *e == 7));
+        assert_eq!(got.iter().map(|x| x.2).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(net.link(l2).stats().queue_delay.percentiles().samples, 3);
+    }
+
+    #[test]
+    fn flows_from_two_hosts_interleave_in_time_order_at_a_shared_bottleneck() {
+        let mut net = Network::new();
+        let (a, b, r, s) = (
+            net.add_node(),
+            net.add_node(),
+            net.add_node(),
+            net.add_node(),
+        );
+        let la = net.add_link(link(1000, 1), r);
+        let lb = net.add_link(link(1000, 2), r);
+        let bottleneck = net.add_link(link(10, 0), s);
+        let dst: IpAddr = "10.0.0.2".parse().unwrap();
+        net.add_route(a, dst, 32, Hop::Link(la));
+        net.add_route(b, dst, 32, Hop::Link(lb));
+        net.add_route(r, "10.0.0.0".parse().unwrap(), 8, Hop::Link(bottleneck));
+        net.add_route(s, dst, 32, Hop::Deliver(0));
+        let mut out = Vec::new();
+        net.inject(Instant::ZERO, b, udp(1, 1500, 2), &mut out, &mut |_, _| {});
+        net.inject(Instant::ZERO, a, udp(0, 1500, 1), &mut out, &mut |_, _| {});
+        // a's packet reaches the router first (1 ms vs 2 ms) and so leaves first.
+        assert_eq!(
+            run(&mut net).iter().map(|x| x.2).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_unknown_destinations_are_counted() {
+        let mut net = Network::new();
+        let n = net.add_node();
+        net.add_route(n, "10.0.0.0".parse().unwrap(), 8, Hop::Deliver(1));
+        net.add_route(n, "10.0.0.2".parse().unwrap(), 32, Hop::Deliver(2));
+        net.add_route(n, "fd00::".parse().unwrap(), 8, Hop::Deliver(3));
+        let mut out = Vec::new();
+        net.inject(Instant::ZERO, n, udp(0, 100, 1), &mut out, &mut |_, _| {});
+        assert_eq!(out[0].0, 2);
+        let mut other = udp(1, 100, 1);
+        other.data[19] = 3; // 10.0.0.3: the /8
+        other.data[10] = 0;
+        other.data[11] = 0;
+        net.inject(Instant::ZERO, n, other, &mut out, &mut |_, _| {});
+        assert_eq!(out[1].0, 1);
+        let mut outside = udp(2, 100, 1);
+        outside.data[16] = 8; // 8.0.0.2: not a lab address
+        net.inject(Instant::ZERO, n, outside, &mut out, &mut |_, _| {});
+        assert_eq!(out.len(), 2);
+        assert_eq!(net.no_route, 1);
+        assert!(prefix_eq(&[0b1010_0000], &[0b1011_1111], 3));
+        assert!(!prefix_eq(&[0b1010_0000], &[0b1000_0000], 3));
+    }
+}
