@@ -1,1 +1,56 @@
-fn main() {}
+//! The `latencylab` binary: argument parsing, printing and exit codes over the library crates.
+//!
+//! Exit codes: COMMAND's own status for `shell`; 0 for a run that ended normally; 1 for a
+//! failure while running; 2 for a usage error (a bad option, file or value, or missing
+//! privileges), always with one line naming the culprit and what would have been accepted.
+
+mod shell;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "latencylab",
+    version,
+    about = "Build the network your users have, run real programs in it, and see where each millisecond went.",
+    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms -o run1 -- curl -s http://server/\n  sudo latencylab run examples/wifi-cellular.toml -o run2"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Shell(shell::ShellArgs),
+    Run(shell::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Shell(a) => shell::shell(a),
+        Command::Run(a) => shell::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<lab::UsageError>() {
+                eprintln!("latencylab: {u}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("latencylab: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}

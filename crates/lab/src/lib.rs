@@ -1,1 +1,24 @@
-//! lab: not yet written.
+//! The real-time shell of latencylab: it builds a lab of hosts in network namespaces joined by
+//! TUN devices, moves every packet through the pure link models on the monotonic clock, writes
+//! captures and link logs, starts and stops programs, and always cleans up.
+//!
+//! This crate owns every syscall of the lab; the logic it drives (links, queues) lives in the
+//! pure crates and is tested there in simulated time. Here the tests are end to end, in real
+//! namespaces (see `tests/`).
+//!
+//! Layout: [`config`] (what a lab is: hosts, links, schedule; from shell options or a TOML run
+//! file), [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the event
+//! loop), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary), [`cleanup`]
+//! (leftovers of earlier labs).
+
+pub mod cleanup;
+pub mod config;
+pub mod engine;
+pub mod netns;
+pub mod output;
+pub mod process;
+pub mod runner;
+mod sys;
+
+pub use config::{LabConfig, UsageError};
+pub use runner::{run_lab, RunOptions, RunResult};

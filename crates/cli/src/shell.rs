@@ -1,0 +1,154 @@
+//! `latencylab shell` and `latencylab run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use lab::config::{run_file_config, shell_config, ShellOptions};
+use lab::{run_lab, RunOptions};
+
+/// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms --queue 'fifo limit 1000' \\\n      --server 'latencylab bulk-server' -o run1 -- latencylab bulk-client --host server --duration 10s\n\nInside the lab `server` and `client` resolve by name, and $LATENCYLAB_SERVER holds the server's address."
+)]
+pub struct ShellArgs {
+    /// Capacity both ways (tc units: 10mbit, 500kbit, 1gbit, 125kbps). Default: unlimited.
+    #[arg(long, value_name = "RATE")]
+    rate: Option<String>,
+    /// Capacity server→client.
+    #[arg(long, value_name = "RATE")]
+    down: Option<String>,
+    /// Capacity client→server.
+    #[arg(long, value_name = "RATE")]
+    up: Option<String>,
+    /// One-way propagation delay each way (20ms, 250us, 1.5s).
+    #[arg(long, value_name = "TIME")]
+    delay: Option<String>,
+    /// Round-trip propagation delay: each way gets half.
+    #[arg(long, value_name = "TIME")]
+    rtt: Option<String>,
+    /// One-way delay server→client.
+    #[arg(long, value_name = "TIME")]
+    down_delay: Option<String>,
+    /// One-way delay client→server.
+    #[arg(long, value_name = "TIME")]
+    up_delay: Option<String>,
+    /// Bottleneck queue both ways, tc syntax ('fifo limit 1000', 'bfifo limit 150kb').
+    #[arg(long, value_name = "SPEC")]
+    queue: Option<String>,
+    #[arg(long, value_name = "SPEC")]
+    down_queue: Option<String>,
+    #[arg(long, value_name = "SPEC")]
+    up_queue: Option<String>,
+    /// Random loss both ways, netem syntax ('1%', 'gemodel 1% 10% 70% 0.1%').
+    #[arg(long, value_name = "SPEC")]
+    loss: Option<String>,
+    #[arg(long, value_name = "SPEC")]
+    down_loss: Option<String>,
+    #[arg(long, value_name = "SPEC")]
+    up_loss: Option<String>,
+    /// Capacity server→client from a Mahimahi packet-delivery trace.
+    #[arg(long, value_name = "FILE")]
+    down_trace: Option<String>,
+    /// Capacity client→server from a Mahimahi packet-delivery trace.
+    #[arg(long, value_name = "FILE")]
+    up_trace: Option<String>,
+    /// Bytes of link-layer overhead charged per packet (as netem's rate packetoverhead).
+    #[arg(long, value_name = "BYTES")]
+    overhead: Option<u32>,
+    /// A shell command line run in `server` for the life of the lab, started before COMMAND.
+    #[arg(long, value_name = "CMD")]
+    server: Option<String>,
+    /// TCP congestion control of both hosts (default cubic, whatever this machine uses).
+    #[arg(long, value_name = "NAME")]
+    cc: Option<String>,
+    /// TCP ECN of both hosts: on, off, passive (default passive, as Linux).
+    #[arg(long, value_name = "MODE")]
+    ecn: Option<String>,
+    /// Interface MTU of both hosts (default 1500).
+    #[arg(long, value_name = "BYTES")]
+    mtu: Option<u32>,
+    /// Seed for every random choice (loss, AQM), so that a run can be repeated.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Keep captures, link logs, lab.json and summary.json in DIR.
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print nothing but errors on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+    /// The program to run in `client` (default: $SHELL).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Any topology, from a TOML run file (see docs/run-files.md).
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  sudo latencylab run examples/wifi-cellular.toml -o run2")]
+pub struct RunArgs {
+    /// The run file.
+    file: PathBuf,
+    /// Override the file's seed.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Keep captures, link logs, programs' output, lab.json and summary.json in DIR.
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+pub fn shell(a: ShellArgs) -> Result<ExitCode> {
+    let opts = ShellOptions {
+        rate: a.rate,
+        down: a.down,
+        up: a.up,
+        delay: a.delay,
+        rtt: a.rtt,
+        down_delay: a.down_delay,
+        up_delay: a.up_delay,
+        queue: a.queue,
+        down_queue: a.down_queue,
+        up_queue: a.up_queue,
+        loss: a.loss,
+        down_loss: a.down_loss,
+        up_loss: a.up_loss,
+        down_trace: a.down_trace,
+        up_trace: a.up_trace,
+        overhead: a.overhead,
+        cc: a.cc,
+        ecn: a.ecn,
+        mtu: a.mtu,
+        seed: a.seed,
+    };
+    let cfg = shell_config(&opts)?;
+    let command = if a.command.is_empty() {
+        vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
+    } else {
+        a.command
+    };
+    let run = RunOptions {
+        out_dir: a.out,
+        command: Some(("client".into(), command)),
+        server: a.server.map(|s| ("server".into(), s)),
+        quiet: a.quiet,
+    };
+    Ok(exit(run_lab(&cfg, &run)?.exit_code))
+}
+
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let cfg = run_file_config(&a.file, a.seed)?;
+    let run = RunOptions {
+        out_dir: a.out,
+        command: None,
+        server: None,
+        quiet: a.quiet,
+    };
+    Ok(exit(run_lab(&cfg, &run)?.exit_code))
+}

@@ -1,0 +1,290 @@
+//! The forwarder: the lab's network of links built from the configuration, fed with packets
+//! read from the hosts' TUN devices and writing the packets that reach a host into its TUN
+//! device, capturing both directions as `tcpdump` on that interface would see them.
+//!
+//! Routing follows the tree of links: for every host interface address, each node's route points
+//! at the link that leads towards it (found by a breadth-first walk from the interface). Anything
+//! else is dropped at the first node: nothing leaves the lab.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+
+use anyhow::Result;
+use link::net::{Hop, LinkId, Network, NodeId};
+use link::{Event, Link, LinkParams};
+use wire::{Instant, Packet};
+
+use crate::config::{resolve_direction, Attach, LabConfig};
+use crate::netns::HostNs;
+use crate::output::{self, LinkLog, LinkSummary, Pcap, Summary};
+use crate::sys;
+
+/// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
+const MAX_PACKET: usize = 65_536;
+/// Packets read from one interface per loop turn before the others get a go.
+const READ_BURST: usize = 64;
+
+/// A host interface as the forwarder sees it.
+pub struct IfaceRt {
+    pub host: String,
+    pub iface: String,
+    pub fd: RawFd,
+    pub node: NodeId,
+    pcap: Option<Pcap>,
+}
+
+/// A link direction's identity, for logs and the summary.
+pub struct DirInfo {
+    pub link: String,
+    pub direction: &'static str,
+    pub queue: String,
+    /// Index of the link in the configuration.
+    pub link_index: usize,
+}
+
+pub struct Forwarder {
+    pub net: Network,
+    pub ifaces: Vec<IfaceRt>,
+    pub dirs: Vec<DirInfo>,
+    logs: Vec<Option<LinkLog>>,
+    next_id: u64,
+    real_start_ns: u64,
+    buf: Vec<u8>,
+    out: Vec<(usize, Instant, Packet)>,
+    /// Writes into a TUN device that failed (the host's interface was gone or full).
+    pub write_errors: u64,
+    pub packets_read: u64,
+}
+
+/// A seed for each link direction, derived from the lab's seed so that runs repeat.
+fn dir_seed(lab_seed: u64, link: usize, dir: usize) -> u64 {
+    // SplitMix64 finalizer over (seed, link, dir): nearby inputs give unrelated streams.
+    let mut z = lab_seed ^ ((link as u64) << 1 | dir as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Forwarder {
+    /// Builds the network for `cfg` over the hosts' TUN devices. With `out_dir`, every
+    /// interface gets a pcap and every link direction a log.
+    pub fn build(
+        cfg: &LabConfig,
+        hosts: &[HostNs],
+        out_dir: Option<&Path>,
+        real_start_ns: u64,
+    ) -> Result<Forwarder> {
+        let mut net = Network::new();
+        let mut ifaces = Vec::new();
+        let mut iface_node = Vec::new(); // (host index, iface index) → global iface index
+        for (hi, (h, ns)) in cfg.hosts.iter().zip(hosts).enumerate() {
+            for (ii, iface) in h.interfaces.iter().enumerate() {
+                let node = net.add_node();
+                let pcap = match out_dir {
+                    Some(d) => Some(output::open_pcap(
+                        &d.join("captures")
+                            .join(format!("{}-{}.pcap", h.name, iface.name)),
+                    )?),
+                    None => None,
+                };
+                ifaces.push(IfaceRt {
+                    host: h.name.clone(),
+                    iface: iface.name.clone(),
+                    fd: ns.tuns[ii].as_raw_fd(),
+                    node,
+                    pcap,
+                });
+                iface_node.push(((hi, ii), ifaces.len() - 1));
+            }
+        }
+        let router_nodes: Vec<NodeId> = cfg.routers.iter().map(|_| net.add_node()).collect();
+        let node_of = |a: Attach| -> NodeId {
+            match a {
+                Attach::Iface(h, i) => {
+                    let g = iface_node
+                        .iter()
+                        .find(|(k, _)| *k == (h, i))
+                        .expect("validated")
+                        .1;
+                    ifaces[g].node
+                }
+                Attach::Router(r) => router_nodes[r],
+            }
+        };
+        let mut adj: Vec<Vec<(NodeId, LinkId)>> =
+            vec![Vec::new(); ifaces.len() + router_nodes.len()];
+        let mut dirs = Vec::new();
+        let mut logs = Vec::new();
+        let now = Instant::ZERO;
+        for (li, l) in cfg.links.iter().enumerate() {
+            let (na, nb) = (node_of(cfg.attach(&l.a)?), node_of(cfg.attach(&l.b)?));
+            for (di, (name, d, to, from)) in [("up", &l.up, nb, na), ("down", &l.down, na, nb)]
+                .into_iter()
+                .enumerate()
+            {
+                let (params, spec) = resolve_direction(&format!("link '{}' {name}", l.name), d)?;
+                let seed = dir_seed(cfg.seed, li, di);
+                let id = net.add_link(Link::new(now, params, spec.build(seed), seed), to);
+                adj[from].push((to, id));
+                dirs.push(DirInfo {
+                    link: l.name.clone(),
+                    direction: name,
+                    queue: spec.to_string(),
+                    link_index: li,
+                });
+                logs.push(match out_dir {
+                    Some(o) => Some(LinkLog::create(
+                        &o.join("links").join(format!("{}-{name}.log", l.name)),
+                    )?),
+                    None => None,
+                });
+            }
+        }
+        // Routes: walk outwards from each interface; every node reached routes that interface's
+        // addresses along the link it was reached through, reversed.
+        for ((hi, ii), g) in &iface_node {
+            let iface = &cfg.hosts[*hi].interfaces[*ii];
+            let start = ifaces[*g].node;
+            let addrs = [
+                (IpAddr::V4(iface.ipv4), 32u8),
+                (IpAddr::V6(iface.ipv6), 128u8),
+            ];
+            for (a, len) in addrs {
+                net.add_route(start, a, len, Hop::Deliver(*g));
+            }
+            let mut seen = vec![false; adj.len()];
+            seen[start] = true;
+            let mut q = VecDeque::from([start]);
+            while let Some(n) = q.pop_front() {
+                for (m, _) in adj[n].clone() {
+                    if seen[m] {
+                        continue;
+                    }
+                    seen[m] = true;
+                    // The link from m back to n.
+                    let back = adj[m]
+                        .iter()
+                        .find(|(to, _)| *to == n)
+                        .expect("links come in pairs")
+                        .1;
+                    for (a, len) in addrs {
+                        net.add_route(m, a, len, Hop::Link(back));
+                    }
+                    q.push_back(m);
+                }
+            }
+        }
+        Ok(Forwarder {
+            net,
+            ifaces,
+            dirs,
+            logs,
+            next_id: 0,
+            real_start_ns,
+            buf: vec![0; MAX_PACKET],
+            out: Vec::new(),
+            write_errors: 0,
+            packets_read: 0,
+        })
+    }
+
+    /// Reads what interface `i` has sent, up to a burst, and feeds it to the network at `now`.
+    /// Returns true when more may be waiting.
+    pub fn read_iface(&mut self, i: usize, now: Instant) -> std::io::Result<bool> {
+        for _ in 0..READ_BURST {
+            let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
+                return Ok(false);
+            };
+            let data = self.buf[..n].to_vec();
+            self.packets_read += 1;
+            if let Some(p) = &mut self.ifaces[i].pcap {
+                p.write(self.real_start_ns + now.as_nanos(), &data)?;
+            }
+            let id = self.next_id;
+            self.next_id += 1;
+            let logs = &mut self.logs;
+            let mut obs = |l: LinkId, e: &Event| {
+                if let Some(log) = &mut logs[l] {
+                    let _ = log.write(e);
+                }
+            };
+            self.net.inject(
+                now,
+                self.ifaces[i].node,
+                Packet {
+                    id,
+                    ..Packet::new(data)
+                },
+                &mut self.out,
+                &mut obs,
+            );
+        }
+        self.deliver(now);
+        Ok(true)
+    }
+
+    /// Runs the network up to `now` and writes what arrived into the hosts.
+    pub fn poll(&mut self, now: Instant) {
+        let logs = &mut self.logs;
+        let mut obs = |l: LinkId, e: &Event| {
+            if let Some(log) = &mut logs[l] {
+                let _ = log.write(e);
+            }
+        };
+        self.net.poll(now, &mut self.out, &mut obs);
+        self.deliver(now);
+    }
+
+    fn deliver(&mut self, now: Instant) {
+        for (e, _at, p) in self.out.drain(..) {
+            let iface = &mut self.ifaces[e];
+            if let Some(pc) = &mut iface.pcap {
+                let _ = pc.write(self.real_start_ns + now.as_nanos(), &p.data);
+            }
+            if sys::write_packet(iface.fd, &p.data).is_err() {
+                self.write_errors += 1;
+            }
+        }
+    }
+
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.net.next_wakeup()
+    }
+
+    /// Applies new parameters to a link direction at `now`.
+    pub fn set_params(&mut self, now: Instant, dir: LinkId, params: LinkParams) {
+        let logs = &mut self.logs;
+        let mut obs = |e: &Event| {
+            if let Some(log) = &mut logs[dir] {
+                let _ = log.write(e);
+            }
+        };
+        self.net.link_mut(dir).set_params(now, params, &mut obs);
+    }
+
+    /// Flushes captures and logs and returns the summary.
+    pub fn finish(&mut self) -> Result<Summary> {
+        for i in &mut self.ifaces {
+            if let Some(p) = &mut i.pcap {
+                p.flush()?;
+            }
+        }
+        for l in self.logs.iter_mut().flatten() {
+            l.flush()?;
+        }
+        let links = self
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                LinkSummary::new(&d.link, d.direction, &d.queue, self.net.link(i).stats())
+            })
+            .collect();
+        Ok(Summary {
+            links,
+            no_route: self.net.no_route,
+        })
+    }
+}

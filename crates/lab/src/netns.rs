@@ -1,0 +1,292 @@
+//! A host of the lab: a network namespace with loopback up, one TUN device per interface,
+//! its addresses and routes (set over rtnetlink, not with the `ip` binary), and the sysctls
+//! that make it a typical Linux host whatever this machine's own settings are.
+//!
+//! Each namespace is bind-mounted at /run/netns/ll-PID-HOST, so `ip netns exec` can enter a
+//! running lab and a later lab can find and remove what a killed one left behind.
+
+use std::fs;
+use std::net::IpAddr;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL,
+    NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+
+use crate::config::Host;
+use crate::sys;
+
+pub const NETNS_DIR: &str = "/run/netns";
+/// Namespace names start with this, then the owning process id.
+pub const NS_PREFIX: &str = "ll-";
+
+/// A host namespace, alive while this value and its bind mount exist.
+pub struct HostNs {
+    pub host: String,
+    /// The namespace's name under /run/netns.
+    pub ns_name: String,
+    /// An open handle on the namespace, for `setns` when starting programs.
+    pub ns_fd: OwnedFd,
+    /// One TUN descriptor per interface, in the host's interface order.
+    pub tuns: Vec<OwnedFd>,
+}
+
+pub fn ns_name(lab_pid: u32, host: &str) -> String {
+    format!("{NS_PREFIX}{lab_pid}-{host}")
+}
+
+pub fn ns_path(name: &str) -> PathBuf {
+    Path::new(NETNS_DIR).join(name)
+}
+
+/// Creates the namespace of `host` with its TUN devices, configured. Runs on a thread of its
+/// own because `unshare(CLONE_NEWNET)` moves the calling thread.
+pub fn create_host(lab_pid: u32, host: &Host) -> Result<HostNs> {
+    let name = ns_name(lab_pid, &host.name);
+    let h = host.clone();
+    let n = name.clone();
+    std::thread::spawn(move || build_in_new_netns(&n, &h))
+        .join()
+        .map_err(|_| anyhow!("the thread building host '{}' panicked", host.name))?
+        .with_context(|| format!("building host '{}' (namespace {name})", host.name))
+}
+
+fn build_in_new_netns(name: &str, host: &Host) -> Result<HostNs> {
+    fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
+    let path = ns_path(name);
+    fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
+    // From here on, a failure must undo the mount point.
+    let result = configure(name, host, &path);
+    if result.is_err() {
+        let _ = umount2(&path, MntFlags::MNT_DETACH);
+        let _ = fs::remove_file(&path);
+    }
+    result
+}
+
+fn configure(name: &str, host: &Host, path: &Path) -> Result<HostNs> {
+    mount(
+        Some("/proc/thread-self/ns/net"),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .with_context(|| format!("bind-mounting the namespace at {}", path.display()))?;
+    let ns_fd: OwnedFd = fs::File::open("/proc/thread-self/ns/net")
+        .context("opening the namespace")?
+        .into();
+
+    // Before any device exists, so that new devices take them: no IPv6 link-local address (and
+    // so no router solicitations or MLD reports in the captures) and no duplicate address
+    // detection delay.
+    sysctl("net/ipv6/conf/default/addr_gen_mode", "1")?;
+    sysctl("net/ipv6/conf/default/accept_dad", "0")?;
+    sysctl("net/ipv6/conf/all/accept_dad", "0")?;
+    sysctl("net/ipv4/tcp_congestion_control", &host.settings.cc)
+        .with_context(|| format!("setting congestion control '{}'", host.settings.cc))?;
+    sysctl("net/ipv4/tcp_ecn", host.settings.ecn.sysctl_value())?;
+
+    let mut rtnl = Rtnl::new()?;
+    rtnl.link_up(sys::if_index("lo").context("finding lo")?, None)?;
+    let mut tuns = Vec::new();
+    for (k, iface) in host.interfaces.iter().enumerate() {
+        let fd = sys::open_tun(&iface.name)
+            .with_context(|| format!("creating TUN device {}", iface.name))?;
+        let idx = sys::if_index(&iface.name)?;
+        rtnl.link_up(idx, Some(host.settings.mtu))
+            .with_context(|| {
+                format!("bringing {} up with MTU {}", iface.name, host.settings.mtu)
+            })?;
+        rtnl.add_address(idx, IpAddr::V4(iface.ipv4), 32)?;
+        rtnl.add_address(idx, IpAddr::V6(iface.ipv6), 128)?;
+        // A default route per interface, the first interface preferred: all traffic goes into
+        // the lab's engine, which routes only the lab's own addresses and drops the rest.
+        let metric = 100 * (k as u32 + 1);
+        rtnl.add_default_route(idx, false, metric)?;
+        rtnl.add_default_route(idx, true, metric)?;
+        tuns.push(fd);
+    }
+    Ok(HostNs {
+        host: host.name.clone(),
+        ns_name: name.to_string(),
+        ns_fd,
+        tuns,
+    })
+}
+
+/// Writes a sysctl of the calling thread's network namespace.
+pub fn sysctl(key: &str, value: &str) -> Result<()> {
+    let p = format!("/proc/sys/{key}");
+    fs::write(&p, value).with_context(|| format!("writing {value} to {p}"))
+}
+
+/// The congestion controls this kernel offers.
+pub fn available_cc() -> Vec<String> {
+    fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// A namespace other than the machine's own may only default to a congestion control in the
+/// machine-wide `tcp_allowed_congestion_control` list (the kernel answers EPERM otherwise). Adds
+/// `cc` to that list if it is missing, which lets lab hosts use it and changes nothing of the
+/// machine's own default. Returns true when the list was changed. Call from the initial
+/// namespace.
+pub fn allow_cc(cc: &str) -> Result<bool> {
+    let p = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let allowed = fs::read_to_string(p).with_context(|| format!("reading {p}"))?;
+    if allowed.split_whitespace().any(|a| a == cc) {
+        return Ok(false);
+    }
+    let list = format!("{} {cc}", allowed.trim());
+    fs::write(p, &list).with_context(|| format!("writing '{list}' to {p}"))?;
+    Ok(true)
+}
+
+/// A blocking rtnetlink socket in the calling thread's namespace, one request at a time.
+struct Rtnl {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl Rtnl {
+    fn new() -> Result<Rtnl> {
+        let mut socket = Socket::new(NETLINK_ROUTE).context("opening a netlink socket")?;
+        socket.bind_auto().context("binding the netlink socket")?;
+        socket
+            .connect(&SocketAddr::new(0, 0))
+            .context("connecting the netlink socket")?;
+        Ok(Rtnl {
+            socket,
+            seq: 0,
+            buf: vec![0; 8192],
+        })
+    }
+
+    /// Sends a request and waits for the kernel's acknowledgement.
+    fn request(&mut self, msg: RouteNetlinkMessage, flags: u16, what: &str) -> Result<()> {
+        self.seq += 1;
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        hdr.sequence_number = self.seq;
+        let mut nl = NetlinkMessage::new(hdr, NetlinkPayload::from(msg));
+        nl.finalize();
+        let mut out = vec![0; nl.buffer_len()];
+        nl.serialize(&mut out);
+        self.socket
+            .send(&out, 0)
+            .with_context(|| format!("netlink: sending {what}"))?;
+        loop {
+            let n = self
+                .socket
+                .recv(&mut &mut self.buf[..], 0)
+                .with_context(|| format!("netlink: {what}"))?;
+            let mut off = 0;
+            while off < n {
+                let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
+                    .map_err(|e| anyhow!("netlink: bad reply to {what}: {e}"))?;
+                let len = reply.header.length as usize;
+                if reply.header.sequence_number == self.seq {
+                    if let NetlinkPayload::Error(e) = reply.payload {
+                        return match e.code {
+                            None => Ok(()),
+                            Some(code) => bail!(
+                                "netlink: {what}: {}",
+                                std::io::Error::from_raw_os_error(-code.get())
+                            ),
+                        };
+                    }
+                }
+                if len == 0 {
+                    break;
+                }
+                off += len;
+            }
+        }
+    }
+
+    fn link_up(&mut self, index: u32, mtu: Option<u32>) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        if let Some(mtu) = mtu {
+            m.attributes.push(LinkAttribute::Mtu(mtu));
+        }
+        self.request(RouteNetlinkMessage::SetLink(m), 0, "set link up")
+    }
+
+    fn add_address(&mut self, index: u32, addr: IpAddr, prefix_len: u8) -> Result<()> {
+        let mut m = AddressMessage::default();
+        m.header.family = match addr {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        m.header.prefix_len = prefix_len;
+        m.header.index = index;
+        m.header.flags = AddressHeaderFlags::Nodad;
+        m.attributes.push(AddressAttribute::Local(addr));
+        m.attributes.push(AddressAttribute::Address(addr));
+        m.attributes
+            .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        self.request(
+            RouteNetlinkMessage::NewAddress(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            &format!("add address {addr}"),
+        )
+    }
+
+    fn add_default_route(&mut self, index: u32, v6: bool, metric: u32) -> Result<()> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = if v6 {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        };
+        m.header.destination_prefix_length = 0;
+        m.header.table = netlink_packet_route::route::RouteHeader::RT_TABLE_MAIN;
+        m.header.protocol = RouteProtocol::Static;
+        m.header.scope = RouteScope::Link;
+        m.header.kind = RouteType::Unicast;
+        m.attributes.push(RouteAttribute::Oif(index));
+        m.attributes.push(RouteAttribute::Priority(metric));
+        let dst = if v6 {
+            RouteAddress::Inet6(std::net::Ipv6Addr::UNSPECIFIED)
+        } else {
+            RouteAddress::Inet(std::net::Ipv4Addr::UNSPECIFIED)
+        };
+        m.attributes.push(RouteAttribute::Destination(dst));
+        self.request(
+            RouteNetlinkMessage::NewRoute(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            "add default route",
+        )
+    }
+}
+
+/// Removes a namespace's bind mount; the kernel frees the namespace (and its TUN devices) once
+/// no process and no descriptor holds it.
+pub fn remove_ns(name: &str) {
+    let p = ns_path(name);
+    let _ = umount2(&p, MntFlags::MNT_DETACH);
+    let _ = fs::remove_file(&p);
+}

@@ -1,0 +1,597 @@
+//! Running a lab from start to end: checks, namespaces, the event loop on the monotonic clock,
+//! programs on schedule, and teardown on every exit path (normal end, COMMAND failure, Ctrl-C,
+//! SIGTERM, an error half-way).
+//!
+//! The loop blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and reads them from a signalfd,
+//! so a signal is just another event. Timers are a timerfd armed at the network's next
+//! deadline, with the thread's timer slack at 1 ns; a deadline closer than [`SPIN_NS`] is
+//! waited for by polling, since a sleep that short overshoots.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration as StdDuration;
+
+use anyhow::{Context, Result};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use wire::Instant;
+
+use crate::cleanup::{self, runtime_dir};
+use crate::config::{apply_change, LabConfig, UsageError};
+use crate::engine::Forwarder;
+use crate::netns::{self, HostNs};
+use crate::output::{self, Summary};
+use crate::process::{self, Launch};
+use crate::sys;
+
+/// Deadlines closer than this are busy-waited.
+const SPIN_NS: u64 = 30_000;
+/// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
+const GRACE: StdDuration = StdDuration::from_secs(2);
+/// How long COMMAND waits for `--server` to listen.
+const SERVER_READY_TIMEOUT: StdDuration = StdDuration::from_secs(3);
+
+const TOKEN_SIGNAL: u64 = u64::MAX;
+const TOKEN_TIMER: u64 = u64::MAX - 1;
+
+/// What to run besides the configuration's own programs.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub out_dir: Option<PathBuf>,
+    /// COMMAND and the host it runs in; the lab ends when it ends, with its exit status.
+    pub command: Option<(String, Vec<String>)>,
+    /// A shell command line run in a host for the life of the lab, started before COMMAND.
+    pub server: Option<(String, String)>,
+    /// Print nothing on stderr but errors.
+    pub quiet: bool,
+}
+
+pub struct RunResult {
+    /// COMMAND's exit status (128 + signal when killed), or 0 for a run that ended normally,
+    /// or 128 + signal when the lab was stopped by one.
+    pub exit_code: i32,
+    pub summary: Summary,
+}
+
+struct Prog {
+    name: String,
+    child: Child,
+    own_group: bool,
+    wait: bool,
+    is_command: bool,
+    status: Option<i32>,
+}
+
+/// Everything that must be undone, undone in Drop: whichever way the run ends, this runs.
+struct Teardown {
+    pid: u32,
+    hosts: Vec<HostNs>,
+    progs: Vec<Prog>,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        for p in &mut self.progs {
+            if p.status.is_none() {
+                let pid = p.child.id() as i32;
+                if p.own_group {
+                    process::signal_group(pid, libc::SIGKILL);
+                }
+                process::signal(pid, libc::SIGKILL);
+                let _ = p.child.wait();
+            }
+        }
+        for h in &self.hosts {
+            if let Some(ino) = process::ns_inode(h.ns_fd.as_raw_fd()) {
+                process::kill_all_in_ns(ino);
+            }
+        }
+        for h in self.hosts.drain(..) {
+            netns::remove_ns(&h.ns_name);
+            drop(h);
+        }
+        let _ = fs::remove_dir_all(runtime_dir(self.pid));
+    }
+}
+
+fn exit_code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Checks what can be checked before anything is created: privileges, the TUN device, the
+/// hosts' congestion controls.
+pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(UsageError(
+            "latencylab needs root to create network namespaces and TUN devices (try: sudo latencylab ...)".into(),
+        ));
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Err(UsageError(
+            "/dev/net/tun is missing (load the tun module: modprobe tun)".into(),
+        ));
+    }
+    let avail = netns::available_cc();
+    for h in &cfg.hosts {
+        if !avail.is_empty() && !avail.contains(&h.settings.cc) {
+            return Err(UsageError(format!(
+                "--cc: '{}' (host {}) is not available in this kernel (available: {})",
+                h.settings.cc,
+                h.name,
+                avail.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a lab to its end. Usage errors come back as `UsageError` inside the anyhow error.
+pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    preflight(cfg)?;
+    let pid = std::process::id();
+    let mut ccs: Vec<&str> = cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
+    ccs.dedup();
+    for cc in ccs {
+        if netns::allow_cc(cc)? && !opts.quiet {
+            eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
+        }
+    }
+    let removed = cleanup::remove_leftovers();
+    if !removed.is_empty() && !opts.quiet {
+        eprintln!(
+            "latencylab: removed what an earlier lab left behind: {}",
+            removed.join(", ")
+        );
+    }
+
+    // Signals become events from here on (children get an empty mask back in pre_exec).
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGCHLD,
+    ] {
+        mask.add(s);
+    }
+    let old_mask = mask
+        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
+        .context("blocking signals")?;
+    let result = run_blocked(cfg, opts, pid, &mask);
+    let _ = old_mask.thread_set_mask();
+    result
+}
+
+fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
+    let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .context("signalfd")?;
+    let mut td = Teardown {
+        pid,
+        hosts: Vec::new(),
+        progs: Vec::new(),
+    };
+
+    let rt = runtime_dir(pid);
+    fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
+    let hosts_file = rt.join("hosts");
+    let resolv_file = rt.join("resolv.conf");
+    fs::write(&hosts_file, cfg.hosts_file())?;
+    // No resolver: the lab's names are in /etc/hosts and nothing else resolves (closed world).
+    fs::write(&resolv_file, "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
+
+    for h in &cfg.hosts {
+        td.hosts.push(netns::create_host(pid, h)?);
+    }
+    if let Some(d) = &opts.out_dir {
+        output::prepare_dir(d)?;
+        output::write_json(&d.join("lab.json"), cfg)?;
+    }
+    let mono_start = sys::monotonic_ns();
+    let real_start = sys::realtime_ns();
+    let now_of = |mono: u64| Instant::from_nanos(mono.saturating_sub(mono_start));
+    let mut fwd = Forwarder::build(cfg, &td.hosts, opts.out_dir.as_deref(), real_start)?;
+
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
+    for (i, iface) in fwd.ifaces.iter().enumerate() {
+        let fd = td
+            .hosts
+            .iter()
+            .flat_map(|h| h.tuns.iter())
+            .find(|t| t.as_raw_fd() == iface.fd)
+            .expect("own fd");
+        epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+    }
+    epoll.add(
+        sfd.as_fd(),
+        EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_SIGNAL),
+    )?;
+    let timer = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )?;
+    epoll.add(
+        timer.as_fd(),
+        EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
+    )?;
+    sys::tight_timer_slack();
+
+    let run_as = process::invoking_user();
+    let env_for = |host: &str| -> Vec<(String, String)> {
+        let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
+        for h in &cfg.hosts {
+            env.push((
+                format!(
+                    "LATENCYLAB_{}",
+                    h.name.to_ascii_uppercase().replace('-', "_")
+                ),
+                h.interfaces[0].ipv4.to_string(),
+            ));
+        }
+        if let Some(d) = &opts.out_dir {
+            env.push(("LATENCYLAB_OUT".into(), d.display().to_string()));
+        }
+        env
+    };
+    let launch = |host: &str,
+                  argv: Vec<String>,
+                  own_group: bool,
+                  name: &str,
+                  command: bool|
+     -> Result<Child> {
+        let hi = cfg
+            .hosts
+            .iter()
+            .position(|h| h.name == host)
+            .context("validated host")?;
+        let (stdout, stderr) = match (&opts.out_dir, command) {
+            (_, true) => (Stdio::inherit(), Stdio::inherit()),
+            (Some(d), false) => {
+                let dir = d.join("programs");
+                fs::create_dir_all(&dir)?;
+                (
+                    Stdio::from(File::create(dir.join(format!("{name}.out")))?),
+                    Stdio::from(File::create(dir.join(format!("{name}.err")))?),
+                )
+            }
+            // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
+            (None, false) => (
+                Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
+                Stdio::inherit(),
+            ),
+        };
+        process::spawn(Launch {
+            ns_fd: td.hosts[hi].ns_fd.as_raw_fd(),
+            hosts_file: &hosts_file,
+            resolv_file: &resolv_file,
+            argv,
+            env: env_for(host),
+            stdout,
+            stderr,
+            stdin: if command {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            },
+            own_process_group: own_group,
+            run_as: run_as.clone(),
+        })
+    };
+
+    let mut progs: Vec<Prog> = Vec::new();
+    let mut server_idx = None;
+    if let Some((host, line)) = &opts.server {
+        let child = launch(
+            host,
+            vec!["sh".into(), "-c".into(), line.clone()],
+            true,
+            "server",
+            false,
+        )?;
+        progs.push(Prog {
+            name: "server".into(),
+            child,
+            own_group: true,
+            wait: false,
+            is_command: false,
+            status: None,
+        });
+        server_idx = Some(progs.len() - 1);
+    }
+    // The schedule: programs and link changes, in time order.
+    let mut pending_progs: Vec<usize> = (0..cfg.programs.len()).collect();
+    pending_progs.sort_by(|a, b| cfg.programs[*a].at_s.total_cmp(&cfg.programs[*b].at_s));
+    let mut pending_changes: Vec<usize> = (0..cfg.changes.len()).collect();
+    pending_changes.sort_by(|a, b| cfg.changes[*a].at_s.total_cmp(&cfg.changes[*b].at_s));
+    let (mut next_prog, mut next_change) = (0usize, 0usize);
+    let link_idx = cfg.link_index();
+    let stop_at = cfg
+        .duration_s
+        .map(|s| Instant::ZERO + crate::config::secs(s));
+    let mut command_pending = opts.command.clone();
+    let server_wait_until = Instant::ZERO + SERVER_READY_TIMEOUT;
+
+    let mut stopping: Option<(Instant, i32)> = None; // (kill deadline, exit code)
+    let mut exit_code = 0;
+    let mut events = vec![EpollEvent::empty(); 64];
+
+    if !opts.quiet {
+        describe(cfg);
+    }
+
+    let result: Result<()> = (|| loop {
+        let now = now_of(sys::monotonic_ns());
+
+        // Start COMMAND once the server listens (or gave up, or there is none).
+        if let Some((host, argv)) = &command_pending {
+            let ready = match server_idx {
+                None => true,
+                Some(s) => {
+                    process::has_listener(progs[s].child.id())
+                        || now >= server_wait_until
+                        || progs[s].child.try_wait()?.is_some()
+                }
+            };
+            if ready && stopping.is_none() {
+                let child = launch(host, argv.clone(), false, "command", true)?;
+                progs.push(Prog {
+                    name: "COMMAND".into(),
+                    child,
+                    own_group: false,
+                    wait: true,
+                    is_command: true,
+                    status: None,
+                });
+                command_pending = None;
+            }
+        }
+        while next_prog < pending_progs.len() && stopping.is_none() {
+            let p = &cfg.programs[pending_progs[next_prog]];
+            if now < Instant::ZERO + crate::config::secs(p.at_s) {
+                break;
+            }
+            let child = launch(
+                &p.host,
+                vec!["sh".into(), "-c".into(), p.run.clone()],
+                true,
+                &p.name,
+                false,
+            )?;
+            progs.push(Prog {
+                name: p.name.clone(),
+                child,
+                own_group: true,
+                wait: p.wait,
+                is_command: false,
+                status: None,
+            });
+            next_prog += 1;
+        }
+        while next_change < pending_changes.len() {
+            let c = &cfg.changes[pending_changes[next_change]];
+            let at = Instant::ZERO + crate::config::secs(c.at_s);
+            if now < at {
+                break;
+            }
+            let li = link_idx[&c.link];
+            let targets: Vec<usize> = (0..fwd.dirs.len())
+                .filter(|&d| {
+                    let info = &fwd.dirs[d];
+                    info.link_index == li
+                        && c.direction.as_deref().is_none_or(|x| x == info.direction)
+                })
+                .collect();
+            for d in targets {
+                let params = apply_change(fwd.net.link(d).params(), c)?;
+                fwd.set_params(at, d, params);
+            }
+            next_change += 1;
+        }
+
+        fwd.poll(now);
+
+        // Has the lab reached its end?
+        let all_started = command_pending.is_none() && next_prog >= pending_progs.len();
+        let running = |p: &Prog| p.status.is_none();
+        if stopping.is_none() {
+            let command_done = progs.iter().any(|p| p.is_command && !running(p));
+            let waited = progs.iter().any(|p| p.wait);
+            let end = if command_done {
+                exit_code = progs
+                    .iter()
+                    .find(|p| p.is_command)
+                    .and_then(|p| p.status)
+                    .unwrap_or(0);
+                true
+            } else if stop_at.is_some_and(|t| now >= t) {
+                true
+            } else if opts.command.is_none() && stop_at.is_none() && all_started {
+                if waited {
+                    progs.iter().filter(|p| p.wait).all(|p| !running(p))
+                } else {
+                    progs.iter().all(|p| !running(p))
+                }
+            } else {
+                false
+            };
+            if end {
+                for p in progs.iter().filter(|p| running(p)) {
+                    let pid = p.child.id() as i32;
+                    if p.own_group {
+                        process::signal_group(pid, libc::SIGTERM)
+                    } else {
+                        process::signal(pid, libc::SIGTERM)
+                    }
+                }
+                stopping = Some((now + GRACE, exit_code));
+            }
+        }
+        if let Some((deadline, _)) = stopping {
+            if progs.iter().all(|p| !running(p)) || now >= deadline {
+                return Ok(());
+            }
+        }
+
+        // Sleep until the next thing: a packet, a signal, a deadline.
+        let mut deadline = fwd.next_wakeup();
+        let mut consider = |t: Instant| deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
+        if let Some(i) = pending_progs.get(next_prog) {
+            consider(Instant::ZERO + crate::config::secs(cfg.programs[*i].at_s));
+        }
+        if let Some(i) = pending_changes.get(next_change) {
+            consider(Instant::ZERO + crate::config::secs(cfg.changes[*i].at_s));
+        }
+        if let Some(t) = stop_at {
+            consider(t);
+        }
+        if let Some((t, _)) = stopping {
+            consider(t.min(now + wire::Duration::from_millis(10)));
+        }
+        if command_pending.is_some() {
+            consider(now + wire::Duration::from_millis(5));
+        }
+        let timeout = match deadline {
+            None => EpollTimeout::NONE,
+            Some(t) if t.as_nanos() <= now.as_nanos() + SPIN_NS => EpollTimeout::ZERO,
+            Some(t) => {
+                let abs = mono_start + t.as_nanos();
+                let ts = TimeSpec::new((abs / 1_000_000_000) as i64, (abs % 1_000_000_000) as i64);
+                timer.set(
+                    Expiration::OneShot(ts),
+                    TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+                )?;
+                EpollTimeout::NONE
+            }
+        };
+        let n = epoll.wait(&mut events, timeout)?;
+        let now = now_of(sys::monotonic_ns());
+        for ev in &events[..n] {
+            match ev.data() {
+                TOKEN_TIMER => {
+                    let _ = timer.wait();
+                }
+                TOKEN_SIGNAL => {
+                    while let Some(si) = sfd.read_signal()? {
+                        let sig = si.ssi_signo as i32;
+                        if sig == libc::SIGCHLD {
+                            continue;
+                        }
+                        // A Ctrl-C from the terminal reached COMMAND too (same process group);
+                        // the lab ends when COMMAND does. Any other stop signal stops the lab.
+                        let from_tty = sig == libc::SIGINT && si.ssi_code == libc::SI_KERNEL;
+                        let command_running =
+                            progs.iter().any(|p| p.is_command && p.status.is_none());
+                        if from_tty && command_running {
+                            continue;
+                        }
+                        if stopping.is_none() {
+                            for p in progs.iter().filter(|p| p.status.is_none()) {
+                                let pid = p.child.id() as i32;
+                                if p.own_group {
+                                    process::signal_group(pid, libc::SIGTERM)
+                                } else {
+                                    process::signal(pid, libc::SIGTERM)
+                                }
+                            }
+                            command_pending = None;
+                            exit_code = 128 + sig;
+                            stopping = Some((now + GRACE, exit_code));
+                        }
+                    }
+                }
+                // Level-triggered: an interface with packets left after a burst is reported again.
+                i => {
+                    fwd.read_iface(i as usize, now)?;
+                }
+            }
+        }
+        for p in progs.iter_mut().filter(|p| p.status.is_none()) {
+            if let Some(st) = p.child.try_wait()? {
+                p.status = Some(exit_code_of(st));
+                if !opts.quiet && !p.is_command && st.code() != Some(0) && stopping.is_none() {
+                    eprintln!(
+                        "latencylab: program '{}' ended with status {}",
+                        p.name,
+                        exit_code_of(st)
+                    );
+                }
+            }
+        }
+    })();
+    td.progs = progs;
+    result?;
+    if let Some((_, code)) = stopping {
+        if exit_code == 0 {
+            exit_code = code;
+        }
+    }
+    let summary = fwd.finish()?;
+    if let Some(d) = &opts.out_dir {
+        output::write_json(&d.join("summary.json"), &summary)?;
+    }
+    if !opts.quiet {
+        report(&summary, opts);
+    }
+    drop(fwd);
+    drop(td);
+    Ok(RunResult { exit_code, summary })
+}
+
+fn describe(cfg: &LabConfig) {
+    let mut s = String::from("latencylab: lab up:");
+    for h in &cfg.hosts {
+        let addrs: Vec<String> = h
+            .interfaces
+            .iter()
+            .map(|i| format!("{}.{} {}", h.name, i.name, i.ipv4))
+            .collect();
+        s.push_str(&format!(" [{}]", addrs.join(", ")));
+    }
+    eprintln!("{s}");
+    for l in &cfg.links {
+        for (name, d) in [("up", &l.up), ("down", &l.down)] {
+            eprintln!(
+                "latencylab:   {} {name}: {} {} delay, loss {}, queue {}",
+                l.name, d.capacity, d.delay, d.loss, d.queue
+            );
+        }
+    }
+}
+
+fn report(summary: &Summary, opts: &RunOptions) {
+    let mut err = std::io::stderr().lock();
+    for l in &summary.links {
+        if l.packets_in == 0 {
+            continue;
+        }
+        let drops: u64 = l.drops.values().sum();
+        let _ = writeln!(
+            err,
+            "latencylab: {}-{}: {} packets, {:.2} Mbit/s, queue delay p50 {:.1} ms p99 {:.1} ms, {} dropped, {} CE-marked",
+            l.name,
+            l.direction,
+            l.packets_out,
+            l.throughput_bps / 1e6,
+            l.queue_delay_ms.p50,
+            l.queue_delay_ms.p99,
+            drops,
+            l.ce_marks
+        );
+    }
+    if let Some(d) = &opts.out_dir {
+        let _ = writeln!(
+            err,
+            "latencylab: captures, link logs and summary.json are in {}",
+            d.display()
+        );
+    }
+}
