@@ -9,10 +9,17 @@
 //! Specs are written as tc writes them (`fifo limit 1000`, `codel target 5ms ecn`) and parsed by
 //! [`spec::parse`]; what is left out takes Linux's default.
 
+pub mod codel;
+pub mod codel_law;
+pub mod dualpi2;
 pub mod fifo;
+pub mod fq_codel;
+pub mod pie;
 pub mod spec;
+#[cfg(test)]
+pub(crate) mod testutil;
 
-use wire::{Instant, Packet};
+use wire::{Ecn, Instant, Packet};
 
 pub use spec::{parse as parse_spec, Spec, SpecError};
 
@@ -124,6 +131,39 @@ impl Stats {
     }
 }
 
+/// Counters for one sub-queue of a discipline that has several (DualPI2: classic and L4S).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Short name for summaries: `c` or `l` for DualPI2.
+    pub name: &'static str,
+    /// The value this class gives `Packet::class`.
+    pub class: u8,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// Indexed by `Cause as usize`, as [`Stats::by_cause`].
+    pub by_cause: [u64; 6],
+    pub backlog_packets: usize,
+    pub backlog_bytes: usize,
+}
+
+impl ClassStats {
+    pub fn count(&self, cause: Cause) -> u64 {
+        self.by_cause[cause.index()]
+    }
+}
+
+/// Sets CE on an ECN-capable packet, as Linux's `INET_ECN_set_ce`: true for ECT(0), ECT(1)
+/// and CE (already marked: nothing to change, but the AQM's signal is delivered all the same,
+/// so it must not drop), false for Not-ECT and for bytes that are not an IP header.
+pub(crate) fn set_ce(packet: &mut Packet) -> bool {
+    match packet.ecn() {
+        Ecn::NotEct => false,
+        Ecn::Ce => true,
+        Ecn::Ect0 | Ecn::Ect1 => packet.set_ecn(Ecn::Ce).is_ok(),
+    }
+}
+
 /// A queue discipline: the one trait the link uses.
 ///
 /// The link sets `packet.enqueued_at = now` before `enqueue`; disciplines use it for sojourn
@@ -144,4 +184,9 @@ pub trait Qdisc: Send {
     fn on_timer(&mut self, _now: Instant) {}
     /// The discipline's tc name (`fifo`, `codel`, …).
     fn kind(&self) -> &'static str;
+    /// Per-sub-queue counters for disciplines with several queues (DualPI2: `[c, l]`); empty
+    /// for the others. Dequeued and dropped packets carry their sub-queue in `Packet::class`.
+    fn class_stats(&self) -> Vec<ClassStats> {
+        Vec::new()
+    }
 }
