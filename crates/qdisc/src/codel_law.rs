@@ -112,9 +112,11 @@ pub fn newton_step(vars: &mut CodelVars) {
     let invsqrt = u64::from(vars.rec_inv_sqrt) << REC_INV_SQRT_SHIFT;
     let invsqrt2 = (invsqrt * invsqrt) >> 32;
     let mut val = (3u64 << 32).wrapping_sub(u64::from(vars.count).wrapping_mul(invsqrt2));
-    // Divide by 4 first so that the multiply below cannot overflow 64 bits, as Linux does.
+    // Divide by 4 first so that the multiply below fits 64 bits, as Linux does. When count
+    // has jumped far past the estimate (fq_codel's batch drop adds to it) the subtraction
+    // above wraps; Linux's unsigned C arithmetic wraps there too, and so do we, bit for bit.
     val >>= 2;
-    val = (val * invsqrt) >> (32 - 2 + 1);
+    val = val.wrapping_mul(invsqrt) >> (32 - 2 + 1);
     vars.rec_inv_sqrt = (val >> REC_INV_SQRT_SHIFT) as u16;
 }
 
