@@ -1,1 +1,54 @@
-//! apps: not yet written.
+//! apps: the reference traffic programs that users run inside lab hosts (or on any network):
+//! bulk TCP, a streaming-video sender with a playback-buffer receiver, latency probes over TCP
+//! and UDP, and an L4S-capable video call over UDP. Each writes its measurements as JSON lines
+//! ([`records`]), stops by itself (`--duration`) or on SIGTERM/Ctrl-C, and is reachable as a
+//! `latencylab` subcommand through [`AppCommand`].
+//!
+//! The measurement logic that can be pure is pure and tested in simulated time ([`stats`],
+//! [`playback`], the call's packet formats and accounting); the rest is a thin layer of std
+//! sockets and threads. Nothing here builds networks: the `lab` crate runs these programs in
+//! its hosts.
+
+pub mod bulk;
+pub mod common;
+pub mod records;
+pub mod stats;
+#[allow(dead_code)] // the ECN socket calls are used by `call`, still to come
+mod sys;
+
+use std::process::ExitCode;
+
+pub use records::{parse_records, read_records, Record};
+pub use stats::{percentile_sorted, Percentiles};
+
+/// The programs, as subcommands; the `latencylab` CLI flattens this enum into its own.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum AppCommand {
+    /// Bulk TCP server: sends or receives for as long as each client asks.
+    #[command(after_help = "Example:\n  latencylab bulk-server --port 5201 --out server.jsonl")]
+    BulkServer(bulk::BulkServerArgs),
+    /// Bulk TCP client: downloads (or uploads) for --duration, reports goodput per interval.
+    #[command(
+        after_help = "Example:\n  latencylab bulk-client server:5201 --direction download --duration 10s --out bulk.jsonl"
+    )]
+    BulkClient(bulk::BulkClientArgs),
+}
+
+/// Runs one program. A usage error found after parsing (options that contradict each other)
+/// is printed on stderr and gives exit status 2; other failures are returned with context.
+pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
+    let r = match &cmd {
+        AppCommand::BulkServer(a) => bulk::run_server(a),
+        AppCommand::BulkClient(a) => bulk::run_client(a),
+    };
+    match r {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => match e.downcast_ref::<common::UsageError>() {
+            Some(u) => {
+                eprintln!("error: {u}");
+                Ok(ExitCode::from(2))
+            }
+            None => Err(e),
+        },
+    }
+}
