@@ -11,6 +11,7 @@
 
 pub mod bulk;
 pub mod common;
+pub mod probe;
 pub mod records;
 pub mod stats;
 #[allow(dead_code)] // the ECN socket calls are used by `call`, still to come
@@ -32,6 +33,14 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab bulk-client server:5201 --direction download --duration 10s --out bulk.jsonl"
     )]
     BulkClient(bulk::BulkClientArgs),
+    /// Latency probe server: echoes TCP and UDP probes on one port.
+    #[command(after_help = "Example:\n  latencylab probe-server --port 5202")]
+    ProbeServer(probe::ProbeServerArgs),
+    /// Latency probe client: a small TCP request/response and a UDP ping, every RTT a line.
+    #[command(
+        after_help = "Example:\n  latencylab probe-client server:5202 --interval 100ms --duration 30s --out probe.jsonl"
+    )]
+    ProbeClient(probe::ProbeClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -40,6 +49,8 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
     let r = match &cmd {
         AppCommand::BulkServer(a) => bulk::run_server(a),
         AppCommand::BulkClient(a) => bulk::run_client(a),
+        AppCommand::ProbeServer(a) => probe::run_server(a),
+        AppCommand::ProbeClient(a) => probe::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
