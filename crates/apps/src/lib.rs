@@ -11,9 +11,11 @@
 
 pub mod bulk;
 pub mod common;
+pub mod playback;
 pub mod probe;
 pub mod records;
 pub mod stats;
+pub mod stream;
 #[allow(dead_code)] // the ECN socket calls are used by `call`, still to come
 mod sys;
 
@@ -41,6 +43,14 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab probe-client server:5202 --interval 100ms --duration 30s --out probe.jsonl"
     )]
     ProbeClient(probe::ProbeClientArgs),
+    /// Streaming video server: writes chunks of bitrate × chunk on the media schedule asked for.
+    #[command(after_help = "Example:\n  latencylab stream-server --port 5203")]
+    StreamServer(stream::StreamServerArgs),
+    /// Streaming video client: a playback-buffer model, stalls, and the gaps between reads.
+    #[command(
+        after_help = "Example:\n  latencylab stream-client server:5203 --bitrate 8mbit --chunk 250ms --ahead 30s --duration 30s --out stream.jsonl"
+    )]
+    StreamClient(stream::StreamClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -51,6 +61,8 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::BulkClient(a) => bulk::run_client(a),
         AppCommand::ProbeServer(a) => probe::run_server(a),
         AppCommand::ProbeClient(a) => probe::run_client(a),
+        AppCommand::StreamServer(a) => stream::run_server(a),
+        AppCommand::StreamClient(a) => stream::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -61,5 +73,54 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
             }
             None => Err(e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// The way the `latencylab` CLI embeds the programs.
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: AppCommand,
+    }
+
+    #[test]
+    fn bad_option_values_exit_with_status_2_and_are_quoted() {
+        let err = Cli::try_parse_from([
+            "latencylab",
+            "stream-client",
+            "server",
+            "--bitrate",
+            "8mbits",
+        ])
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'8mbits'"), "{err}");
+        let err = Cli::try_parse_from(["latencylab", "bulk-client", "server", "--duration", "10"])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'10'"), "{err}");
+    }
+
+    #[test]
+    fn every_program_parses_its_documented_example_and_shows_it_in_help() {
+        let mut cmd = Cli::command();
+        for sub in cmd.get_subcommands_mut() {
+            let help = sub.render_long_help().to_string();
+            let example = help
+                .lines()
+                .skip_while(|l| !l.starts_with("Example:"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{} has no example:\n{help}", sub.get_name()))
+                .trim()
+                .to_string();
+            let args: Vec<&str> = example.split_whitespace().collect();
+            assert_eq!(args[1], sub.get_name());
+            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{example}: {e}"));
+        }
     }
 }
