@@ -1,1 +1,126 @@
-//! apps: not yet written.
+//! apps: the reference traffic programs that users run inside lab hosts (or on any network):
+//! bulk TCP, a streaming-video sender with a playback-buffer receiver, latency probes over TCP
+//! and UDP, and an L4S-capable video call over UDP. Each writes its measurements as JSON lines
+//! ([`records`]), stops by itself (`--duration`) or on SIGTERM/Ctrl-C, and is reachable as a
+//! `latencylab` subcommand through [`AppCommand`].
+//!
+//! The measurement logic that can be pure is pure and tested in simulated time ([`stats`],
+//! [`playback`], the call's packet formats and accounting); the rest is a thin layer of std
+//! sockets and threads. Nothing here builds networks: the `lab` crate runs these programs in
+//! its hosts.
+
+pub mod bulk;
+pub mod common;
+pub mod playback;
+pub mod probe;
+pub mod records;
+pub mod stats;
+pub mod stream;
+#[allow(dead_code)] // the ECN socket calls are used by `call`, still to come
+mod sys;
+
+use std::process::ExitCode;
+
+pub use records::{parse_records, read_records, Record};
+pub use stats::{percentile_sorted, Percentiles};
+
+/// The programs, as subcommands; the `latencylab` CLI flattens this enum into its own.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum AppCommand {
+    /// Bulk TCP server: sends or receives for as long as each client asks.
+    #[command(after_help = "Example:\n  latencylab bulk-server --port 5201 --out server.jsonl")]
+    BulkServer(bulk::BulkServerArgs),
+    /// Bulk TCP client: downloads (or uploads) for --duration, reports goodput per interval.
+    #[command(
+        after_help = "Example:\n  latencylab bulk-client server:5201 --direction download --duration 10s --out bulk.jsonl"
+    )]
+    BulkClient(bulk::BulkClientArgs),
+    /// Latency probe server: echoes TCP and UDP probes on one port.
+    #[command(after_help = "Example:\n  latencylab probe-server --port 5202")]
+    ProbeServer(probe::ProbeServerArgs),
+    /// Latency probe client: a small TCP request/response and a UDP ping, every RTT a line.
+    #[command(
+        after_help = "Example:\n  latencylab probe-client server:5202 --interval 100ms --duration 30s --out probe.jsonl"
+    )]
+    ProbeClient(probe::ProbeClientArgs),
+    /// Streaming video server: writes chunks of bitrate × chunk on the media schedule asked for.
+    #[command(after_help = "Example:\n  latencylab stream-server --port 5203")]
+    StreamServer(stream::StreamServerArgs),
+    /// Streaming video client: a playback-buffer model, stalls, and the gaps between reads.
+    #[command(
+        after_help = "Example:\n  latencylab stream-client server:5203 --bitrate 8mbit --chunk 250ms --ahead 30s --duration 30s --out stream.jsonl"
+    )]
+    StreamClient(stream::StreamClientArgs),
+}
+
+/// Runs one program. A usage error found after parsing (options that contradict each other)
+/// is printed on stderr and gives exit status 2; other failures are returned with context.
+pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
+    let r = match &cmd {
+        AppCommand::BulkServer(a) => bulk::run_server(a),
+        AppCommand::BulkClient(a) => bulk::run_client(a),
+        AppCommand::ProbeServer(a) => probe::run_server(a),
+        AppCommand::ProbeClient(a) => probe::run_client(a),
+        AppCommand::StreamServer(a) => stream::run_server(a),
+        AppCommand::StreamClient(a) => stream::run_client(a),
+    };
+    match r {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => match e.downcast_ref::<common::UsageError>() {
+            Some(u) => {
+                eprintln!("error: {u}");
+                Ok(ExitCode::from(2))
+            }
+            None => Err(e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// The way the `latencylab` CLI embeds the programs.
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: AppCommand,
+    }
+
+    #[test]
+    fn bad_option_values_exit_with_status_2_and_are_quoted() {
+        let err = Cli::try_parse_from([
+            "latencylab",
+            "stream-client",
+            "server",
+            "--bitrate",
+            "8mbits",
+        ])
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'8mbits'"), "{err}");
+        let err = Cli::try_parse_from(["latencylab", "bulk-client", "server", "--duration", "10"])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'10'"), "{err}");
+    }
+
+    #[test]
+    fn every_program_parses_its_documented_example_and_shows_it_in_help() {
+        let mut cmd = Cli::command();
+        for sub in cmd.get_subcommands_mut() {
+            let help = sub.render_long_help().to_string();
+            let example = help
+                .lines()
+                .skip_while(|l| !l.starts_with("Example:"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{} has no example:\n{help}", sub.get_name()))
+                .trim()
+                .to_string();
+            let args: Vec<&str> = example.split_whitespace().collect();
+            assert_eq!(args[1], sub.get_name());
+            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{example}: {e}"));
+        }
+    }
+}

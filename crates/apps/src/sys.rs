@@ -1,0 +1,277 @@
+//! The few system calls the programs need that std does not offer: integer socket options
+//! (IP_TOS, IPV6_TCLASS, IP_RECVTOS, IPV6_RECVTCLASS, TCP_NOTSENT_LOWAT …), `recvmsg` with
+//! the received ECN field read from its control message, waiting for a socket to become
+//! readable, and SIGTERM/SIGINT turned into a flag.
+//!
+//! Every call goes through [`cvt`], which turns a `-1` into `io::Error`. This module holds all
+//! of the crate's `unsafe`; it does not decide anything (which codepoint to send, when to stop):
+//! the callers do.
+
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wire::Ecn;
+
+/// Turns the C convention (`-1` and `errno`) into `io::Result`.
+fn cvt<T: Copy + PartialOrd + Default>(ret: T) -> io::Result<T> {
+    if ret < T::default() {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `setsockopt(fd, level, name, &value, sizeof(int))`.
+pub fn set_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `fd` is a live descriptor for the borrow; the option value is a c_int on the
+    // stack whose size we pass, and the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// The address family a socket was created with.
+pub fn is_ipv6_socket(addr: &SocketAddr) -> bool {
+    addr.is_ipv6()
+}
+
+/// Sets the ECN field of every packet the UDP socket sends from now on. On an IPv6 socket both
+/// IPV6_TCLASS and (for IPv4-mapped peers of a dual-stack socket) IP_TOS are set; the second
+/// may be refused on a v6-only socket, which is harmless.
+pub fn set_send_ecn(fd: BorrowedFd<'_>, local: &SocketAddr, ecn: Ecn) -> io::Result<()> {
+    let tos = libc::c_int::from(ecn.bits());
+    if is_ipv6_socket(local) {
+        set_int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, tos)?;
+        let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_TOS, tos);
+        Ok(())
+    } else {
+        set_int_option(fd, libc::IPPROTO_IP, libc::IP_TOS, tos)
+    }
+}
+
+/// Asks the kernel to attach the received TOS / traffic class to every datagram, so that
+/// [`recv_with_ecn`] can report the ECN field (RFC 3168 §5) as it arrived.
+pub fn enable_recv_ecn(fd: BorrowedFd<'_>, local: &SocketAddr) -> io::Result<()> {
+    if is_ipv6_socket(local) {
+        set_int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+        // IPv4 datagrams arriving on a dual-stack socket carry IP_TOS instead.
+        let _ = set_int_option(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+        Ok(())
+    } else {
+        set_int_option(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+    }
+}
+
+/// One received datagram: its length, its sender and the ECN field it arrived with (`None`
+/// when the kernel attached no TOS/traffic-class control message).
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub len: usize,
+    pub from: SocketAddr,
+    pub ecn: Option<Ecn>,
+}
+
+/// `recvmsg` on a UDP socket, reading the IP_TOS / IPV6_TCLASS control message. Honors the
+/// socket's read timeout (SO_RCVTIMEO), returning `WouldBlock` when it expires.
+pub fn recv_with_ecn(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
+    // Room for a few control messages; the kernel sets MSG_CTRUNC if ever too small.
+    let mut control = [0u64; 16];
+    let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid (empty) value that we then fill.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = name.as_mut_ptr().cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 16]>();
+    // SAFETY: every pointer in `msg` refers to a live local buffer of the stated length
+    // (`buf`, `name`, `control`) that outlives the call.
+    let len = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) })? as usize;
+
+    let mut ecn = None;
+    // SAFETY: the CMSG_* helpers walk the control buffer the kernel just filled, bounded by
+    // msg_controllen; each header they return lies inside `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let level = (*cmsg).cmsg_level;
+            let kind = (*cmsg).cmsg_type;
+            let data = libc::CMSG_DATA(cmsg);
+            let data_len = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+            if level == libc::IPPROTO_IP && kind == libc::IP_TOS && data_len >= 1 {
+                // Linux delivers IP_TOS as a single byte.
+                ecn = Some(Ecn::from_bits(*data));
+            } else if level == libc::IPPROTO_IPV6
+                && kind == libc::IPV6_TCLASS
+                && data_len >= size_of::<libc::c_int>()
+            {
+                let tclass = std::ptr::read_unaligned(data.cast::<libc::c_int>());
+                ecn = Some(Ecn::from_bits(tclass as u8));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    // SAFETY: the kernel wrote a socket address of `msg_namelen` bytes into `name`.
+    let from = unsafe { sockaddr_to_std(name.as_ptr(), msg.msg_namelen) }.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "datagram from an unknown family",
+        )
+    })?;
+    Ok(Received { len, from, ecn })
+}
+
+/// Reads a `sockaddr_storage` filled by the kernel.
+///
+/// # Safety
+/// `storage` must point to `len` initialised bytes of a socket address.
+unsafe fn sockaddr_to_std(
+    storage: *const libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
+    let family = libc::c_int::from((*storage).ss_family);
+    if family == libc::AF_INET && len as usize >= size_of::<libc::sockaddr_in>() {
+        let sin = &*storage.cast::<libc::sockaddr_in>();
+        let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        Some(SocketAddr::V4(SocketAddrV4::new(
+            ip,
+            u16::from_be(sin.sin_port),
+        )))
+    } else if family == libc::AF_INET6 && len as usize >= size_of::<libc::sockaddr_in6>() {
+        let sin6 = &*storage.cast::<libc::sockaddr_in6>();
+        let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+        Some(SocketAddr::V6(SocketAddrV6::new(
+            ip,
+            u16::from_be(sin6.sin6_port),
+            sin6.sin6_flowinfo,
+            sin6.sin6_scope_id,
+        )))
+    } else {
+        None
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes; `Ok(false)` on timeout or a signal.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Set by the SIGTERM/SIGINT handler; read by [`signal_received`].
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::Relaxed);
+}
+
+/// Installs handlers so that SIGTERM and SIGINT ask the programs to stop (and flush) instead of
+/// killing them mid-line. SA_RESTART keeps blocking calls going; the programs poll the flag at
+/// least every few hundred milliseconds through their socket timeouts.
+pub fn install_stop_signals() -> io::Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// Whether SIGTERM or SIGINT arrived since [`install_stop_signals`].
+pub fn signal_received() -> bool {
+    SIGNALLED.load(Ordering::Relaxed)
+}
+
+/// `CLOCK_MONOTONIC` in seconds, written once in each program's `start` line so that its
+/// times can be aligned with captures taken on the same machine.
+pub fn monotonic_s() -> f64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(ts) => ts.tv_sec() as f64 + ts.tv_nsec() as f64 / 1e9,
+        Err(_) => f64::NAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    fn ecn_round_trip(bind: &str, ecn: Ecn) -> Option<Ecn> {
+        let rx = UdpSocket::bind(bind).unwrap();
+        let rx_addr = rx.local_addr().unwrap();
+        enable_recv_ecn(rx.as_fd(), &rx_addr).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let tx = UdpSocket::bind(bind).unwrap();
+        set_send_ecn(tx.as_fd(), &tx.local_addr().unwrap(), ecn).unwrap();
+        tx.send_to(b"hello", rx_addr).unwrap();
+        let mut buf = [0u8; 64];
+        let got = recv_with_ecn(rx.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..got.len], b"hello");
+        assert_eq!(got.from, tx.local_addr().unwrap());
+        got.ecn
+    }
+
+    #[test]
+    fn ecn_codepoint_set_by_sender_is_read_back_on_ipv4_loopback() {
+        assert_eq!(ecn_round_trip("127.0.0.1:0", Ecn::Ect1), Some(Ecn::Ect1));
+        assert_eq!(ecn_round_trip("127.0.0.1:0", Ecn::Ect0), Some(Ecn::Ect0));
+        assert_eq!(
+            ecn_round_trip("127.0.0.1:0", Ecn::NotEct),
+            Some(Ecn::NotEct)
+        );
+    }
+
+    #[test]
+    fn ecn_codepoint_set_by_sender_is_read_back_on_ipv6_loopback() {
+        // Some build machines have no IPv6 loopback; the IPv4 test covers the path then.
+        if UdpSocket::bind("[::1]:0").is_err() {
+            return;
+        }
+        assert_eq!(ecn_round_trip("[::1]:0", Ecn::Ect1), Some(Ecn::Ect1));
+        assert_eq!(ecn_round_trip("[::1]:0", Ecn::Ect0), Some(Ecn::Ect0));
+    }
+
+    #[test]
+    fn recv_times_out_with_would_block() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let mut buf = [0u8; 8];
+        let err = recv_with_ecn(rx.as_fd(), &mut buf).unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ));
+    }
+}
