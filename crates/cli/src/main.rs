@@ -24,8 +24,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    Shell(shell::ShellArgs),
+    Shell(Box<shell::ShellArgs>),
     Run(shell::RunArgs),
+    #[command(flatten)]
+    App(apps::AppCommand),
 }
 
 fn main() -> ExitCode {
@@ -38,8 +40,9 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Shell(a) => shell::shell(a),
+        Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),
+        Command::App(a) => apps::run(a),
     };
     match result {
         Ok(code) => code,

@@ -228,6 +228,15 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let run_as = process::invoking_user();
     let env_for = |host: &str| -> Vec<(String, String)> {
         let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
+        // `latencylab bulk-client` and friends resolve inside the lab even under sudo, whose
+        // PATH leaves out ~/.cargo/bin.
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+        {
+            let path = std::env::var("PATH").unwrap_or_default();
+            env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+        }
         for h in &cfg.hosts {
             env.push((
                 format!(
