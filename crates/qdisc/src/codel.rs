@@ -156,7 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn codel_keeps_a_2x_overloaded_queue_near_target() {
+    fn codel_keeps_a_ten_percent_overloaded_queue_near_target() {
         // Eleven 1500-byte packets arrive every 10 ms and ten leave: without an AQM the
         // sojourn would grow by 1 ms every 10 ms until the limit.
         let mut q = Codel::new(Params {
