@@ -18,7 +18,7 @@ use wire::{Instant, Packet};
 
 use crate::config::{resolve_direction, Attach, LabConfig};
 use crate::netns::HostNs;
-use crate::output::{self, LinkLog, LinkSummary, Pcap, Summary};
+use crate::output::{self, EngineSummary, LinkLog, LinkSummary, Pcap, Summary};
 use crate::sys;
 
 /// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
@@ -56,6 +56,8 @@ pub struct Forwarder {
     /// Writes into a TUN device that failed (the host's interface was gone or full).
     pub write_errors: u64,
     pub packets_read: u64,
+    /// How late each packet was written into its host: actual minus scheduled time.
+    pub lateness: link::stats::DelayHistogram,
 }
 
 /// A seed for each link direction, derived from the lab's seed so that runs repeat.
@@ -187,6 +189,7 @@ impl Forwarder {
             out: Vec::new(),
             write_errors: 0,
             packets_read: 0,
+            lateness: Default::default(),
         })
     }
 
@@ -238,7 +241,8 @@ impl Forwarder {
     }
 
     fn deliver(&mut self, now: Instant) {
-        for (e, _at, p) in self.out.drain(..) {
+        for (e, at, p) in self.out.drain(..) {
+            self.lateness.record(now - at);
             let iface = &mut self.ifaces[e];
             if let Some(pc) = &mut iface.pcap {
                 let _ = pc.write(self.real_start_ns + now.as_nanos(), &p.data);
@@ -285,6 +289,11 @@ impl Forwarder {
         Ok(Summary {
             links,
             no_route: self.net.no_route,
+            engine: EngineSummary {
+                packets: self.packets_read,
+                delivery_lateness_ms: self.lateness.percentiles().into(),
+                write_errors: self.write_errors,
+            },
         })
     }
 }

@@ -155,6 +155,17 @@ pub struct Summary {
     pub links: Vec<LinkSummary>,
     /// Packets for addresses outside the lab, dropped at the first hop.
     pub no_route: u64,
+    pub engine: EngineSummary,
+}
+
+/// How well the real-time loop kept to the links' schedule.
+#[derive(Serialize, Clone, Debug)]
+pub struct EngineSummary {
+    /// Packets read from the hosts.
+    pub packets: u64,
+    /// Actual minus scheduled delivery time of every packet written into a host.
+    pub delivery_lateness_ms: DelaySummary,
+    pub write_errors: u64,
 }
 
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

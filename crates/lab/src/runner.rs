@@ -30,8 +30,9 @@ use crate::output::{self, Summary};
 use crate::process::{self, Launch};
 use crate::sys;
 
-/// Deadlines closer than this are busy-waited.
-const SPIN_NS: u64 = 30_000;
+/// The timer is armed this much before a deadline and the rest is busy-waited: a sleeping
+/// thread wakes tens of microseconds late, a polling one does not.
+const SPIN_NS: u64 = 50_000;
 /// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
 const GRACE: StdDuration = StdDuration::from_secs(2);
 /// How long COMMAND waits for `--server` to listen.
@@ -224,6 +225,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
     )?;
     sys::tight_timer_slack();
+    sys::realtime_priority();
 
     let run_as = process::invoking_user();
     let env_for = |host: &str| -> Vec<(String, String)> {
@@ -472,7 +474,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             None => EpollTimeout::NONE,
             Some(t) if t.as_nanos() <= now.as_nanos() + SPIN_NS => EpollTimeout::ZERO,
             Some(t) => {
-                let abs = mono_start + t.as_nanos();
+                let abs = mono_start + t.as_nanos() - SPIN_NS;
                 let ts = TimeSpec::new((abs / 1_000_000_000) as i64, (abs % 1_000_000_000) as i64);
                 timer.set(
                     Expiration::OneShot(ts),

@@ -1,0 +1,572 @@
+//! End-to-end tests of the lab in real network namespaces (issue 2's "Done when"). They need
+//! root, /dev/net/tun, and tcpdump and ping (installed by .ci/run). Each test runs the real
+//! `latencylab` binary and then checks that nothing was left behind: no namespace, no TUN
+//! device, no process.
+//!
+//! The tests take a lock so that only one lab runs at a time: two labs on two cores would
+//! disturb each other's throughput.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+static LAB: Mutex<()> = Mutex::new(());
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_latencylab")
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("latencylab-test-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    d
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("latencylab runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// Processes in a network namespace other than the machine's: lab programs that outlived it.
+fn processes_in_other_namespaces() -> Vec<String> {
+    // The test runs in the machine's own namespace.
+    let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
+    let mut found = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
+            continue;
+        };
+        if m.ino() != root {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            found.push(format!("{pid} {}", comm.trim()));
+        }
+    }
+    found
+}
+
+/// TUN devices in the machine's own namespace.
+fn tun_devices() -> Vec<String> {
+    fs::read_dir("/sys/class/net")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("tun_flags").exists())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect()
+}
+
+fn lab_namespaces() -> Vec<String> {
+    fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with("ll-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_nothing_left() {
+    // Namespaces are freed by the kernel asynchronously once the last holder is gone.
+    for _ in 0..50 {
+        if lab_namespaces().is_empty() && processes_in_other_namespaces().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        lab_namespaces(),
+        Vec::<String>::new(),
+        "namespaces left behind"
+    );
+    assert_eq!(
+        processes_in_other_namespaces(),
+        Vec::<String>::new(),
+        "processes left behind"
+    );
+    assert_eq!(
+        tun_devices(),
+        Vec::<String>::new(),
+        "TUN devices in the machine's namespace"
+    );
+    assert!(
+        !Path::new("/run/latencylab").exists()
+            || fs::read_dir("/run/latencylab").unwrap().next().is_none()
+    );
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LAB.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn total_goodput_mbps(lines: &[serde_json::Value], role: &str) -> f64 {
+    lines
+        .iter()
+        .find(|v| v["type"] == "total" && v["role"] == role)
+        .unwrap_or_else(|| panic!("no total line for {role} in {lines:?}"))["goodput_mbps"]
+        .as_f64()
+        .unwrap()
+}
+
+/// TCP payload rate of a link: IPv6 + TCP with timestamps take 40 + 32 of each 1500 bytes.
+fn payload_mbps(link_mbit: f64) -> f64 {
+    link_mbit * (1500.0 - 72.0) / 1500.0
+}
+
+#[derive(Debug)]
+struct LogLine {
+    time_s: f64,
+    event: String,
+    cause: String,
+}
+
+fn link_log(path: &Path) -> Vec<LogLine> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            LogLine {
+                time_s: f[0].parse::<f64>().unwrap() / 1e9,
+                event: f[1].into(),
+                cause: f[7].into(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump() {
+    let _g = lock();
+    let dir = out_dir("bulk");
+    let client_out = dir.join("client.jsonl");
+    let o = run(&[
+        "shell",
+        "--rate",
+        "10mbit",
+        "--rtt",
+        "40ms",
+        "--queue",
+        "fifo limit 1000",
+        "-o",
+        dir.to_str().unwrap(),
+        "--server",
+        "latencylab bulk-server",
+        "--",
+        "latencylab",
+        "bulk-client",
+        "server",
+        "--duration",
+        "10s",
+        "--out",
+        client_out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let goodput = total_goodput_mbps(&json_lines(&client_out), "receiver");
+    let limit = payload_mbps(10.0);
+    assert!(
+        goodput >= 0.96 * limit,
+        "goodput {goodput:.3} Mbit/s < 96 % of {limit:.3}"
+    );
+    assert!(
+        goodput <= limit * 1.005,
+        "goodput {goodput:.3} Mbit/s above the link's {limit:.3}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let down = summary["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["direction"] == "down")
+        .unwrap();
+    assert!(
+        down["throughput_bps"].as_f64().unwrap() <= 10e6 * 1.001,
+        "{down}"
+    );
+    assert!(
+        down["queue_delay_ms"]["p95"].as_f64().unwrap() > 100.0,
+        "a 1000-packet FIFO bloats: {down}"
+    );
+    for cap in ["client-eth0", "server-eth0"] {
+        let p = dir.join("captures").join(format!("{cap}.pcap"));
+        let t = Command::new("tcpdump")
+            .args(["-nr", p.to_str().unwrap()])
+            .output()
+            .expect("tcpdump is installed");
+        assert!(
+            t.status.success(),
+            "tcpdump -r {}: {}",
+            p.display(),
+            text(&t.stderr)
+        );
+        let lines = text(&t.stdout).lines().count();
+        assert!(lines > 5000, "{cap}: only {lines} packets");
+    }
+    let resolved: lab::LabConfig =
+        serde_json::from_str(&fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap();
+    assert_eq!(resolved.links[0].down.capacity, "10mbit");
+    assert_nothing_left();
+}
+
+#[test]
+fn idle_connect_time_is_the_configured_rtt() {
+    let _g = lock();
+    // 30 sequential connects to a listening server, each timed around connect().
+    // The name is resolved once, outside the timing: only connect() is measured.
+    let script = "import socket,time\nai=socket.getaddrinfo('server',5201,type=socket.SOCK_STREAM)[0]\nfor i in range(30):\n s=socket.socket(ai[0],ai[1]); t=time.perf_counter(); s.connect(ai[4]); print((time.perf_counter()-t)*1000); s.close(); time.sleep(0.05)";
+    let o = run(&[
+        "shell",
+        "--rtt",
+        "40ms",
+        "-q",
+        "--server",
+        "latencylab bulk-server -o /dev/null",
+        "--",
+        "python3",
+        "-c",
+        script,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut ms: Vec<f64> = text(&o.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(ms.len(), 30);
+    ms.sort_by(f64::total_cmp);
+    let median = ms[15];
+    assert!(
+        (median - 40.0).abs() <= 0.5,
+        "median connect {median:.3} ms, all {ms:?}"
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn each_direction_gets_its_own_rate() {
+    let _g = lock();
+    let dir = out_dir("asym");
+    let script = "latencylab bulk-client server --duration 6s -o $LATENCYLAB_OUT/down.jsonl && latencylab bulk-client server --direction upload --duration 6s -o /dev/null";
+    let o = run(&[
+        "shell",
+        "--down",
+        "8mbit",
+        "--up",
+        "1mbit",
+        "--rtt",
+        "20ms",
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+        "--server",
+        "latencylab bulk-server -o $LATENCYLAB_OUT/server.jsonl",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let down = total_goodput_mbps(&json_lines(&dir.join("down.jsonl")), "receiver");
+    assert!(
+        down > 0.9 * payload_mbps(8.0) && down <= payload_mbps(8.0) * 1.01,
+        "down {down}"
+    );
+    // Upstream, what the server received each second once the transfer got going (a sender's
+    // own count would include what still sits in its socket buffer and the 1000-packet queue).
+    let server = json_lines(&dir.join("server.jsonl"));
+    let up: Vec<f64> = server
+        .iter()
+        .filter(|v| v["type"] == "interval" && v["role"] == "receiver")
+        .map(|v| v["goodput_mbps"].as_f64().unwrap())
+        .skip(1)
+        .collect();
+    assert!(up.len() >= 4, "{server:?}");
+    assert!(
+        up.iter().all(|m| *m <= payload_mbps(1.0) * 1.03),
+        "up {up:?}"
+    );
+    let mean = up.iter().sum::<f64>() / up.len() as f64;
+    assert!(mean > 0.9 * payload_mbps(1.0), "up {up:?}");
+    assert_nothing_left();
+}
+
+#[test]
+fn loss_drops_about_the_given_share_in_the_direction_asked() {
+    let _g = lock();
+    let dir = out_dir("loss");
+    let o = run(&[
+        "shell",
+        "--up-loss",
+        "5%",
+        "--seed",
+        "1",
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        "ping",
+        "-n",
+        "-q",
+        "-i",
+        "0.002",
+        "-c",
+        "2000",
+        "-W",
+        "1",
+        "server",
+    ]);
+    // ping exits 0 when some replies came back, 1 when none did.
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let up = link_log(&dir.join("links/path-up.log"));
+    let offered = up
+        .iter()
+        .filter(|l| l.event == "enqueue" || l.cause == "loss")
+        .count();
+    let lost = up.iter().filter(|l| l.cause == "loss").count();
+    let share = lost as f64 / offered as f64;
+    assert!(offered >= 2000, "{offered}");
+    assert!(
+        (share - 0.05).abs() < 0.015,
+        "lost {lost} of {offered} = {share:.4}"
+    );
+    let down = link_log(&dir.join("links/path-down.log"));
+    assert!(
+        down.iter().all(|l| l.cause != "loss"),
+        "no loss was asked downstream"
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn two_clients_share_a_bottleneck_roughly_fairly() {
+    let _g = lock();
+    let dir = out_dir("shared");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/shared-bottleneck.toml"
+    );
+    let o = run(&["run", example, "-q", "-o", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let a = total_goodput_mbps(&json_lines(&dir.join("programs/alice.out")), "receiver");
+    let b = total_goodput_mbps(&json_lines(&dir.join("programs/bob.out")), "receiver");
+    let total = a + b;
+    assert!(
+        total > 0.9 * payload_mbps(10.0) && total <= payload_mbps(10.0) * 1.01,
+        "total {total}"
+    );
+    let (lo, hi) = (a.min(b), a.max(b));
+    assert!(lo / hi > 0.6, "unfair: alice {a:.2} bob {b:.2} Mbit/s");
+    assert_nothing_left();
+}
+
+#[test]
+fn wifi_goes_dark_between_5_and_20_seconds_while_cellular_keeps_working() {
+    let _g = lock();
+    let dir = out_dir("wifi");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/wifi-cellular.toml"
+    );
+    let o = run(&["run", example, "-q", "-o", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let wifi = link_log(&dir.join("links/wifi-up.log"));
+    let sent: Vec<f64> = wifi
+        .iter()
+        .filter(|l| l.event == "dequeue")
+        .map(|l| l.time_s)
+        .collect();
+    let dark: Vec<f64> = wifi
+        .iter()
+        .filter(|l| l.cause == "down")
+        .map(|l| l.time_s)
+        .collect();
+    assert!(
+        sent.iter().any(|t| *t < 5.0) && sent.iter().any(|t| *t > 20.0),
+        "wifi works before and after"
+    );
+    assert!(
+        sent.iter().all(|t| *t < 5.0 || *t >= 20.0),
+        "nothing crosses wifi while dark"
+    );
+    assert!(
+        dark.len() > 100 && dark.iter().all(|t| (5.0..20.0).contains(t)),
+        "{} dark drops",
+        dark.len()
+    );
+    let cell = link_log(&dir.join("links/cell-up.log"));
+    let cell_mid = cell
+        .iter()
+        .filter(|l| l.event == "dequeue" && (5.0..20.0).contains(&l.time_s))
+        .count();
+    assert!(cell_mid > 100, "cellular carries on: {cell_mid}");
+    assert!(cell.iter().all(|l| l.event != "drop"));
+    assert_nothing_left();
+}
+
+#[test]
+fn command_exit_status_is_the_labs_and_nothing_is_left_when_it_fails() {
+    let _g = lock();
+    let o = run(&["shell", "-q", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7));
+    assert_nothing_left();
+    // stdout is COMMAND's alone: the lab talks on stderr.
+    let o = run(&["shell", "--", "echo", "hello"]);
+    assert_eq!(text(&o.stdout), "hello\n");
+    assert!(text(&o.stderr).contains("lab up"));
+    assert_nothing_left();
+}
+
+#[test]
+fn bad_options_are_refused_with_status_2_before_anything_is_built() {
+    let _g = lock();
+    let cases: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
+        (
+            "--rate: cannot read '10mbits' (try 10mbit, 500kbit, 1gbit)",
+            vec!["shell", "--rate", "10mbits"],
+        ),
+        (
+            "--queue: fifo: unknown keyword 'lim'",
+            vec!["shell", "--queue", "fifo lim 5"],
+        ),
+        (
+            "--queue: unknown queue discipline 'redq'",
+            vec!["shell", "--queue", "redq"],
+        ),
+        (
+            "--loss: cannot read '5' as a percentage",
+            vec!["shell", "--loss", "5"],
+        ),
+        (
+            "--down-trace: cannot read trace file '/nonexistent'",
+            vec!["shell", "--down-trace", "/nonexistent"],
+        ),
+        (
+            "--cc: 'warp' (host client) is not available in this kernel",
+            vec!["shell", "--cc", "warp"],
+        ),
+        (
+            "cannot read run file '/nonexistent.toml'",
+            vec!["run", "/nonexistent.toml"],
+        ),
+    ]);
+    for (want, args) in cases {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    let bad = out_dir("bad.toml");
+    fs::write(&bad, "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\nname = \"l\"\na = \"a\"\nb = \"c\"\n").unwrap();
+    let o = run(&["run", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("link 'l': b: 'c' is neither a host"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn a_lab_that_fails_half_way_leaves_nothing() {
+    let _g = lock();
+    // The output directory cannot be made, but only after the hosts exist.
+    let o = run(&[
+        "shell",
+        "-o",
+        "/proc/latencylab-cannot-be-here",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("/proc/latencylab-cannot-be-here"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_nothing_left();
+}
+
+fn spawn_lab(args: &[&str]) -> std::process::Child {
+    let child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the lab is up (its namespaces exist and COMMAND runs).
+    for _ in 0..200 {
+        if lab_namespaces().len() >= 2 && !processes_in_other_namespaces().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+#[test]
+fn sigterm_and_sigint_end_the_lab_and_clean_up() {
+    let _g = lock();
+    for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let child = spawn_lab(&["shell", "--server", "sleep 60", "--", "sleep", "60"]);
+        // SAFETY: kill with a plain pid and signal number.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "signal {sig}: {}",
+            text(&o.stderr)
+        );
+        assert_nothing_left();
+    }
+}
+
+#[test]
+fn a_killed_labs_leftovers_are_removed_by_the_next_one() {
+    let _g = lock();
+    let mut child = spawn_lab(&["shell", "-q", "--", "sleep", "60"]);
+    // SAFETY: kill with a plain pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let left = lab_namespaces();
+    assert!(
+        left.iter()
+            .any(|n| n.starts_with(&format!("ll-{}-", child.id()))),
+        "SIGKILL leaves namespaces: {left:?}"
+    );
+    let o = run(&["shell", "--", "true"]);
+    assert!(o.status.success());
+    assert!(
+        text(&o.stderr).contains("removed what an earlier lab left behind"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_nothing_left();
+}
