@@ -11,6 +11,8 @@
 //! RFC 9768 (ECN, AccECN), RFC 7413 (TFO); draft-ietf-opsawg-pcap and
 //! draft-ietf-opsawg-pcapng for the file formats.
 
+pub mod capture;
+pub mod link;
 pub mod model;
 
 pub use model::*;
