@@ -356,7 +356,7 @@ impl<'r> CaptureReader<'r> {
             }
         };
         let total = rd32(&h[0..4], big_endian) as usize;
-        if total < 28 || total % 4 != 0 || total > MAX_RECORD_BYTES {
+        if total < 28 || total & 3 != 0 || total > MAX_RECORD_BYTES {
             return Err(CaptureError::Malformed {
                 packet: number,
                 why: format!("section header block length {total}"),
@@ -387,7 +387,7 @@ impl<'r> CaptureReader<'r> {
             let be = self.ng_big_endian;
             let btype = rd32(&h[0..4], be);
             let total = rd32(&h[4..8], be) as usize;
-            if total < 12 || total % 4 != 0 || total > MAX_RECORD_BYTES {
+            if total < 12 || total & 3 != 0 || total > MAX_RECORD_BYTES {
                 return Err(CaptureError::Malformed {
                     packet: number,
                     why: format!("block of type {btype:#x} has length {total}"),
