@@ -1,0 +1,1 @@
+//! html: page builder (next commit).
