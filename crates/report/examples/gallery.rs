@@ -2,11 +2,13 @@
 //! directory given as the first argument, to look at what the crate draws:
 //! `cargo run -p report --example gallery -- /tmp/gallery`.
 
-use report::{Axis, Chart, Rgb, Series, TimeSequence, TsgAck, TsgMark, TsgMarkKind, TsgSegment};
+use report::{
+    Axis, Chart, Rgb, Series, TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment,
+};
 use std::path::PathBuf;
 
-/// A bulk transfer through a filling queue: 1448-byte segments, ACKs one RTT later, the RTT
-/// growing as the queue builds, one tail drop repaired by SACK and a retransmission.
+/// A bulk transfer through a filling queue: 1448-byte segments, ACKs one growing RTT later,
+/// one tail drop repaired by SACK and a retransmission, a few CE marks answered by ECE and CWR.
 fn transfer() -> TimeSequence {
     let mut t = TimeSequence {
         title: "10.0.0.1:5201 → 10.0.0.2:40312".into(),
@@ -15,14 +17,10 @@ fn transfer() -> TimeSequence {
             .into(),
         ..Default::default()
     };
-    t.marks.push(TsgMark {
-        time_s: 0.0,
-        seq: 0,
-        kind: TsgMarkKind::Syn,
-    });
+    let mark = |time_s, seq, kind| TsgMark { time_s, seq, kind };
+    t.marks.push(mark(0.0, 0, TsgMarkKind::Syn));
     let mss = 1448u64;
     let lost = 120u64;
-    let mut ack = 1u64;
     for i in 0..300u64 {
         let send_s = 0.02 + i as f64 * 0.0012;
         let rtt_s = 0.02 + i as f64 * 0.0004;
@@ -32,38 +30,44 @@ fn transfer() -> TimeSequence {
             seq_start: seq,
             seq_end: seq + mss,
             retransmit: false,
-            ce: i % 97 == 50,
-            cwr: i % 97 == 60,
         });
+        if i % 97 == 50 {
+            t.marks.push(mark(send_s, seq + mss, TsgMarkKind::Ce));
+            t.marks
+                .push(mark(send_s + rtt_s, seq + mss, TsgMarkKind::Ece));
+            t.marks
+                .push(mark(send_s + rtt_s + 0.01, seq + 8 * mss, TsgMarkKind::Cwr));
+        }
         let ack_s = send_s + rtt_s;
-        let (sack, dup) = if (lost..lost + 12).contains(&i) && i != lost {
-            (vec![(1 + (lost + 1) * mss, seq + mss)], true)
-        } else {
-            if i < lost || i >= lost + 12 {
-                ack = seq + mss;
-            }
-            (vec![], false)
-        };
-        t.acks.push(TsgAck {
-            time_s: ack_s,
-            ack,
-            window_end: ack + 64 * 1024,
-            sack,
-            duplicate: dup,
-            ece: i % 97 == 50,
-        });
+        if (lost + 1..lost + 12).contains(&i) {
+            t.dup_acks.push(TsgPoint {
+                time_s: ack_s,
+                seq: 1 + lost * mss,
+            });
+            t.sacks.push(TsgSack {
+                time_s: ack_s,
+                left: 1 + (lost + 1) * mss,
+                right: seq + mss,
+            });
+        } else if i != lost {
+            t.acks.push(TsgPoint {
+                time_s: ack_s,
+                seq: seq + mss,
+            });
+            t.window_ends.push(TsgPoint {
+                time_s: ack_s,
+                seq: seq + mss + 64 * 1024,
+            });
+        }
     }
-    let rs = t.acks[(lost + 4) as usize].time_s + 0.001;
+    let rs = t.sacks[4].time_s + 0.001;
     t.segments.push(TsgSegment {
         time_s: rs,
         seq_start: 1 + lost * mss,
         seq_end: 1 + (lost + 1) * mss,
         retransmit: true,
-        ce: false,
-        cwr: false,
     });
     t.segments.sort_by(|a, b| a.time_s.total_cmp(&b.time_s));
-    t.acks.sort_by(|a, b| a.time_s.total_cmp(&b.time_s));
     t
 }
 

@@ -24,7 +24,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use chart::{Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch};
-pub use tsg::{TimeSequence, TsgAck, TsgMark, TsgMarkKind, TsgSegment};
+pub use html::{Block, DataMapping, Figure, Page, Section, Table};
+pub use tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 pub use xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
 
 /// What can go wrong while drawing or writing a report.

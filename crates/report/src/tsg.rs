@@ -24,71 +24,107 @@ pub struct TsgSegment {
     pub seq_end: u64,
     /// It carries bytes that were sent before.
     pub retransmit: bool,
-    /// The IP header carried the CE codepoint.
-    pub ce: bool,
-    /// The TCP header had CWR set.
-    pub cwr: bool,
 }
 
-/// An ACK travelling the other way, as seen at the capture point.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TsgAck {
+/// A (time, relative sequence number) point: a cumulative ACK, a window edge, a duplicate ACK.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TsgPoint {
     pub time_s: f64,
-    /// Relative cumulative acknowledgement number.
-    pub ack: u64,
-    /// Relative right edge of the receive window: `ack + (window << scale)`, in bytes.
-    pub window_end: u64,
-    /// SACK blocks `(left, right)` in relative sequence numbers.
-    pub sack: Vec<(u64, u64)>,
-    /// It acknowledges nothing new (same ACK, same window, no data).
-    pub duplicate: bool,
-    /// The TCP header had ECE set.
-    pub ece: bool,
+    pub seq: u64,
 }
 
-/// What a free-standing text mark stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A SACK block `left..right` reported at `time_s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TsgSack {
+    pub time_s: f64,
+    pub left: u64,
+    pub right: u64,
+}
+
+/// What a text mark stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TsgMarkKind {
+    /// A data packet arrived with the CE codepoint (at its sequence number).
+    Ce,
+    /// An ACK carried ECE (at its ACK number).
+    Ece,
+    /// A data packet carried CWR.
+    Cwr,
+    /// New data below the highest sequence sent: reordering, or a sender filling a hole.
+    OutOfOrder,
+    /// Data sent into a zero window.
+    WindowProbe,
+    /// The receiver advertised a zero window (at its ACK number).
+    ZeroWindow,
     Syn,
     Fin,
     Rst,
-    /// The receiver advertised a zero window.
-    ZeroWindow,
 }
 
 impl TsgMarkKind {
-    fn text(self) -> &'static str {
+    /// The text drawn on the graph.
+    pub fn text(self) -> &'static str {
         match self {
+            TsgMarkKind::Ce => "CE",
+            TsgMarkKind::Ece => "ECE",
+            TsgMarkKind::Cwr => "CWR",
+            TsgMarkKind::OutOfOrder => "O",
+            TsgMarkKind::WindowProbe => "P",
+            TsgMarkKind::ZeroWindow => "Z",
             TsgMarkKind::Syn => "SYN",
             TsgMarkKind::Fin => "FIN",
             TsgMarkKind::Rst => "RST",
-            TsgMarkKind::ZeroWindow => "Z",
+        }
+    }
+
+    /// The legend entry of the group the mark is drawn in, and its colour.
+    fn group(self) -> (&'static str, Rgb) {
+        match self {
+            TsgMarkKind::Ce => ("congestion experienced, on data", colors::CE),
+            TsgMarkKind::Ece => ("congestion echoed, on ACK", colors::ECE),
+            TsgMarkKind::Cwr => ("sender reduced its window", colors::CWR),
+            TsgMarkKind::OutOfOrder => ("out-of-order data", colors::EVENT),
+            TsgMarkKind::WindowProbe => ("zero-window probe", colors::EVENT),
+            TsgMarkKind::ZeroWindow => ("zero window advertised", colors::RETRANSMIT),
+            TsgMarkKind::Syn | TsgMarkKind::Fin | TsgMarkKind::Rst => {
+                ("connection open / close / reset", colors::EVENT)
+            }
         }
     }
 }
 
 /// A text mark at a point of the graph.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TsgMark {
     pub time_s: f64,
     pub seq: u64,
     pub kind: TsgMarkKind,
 }
 
-/// Everything needed to draw one direction's time-sequence graph.
+/// Everything needed to draw one direction's time-sequence graph. All sequence numbers are
+/// in this direction's relative space; ACKs, windows and SACKs are what the other side sent
+/// back about this direction's data.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct TimeSequence {
     /// E.g. "10.0.0.1:5201 → 10.0.0.2:40312".
     pub title: String,
     pub caption: String,
     pub segments: Vec<TsgSegment>,
-    pub acks: Vec<TsgAck>,
+    /// Cumulative ACK, one point per change, in time order.
+    pub acks: Vec<TsgPoint>,
+    /// Right edge of the advertised receive window (`ack + window`), in time order.
+    pub window_ends: Vec<TsgPoint>,
+    pub sacks: Vec<TsgSack>,
+    pub dup_acks: Vec<TsgPoint>,
     pub marks: Vec<TsgMark>,
     /// Fixed time window; `None` fits the data.
     pub x_range_s: Option<(f64, f64)>,
     /// Fixed sequence window; `None` fits the data.
     pub y_range_bytes: Option<(f64, f64)>,
 }
+
+/// Legend name, colour, first kind (for ordering) and texts of one group of marks.
+type MarkGroup = (&'static str, Rgb, TsgMarkKind, Vec<(f64, f64, String)>);
 
 /// The colours, named once so that the legend, the docs and the xplot output agree.
 pub mod colors {
@@ -119,7 +155,11 @@ impl TimeSequence {
         let mut c = Chart::new(self.title.clone(), x, y)
             .caption(self.caption.clone())
             .size(1200, 700);
-
+        let pts = |v: &[TsgPoint]| {
+            v.iter()
+                .map(|p| (p.time_s, p.seq as f64))
+                .collect::<Vec<_>>()
+        };
         let beams = |retransmit: bool| -> Vec<(f64, f64, f64)> {
             self.segments
                 .iter()
@@ -127,27 +167,21 @@ impl TimeSequence {
                 .map(|s| (s.time_s, s.seq_start as f64, s.seq_end as f64))
                 .collect()
         };
-        // Lines go first so that segments and marks are drawn over them.
+        // Lines first, so that segments and marks are drawn over them.
         c.push(
             Series::step(
                 "receive window (ACK + rwnd)",
                 colors::WINDOW,
-                self.window_points(),
+                pts(&self.window_ends),
             )
             .keep_in_legend(),
         );
-        c.push(Series::step("cumulative ACK", colors::ACK, self.ack_points()).keep_in_legend());
+        c.push(Series::step("cumulative ACK", colors::ACK, pts(&self.acks)).keep_in_legend());
         c.push(
             Series::new(
                 "duplicate ACK",
                 colors::ACK,
-                Marks::Ticks(
-                    self.acks
-                        .iter()
-                        .filter(|a| a.duplicate)
-                        .map(|a| (a.time_s, a.ack as f64))
-                        .collect(),
-                ),
+                Marks::Ticks(pts(&self.dup_acks)),
             )
             .stroke(1),
         );
@@ -156,13 +190,9 @@ impl TimeSequence {
                 "SACK block",
                 colors::SACK,
                 Marks::Segments(
-                    self.acks
+                    self.sacks
                         .iter()
-                        .flat_map(|a| {
-                            a.sack
-                                .iter()
-                                .map(move |&(l, r)| ((a.time_s, l as f64), (a.time_s, r as f64)))
-                        })
+                        .map(|s| ((s.time_s, s.left as f64), (s.time_s, s.right as f64)))
                         .collect(),
                 ),
             )
@@ -181,69 +211,126 @@ impl TimeSequence {
             )
             .stroke(2),
         );
-        let text = |name: &str, color: Rgb, items: Vec<(f64, f64, String)>| {
-            Series::new(name, color, Marks::Text(items))
-        };
-        c.push(text(
+        c.push(Series::new(
             "retransmission",
             colors::RETRANSMIT,
-            self.segments
-                .iter()
-                .filter(|s| s.retransmit)
-                .map(|s| (s.time_s, s.seq_end as f64, "R".to_string()))
-                .collect(),
+            Marks::Text(
+                self.segments
+                    .iter()
+                    .filter(|s| s.retransmit)
+                    .map(|s| (s.time_s, s.seq_end as f64, "R".to_string()))
+                    .collect(),
+            ),
         ));
-        c.push(text(
-            "CE on data (congestion experienced)",
-            colors::CE,
-            self.segments
-                .iter()
-                .filter(|s| s.ce)
-                .map(|s| (s.time_s, s.seq_end as f64, "CE".to_string()))
-                .collect(),
-        ));
-        c.push(text(
-            "ECE on ACK (echo to sender)",
-            colors::ECE,
-            self.acks
-                .iter()
-                .filter(|a| a.ece)
-                .map(|a| (a.time_s, a.ack as f64, "ECE".to_string()))
-                .collect(),
-        ));
-        c.push(text(
-            "CWR on data (window reduced)",
-            colors::CWR,
-            self.segments
-                .iter()
-                .filter(|s| s.cwr)
-                .map(|s| (s.time_s, s.seq_end as f64, "CWR".to_string()))
-                .collect(),
-        ));
-        let mut events: Vec<(f64, f64, String)> = self
-            .marks
-            .iter()
-            .map(|m| (m.time_s, m.seq as f64, m.kind.text().to_string()))
-            .collect();
-        events.sort_by(|a, b| a.0.total_cmp(&b.0));
-        c.push(text(
-            "SYN / FIN / RST / Z = zero window",
-            colors::EVENT,
-            events,
-        ));
+        // One text series per legend group, in the order of TsgMarkKind.
+        let mut marks = self.marks.clone();
+        marks.sort_by(|a, b| {
+            a.kind
+                .group()
+                .0
+                .cmp(b.kind.group().0)
+                .then(a.time_s.total_cmp(&b.time_s))
+        });
+        let mut groups: Vec<MarkGroup> = Vec::new();
+        for m in &marks {
+            let (name, color) = m.kind.group();
+            let item = (m.time_s, m.seq as f64, m.kind.text().to_string());
+            match groups.iter_mut().find(|g| g.0 == name) {
+                Some(g) => {
+                    g.2 = g.2.min(m.kind);
+                    g.3.push(item)
+                }
+                None => groups.push((name, color, m.kind, vec![item])),
+            }
+        }
+        groups.sort_by_key(|g| g.2);
+        for (name, color, _, items) in groups {
+            c.push(Series::new(name, color, Marks::Text(items)));
+        }
         c
     }
 
-    /// The ACK staircase, extended to the end of the data so that a final ACK shows.
-    fn ack_points(&self) -> Vec<(f64, f64)> {
-        self.acks.iter().map(|a| (a.time_s, a.ack as f64)).collect()
-    }
-
-    fn window_points(&self) -> Vec<(f64, f64)> {
-        self.acks
+    /// A lighter copy for drawing very long transfers: when there are more than
+    /// `max_segments` segments, time is cut into `columns` equal slices and, within a slice,
+    /// runs of contiguous new-data segments become one bar, and the ACK and window staircases,
+    /// duplicate ACKs, SACK blocks and marks keep only what differs within the slice. With
+    /// a few columns per pixel the picture is the same; zooming in a page shows the merged bars.
+    /// Retransmissions are never merged.
+    pub fn thinned(&self, max_segments: usize, columns: usize) -> TimeSequence {
+        if self.segments.len() <= max_segments || columns == 0 {
+            return self.clone();
+        }
+        let (t0, t1) = self
+            .segments
             .iter()
-            .map(|a| (a.time_s, a.window_end as f64))
-            .collect()
+            .map(|s| s.time_s)
+            .chain(self.acks.iter().map(|a| a.time_s))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+                (lo.min(t), hi.max(t))
+            });
+        let width = ((t1 - t0) / columns as f64).max(f64::MIN_POSITIVE);
+        let col = |t: f64| ((t - t0) / width).floor() as i64;
+
+        let mut out = TimeSequence {
+            segments: Vec::new(),
+            acks: Vec::new(),
+            window_ends: Vec::new(),
+            sacks: Vec::new(),
+            dup_acks: Vec::new(),
+            marks: Vec::new(),
+            ..self.clone()
+        };
+        for s in &self.segments {
+            if let Some(last) = out.segments.last_mut() {
+                if !s.retransmit
+                    && !last.retransmit
+                    && col(last.time_s) == col(s.time_s)
+                    && s.seq_start <= last.seq_end
+                    && s.seq_end >= last.seq_start
+                {
+                    last.seq_start = last.seq_start.min(s.seq_start);
+                    last.seq_end = last.seq_end.max(s.seq_end);
+                    continue;
+                }
+            }
+            out.segments.push(s.clone());
+        }
+        // Staircases: the first and last point of each slice keep the shape.
+        let stairs = |v: &[TsgPoint]| {
+            let mut o: Vec<TsgPoint> = Vec::new();
+            for (i, p) in v.iter().enumerate() {
+                let next_same = v.get(i + 1).is_some_and(|n| col(n.time_s) == col(p.time_s));
+                let prev_same = i > 0 && col(v[i - 1].time_s) == col(p.time_s);
+                if !(next_same && prev_same) {
+                    o.push(*p);
+                }
+            }
+            o
+        };
+        out.acks = stairs(&self.acks);
+        out.window_ends = stairs(&self.window_ends);
+        let mut seen = std::collections::HashSet::new();
+        out.dup_acks = self
+            .dup_acks
+            .iter()
+            .filter(|p| seen.insert((col(p.time_s), p.seq)))
+            .copied()
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        out.sacks = self
+            .sacks
+            .iter()
+            .filter(|s| seen.insert((col(s.time_s), s.left, s.right)))
+            .copied()
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        out.marks = self
+            .marks
+            .iter()
+            .filter(|m| seen.insert((col(m.time_s), m.kind)))
+            .copied()
+            .collect();
+        out
     }
 
     /// The graph in xplot form, drawn with tcptrace's colours on xplot's black background.
@@ -263,61 +350,43 @@ impl TimeSequence {
         p.xlabel = "time".into();
         p.ylabel = "sequence offset".into();
         p.origin = origin;
-        let mut prev_ack: Option<&TsgAck> = None;
-        for a in &self.acks {
-            if let Some(pa) = prev_ack {
+        for (points, color) in [
+            (&self.acks, XplotColor::Green),
+            (&self.window_ends, XplotColor::Yellow),
+        ] {
+            for w in points.windows(2) {
+                let (a, b) = (w[0], w[1]);
                 p.push(
-                    XplotColor::Green,
-                    XplotCommand::Line(pa.time_s, pa.ack as f64, a.time_s, pa.ack as f64),
+                    color,
+                    XplotCommand::Line(a.time_s, a.seq as f64, b.time_s, a.seq as f64),
                 );
-                if a.ack != pa.ack {
+                if b.seq != a.seq {
                     p.push(
-                        XplotColor::Green,
-                        XplotCommand::Line(a.time_s, pa.ack as f64, a.time_s, a.ack as f64),
-                    );
-                }
-                p.push(
-                    XplotColor::Yellow,
-                    XplotCommand::Line(
-                        pa.time_s,
-                        pa.window_end as f64,
-                        a.time_s,
-                        pa.window_end as f64,
-                    ),
-                );
-                if a.window_end != pa.window_end {
-                    p.push(
-                        XplotColor::Yellow,
-                        XplotCommand::Line(
-                            a.time_s,
-                            pa.window_end as f64,
-                            a.time_s,
-                            a.window_end as f64,
-                        ),
+                        color,
+                        XplotCommand::Line(b.time_s, a.seq as f64, b.time_s, b.seq as f64),
                     );
                 }
             }
-            if a.duplicate {
-                p.push(
-                    XplotColor::Green,
-                    XplotCommand::DTick(a.time_s, a.ack as f64),
-                );
-            }
-            for &(l, r) in &a.sack {
-                p.push(
-                    XplotColor::Purple,
-                    XplotCommand::Line(a.time_s, l as f64, a.time_s, r as f64),
-                );
-                p.push(XplotColor::Purple, XplotCommand::HTick(a.time_s, l as f64));
-                p.push(XplotColor::Purple, XplotCommand::HTick(a.time_s, r as f64));
-            }
-            if a.ece {
-                p.push(
-                    XplotColor::Magenta,
-                    XplotCommand::BText(a.time_s, a.ack as f64, "ECE".into()),
-                );
-            }
-            prev_ack = Some(a);
+        }
+        for d in &self.dup_acks {
+            p.push(
+                XplotColor::Green,
+                XplotCommand::DTick(d.time_s, d.seq as f64),
+            );
+        }
+        for s in &self.sacks {
+            p.push(
+                XplotColor::Purple,
+                XplotCommand::Line(s.time_s, s.left as f64, s.time_s, s.right as f64),
+            );
+            p.push(
+                XplotColor::Purple,
+                XplotCommand::HTick(s.time_s, s.left as f64),
+            );
+            p.push(
+                XplotColor::Purple,
+                XplotCommand::HTick(s.time_s, s.right as f64),
+            );
         }
         for s in &self.segments {
             let color = if s.retransmit {
@@ -332,16 +401,17 @@ impl TimeSequence {
             if s.retransmit {
                 p.push(XplotColor::Red, XplotCommand::RText(t, hi, "R".into()));
             }
-            if s.ce {
-                p.push(XplotColor::Orange, XplotCommand::AText(t, hi, "CE".into()));
-            }
-            if s.cwr {
-                p.push(XplotColor::Blue, XplotCommand::LText(t, hi, "CWR".into()));
-            }
         }
         for m in &self.marks {
+            let color = match m.kind {
+                TsgMarkKind::Ce => XplotColor::Orange,
+                TsgMarkKind::Ece => XplotColor::Magenta,
+                TsgMarkKind::Cwr => XplotColor::Blue,
+                TsgMarkKind::ZeroWindow => XplotColor::Red,
+                _ => XplotColor::White,
+            };
             p.push(
-                XplotColor::White,
+                color,
                 XplotCommand::AText(m.time_s, m.seq as f64, m.kind.text().into()),
             );
         }
@@ -354,58 +424,60 @@ pub(crate) mod tests {
     use super::*;
     use crate::chart::tests::svg_texts;
 
-    /// Ten segments of 1000 bytes, one lost and retransmitted, SACKed meanwhile, one CE mark.
+    /// Ten segments of 1000 bytes; the third is lost and retransmitted while SACKs and
+    /// duplicate ACKs report the rest; one CE answered by ECE and CWR.
     pub(crate) fn lossy_transfer() -> TimeSequence {
         let mut t = TimeSequence {
             title: "10.0.0.1:5201 → 10.0.0.2:40000".into(),
             caption: "The third segment is lost; SACK blocks cover the hole until the R.".into(),
             ..Default::default()
         };
+        let mark = |time_s, seq, kind| TsgMark { time_s, seq, kind };
+        t.marks.push(mark(0.0, 0, TsgMarkKind::Syn));
         for i in 0..10u64 {
             t.segments.push(TsgSegment {
                 time_s: 0.01 * i as f64,
                 seq_start: 1 + 1000 * i,
                 seq_end: 1 + 1000 * (i + 1),
                 retransmit: false,
-                ce: i == 5,
-                cwr: i == 8,
             });
         }
+        t.marks.push(mark(0.05, 5001, TsgMarkKind::Ce));
+        t.marks.push(mark(0.08, 8001, TsgMarkKind::Cwr));
         t.segments.push(TsgSegment {
             time_s: 0.15,
             seq_start: 2001,
             seq_end: 3001,
             retransmit: true,
-            ce: false,
-            cwr: false,
         });
         for i in 0..10u64 {
+            let time_s = 0.05 + 0.01 * i as f64;
             let ack = if i < 2 { 1 + 1000 * (i + 1) } else { 2001 };
-            t.acks.push(TsgAck {
-                time_s: 0.05 + 0.01 * i as f64,
-                ack,
-                window_end: ack + 20_000,
-                sack: if i >= 2 {
-                    vec![(3001, 1 + 1000 * (i + 1))]
-                } else {
-                    vec![]
-                },
-                duplicate: i >= 3,
-                ece: i == 6,
-            });
+            if i <= 2 {
+                t.acks.push(TsgPoint { time_s, seq: ack });
+                t.window_ends.push(TsgPoint {
+                    time_s,
+                    seq: ack + 20_000,
+                });
+            } else {
+                t.dup_acks.push(TsgPoint { time_s, seq: ack });
+            }
+            if i >= 2 {
+                t.sacks.push(TsgSack {
+                    time_s,
+                    left: 3001,
+                    right: 1 + 1000 * (i + 1),
+                });
+            }
         }
-        t.acks.push(TsgAck {
+        t.marks.push(mark(0.11, 2001, TsgMarkKind::Ece));
+        t.acks.push(TsgPoint {
             time_s: 0.2,
-            ack: 10_001,
-            window_end: 30_001,
-            sack: vec![],
-            duplicate: false,
-            ece: false,
+            seq: 10_001,
         });
-        t.marks.push(TsgMark {
-            time_s: 0.0,
-            seq: 0,
-            kind: TsgMarkKind::Syn,
+        t.window_ends.push(TsgPoint {
+            time_s: 0.2,
+            seq: 30_001,
         });
         t
     }
@@ -426,9 +498,10 @@ pub(crate) mod tests {
             "receive window (ACK + rwnd)",
             "SACK block",
             "duplicate ACK",
-            "CE on data (congestion experienced)",
-            "ECE on ACK (echo to sender)",
-            "CWR on data (window reduced)",
+            "congestion experienced, on data",
+            "congestion echoed, on ACK",
+            "sender reduced its window",
+            "connection open / close / reset",
         ] {
             assert!(
                 names.iter().any(|x| x == n),
@@ -441,21 +514,18 @@ pub(crate) mod tests {
     fn clean_transfer_legend_omits_marks_that_do_not_occur_but_keeps_the_basics() {
         let mut t = lossy_transfer();
         t.segments.retain(|s| !s.retransmit);
-        for s in &mut t.segments {
-            s.ce = false;
-            s.cwr = false;
-        }
-        for a in &mut t.acks {
-            a.sack.clear();
-            a.ece = false;
-            a.duplicate = false;
-        }
+        t.marks.clear();
+        t.sacks.clear();
+        t.dup_acks.clear();
         let names: Vec<String> = t.chart().legend().into_iter().map(|e| e.name).collect();
-        assert!(names.contains(&"data segment".to_string()));
-        assert!(names.contains(&"cumulative ACK".to_string()));
-        assert!(!names
-            .iter()
-            .any(|n| n.contains("SACK") || n.contains("CE") || n.starts_with("retrans")));
+        assert_eq!(
+            names,
+            vec![
+                "receive window (ACK + rwnd)",
+                "cumulative ACK",
+                "data segment"
+            ]
+        );
     }
 
     #[test]
@@ -486,6 +556,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn thinning_merges_contiguous_segments_per_slice_but_keeps_retransmissions() {
+        let t = lossy_transfer();
+        assert_eq!(t.thinned(100, 4), t, "under the limit nothing changes");
+        let thin = t.thinned(5, 2);
+        assert!(thin.segments.len() < t.segments.len());
+        assert_eq!(thin.segments.iter().filter(|s| s.retransmit).count(), 1);
+        // The merged bars still cover every byte that was sent.
+        let covered: u64 = thin
+            .segments
+            .iter()
+            .filter(|s| !s.retransmit)
+            .map(|s| s.seq_end - s.seq_start)
+            .sum();
+        assert_eq!(covered, 10_000);
+        assert_eq!(thin.acks.first(), t.acks.first());
+        assert_eq!(thin.acks.last(), t.acks.last());
+    }
+
+    #[test]
     fn xplot_draws_each_segment_as_a_line_with_arrows_and_retransmissions_in_red() {
         let x = lossy_transfer().xplot(None);
         let red_lines = x
@@ -504,5 +593,7 @@ pub(crate) mod tests {
             .items
             .iter()
             .any(|(_, c)| matches!(c, XplotCommand::RText(_, _, t) if t == "R")));
+        assert!(x.items.iter().any(|(c, cmd)| *c == XplotColor::Orange
+            && matches!(cmd, XplotCommand::AText(_, _, t) if t == "CE")));
     }
 }
