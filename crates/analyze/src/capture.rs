@@ -721,7 +721,10 @@ mod tests {
     use super::testwrite::*;
     use super::*;
 
-    fn all(bytes: &[u8]) -> Result<Vec<(u64, u64, u32, u32, Vec<u8>)>, CaptureError> {
+    /// (number, time ns, interface, link type, bytes) of each record.
+    type Rec = (u64, u64, u32, u32, Vec<u8>);
+
+    fn all(bytes: &[u8]) -> Result<Vec<Rec>, CaptureError> {
         let mut r = CaptureReader::new(bytes)?;
         let mut out = Vec::new();
         while let Some(p) = r.next_packet()? {

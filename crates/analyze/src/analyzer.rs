@@ -1,0 +1,314 @@
+//! The analyzer: captures in, [`Analysis`] out.
+//!
+//! [`Analyzer`] reads each capture as a stream ([`crate::capture`]), strips the link layer
+//! ([`crate::link`]), parses IP and transport headers (`wire::packet::parse`, TCP options with
+//! [`crate::tcpopt`]), and hands each packet to the TCP connection or UDP flow it belongs to,
+//! keyed by vantage point and address pair. A SYN on a 4-tuple whose connection was closed or
+//! reset starts a new connection. Problems in the middle of a file become warnings naming the
+//! packet number; the analysis keeps what it read. It does not open files or print.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read;
+use std::net::SocketAddr;
+
+use wire::packet::Transport;
+use wire::Instant;
+
+use crate::capture::{CaptureError, CaptureReader};
+use crate::diagnose;
+use crate::filter::Filter;
+use crate::link;
+use crate::model::*;
+use crate::tcp::{TcpConn, TcpPacket};
+use crate::tcpopt;
+use crate::udp::UdpState;
+
+/// How to analyze.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Keep the per-packet time-sequence series (for plots). Memory then grows with the
+    /// number of packets; without it, with the number of connections.
+    pub keep_series: bool,
+    /// Only connections and flows matching this.
+    pub filter: Option<Filter>,
+    /// Most warnings kept (the rest are counted per capture).
+    pub max_warnings: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            keep_series: false,
+            filter: None,
+            max_warnings: 100,
+        }
+    }
+}
+
+/// A fast, non-cryptographic hasher for flow keys (inputs are not adversarial enough to
+/// matter for a one-shot offline analysis, and SipHash is a third of the per-packet cost).
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// (vantage, lower endpoint, higher endpoint): both directions map to one key.
+type Key = (Vantage, SocketAddr, SocketAddr);
+
+fn key(v: Vantage, x: SocketAddr, y: SocketAddr) -> Key {
+    if x <= y {
+        (v, x, y)
+    } else {
+        (v, y, x)
+    }
+}
+
+/// Builds an [`Analysis`] from captures fed one after another.
+pub struct Analyzer {
+    opts: Options,
+    epoch: Option<Instant>,
+    captures: Vec<CaptureSummary>,
+    warnings: Vec<Warning>,
+    tcp_index: FastMap<Key, usize>,
+    tcp: Vec<TcpConn>,
+    tcp_done: Vec<Connection>,
+    udp_index: FastMap<Key, usize>,
+    udp: Vec<UdpState>,
+}
+
+impl Analyzer {
+    pub fn new(opts: Options) -> Analyzer {
+        Analyzer {
+            opts,
+            epoch: None,
+            captures: Vec::new(),
+            warnings: Vec::new(),
+            tcp_index: FastMap::default(),
+            tcp: Vec::new(),
+            tcp_done: Vec::new(),
+            udp_index: FastMap::default(),
+            udp: Vec::new(),
+        }
+    }
+
+    /// Reads a whole capture. Errors only when the file header cannot be read; trouble later
+    /// in the file becomes a warning naming the packet, and what came before it counts.
+    pub fn add_capture<R: Read>(&mut self, name: &str, input: R) -> Result<(), CaptureError> {
+        let mut rd = CaptureReader::new(input)?;
+        let cap = self.captures.len();
+        self.captures.push(CaptureSummary {
+            name: name.to_string(),
+            format: rd.format_name(),
+            ..CaptureSummary::default()
+        });
+        let mut unsupported: Vec<u32> = Vec::new();
+        loop {
+            let p = match rd.next_packet() {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => {
+                    let n = e.packet();
+                    self.warn(cap, n, format!("{e}; the rest of the file is ignored"));
+                    break;
+                }
+            };
+            let s = &mut self.captures[cap];
+            s.packets += 1;
+            s.captured_bytes += p.data.len() as u64;
+            let vantage = Vantage {
+                capture: cap,
+                interface: p.interface,
+            };
+            let (number, time) = (p.number, p.time);
+            match link::ip_payload(p.linktype, p.data) {
+                Ok(Some(ip)) => {
+                    s.ip_packets += 1;
+                    self.add_packet(vantage, number, time, ip);
+                }
+                Ok(None) => s.non_ip_packets += 1,
+                Err(link::LinkError::Unsupported(t)) => {
+                    s.non_ip_packets += 1;
+                    if !unsupported.contains(&t) {
+                        unsupported.push(t);
+                        let msg = link::LinkError::Unsupported(t).to_string();
+                        self.warn(cap, number, format!("{msg}; its packets are skipped"));
+                    }
+                }
+                Err(e) => {
+                    s.non_ip_packets += 1;
+                    self.warn(cap, number, e.to_string());
+                }
+            }
+        }
+        self.captures[cap].interfaces = rd.interfaces();
+        Ok(())
+    }
+
+    fn warn(&mut self, capture: usize, packet: u64, message: String) {
+        if self.warnings.len() < self.opts.max_warnings {
+            self.warnings.push(Warning {
+                capture,
+                packet,
+                message,
+            });
+        } else if let Some(c) = self.captures.get_mut(capture) {
+            c.warnings_dropped += 1;
+        }
+    }
+
+    /// Feeds one IP datagram seen at `vantage` (for callers that have packets rather than a
+    /// file, such as a live lab). `number` is only used in warnings.
+    pub fn add_packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
+        self.epoch = Some(self.epoch.map_or(time, |e| e.min(time)));
+        let h = match wire::packet::parse(ip) {
+            Ok(h) => h,
+            Err(e) => {
+                self.warn(vantage.capture, number, format!("packet {number}: {e}"));
+                return;
+            }
+        };
+        match &h.transport {
+            Transport::Tcp(t) => {
+                let src = SocketAddr::new(h.ip.src, t.src_port);
+                let dst = SocketAddr::new(h.ip.dst, t.dst_port);
+                if let Some(f) = &self.opts.filter {
+                    if !f.matches(true, src, dst) {
+                        return;
+                    }
+                }
+                let o0 = h.ip.header_len + 20;
+                let o1 = (h.ip.header_len + t.header_len).min(ip.len());
+                let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
+                let k = key(vantage, src, dst);
+                let idx = match self.tcp_index.get(&k) {
+                    Some(&i) => {
+                        if self.tcp[i].is_reuse_by(src, t) {
+                            let fresh =
+                                TcpConn::new(vantage, src, dst, t, time, self.opts.keep_series);
+                            let old = std::mem::replace(&mut self.tcp[i], fresh);
+                            self.tcp_done.push(old.finish());
+                        }
+                        i
+                    }
+                    None => {
+                        self.tcp.push(TcpConn::new(
+                            vantage,
+                            src,
+                            dst,
+                            t,
+                            time,
+                            self.opts.keep_series,
+                        ));
+                        self.tcp_index.insert(k, self.tcp.len() - 1);
+                        self.tcp.len() - 1
+                    }
+                };
+                self.tcp[idx].handle(
+                    src,
+                    &TcpPacket {
+                        time,
+                        h: t,
+                        opts: &opts,
+                        ecn: h.ip.ecn,
+                    },
+                );
+            }
+            Transport::Udp {
+                src_port,
+                dst_port,
+                payload_len,
+            } => {
+                let src = SocketAddr::new(h.ip.src, *src_port);
+                let dst = SocketAddr::new(h.ip.dst, *dst_port);
+                if let Some(f) = &self.opts.filter {
+                    if !f.matches(false, src, dst) {
+                        return;
+                    }
+                }
+                let k = key(vantage, src, dst);
+                let idx = *self.udp_index.entry(k).or_insert_with(|| {
+                    self.udp.push(UdpState::new(vantage, src, dst, time));
+                    self.udp.len() - 1
+                });
+                self.udp[idx].handle(src, time, *payload_len, h.ip.ecn);
+            }
+            _ => {}
+        }
+    }
+
+    /// Finishes every connection and flow, runs the diagnoses, and returns the analysis.
+    pub fn finish(self) -> Analysis {
+        let mut connections = self.tcp_done;
+        connections.extend(self.tcp.into_iter().map(TcpConn::finish));
+        connections.sort_by_key(|c| (c.first_time, c.vantage));
+        // ecn_bleached: the same connection at two vantage points.
+        let mut by_pair: FastMap<(SocketAddr, SocketAddr), Vec<usize>> = FastMap::default();
+        for (i, c) in connections.iter().enumerate() {
+            let (_, x, y) = key(c.vantage, c.a, c.b);
+            by_pair.entry((x, y)).or_default().push(i);
+        }
+        let mut extra: Vec<(usize, Diagnosis)> = Vec::new();
+        for group in by_pair.values().filter(|g| g.len() > 1) {
+            for &i in group {
+                for &j in group {
+                    if i != j && connections[i].vantage != connections[j].vantage {
+                        for d in diagnose::bleaching(&connections[i], &connections[j]) {
+                            extra.push((j, d));
+                        }
+                    }
+                }
+            }
+        }
+        for (j, d) in extra {
+            connections[j].diagnoses.push(d);
+            connections[j]
+                .diagnoses
+                .sort_by(|a, b| a.start.cmp(&b.start));
+        }
+        let mut udp: Vec<UdpFlow> = self.udp.into_iter().map(UdpState::finish).collect();
+        udp.sort_by_key(|u| (u.first_time, u.vantage));
+        Analysis {
+            epoch: self.epoch.unwrap_or_default(),
+            captures: self.captures,
+            connections,
+            udp,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// Analyzes one in-memory capture.
+pub fn analyze_bytes(name: &str, bytes: &[u8], opts: Options) -> Result<Analysis, CaptureError> {
+    let mut a = Analyzer::new(opts);
+    a.add_capture(name, bytes)?;
+    Ok(a.finish())
+}
