@@ -290,9 +290,7 @@ impl Analyzer {
         }
         for (j, d) in extra {
             connections[j].diagnoses.push(d);
-            connections[j]
-                .diagnoses
-                .sort_by(|a, b| a.start.cmp(&b.start));
+            connections[j].diagnoses.sort_by_key(|d| d.start);
         }
         let mut udp: Vec<UdpFlow> = self.udp.into_iter().map(UdpState::finish).collect();
         udp.sort_by_key(|u| (u.first_time, u.vantage));
