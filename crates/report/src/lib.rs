@@ -12,13 +12,20 @@
 //! - `tsg`: the time-sequence graph in the tcptrace tradition, built on `chart`, and its xplot form.
 //! - `xplot`: the `.xpl` text format that xplot and tcptrace use.
 //! - `html`: a page builder (sections of text, tables and figures) with zoom and pan.
+//! - `analysis`: `analyze::Analysis` → plots, xplot files and the analyzer's HTML page.
 
+pub mod analysis;
 mod bitmap_text;
 pub mod chart;
 mod font;
 pub mod html;
 pub mod tsg;
 pub mod xplot;
+
+/// The hand-built analysis the integration tests also use.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_fixture;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -35,6 +42,9 @@ pub enum ReportError {
     Draw(String),
     /// The PNG encoder failed.
     Encode(String),
+    /// The analysis has data but no time series to draw: the analyzer must be run with
+    /// `Options::keep_series` for plots, xplot files and the page.
+    NoSeries,
     /// A file or directory could not be written.
     Io {
         path: PathBuf,
@@ -47,6 +57,10 @@ impl fmt::Display for ReportError {
         match self {
             ReportError::Draw(m) => write!(f, "cannot draw chart: {m}"),
             ReportError::Encode(m) => write!(f, "cannot encode png: {m}"),
+            ReportError::NoSeries => write!(
+                f,
+                "the analysis kept no time series (run the analyzer with keep_series to draw)"
+            ),
             ReportError::Io { path, source } => {
                 write!(f, "cannot write {}: {source}", path.display())
             }
