@@ -28,6 +28,11 @@ const PNG_COLUMNS: usize = 4_000;
 const PAGE_MAX_SEGMENTS: usize = 8_000;
 const PAGE_COLUMNS: usize = 2_400;
 
+/// Pixel size of the smaller charts shown two abreast in the page: drawn smaller so that their
+/// text keeps a readable size when the browser scales them to half the page width.
+const ROW_W: u32 = 640;
+const ROW_H: u32 = 420;
+
 const FLAG_FIN: u8 = 0x01;
 const FLAG_SYN: u8 = 0x02;
 const FLAG_RST: u8 = 0x04;
@@ -741,21 +746,21 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
         if !d.series.rtt.is_empty() {
             row.push(Figure::from_chart(
                 &format!("{stem}-rtt"),
-                &rtt_chart(a, c, dir),
+                &rtt_chart(a, c, dir).size(ROW_W, ROW_H),
                 true,
             )?);
         }
         if !d.series.throughput.is_empty() {
             row.push(Figure::from_chart(
                 &format!("{stem}-tput"),
-                &throughput_chart(a, c, dir),
+                &throughput_chart(a, c, dir).size(ROW_W, ROW_H),
                 true,
             )?);
         }
         if !d.series.in_flight.is_empty() {
             row.push(Figure::from_chart(
                 &format!("{stem}-inflight"),
-                &in_flight_chart(a, c, dir),
+                &in_flight_chart(a, c, dir).size(ROW_W, ROW_H),
                 true,
             )?);
         }

@@ -355,8 +355,8 @@ figcaption { color: var(--muted); padding: 4px 6px 2px; }
 .tools { display: flex; gap: 12px; align-items: center; font-size: 0.9em; color: var(--muted); padding: 0 4px 4px; }
 .tools button { font: inherit; padding: 1px 10px; }
 .readout { margin-left: auto; font-family: ui-monospace, "DejaVu Sans Mono", monospace; color: var(--fg); }
-.row { display: flex; flex-wrap: wrap; gap: 12px; }
-.row > figure { flex: 1 1 560px; min-width: 0; }
+.row { display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 0 12px; }
+.row > figure { min-width: 0; }
 "#;
 
 /// Zoom and pan by rewriting the SVG viewBox. Plain DOM, no libraries.
@@ -420,6 +420,7 @@ const JS: &str = r#"
     svg.addEventListener('dblclick', reset);
     var b = fig.querySelector('button.reset');
     if (b) { b.addEventListener('click', reset); }
+    fig.dataset.zoomReady = '1';
   });
 })();
 "#;
