@@ -845,3 +845,234 @@ mod tests {
         assert!(r.r.is_empty());
     }
 }
+
+/// Statistics on whole synthetic transfers (crate::synth), checked against what the model
+/// itself sent.
+#[cfg(test)]
+mod transfer_tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::model::*;
+    use crate::synth::{self, Bulk};
+    use crate::{analyze_bytes, Options};
+
+    fn lossy(client: &str, server: &str) -> Bulk {
+        let mut b = Bulk::new(client.parse().unwrap(), server.parse().unwrap());
+        b.drop_first_tx = [100u64, 101, 102, 103, 300].into_iter().collect();
+        b.drop_second_tx = [300u64].into_iter().collect();
+        b.window_segments = 60;
+        b
+    }
+
+    fn run(pkts: Vec<(u64, Vec<u8>)>) -> Analysis {
+        analyze_bytes("t", &synth::pcap(pkts), Options::default()).unwrap()
+    }
+
+    /// What the model sent from the client: (data packets, data bytes, retransmitted packets,
+    /// retransmitted bytes), counted from the datagrams themselves.
+    fn truth(pkts: &[(u64, Vec<u8>)], client_port: u16) -> (u64, u64, u64, u64) {
+        let mut seen: BTreeMap<u32, u64> = BTreeMap::new();
+        let (mut dp, mut db, mut rp, mut rb) = (0, 0, 0, 0);
+        let mut sorted: Vec<_> = pkts.to_vec();
+        sorted.sort_by_key(|p| p.0);
+        for (_, p) in &sorted {
+            let h = wire::packet::parse(p).unwrap();
+            if let wire::packet::Transport::Tcp(t) = h.transport {
+                if t.src_port == client_port && t.payload_len > 0 {
+                    dp += 1;
+                    db += t.payload_len as u64;
+                    if seen.insert(t.seq, t.payload_len as u64).is_some() {
+                        rp += 1;
+                        rb += t.payload_len as u64;
+                    }
+                }
+            }
+        }
+        (dp, db, rp, rb)
+    }
+
+    #[test]
+    fn a_lossy_transfer_counts_packets_bytes_and_retransmissions_as_sent() {
+        let b = lossy("10.0.0.1:40000", "10.0.0.2:5201");
+        let pkts = b.run();
+        let (dp, db, rp, rb) = truth(&pkts, 40000);
+        let a = run(pkts.clone());
+        assert_eq!(a.connections.len(), 1);
+        let c = &a.connections[0];
+        let s = &c.a2b.stats;
+        assert_eq!(c.a.to_string(), "10.0.0.1:40000");
+        assert_eq!(
+            s.packets as usize,
+            pkts.iter()
+                .filter(|p| p.1[21] == 0x40 && p.1[20] == 0x9c)
+                .count()
+        );
+        assert_eq!((s.data_packets, s.data_bytes), (dp, db));
+        assert_eq!((s.retransmitted_packets, s.retransmitted_bytes), (rp, rb));
+        assert_eq!(s.unique_bytes, b.bytes);
+        assert!(rp >= 5, "the model retransmitted {rp}");
+        assert!(c.b2a.stats.sack_packets > 0);
+        assert!(c.b2a.stats.dup_acks >= 3);
+        assert_eq!(c.state, ConnState::Closed);
+        // Handshake: sender-side capture, so SYN -> SYN-ACK is the base RTT.
+        let rtt_ms = b.base_rtt_ns as f64 / 1e6;
+        assert!((c.handshake.syn_rtt.unwrap().as_secs_f64() * 1e3 - rtt_ms).abs() < 0.01);
+        assert_eq!(c.a2b.options.mss, Some(b.mss as u16));
+        assert_eq!(c.a2b.options.window_scale_applied, 7);
+        // RTT samples are never below the path's RTT plus one serialization time.
+        assert!(s.rtt_min_ms.unwrap() >= rtt_ms);
+        assert!(s.rtt_samples > 100);
+        assert_eq!(c.b2a.stats.max_window_bytes, Some(60 * 1448 / 128 * 128));
+    }
+
+    #[test]
+    fn ipv6_and_sequence_wrap_around_give_the_same_statistics() {
+        let base = run(lossy("10.0.0.1:40000", "10.0.0.2:5201").run());
+        let v6 = run(lossy("[fd00::1]:40000", "[fd00::2]:5201").run());
+        let mut w = lossy("10.0.0.1:40000", "10.0.0.2:5201");
+        w.isn_client = u32::MAX - 300_000; // wraps a third of the way through
+        w.isn_server = u32::MAX;
+        let wrapped = run(w.run());
+        for other in [&v6, &wrapped] {
+            let (x, y) = (&base.connections[0], &other.connections[0]);
+            assert_eq!(x.a2b.stats, y.a2b.stats);
+            assert_eq!(x.b2a.stats, y.b2a.stats);
+            assert_eq!(x.diagnoses, y.diagnoses);
+        }
+        assert_eq!(wrapped.connections[0].a2b.stats.seq_extent_bytes, 1_000_001);
+    }
+
+    #[test]
+    fn link_layers_and_pcapng_interfaces_do_not_change_the_analysis() {
+        use crate::capture::testwrite;
+        use crate::link::testwrap;
+        let pkts = lossy("10.0.0.1:40000", "10.0.0.2:5201").run();
+        let base = run(pkts.clone());
+        let mut sorted = pkts.clone();
+        sorted.sort_by_key(|p| p.0);
+        for (lt, wrap) in [
+            (113u32, testwrap::sll as fn(&[u8]) -> Vec<u8>),
+            (276, testwrap::sll2),
+            (0, testwrap::null_le),
+            (1, |ip: &[u8]| testwrap::ethernet(ip, &[(0x8100, 42)])),
+        ] {
+            let mut w = wire::pcap::PcapWriter::with_linktype(Vec::new(), lt, 65535).unwrap();
+            for (t, p) in &sorted {
+                w.write(*t, &wrap(p)).unwrap();
+            }
+            let a = analyze_bytes("t", &w.into_inner(), Options::default()).unwrap();
+            assert_eq!(
+                a.connections[0].a2b.stats, base.connections[0].a2b.stats,
+                "linktype {lt}"
+            );
+        }
+        // pcapng, two interfaces with different link types and resolutions: the same traffic
+        // on both is two vantage points with identical statistics.
+        let mut f = testwrite::shb(false);
+        f.extend(testwrite::idb(false, 101, 9, Some("raw")));
+        f.extend(testwrite::idb(false, 1, 6, Some("eth")));
+        for (t, p) in &sorted {
+            f.extend(testwrite::epb(false, 0, *t, p, p.len() as u32));
+            let e = testwrap::ethernet(p, &[]);
+            f.extend(testwrite::epb(false, 1, *t / 1000, &e, e.len() as u32));
+        }
+        let a = analyze_bytes("t", &f, Options::default()).unwrap();
+        assert_eq!(a.connections.len(), 2);
+        assert_eq!(
+            a.connections[0].vantage.interface + a.connections[1].vantage.interface,
+            1
+        );
+        for c in &a.connections {
+            assert_eq!(
+                c.a2b.stats.retransmitted_packets,
+                base.connections[0].a2b.stats.retransmitted_packets
+            );
+            assert_eq!(
+                c.a2b.stats.data_bytes,
+                base.connections[0].a2b.stats.data_bytes
+            );
+        }
+    }
+
+    #[test]
+    fn gzip_and_headers_only_captures_give_the_same_counts() {
+        use std::io::Write;
+        let pkts = lossy("10.0.0.1:40000", "10.0.0.2:5201").run();
+        let base = run(pkts.clone());
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&synth::pcap(pkts.clone())).unwrap();
+        let a = analyze_bytes("t.gz", &gz.finish().unwrap(), Options::default()).unwrap();
+        assert_eq!(a.connections[0].a2b.stats, base.connections[0].a2b.stats);
+        assert_eq!(a.captures[0].format, "pcap (gzip)");
+        // Snaplen 80: IP + TCP headers with options, no payload.
+        let mut sorted = pkts;
+        sorted.sort_by_key(|p| p.0);
+        let mut w = wire::pcap::PcapWriter::with_linktype(Vec::new(), 101, 80).unwrap();
+        for (t, p) in &sorted {
+            w.write(*t, p).unwrap();
+        }
+        let cut = analyze_bytes("cut", &w.into_inner(), Options::default()).unwrap();
+        let (x, y) = (
+            &base.connections[0].a2b.stats,
+            &cut.connections[0].a2b.stats,
+        );
+        assert_eq!(
+            (x.data_bytes, x.retransmitted_packets, x.rtt_samples),
+            (y.data_bytes, y.retransmitted_packets, y.rtt_samples)
+        );
+    }
+
+    #[test]
+    fn ce_marks_show_as_ce_ece_and_cwr_at_the_receiver() {
+        let mut b = Bulk::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+        );
+        b.ecn = true;
+        b.window_segments = 80;
+        b.rate_bytes_per_s = 2_000_000;
+        b.ce_threshold_segments = 5;
+        b.vantage = synth::Vantage::Receiver;
+        let pkts = b.run();
+        let ce_sent = pkts.iter().filter(|p| p.1[1] & 3 == 3).count() as u64;
+        let a = run(pkts);
+        let c = &a.connections[0];
+        assert_eq!(c.handshake.ecn, EcnSetup::Classic);
+        assert_eq!(c.a2b.stats.ce, ce_sent);
+        assert!(ce_sent > 0);
+        assert!(c.b2a.stats.ece > 0);
+        assert!(c.a2b.stats.cwr > 0);
+        assert!(c.a2b.stats.ect0 > 0);
+        assert!(!c
+            .diagnoses
+            .iter()
+            .any(|d| d.kind == DiagnosisKind::EcnUnused));
+    }
+
+    #[test]
+    fn series_are_kept_only_when_asked_and_match_the_counters() {
+        let pkts = lossy("10.0.0.1:40000", "10.0.0.2:5201").run();
+        let bytes = synth::pcap(pkts);
+        let opts = Options {
+            keep_series: true,
+            ..Options::default()
+        };
+        let a = analyze_bytes("t", &bytes, opts).unwrap();
+        let d = &a.connections[0].a2b;
+        let retx = d
+            .series
+            .segments
+            .iter()
+            .filter(|s| s.kind == SegmentKind::Retransmit)
+            .count();
+        assert_eq!(retx as u64, d.stats.retransmitted_packets);
+        assert_eq!(d.series.rtt.len() as u64, d.stats.rtt_samples);
+        assert!(!d.series.sacks.is_empty());
+        assert!(d.series.acks.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert!(!d.series.throughput.is_empty());
+        let plain = analyze_bytes("t", &bytes, Options::default()).unwrap();
+        assert!(plain.connections[0].a2b.series.segments.is_empty());
+        let seqs: BTreeSet<u64> = d.series.segments.iter().map(|s| s.seq).collect();
+        assert!(seqs.contains(&1), "relative sequence numbers start at 1");
+    }
+}
