@@ -632,13 +632,32 @@ fn draw_series<DB: DrawingBackend>(
             let ts = TextStyle::from((FAMILY, 13).into_font())
                 .color(&c)
                 .pos(Pos::new(HPos::Center, VPos::Bottom));
+            // Every mark gets a dot, so none is lost; the text only where it does not land
+            // on an earlier label of the same series (bursts of CE or ECE would otherwise
+            // print over each other into a blot).
             chart
                 .draw_series(
-                    v.into_iter().map(|(x, y, t)| {
-                        EmptyElement::at((x, y)) + Text::new(t, (0, -3), ts.clone())
-                    }),
+                    v.iter()
+                        .map(|(x, y, _)| Circle::new((*x, *y), 2, c.filled())),
                 )
                 .map_err(draw_err)?;
+            let mut placed: Vec<(i32, i32)> = Vec::new();
+            let mut labels = Vec::new();
+            for (x, y, t) in v {
+                let (px, py) = chart.backend_coord(&(x, y));
+                let half_w = 4 * t.chars().count() as i32 + 2;
+                if placed
+                    .iter()
+                    .rev()
+                    .take(64)
+                    .any(|&(qx, qy)| (qx - px).abs() < 2 * half_w && (qy - py).abs() < 14)
+                {
+                    continue;
+                }
+                placed.push((px, py));
+                labels.push(EmptyElement::at((x, y)) + Text::new(t, (0, -3), ts.clone()));
+            }
+            chart.draw_series(labels).map_err(draw_err)?;
         }
     }
     Ok(())
