@@ -415,8 +415,8 @@ fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
 }
 
 /// bufferbloat: RTT far above the minimum (at least double it and 5 ms more) in every bin
-/// for at least 500 ms and 4 minimum RTTs; the standing queue is the smallest excess over
-/// that span (the queue never drained below it).
+/// for at least 500 ms and 4 minimum RTTs; the standing queue is the median of the bins'
+/// minimum excess over that span.
 fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
     let Some(t0) = e.rtt.t0 else { return };
     let w = e.rtt.width_ns;
@@ -454,7 +454,10 @@ fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Durati
             .iter()
             .map(|b| ms(b.1.saturating_sub(rtt_min)))
             .collect();
-        let standing = excess.iter().copied().fold(f64::INFINITY, f64::min);
+        // The queue that stood: the median over the span of each bin's smallest RTT excess
+        // (a bin's minimum is the queue that did not drain within it).
+        let floor = excess.iter().copied().fold(f64::INFINITY, f64::min);
+        let standing = median(excess.clone());
         let peak = e.rtt.bins[s..=l]
             .iter()
             .map(|b| ms(b.2))
@@ -466,10 +469,9 @@ fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Durati
             end,
             delay_ms: standing,
             summary: format!(
-                "for {:.1} s the RTT stayed at least {standing:.0} ms above its {:.1} ms minimum (median excess {:.0} ms, peak RTT {peak:.0} ms): a standing queue of {standing:.0} ms",
+                "for {:.1} s the RTT stayed at least {floor:.0} ms above its {:.1} ms minimum (peak RTT {peak:.0} ms): a standing queue of about {standing:.0} ms",
                 (end - start).as_secs_f64(),
                 ms(rtt_min),
-                median(excess.clone()),
             ),
         });
     }
@@ -512,4 +514,329 @@ pub(crate) fn bleaching(up: &Connection, down: &Connection) -> Vec<Diagnosis> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use crate::model::*;
+    use crate::synth::{self, Bulk, Tcp, ACK, PSH, SYN};
+    use crate::{analyze_bytes, Analyzer, Options};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000_000_000_000;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn kinds(c: &Connection, k: DiagnosisKind) -> Vec<&Diagnosis> {
+        c.diagnoses.iter().filter(|d| d.kind == k).collect()
+    }
+
+    fn run(pkts: Vec<(u64, Vec<u8>)>) -> Analysis {
+        analyze_bytes("t", &synth::pcap(pkts), Options::default()).unwrap()
+    }
+
+    /// A hand-driven connection recorded at the client: `c` sends, `s` answers.
+    struct Hand {
+        c: SocketAddr,
+        s: SocketAddr,
+        cseq: u32,
+        sseq: u32,
+        out: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Hand {
+        fn open(t: u64, rtt: u64, mss: u16) -> Hand {
+            let (c, s) = (addr("10.0.0.1:40000"), addr("10.0.0.2:80"));
+            let mut h = Hand {
+                c,
+                s,
+                cseq: 1000,
+                sseq: 9000,
+                out: Vec::new(),
+            };
+            let mut syn = Tcp::new(c, s, h.cseq, 0, SYN);
+            syn.options = synth::opt_mss(mss);
+            h.out.push((t, syn.build()));
+            let mut sa = Tcp::new(s, c, h.sseq, h.cseq + 1, SYN | ACK);
+            sa.options = synth::opt_mss(mss);
+            h.out.push((t + rtt, sa.build()));
+            h.cseq += 1;
+            h.sseq += 1;
+            h.out
+                .push((t + rtt, Tcp::new(c, s, h.cseq, h.sseq, ACK).build()));
+            h
+        }
+        /// Client data of `len` bytes at `t`.
+        fn data(&mut self, t: u64, len: usize) {
+            let mut p = Tcp::new(self.c, self.s, self.cseq, self.sseq, ACK | PSH);
+            p.payload_len = len;
+            self.out.push((t, p.build()));
+            self.cseq = self.cseq.wrapping_add(len as u32);
+        }
+        /// Server's pure ACK of everything so far, with a window, arriving at `t`.
+        fn ack(&mut self, t: u64, window: u16) {
+            let mut p = Tcp::new(self.s, self.c, self.sseq, self.cseq, ACK);
+            p.window = window;
+            self.out.push((t, p.build()));
+        }
+        /// Server data (a response) arriving at `t`, acking everything.
+        fn reply(&mut self, t: u64, len: usize) {
+            let mut p = Tcp::new(self.s, self.c, self.sseq, self.cseq, ACK | PSH);
+            p.payload_len = len;
+            self.out.push((t, p.build()));
+            self.sseq = self.sseq.wrapping_add(len as u32);
+        }
+    }
+
+    #[test]
+    fn a_message_split_in_two_writes_waits_for_the_delayed_ack_nagle() {
+        // Each 70-byte message is written as 35 + 35 bytes; the second half waits for the ACK
+        // of the first, which the server delays by 40 ms; RTT 50 ms.
+        let (rtt, delack) = (50 * MS, 40 * MS);
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            h.data(t, 35);
+            let ack_at = t + rtt + delack;
+            h.ack(ack_at, 65535);
+            h.data(ack_at + 50_000, 35);
+            // The server answers the whole message; the client reads it and waits 100 ms.
+            h.reply(ack_at + 50_000 + rtt, 100);
+            h.out.push((
+                ack_at + 50_000 + rtt + 200_000,
+                Tcp::new(h.c, h.s, h.cseq, h.sseq, ACK).build(),
+            ));
+            t = ack_at + 50_000 + rtt + 100 * MS;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let n = kinds(c, DiagnosisKind::NagleDelayedAck);
+        assert_eq!(n.len(), 1, "{:#?}", c.diagnoses);
+        assert_eq!(n[0].dir, Some(Dir::AtoB));
+        // Five holds of RTT + delayed-ACK timer each.
+        let per = (rtt + delack + 50_000) as f64 / 1e6;
+        assert!((n[0].delay_ms - 5.0 * per).abs() < 0.5, "{}", n[0].delay_ms);
+        assert!(n[0].summary.starts_with("5 times"), "{}", n[0].summary);
+        // The server's replies are not Nagle stalls.
+        assert!(n.iter().all(|d| d.dir == Some(Dir::AtoB)));
+    }
+
+    #[test]
+    fn writes_released_by_replies_are_not_nagle() {
+        let rtt = 50 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            h.data(t, 35);
+            h.reply(t + rtt, 100);
+            h.data(t + rtt + 10_000, 35);
+            h.ack(t + 2 * rtt + 10_000, 65535);
+            t += 3 * rtt;
+        }
+        let a = run(h.out);
+        assert!(kinds(&a.connections[0], DiagnosisKind::NagleDelayedAck).is_empty());
+    }
+
+    #[test]
+    fn a_full_window_released_only_by_the_ack_timer_is_delayed_ack_pacing() {
+        // Receiver window 4000 bytes (MSS 1460, the sender writes 1000-byte segments): four
+        // segments fill it in 1 ms, then the receiver's 40 ms timer sends the ACK; RTT 5 ms.
+        let (rtt, timer) = (5 * MS, 40 * MS);
+        let mut h = Hand::open(T0, rtt, 1460);
+        h.ack(T0 + rtt + 1, 4000);
+        let mut t = T0 + rtt + MS;
+        let rounds = 8;
+        for _ in 0..rounds {
+            for k in 0..4 {
+                h.data(t + k * 250_000, 1000);
+            }
+            let ack_at = t + rtt + timer;
+            h.ack(ack_at, 4000);
+            t = ack_at + 100_000;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let p = kinds(c, DiagnosisKind::DelayedAckPacing);
+        assert_eq!(p.len(), 1, "{:#?}", c.diagnoses);
+        assert!(
+            p[0].summary.starts_with(&format!("{rounds} times")),
+            "{}",
+            p[0].summary
+        );
+        assert!(
+            p[0].summary.contains("ACKs came every 45.1 ms"),
+            "{}",
+            p[0].summary
+        );
+        // The window was the limit nearly all the time, so rwnd_limited is named too.
+        assert_eq!(kinds(c, DiagnosisKind::RwndLimited).len(), 1);
+    }
+
+    #[test]
+    fn prompt_acks_on_a_full_window_are_rwnd_limited_but_not_pacing() {
+        let b = {
+            let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+            b.window_segments = 10;
+            b.rate_bytes_per_s = 100_000_000;
+            b
+        };
+        let a = run(b.run());
+        let c = &a.connections[0];
+        assert_eq!(
+            kinds(c, DiagnosisKind::RwndLimited).len(),
+            1,
+            "{:#?}",
+            c.diagnoses
+        );
+        assert!(kinds(c, DiagnosisKind::DelayedAckPacing).is_empty());
+        assert!(kinds(c, DiagnosisKind::Bufferbloat).is_empty());
+        assert!(kinds(c, DiagnosisKind::LossBurst).is_empty());
+    }
+
+    #[test]
+    fn a_window_far_above_the_path_bdp_is_bufferbloat_with_its_standing_queue() {
+        // 1 MB/s bottleneck, 20 ms RTT: the path holds 20 kB; a 200-segment window (290 kB)
+        // keeps about 270 ms of data queued.
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 200;
+        b.rate_bytes_per_s = 1_000_000;
+        b.bytes = 3_000_000;
+        let a = run(b.run());
+        let c = &a.connections[0];
+        let bb = kinds(c, DiagnosisKind::Bufferbloat);
+        assert_eq!(bb.len(), 1, "{:#?}", c.diagnoses);
+        let window_s = 200.0 * 1448.0 / 1e6;
+        let expect_ms = (window_s - 0.020) * 1e3;
+        assert!(
+            (bb[0].delay_ms - expect_ms).abs() < 0.1 * expect_ms,
+            "{} vs {expect_ms}",
+            bb[0].delay_ms
+        );
+        assert!((bb[0].end - bb[0].start).as_secs_f64() > 2.0);
+    }
+
+    #[test]
+    fn losses_give_loss_burst_and_a_lost_retransmission_gives_rto_stall() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 60;
+        b.drop_first_tx = [100u64, 101, 102, 103, 300].into_iter().collect();
+        b.drop_second_tx = [300u64].into_iter().collect();
+        let a = run(b.run());
+        let c = &a.connections[0];
+        let lb = kinds(c, DiagnosisKind::LossBurst);
+        assert_eq!(lb.len(), 1, "{:#?}", c.diagnoses);
+        assert!(
+            lb[0].summary.starts_with("4 segments (5792 bytes)"),
+            "{}",
+            lb[0].summary
+        );
+        let rto = kinds(c, DiagnosisKind::RtoStall);
+        assert_eq!(rto.len(), 1);
+        assert!(
+            rto[0].delay_ms >= b.rto_ns as f64 / 1e6 * 0.9,
+            "{}",
+            rto[0].delay_ms
+        );
+        assert!(
+            rto[0].summary.contains(&format!("byte {}", 300 * 1448 + 1)),
+            "{}",
+            rto[0].summary
+        );
+    }
+
+    #[test]
+    fn a_retransmitted_syn_is_named_with_the_time_it_cost() {
+        let (c, s) = (addr("[fd00::1]:40000"), addr("[fd00::2]:443"));
+        let pk = vec![
+            (T0, Tcp::new(c, s, 7, 0, SYN).build()),
+            (T0 + 1000 * MS, Tcp::new(c, s, 7, 0, SYN).build()),
+            (T0 + 1010 * MS, Tcp::new(s, c, 70, 8, SYN | ACK).build()),
+            (T0 + 1010 * MS + 10, Tcp::new(c, s, 8, 71, ACK).build()),
+        ];
+        let a = run(pk);
+        let conn = &a.connections[0];
+        let d = kinds(conn, DiagnosisKind::SynRetransmit);
+        assert_eq!(d.len(), 1);
+        assert!((d[0].delay_ms - 1000.0).abs() < 1e-6);
+        assert_eq!(conn.handshake.syn_count, 2);
+        assert_eq!(
+            conn.handshake.syn_rtt, None,
+            "Karn: no RTT from a retransmitted SYN"
+        );
+        let hs = conn.handshake.duration.unwrap().as_secs_f64() * 1e3;
+        assert!((hs - 1010.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn ecn_negotiated_but_never_marked_is_ecn_unused() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.ecn = true;
+        let a = run(b.run());
+        assert_eq!(kinds(&a.connections[0], DiagnosisKind::EcnUnused).len(), 1);
+        b.ecn = false;
+        let a = run(b.run());
+        assert!(kinds(&a.connections[0], DiagnosisKind::EcnUnused).is_empty());
+    }
+
+    #[test]
+    fn ect_cleared_between_two_captures_is_ecn_bleached() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.ecn = true;
+        b.bleach = true;
+        let sender = synth::pcap(b.run());
+        b.vantage = synth::Vantage::Receiver;
+        let receiver = synth::pcap(b.run());
+        let mut an = Analyzer::new(Options::default());
+        an.add_capture("client.pcap", &sender[..]).unwrap();
+        an.add_capture("server.pcap", &receiver[..]).unwrap();
+        let a = an.finish();
+        assert_eq!(a.connections.len(), 2);
+        let bleached: Vec<&Connection> = a
+            .connections
+            .iter()
+            .filter(|c| !kinds(c, DiagnosisKind::EcnBleached).is_empty())
+            .collect();
+        assert_eq!(bleached.len(), 1);
+        assert_eq!(
+            bleached[0].vantage.capture, 1,
+            "named at the downstream capture"
+        );
+        // Without bleaching, the same pair of captures is clean.
+        b.bleach = false;
+        let mut an = Analyzer::new(Options::default());
+        b.vantage = synth::Vantage::Sender;
+        an.add_capture("client.pcap", &synth::pcap(b.run())[..])
+            .unwrap();
+        b.vantage = synth::Vantage::Receiver;
+        an.add_capture("server.pcap", &synth::pcap(b.run())[..])
+            .unwrap();
+        let a = an.finish();
+        assert!(a
+            .connections
+            .iter()
+            .all(|c| kinds(c, DiagnosisKind::EcnBleached).is_empty()));
+    }
+
+    #[test]
+    fn an_idle_sender_with_nothing_in_flight_is_app_limited() {
+        let rtt = 10 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            for k in 0..3 {
+                h.data(t + k * 100_000, 1460);
+            }
+            h.ack(t + rtt + 300_000, 65535);
+            t += 500 * MS;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let d = kinds(c, DiagnosisKind::AppLimited);
+        assert_eq!(d.len(), 1, "{:#?}", c.diagnoses);
+        assert!(d[0].summary.contains("4 times"), "{}", d[0].summary);
+    }
 }

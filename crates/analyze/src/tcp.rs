@@ -408,7 +408,6 @@ impl TcpConn {
         self.dirs[d].my_last_ack = Some((h.ack, h.window));
 
         let keep = self.keep_series;
-        let mss_o = self.dirs[o].stats.max_segment_bytes.max(1);
         let ds = &mut self.dirs[o];
         let ack_rel = ds.space.rel(h.ack);
         if pure && was == Some((h.ack, h.window)) && ds.snd_max > ack_rel && ds.any_ack {
@@ -482,15 +481,6 @@ impl TcpConn {
                 ack: ds.acked,
                 window_bytes: window,
             });
-        }
-        // Evidence: the window reopening after being full.
-        if let Some(since) = ds.window_full_since {
-            let usable = (ds.acked + ds.peer_window).saturating_sub(ds.snd_max);
-            if usable >= mss_o {
-                ds.ev
-                    .window_full(since, ds.last_send.unwrap_or(since), now, ds.peer_window);
-                ds.window_full_since = None;
-            }
         }
         let all = ds.acked >= ds.snd_max;
         ds.last_peer_ack = Some((now, pure, all));
@@ -572,6 +562,17 @@ impl TcpConn {
         };
 
         if len > 0 {
+            // A full window ends when data flows again; the ACK just before this segment is
+            // what reopened it.
+            if let Some(since) = ds.window_full_since.take() {
+                let reopen = ds
+                    .last_peer_ack
+                    .map(|a| a.0)
+                    .filter(|&t| t > since)
+                    .unwrap_or(now);
+                let last = ds.last_send.unwrap_or(since);
+                ds.ev.window_full(since, last, reopen, ds.peer_window);
+            }
             let rtt_min = ds.ev.rtt.min();
             // Nagle (RFC 896, RFC 9293 §3.7.4): this segment left right after an ACK (with no
             // data) that covered everything, and the previous data segment had been waiting
@@ -709,6 +710,14 @@ impl TcpConn {
         let duration = self.last_time - self.first_time;
         let secs = duration.as_secs_f64();
         for ds in self.dirs.iter_mut() {
+            // A window still full at the end counts if an ACK reopened it.
+            if let (Some(since), Some((ta, _, _))) = (ds.window_full_since.take(), ds.last_peer_ack)
+            {
+                if ta > since {
+                    let last = ds.last_send.unwrap_or(since);
+                    ds.ev.window_full(since, last, ta, ds.peer_window);
+                }
+            }
             if let Some((start, _, pk, by)) = ds.recovery.take() {
                 ds.ev.recoveries.push(diagnose::Recovery {
                     start,
