@@ -956,5 +956,9 @@ mod tests {
         assert!(html.contains("UDP flows"));
         // Only the data direction is drawn.
         assert!(!html.contains("conn1-a2b-tsg"));
+        // Self-contained: the SVG namespace is the only http reference, and it is never fetched.
+        let rest = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+        assert!(!rest.contains("http"), "page references the network");
+        assert!(!rest.contains("src=") && !rest.contains("<link"));
     }
 }
