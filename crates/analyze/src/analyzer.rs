@@ -310,3 +310,167 @@ pub fn analyze_bytes(name: &str, bytes: &[u8], opts: Options) -> Result<Analysis
     a.add_capture(name, bytes)?;
     Ok(a.finish())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{self, Bulk};
+
+    fn capture() -> Vec<u8> {
+        let b = Bulk::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+        );
+        synth::pcap(b.run())
+    }
+
+    #[test]
+    fn a_truncated_capture_warns_with_the_packet_number_and_keeps_the_rest() {
+        let full = capture();
+        let cut = &full[..full.len() - 7];
+        let a = analyze_bytes("cut.pcap", cut, Options::default()).unwrap();
+        let n = a.captures[0].packets;
+        assert_eq!(a.warnings.len(), 1);
+        assert_eq!(a.warnings[0].packet, n + 1);
+        assert!(
+            a.warnings[0]
+                .message
+                .contains(&format!("inside packet {}", n + 1)),
+            "{}",
+            a.warnings[0].message
+        );
+        assert_eq!(a.connections.len(), 1);
+    }
+
+    #[test]
+    fn a_corrupt_ip_header_is_a_warning_naming_its_packet() {
+        let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
+        w.write(1, &[0x45, 0, 0, 40, 0, 0]).unwrap();
+        w.write(2, &[0x99; 30]).unwrap();
+        let a = analyze_bytes("bad", &w.into_inner(), Options::default()).unwrap();
+        assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+        assert_eq!(a.warnings[0].packet, 1);
+        assert!(a.warnings[0].message.starts_with("packet 1:"));
+        assert_eq!(a.captures[0].non_ip_packets, 1);
+    }
+
+    #[test]
+    fn the_filter_keeps_only_matching_connections() {
+        let mut b = Bulk::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+        );
+        b.bytes = 20_000;
+        let mut pk = b.run();
+        b.client = "10.0.0.3:40001".parse().unwrap();
+        b.server = "10.0.0.2:80".parse().unwrap();
+        pk.extend(b.run());
+        let bytes = synth::pcap(pk);
+        let all = analyze_bytes("t", &bytes, Options::default()).unwrap();
+        assert_eq!(all.connections.len(), 2);
+        let opts = Options {
+            filter: Some(Filter::parse("port 80").unwrap()),
+            ..Options::default()
+        };
+        let one = analyze_bytes("t", &bytes, opts).unwrap();
+        assert_eq!(one.connections.len(), 1);
+        assert_eq!(one.connections[0].b.port(), 80);
+    }
+
+    #[test]
+    fn udp_flows_count_packets_bytes_and_ecn_per_direction() {
+        let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
+        let udp = |src: [u8; 4], dst: [u8; 4], ports: [u8; 4], ecn: u8, len: usize| {
+            let total = 28 + len;
+            let mut p = vec![0x45, ecn, 0, total as u8, 0, 0, 0, 0, 64, 17, 0, 0];
+            p.extend_from_slice(&src);
+            p.extend_from_slice(&dst);
+            p.extend_from_slice(&ports);
+            p.extend_from_slice(&[0, (8 + len) as u8, 0, 0]);
+            p.extend(std::iter::repeat_n(0u8, len));
+            p
+        };
+        for i in 0..10u64 {
+            let ecn = if i < 3 { 3 } else { 1 };
+            w.write(
+                i * 50_000_000,
+                &udp([10, 0, 0, 1], [10, 0, 0, 2], [0x13, 0x88, 0, 53], ecn, 100),
+            )
+            .unwrap();
+        }
+        w.write(
+            1,
+            &udp([10, 0, 0, 2], [10, 0, 0, 1], [0, 53, 0x13, 0x88], 0, 20),
+        )
+        .unwrap();
+        let a = analyze_bytes("u", &w.into_inner(), Options::default()).unwrap();
+        assert_eq!(a.udp.len(), 1);
+        let u = &a.udp[0];
+        assert_eq!(
+            (u.a2b.packets, u.a2b.bytes, u.a2b.ce, u.a2b.ect1),
+            (10, 1000, 3, 7)
+        );
+        assert_eq!((u.b2a.packets, u.b2a.bytes, u.b2a.not_ect), (1, 20, 1));
+        // 1000 bytes over 0.45 s; two 100-byte packets per 100 ms bin.
+        assert!((u.a2b.rate_bps - 8000.0 / 0.45).abs() < 1.0);
+        assert_eq!(u.a2b.rate_series_bps[0], 2.0 * 100.0 * 8.0 * 10.0);
+    }
+
+    #[test]
+    fn json_has_the_documented_fields() {
+        let a = analyze_bytes("t", &capture(), Options::default()).unwrap();
+        let v = serde_json::to_value(a.json_report()).unwrap();
+        let c = &v["connections"][0];
+        for k in [
+            "a",
+            "b",
+            "handshake_ms",
+            "duration_s",
+            "a2b",
+            "b2a",
+            "diagnoses",
+        ] {
+            assert!(!c[k].is_null(), "missing {k}");
+        }
+        for k in [
+            "packets",
+            "data_packets",
+            "data_bytes",
+            "unique_bytes",
+            "retransmitted_packets",
+            "retransmitted_bytes",
+            "rtt_samples",
+            "rtt_min_ms",
+            "rtt_avg_ms",
+            "rtt_max_ms",
+            "zero_window",
+            "ce",
+            "ece",
+            "cwr",
+            "throughput_bps",
+        ] {
+            assert!(c["a2b"].get(k).is_some(), "missing a2b.{k}");
+        }
+        assert_eq!(c["a"], "10.0.0.1:40000");
+        assert_eq!(v["schema_version"], 1);
+        assert!(v["udp"].is_array());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_capture_bytes_make_the_analyzer_panic(
+            cut in 0usize..4000,
+            flips in proptest::collection::vec((0usize..4000, proptest::num::u8::ANY), 0..20),
+        ) {
+            // Mutations of a real capture reach deep into the TCP logic.
+            let mut b = capture();
+            b.truncate(cut.max(24) + 4000);
+            for (i, v) in flips {
+                if let Some(x) = b.get_mut(24 + i) {
+                    *x = v;
+                }
+            }
+            let _ = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() });
+        }
+    }
+}

@@ -784,10 +784,14 @@ impl TcpConn {
 /// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms).
 fn throughput_series(segs: &[Segment]) -> Vec<ThroughputPoint> {
     let data: Vec<&Segment> = segs.iter().filter(|s| s.len > 0).collect();
-    let (Some(first), Some(last)) = (data.first(), data.last()) else {
+    // Min and max rather than first and last: a capture's clock may step backwards.
+    let (Some(t_min), Some(t_max)) = (
+        data.iter().map(|s| s.time.as_nanos()).min(),
+        data.iter().map(|s| s.time.as_nanos()).max(),
+    ) else {
         return Vec::new();
     };
-    let span_ns = (last.time - first.time).as_nanos() as u64;
+    let span_ns = t_max - t_min;
     let mut width_ns = 1_000_000u64;
     'outer: for exp in 0..12 {
         for m in [1u64, 2, 5] {
@@ -797,8 +801,8 @@ fn throughput_series(segs: &[Segment]) -> Vec<ThroughputPoint> {
             }
         }
     }
-    let t0 = first.time.as_nanos() - first.time.as_nanos() % width_ns;
-    let n = ((last.time.as_nanos() - t0) / width_ns + 1) as usize;
+    let t0 = t_min - t_min % width_ns;
+    let n = ((t_max - t0) / width_ns + 1) as usize;
     let mut good = vec![0u64; n];
     let mut all = vec![0u64; n];
     for s in data {
