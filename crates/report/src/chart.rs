@@ -596,10 +596,16 @@ fn draw_series<DB: DrawingBackend>(
                 .map_err(draw_err)?;
         }
         Marks::Points(v) => {
+            // A dot per pixel is all that shows; tens of thousands of RTT samples on one
+            // pixel row would otherwise make megabytes of identical SVG circles.
             let r = s.stroke_px.max(2) as i32;
-            chart
-                .draw_series(v.into_iter().map(|p| Circle::new(p, r, c.filled())))
-                .map_err(draw_err)?;
+            let mut seen = std::collections::HashSet::new();
+            let dots: Vec<_> = v
+                .into_iter()
+                .filter(|p| seen.insert(chart.backend_coord(p)))
+                .map(|p| Circle::new(p, r, c.filled()))
+                .collect();
+            chart.draw_series(dots).map_err(draw_err)?;
         }
         Marks::IBeams(v) => {
             // One polyline per beam (cap, stem, cap), caps in pixels so they stay readable at
