@@ -209,6 +209,22 @@ impl Series {
     }
 }
 
+/// Puts charts on one scale: every chart gets the union of their x ranges and of their y
+/// ranges, fixed, so that two runs drawn side by side compare by eye.
+pub fn same_scale(charts: &mut [Chart]) {
+    let mut x = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut y = (f64::INFINITY, f64::NEG_INFINITY);
+    for c in charts.iter() {
+        let (cx, cy) = c.ranges();
+        x = (x.0.min(cx.0), x.1.max(cx.1));
+        y = (y.0.min(cy.0), y.1.max(cy.1));
+    }
+    for c in charts.iter_mut() {
+        c.x.range = Some(x);
+        c.y.range = Some(y);
+    }
+}
+
 /// Staircase points of the empirical CDF, y in percent: it starts at 0 % at the smallest
 /// sample and reaches 100 % at the largest.
 pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
@@ -937,6 +953,27 @@ pub(crate) mod tests {
         // The series with nothing inside the window drops out of the legend.
         let names: Vec<_> = c.legend().into_iter().map(|e| e.name).collect();
         assert_eq!(names, vec!["a"]);
+    }
+
+    #[test]
+    fn same_scale_gives_every_chart_the_union_of_the_ranges() {
+        let mk = |pts: Vec<(f64, f64)>| {
+            Chart::new("t", Axis::new("time", "s"), Axis::new("rtt", "ms")).with(Series::line(
+                "a",
+                Rgb::BLACK,
+                pts,
+            ))
+        };
+        let mut charts = [
+            mk(vec![(0.0, 10.0), (5.0, 20.0)]),
+            mk(vec![(1.0, 15.0), (9.0, 400.0)]),
+        ];
+        let before = (charts[0].ranges(), charts[1].ranges());
+        assert_ne!(before.0, before.1);
+        same_scale(&mut charts);
+        assert_eq!(charts[0].ranges(), charts[1].ranges());
+        let ((x0, x1), (y0, y1)) = charts[0].ranges();
+        assert!(x0 <= 0.0 && x1 >= 9.0 && y0 <= 10.0 && y1 >= 400.0);
     }
 
     #[test]

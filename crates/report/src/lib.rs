@@ -30,7 +30,7 @@ mod test_fixture;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use chart::{Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch};
+pub use chart::{same_scale, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch};
 pub use html::{Block, DataMapping, Figure, Page, Section, Table};
 pub use tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 pub use xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
