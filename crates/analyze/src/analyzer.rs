@@ -81,6 +81,12 @@ impl Hasher for FxHasher {
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// How often (in packets) closed connections are finished and their state dropped.
+const SWEEP_EVERY_PACKETS: u32 = 65_536;
+/// How long after its last packet a closed connection is finished: a reused 4-tuple within
+/// this time still starts a new connection (see `TcpConn::is_reuse_by`).
+const SWEEP_AFTER_CLOSE: wire::Duration = wire::Duration::from_secs(30);
+
 /// (vantage, lower endpoint, higher endpoint): both directions map to one key.
 type Key = (Vantage, SocketAddr, SocketAddr);
 
@@ -98,8 +104,10 @@ pub struct Analyzer {
     epoch: Option<Instant>,
     captures: Vec<CaptureSummary>,
     warnings: Vec<Warning>,
-    tcp_index: FastMap<Key, usize>,
-    tcp: Vec<TcpConn>,
+    /// Live connections.
+    tcp: FastMap<Key, TcpConn>,
+    /// Packets since the last sweep of closed connections.
+    since_sweep: u32,
     tcp_done: Vec<Connection>,
     udp_index: FastMap<Key, usize>,
     udp: Vec<UdpState>,
@@ -112,8 +120,8 @@ impl Analyzer {
             epoch: None,
             captures: Vec::new(),
             warnings: Vec::new(),
-            tcp_index: FastMap::default(),
-            tcp: Vec::new(),
+            tcp: FastMap::default(),
+            since_sweep: 0,
             tcp_done: Vec::new(),
             udp_index: FastMap::default(),
             udp: Vec::new(),
@@ -189,6 +197,11 @@ impl Analyzer {
     /// file, such as a live lab). `number` is only used in warnings.
     pub fn add_packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
         self.epoch = Some(self.epoch.map_or(time, |e| e.min(time)));
+        self.since_sweep += 1;
+        if self.since_sweep >= SWEEP_EVERY_PACKETS {
+            self.since_sweep = 0;
+            self.sweep(time);
+        }
         let h = match wire::packet::parse(ip) {
             Ok(h) => h,
             Err(e) => {
@@ -209,30 +222,17 @@ impl Analyzer {
                 let o1 = (h.ip.header_len + t.header_len).min(ip.len());
                 let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
                 let k = key(vantage, src, dst);
-                let idx = match self.tcp_index.get(&k) {
-                    Some(&i) => {
-                        if self.tcp[i].is_reuse_by(src, t) {
-                            let fresh =
-                                TcpConn::new(vantage, src, dst, t, time, self.opts.keep_series);
-                            let old = std::mem::replace(&mut self.tcp[i], fresh);
-                            self.tcp_done.push(old.finish());
-                        }
-                        i
-                    }
-                    None => {
-                        self.tcp.push(TcpConn::new(
-                            vantage,
-                            src,
-                            dst,
-                            t,
-                            time,
-                            self.opts.keep_series,
-                        ));
-                        self.tcp_index.insert(k, self.tcp.len() - 1);
-                        self.tcp.len() - 1
-                    }
-                };
-                self.tcp[idx].handle(
+                let keep = self.opts.keep_series;
+                let conn = self
+                    .tcp
+                    .entry(k)
+                    .or_insert_with(|| TcpConn::new(vantage, src, dst, t, time, keep));
+                if conn.is_reuse_by(src, t) {
+                    let fresh = TcpConn::new(vantage, src, dst, t, time, keep);
+                    let old = std::mem::replace(conn, fresh);
+                    self.tcp_done.push(old.finish());
+                }
+                conn.handle(
                     src,
                     &TcpPacket {
                         time,
@@ -265,10 +265,26 @@ impl Analyzer {
         }
     }
 
+    /// Finishes connections that closed (FIN both ways, or RST) long enough ago that no
+    /// straggler will come, so that live state tracks open connections, not all of them.
+    fn sweep(&mut self, now: Instant) {
+        let done: Vec<Key> = self
+            .tcp
+            .iter()
+            .filter(|(_, c)| c.closed_before(now - SWEEP_AFTER_CLOSE))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in done {
+            if let Some(c) = self.tcp.remove(&k) {
+                self.tcp_done.push(c.finish());
+            }
+        }
+    }
+
     /// Finishes every connection and flow, runs the diagnoses, and returns the analysis.
     pub fn finish(self) -> Analysis {
         let mut connections = self.tcp_done;
-        connections.extend(self.tcp.into_iter().map(TcpConn::finish));
+        connections.extend(self.tcp.into_values().map(TcpConn::finish));
         connections.sort_by_key(|c| (c.first_time, c.vantage));
         // ecn_bleached: the same connection at two vantage points.
         let mut by_pair: FastMap<(SocketAddr, SocketAddr), Vec<usize>> = FastMap::default();

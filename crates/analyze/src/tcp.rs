@@ -236,6 +236,11 @@ impl TcpConn {
                 .is_some_and(|b| b.wrapping_sub(EXT_ORIGIN) as u32 != h.seq)
     }
 
+    /// Closed (FIN both ways, or RST) with its last packet before `t`.
+    pub(crate) fn closed_before(&self, t: Instant) -> bool {
+        matches!(self.state, ConnState::Closed | ConnState::Reset) && self.last_time < t
+    }
+
     /// Feeds one packet sent by `src`.
     pub(crate) fn handle(&mut self, src: SocketAddr, p: &TcpPacket) {
         let d = usize::from(src != self.a);
