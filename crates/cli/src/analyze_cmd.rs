@@ -88,12 +88,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
 
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    if args.json {
+    let printed = if args.json {
         serde_json::to_writer_pretty(&mut out, &analysis.json_report())
-            .context("writing JSON to stdout")?;
-        writeln!(out)?;
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
     } else {
-        write!(out, "{}", analyze::text::summary(&analysis))?;
+        write!(out, "{}", analyze::text::summary(&analysis))
+    };
+    match printed {
+        // A reader that stopped early (`| head`) is not a failure.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        r => r.context("writing the analysis to stdout")?,
     }
     if args.json {
         // Warnings are in the JSON; repeat them on stderr so they are not missed.
@@ -102,18 +107,29 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
                 .captures
                 .get(w.capture)
                 .map_or("", |c| c.name.as_str());
-            eprintln!("latencylab: warning: {cap}: packet {}: {}", w.packet, w.message);
+            eprintln!(
+                "latencylab: warning: {cap}: packet {}: {}",
+                w.packet, w.message
+            );
         }
     }
     if let Some(dir) = &args.plots {
         let files = report::analysis::write_plots(&analysis, dir)
             .with_context(|| format!("writing plots to {}", dir.display()))?;
-        eprintln!("latencylab: wrote {} plot files to {}", files.len(), dir.display());
+        eprintln!(
+            "latencylab: wrote {} plot files to {}",
+            files.len(),
+            dir.display()
+        );
     }
     if let Some(dir) = &args.xplot {
         let files = report::analysis::write_xplot(&analysis, dir)
             .with_context(|| format!("writing xplot files to {}", dir.display()))?;
-        eprintln!("latencylab: wrote {} xplot files to {}", files.len(), dir.display());
+        eprintln!(
+            "latencylab: wrote {} xplot files to {}",
+            files.len(),
+            dir.display()
+        );
     }
     if let Some(path) = &args.html {
         report::analysis::write_html(&analysis, path)
