@@ -1068,6 +1068,45 @@ mod transfer_tests {
     }
 
     #[test]
+    fn fast_open_data_and_accecn_negotiation_are_read_from_the_handshake() {
+        use crate::synth::{Tcp, ACK, CWR, ECE, SYN};
+        let (c, s) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:443".parse().unwrap(),
+        );
+        let t0 = 1_000_000_000u64;
+        let mut syn = Tcp::new(c, s, 100, 0, SYN | ECE | CWR);
+        syn.ae = true;
+        syn.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+        syn.payload_len = 100;
+        let mut sa = Tcp::new(s, c, 700, 201, SYN | ACK | CWR);
+        sa.options = synth::opt_mss(1460);
+        let pk = vec![
+            (t0, syn.build()),
+            (t0 + 30_000_000, sa.build()),
+            (t0 + 30_000_100, Tcp::new(c, s, 201, 701, ACK).build()),
+        ];
+        let a = run(pk);
+        let conn = &a.connections[0];
+        assert_eq!(conn.handshake.ecn, EcnSetup::AccEcn);
+        assert_eq!(conn.a2b.options.tfo_cookie_len, Some(8));
+        assert_eq!(conn.a2b.options.syn_data_bytes, 100);
+        assert_eq!(conn.a2b.stats.data_bytes, 100);
+        assert_eq!(conn.a2b.stats.unique_bytes, 100);
+        assert!(conn.a2b.options.syn_ae);
+        // The SYN-ACK acknowledged the SYN and its data: one RTT sample of 30 ms.
+        assert_eq!(conn.a2b.stats.rtt_samples, 1);
+        assert!((conn.a2b.stats.rtt_min_ms.unwrap() - 30.0).abs() < 1e-9);
+        // A classic-ECN server answers AccECN's SYN with ECE alone.
+        let mut sa2 = Tcp::new(s, c, 700, 201, SYN | ACK | ECE);
+        sa2.options = synth::opt_mss(1460);
+        let mut syn2 = syn.clone();
+        syn2.payload_len = 0;
+        let a = run(vec![(t0, syn2.build()), (t0 + 1, sa2.build())]);
+        assert_eq!(a.connections[0].handshake.ecn, EcnSetup::Classic);
+    }
+
+    #[test]
     fn series_are_kept_only_when_asked_and_match_the_counters() {
         let pkts = lossy("10.0.0.1:40000", "10.0.0.2:5201").run();
         let bytes = synth::pcap(pkts);
