@@ -4,6 +4,7 @@
 //! failure while running; 2 for a usage error (a bad option, file or value, or missing
 //! privileges), always with one line naming the culprit and what would have been accepted.
 
+mod analyze_cmd;
 mod shell;
 
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ struct Cli {
 enum Command {
     Shell(Box<shell::ShellArgs>),
     Run(shell::RunArgs),
+    Analyze(analyze_cmd::AnalyzeArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),
+        Command::Analyze(a) => analyze_cmd::run(&a),
         Command::App(a) => apps::run(a),
     };
     match result {

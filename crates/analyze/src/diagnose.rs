@@ -1,0 +1,842 @@
+//! Diagnoses: naming what held a connection back, with a time span and the evidence.
+//!
+//! [`crate::tcp`] records compact evidence while it rebuilds a connection ([`Evidence`]:
+//! a few events per stall, aggregate counters, RTT minima in time bins whose width doubles
+//! to stay under a fixed count); [`diagnose`] turns it into [`Diagnosis`] values once the
+//! connection's minimum RTT is known. [`bleaching`] compares one connection seen at two
+//! vantage points. Thresholds are constants here, each with its reason; the definitions are
+//! written out for users in `docs/analyze.md`. Nothing here reads packets.
+
+use wire::{Duration, Instant};
+
+use crate::model::*;
+
+/// Most events kept per kind and direction; counts beyond it are still exact.
+const MAX_EVENTS: usize = 4096;
+/// Most diagnoses of one kind per direction listed separately (the rest are summed up in the
+/// last one).
+const MAX_LISTED: usize = 10;
+/// RTT bins kept per direction before their width doubles.
+const MAX_RTT_BINS: usize = 2048;
+
+/// A sub-MSS segment sent right after the ACK of the previous one.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct NagleEvent {
+    pub prev_time: Instant,
+    pub prev_len: u32,
+    pub ack_time: Instant,
+    pub time: Instant,
+    pub len: u32,
+}
+
+/// The receive window was full from `since`; the last segment went at `last_send`; an ACK
+/// reopened it at `reopen`.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Stall {
+    pub since: Instant,
+    pub last_send: Instant,
+    pub reopen: Instant,
+    pub window: u64,
+}
+
+/// A retransmission after a long silence.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct RtoEvent {
+    pub last_send: Instant,
+    pub time: Instant,
+    pub seq: u64,
+}
+
+/// One loss-recovery episode.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Recovery {
+    pub start: Instant,
+    pub end: Instant,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Minimum and maximum RTT per time bin.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RttBins {
+    t0: Option<Instant>,
+    width_ns: u64,
+    /// (bin index, min, max, samples)
+    bins: Vec<(u64, Duration, Duration, u32)>,
+    min: Option<Duration>,
+}
+
+impl RttBins {
+    pub fn add(&mut self, t: Instant, rtt: Duration) {
+        let t0 = *self.t0.get_or_insert(t);
+        if self.width_ns == 0 {
+            self.width_ns = 10_000_000;
+        }
+        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        let idx = (t - t0).as_nanos() as u64 / self.width_ns;
+        match self.bins.last_mut() {
+            Some(b) if b.0 == idx => {
+                b.1 = b.1.min(rtt);
+                b.2 = b.2.max(rtt);
+                b.3 += 1;
+            }
+            _ => self.bins.push((idx, rtt, rtt, 1)),
+        }
+        if self.bins.len() > MAX_RTT_BINS {
+            self.width_ns *= 2;
+            let mut merged: Vec<(u64, Duration, Duration, u32)> = Vec::new();
+            for &(i, lo, hi, n) in &self.bins {
+                match merged.last_mut() {
+                    Some(m) if m.0 == i / 2 => {
+                        m.1 = m.1.min(lo);
+                        m.2 = m.2.max(hi);
+                        m.3 += n;
+                    }
+                    _ => merged.push((i / 2, lo, hi, n)),
+                }
+            }
+            self.bins = merged;
+        }
+    }
+
+    /// Smallest RTT so far (zero before the first sample).
+    pub fn min(&self) -> Duration {
+        self.min.unwrap_or(Duration::ZERO)
+    }
+}
+
+/// What [`crate::tcp`] records about one direction's data for the diagnoses.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Evidence {
+    pub rtt: RttBins,
+    pub nagle: Vec<NagleEvent>,
+    pub stalls: Vec<Stall>,
+    pub window_full_ns: u64,
+    pub window_full_count: u64,
+    pub app_idle_ns: u64,
+    pub app_gaps: u64,
+    pub app_first: Option<Instant>,
+    pub app_last: Instant,
+    pub rto: Vec<RtoEvent>,
+    pub recoveries: Vec<Recovery>,
+}
+
+impl Evidence {
+    pub fn window_full(
+        &mut self,
+        since: Instant,
+        last_send: Instant,
+        reopen: Instant,
+        window: u64,
+    ) {
+        self.window_full_ns += (reopen - since).as_nanos() as u64;
+        self.window_full_count += 1;
+        if self.stalls.len() < MAX_EVENTS {
+            self.stalls.push(Stall {
+                since,
+                last_send,
+                reopen,
+                window,
+            });
+        }
+    }
+
+    pub fn app_idle(&mut self, from: Instant, to: Instant) {
+        self.app_idle_ns += (to - from).as_nanos() as u64;
+        self.app_gaps += 1;
+        self.app_first.get_or_insert(from);
+        self.app_last = to;
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// All diagnoses of one connection, ordered by start time.
+pub(crate) fn diagnose(
+    c: &Connection,
+    ev: [&Evidence; 2],
+    last_syn: Option<Instant>,
+    last_synack: Option<Instant>,
+) -> Vec<Diagnosis> {
+    let mut out = Vec::new();
+    let dur_ns = (c.last_time - c.first_time).as_nanos() as f64;
+    for (i, dir) in [Dir::AtoB, Dir::BtoA].into_iter().enumerate() {
+        let d = c.dir(dir);
+        let e = ev[i];
+        let rtt_min = e.rtt.min();
+        nagle(&mut out, dir, d, c.dir(dir.other()).options.mss, e);
+        pacing(&mut out, dir, e, rtt_min);
+        bufferbloat(&mut out, dir, e, rtt_min);
+        // rwnd_limited: the window was the limit for a fifth of the connection or more.
+        if e.window_full_count >= 2 && dur_ns > 0.0 && e.window_full_ns as f64 >= 0.2 * dur_ns {
+            let (first, last) = (e.stalls.first(), e.stalls.last());
+            if let (Some(f), Some(l)) = (first, last) {
+                let wmax = e.stalls.iter().map(|s| s.window).max().unwrap_or(0);
+                let frac = e.window_full_ns as f64 / dur_ns * 100.0;
+                out.push(Diagnosis {
+                    kind: DiagnosisKind::RwndLimited,
+                    dir: Some(dir),
+                    start: f.since,
+                    end: l.reopen,
+                    delay_ms: e.window_full_ns as f64 / 1e6,
+                    summary: format!(
+                        "the receiver's window (at most {wmax} bytes) was full {} times, for {:.0} ms in all ({frac:.0}% of the connection); the sender could not send more",
+                        e.window_full_count,
+                        e.window_full_ns as f64 / 1e6
+                    ),
+                });
+            }
+        }
+        // app_limited: nothing in flight and nothing sent for a fifth of the connection.
+        if e.app_gaps >= 1 && dur_ns > 0.0 && e.app_idle_ns as f64 >= 0.2 * dur_ns {
+            if let Some(first) = e.app_first {
+                out.push(Diagnosis {
+                    kind: DiagnosisKind::AppLimited,
+                    dir: Some(dir),
+                    start: first,
+                    end: e.app_last,
+                    delay_ms: e.app_idle_ns as f64 / 1e6,
+                    summary: format!(
+                        "the sender had nothing in flight and sent nothing {} times, idle {:.0} ms in all ({:.0}% of the connection): the application did not supply data",
+                        e.app_gaps,
+                        e.app_idle_ns as f64 / 1e6,
+                        e.app_idle_ns as f64 / dur_ns * 100.0
+                    ),
+                });
+            }
+        }
+        // loss_burst: three or more segments retransmitted in one recovery episode.
+        let bursts: Vec<&Recovery> = e.recoveries.iter().filter(|r| r.packets >= 3).collect();
+        for (k, r) in bursts.iter().enumerate() {
+            if k == MAX_LISTED {
+                let rest = bursts.len() - MAX_LISTED;
+                let pk: u64 = bursts[MAX_LISTED..].iter().map(|r| r.packets).sum();
+                out.push(Diagnosis {
+                    kind: DiagnosisKind::LossBurst,
+                    dir: Some(dir),
+                    start: r.start,
+                    end: bursts[bursts.len() - 1].end,
+                    delay_ms: bursts[MAX_LISTED..]
+                        .iter()
+                        .map(|r| ms(r.end - r.start))
+                        .sum(),
+                    summary: format!("{rest} more loss bursts, {pk} segments retransmitted"),
+                });
+                break;
+            }
+            out.push(Diagnosis {
+                kind: DiagnosisKind::LossBurst,
+                dir: Some(dir),
+                start: r.start,
+                end: r.end,
+                delay_ms: ms(r.end - r.start),
+                summary: format!(
+                    "{} segments ({} bytes) were retransmitted in one loss episode; recovery took {:.1} ms",
+                    r.packets,
+                    r.bytes,
+                    ms(r.end - r.start)
+                ),
+            });
+        }
+        for (k, r) in e.rto.iter().enumerate() {
+            if k == MAX_LISTED {
+                let rest = &e.rto[MAX_LISTED..];
+                out.push(Diagnosis {
+                    kind: DiagnosisKind::RtoStall,
+                    dir: Some(dir),
+                    start: r.last_send,
+                    end: rest[rest.len() - 1].time,
+                    delay_ms: rest.iter().map(|r| ms(r.time - r.last_send)).sum(),
+                    summary: format!("{} more retransmission timeouts", rest.len()),
+                });
+                break;
+            }
+            out.push(Diagnosis {
+                kind: DiagnosisKind::RtoStall,
+                dir: Some(dir),
+                start: r.last_send,
+                end: r.time,
+                delay_ms: ms(r.time - r.last_send),
+                summary: format!(
+                    "nothing was sent for {:.0} ms with data outstanding, then byte {} was retransmitted: a retransmission timeout (minimum RTT {:.1} ms)",
+                    ms(r.time - r.last_send),
+                    r.seq,
+                    ms(rtt_min)
+                ),
+            });
+        }
+    }
+    // syn_retransmit: the SYN (or SYN-ACK) went more than once.
+    if c.handshake.syn_count >= 2 {
+        if let (Some(f), Some(l)) = (c.handshake.syn_time, last_syn) {
+            out.push(Diagnosis {
+                kind: DiagnosisKind::SynRetransmit,
+                dir: Some(Dir::AtoB),
+                start: f,
+                end: l,
+                delay_ms: ms(l - f),
+                summary: format!(
+                    "the SYN was sent {} times; connecting took {:.0} ms longer than it had to",
+                    c.handshake.syn_count,
+                    ms(l - f)
+                ),
+            });
+        }
+    }
+    if c.handshake.synack_count >= 2 {
+        if let (Some(f), Some(l)) = (c.handshake.synack_time, last_synack) {
+            out.push(Diagnosis {
+                kind: DiagnosisKind::SynRetransmit,
+                dir: Some(Dir::BtoA),
+                start: f,
+                end: l,
+                delay_ms: ms(l - f),
+                summary: format!(
+                    "the SYN-ACK was sent {} times, {:.0} ms between the first and the last",
+                    c.handshake.synack_count,
+                    ms(l - f)
+                ),
+            });
+        }
+    }
+    // ecn_unused: negotiated, never marked.
+    let (x, y) = (&c.a2b.stats, &c.b2a.stats);
+    if c.handshake.ecn.negotiated() && x.ce + y.ce == 0 && x.ece + y.ece == 0 {
+        let rexmit = x.retransmitted_packets + y.retransmitted_packets;
+        let ect = x.ect0 + x.ect1 + y.ect0 + y.ect1;
+        out.push(Diagnosis {
+            kind: DiagnosisKind::EcnUnused,
+            dir: None,
+            start: c.first_time,
+            end: c.last_time,
+            delay_ms: 0.0,
+            summary: format!(
+                "ECN was negotiated ({}) and {ect} packets were ECN-capable, but none was CE-marked{}",
+                if c.handshake.ecn == EcnSetup::AccEcn { "AccECN" } else { "classic" },
+                if rexmit > 0 {
+                    format!("; {rexmit} retransmissions show the path dropped instead of marking")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
+    out.sort_by(|a, b| a.start.cmp(&b.start).then(a.kind.cmp(&b.kind)));
+    out
+}
+
+/// nagle_delayed_ack: sub-MSS segments that each left only when the ACK of the previous
+/// sub-MSS segment came back (RFC 896; RFC 9293 §3.7.4).
+fn nagle(out: &mut Vec<Diagnosis>, dir: Dir, d: &Direction, peer_mss: Option<u16>, e: &Evidence) {
+    // "Full-sized" is the peer's MSS; the largest segment seen stands in when it is close
+    // (options such as timestamps take 12 bytes of it) or when the MSS is unknown.
+    let max_seg = d.stats.max_segment_bytes;
+    let full = match peer_mss.map(u64::from) {
+        Some(m) if max_seg + 40 >= m => max_seg.min(m),
+        Some(m) => m,
+        None => max_seg + 1,
+    };
+    let evs: Vec<&NagleEvent> = e
+        .nagle
+        .iter()
+        .filter(|n| u64::from(n.prev_len) < full && u64::from(n.len) < full)
+        .collect();
+    let (Some(f), Some(l)) = (evs.first(), evs.last()) else {
+        return;
+    };
+    let waits: Vec<f64> = evs.iter().map(|n| ms(n.time - n.prev_time)).collect();
+    let total: f64 = waits.iter().sum();
+    out.push(Diagnosis {
+        kind: DiagnosisKind::NagleDelayedAck,
+        dir: Some(dir),
+        start: f.prev_time,
+        end: l.time,
+        delay_ms: total,
+        summary: format!(
+            "{} times a small segment ({} bytes, after one of {} bytes) was held until the previous one was ACKed, a median {:.1} ms later: Nagle's algorithm waiting on the peer's (delayed) ACK; {:.0} ms lost in all",
+            evs.len(),
+            f.len,
+            f.prev_len,
+            median(waits),
+            total
+        ),
+    });
+    let _ = f.ack_time;
+}
+
+/// delayed_ack_pacing: the window was full and the sender idle until an ACK that came much
+/// later than one RTT: the receiver's delayed-ACK timer set the pace (RFC 9293 §3.8.6.3).
+fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
+    // An ACK held at least 10 ms (and half an RTT) beyond the RTT is a timer, not the path.
+    let extra_min = Duration::from_millis(10).max(rtt_min / 2);
+    let held: Vec<&Stall> = e
+        .stalls
+        .iter()
+        .filter(|s| (s.reopen - s.last_send).saturating_sub(rtt_min) >= extra_min)
+        .collect();
+    if held.len() < 3 {
+        return;
+    }
+    let idle: Vec<f64> = held.iter().map(|s| ms(s.reopen - s.last_send)).collect();
+    let lost: f64 = held
+        .iter()
+        .map(|s| ms((s.reopen - s.last_send).saturating_sub(rtt_min)))
+        .sum();
+    let period: Vec<f64> = held
+        .windows(2)
+        .map(|w| ms(w[1].reopen - w[0].reopen))
+        .collect();
+    let wmax = held.iter().map(|s| s.window).max().unwrap_or(0);
+    out.push(Diagnosis {
+        kind: DiagnosisKind::DelayedAckPacing,
+        dir: Some(dir),
+        start: held[0].since,
+        end: held[held.len() - 1].reopen,
+        delay_ms: lost,
+        summary: format!(
+            "{} times the receive window ({wmax} bytes) filled and the sender sat idle a median {:.1} ms until the next ACK (minimum RTT {:.1} ms); ACKs came every {:.1} ms, paced by the receiver's delayed-ACK timer; {:.0} ms lost in all",
+            held.len(),
+            median(idle),
+            ms(rtt_min),
+            median(period),
+            lost
+        ),
+    });
+}
+
+/// bufferbloat: RTT far above the minimum (at least double it and 5 ms more) in every bin
+/// for at least 500 ms and 4 minimum RTTs; the standing queue is the median of the bins'
+/// minimum excess over that span.
+fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
+    let Some(t0) = e.rtt.t0 else { return };
+    let w = e.rtt.width_ns;
+    let thresh = rtt_min.max(Duration::from_millis(5));
+    let sustained = Duration::from_millis(500).max(rtt_min * 4);
+    let gap_ok_bins = (1_000_000_000 / w.max(1)).max(1);
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut cur: Option<(usize, usize)> = None;
+    for (k, b) in e.rtt.bins.iter().enumerate() {
+        let high = b.1.saturating_sub(rtt_min) >= thresh;
+        cur = match (cur, high) {
+            (Some((s, last)), true) if b.0 - e.rtt.bins[last].0 <= gap_ok_bins => Some((s, k)),
+            (Some(r), true) => {
+                runs.push(r);
+                Some((k, k))
+            }
+            (None, true) => Some((k, k)),
+            (Some(r), false) => {
+                runs.push(r);
+                None
+            }
+            (None, false) => None,
+        };
+    }
+    runs.extend(cur);
+    let at = |i: u64| t0 + Duration::from_nanos(i * w);
+    for (s, l) in runs {
+        let (bs, bl) = (&e.rtt.bins[s], &e.rtt.bins[l]);
+        let start = at(bs.0);
+        let end = at(bl.0 + 1);
+        if end - start < sustained || l - s + 1 < 3 {
+            continue;
+        }
+        let excess: Vec<f64> = e.rtt.bins[s..=l]
+            .iter()
+            .map(|b| ms(b.1.saturating_sub(rtt_min)))
+            .collect();
+        // The queue that stood: the median over the span of each bin's smallest RTT excess
+        // (a bin's minimum is the queue that did not drain within it).
+        let floor = excess.iter().copied().fold(f64::INFINITY, f64::min);
+        let standing = median(excess.clone());
+        let peak = e.rtt.bins[s..=l]
+            .iter()
+            .map(|b| ms(b.2))
+            .fold(0.0, f64::max);
+        out.push(Diagnosis {
+            kind: DiagnosisKind::Bufferbloat,
+            dir: Some(dir),
+            start,
+            end,
+            delay_ms: standing,
+            summary: format!(
+                "for {:.1} s the RTT stayed at least {floor:.0} ms above its {:.1} ms minimum (peak RTT {peak:.0} ms): a standing queue of about {standing:.0} ms",
+                (end - start).as_secs_f64(),
+                ms(rtt_min),
+            ),
+        });
+    }
+}
+
+/// ecn_bleached: the same connection seen at two vantage points, where one direction's
+/// packets were ECT at one point and never at the other (RFC 3168 §18 "ECN bleaching").
+/// Returns the diagnosis for the downstream view.
+pub(crate) fn bleaching(up: &Connection, down: &Connection) -> Vec<Diagnosis> {
+    let mut out = Vec::new();
+    for dir in [Dir::AtoB, Dir::BtoA] {
+        let u = &up.dir(dir).stats;
+        // Match by sender address: the two views may have chosen `a` differently.
+        let src = up.dir(dir).src;
+        let dd = if down.a2b.src == src {
+            &down.a2b.stats
+        } else {
+            &down.b2a.stats
+        };
+        let ect_up = u.ect0 + u.ect1 + u.ce;
+        let ect_down = dd.ect0 + dd.ect1 + dd.ce;
+        if ect_up > 0 && ect_down == 0 && dd.packets > 0 {
+            out.push(Diagnosis {
+                kind: DiagnosisKind::EcnBleached,
+                dir: Some(if down.a2b.src == src {
+                    Dir::AtoB
+                } else {
+                    Dir::BtoA
+                }),
+                start: down.first_time.min(up.first_time),
+                end: down.last_time.max(up.last_time),
+                delay_ms: 0.0,
+                summary: format!(
+                    "{ect_up} of {} packets from {} were ECN-capable at one capture point, but none of the {} seen at the other: the path clears the ECN field",
+                    u.packets,
+                    src.map(|s| s.to_string()).unwrap_or_default(),
+                    dd.packets
+                ),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use crate::model::*;
+    use crate::synth::{self, Bulk, Tcp, ACK, PSH, SYN};
+    use crate::{analyze_bytes, Analyzer, Options};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000_000_000_000;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn kinds(c: &Connection, k: DiagnosisKind) -> Vec<&Diagnosis> {
+        c.diagnoses.iter().filter(|d| d.kind == k).collect()
+    }
+
+    fn run(pkts: Vec<(u64, Vec<u8>)>) -> Analysis {
+        analyze_bytes("t", &synth::pcap(pkts), Options::default()).unwrap()
+    }
+
+    /// A hand-driven connection recorded at the client: `c` sends, `s` answers.
+    struct Hand {
+        c: SocketAddr,
+        s: SocketAddr,
+        cseq: u32,
+        sseq: u32,
+        out: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Hand {
+        fn open(t: u64, rtt: u64, mss: u16) -> Hand {
+            let (c, s) = (addr("10.0.0.1:40000"), addr("10.0.0.2:80"));
+            let mut h = Hand {
+                c,
+                s,
+                cseq: 1000,
+                sseq: 9000,
+                out: Vec::new(),
+            };
+            let mut syn = Tcp::new(c, s, h.cseq, 0, SYN);
+            syn.options = synth::opt_mss(mss);
+            h.out.push((t, syn.build()));
+            let mut sa = Tcp::new(s, c, h.sseq, h.cseq + 1, SYN | ACK);
+            sa.options = synth::opt_mss(mss);
+            h.out.push((t + rtt, sa.build()));
+            h.cseq += 1;
+            h.sseq += 1;
+            h.out
+                .push((t + rtt, Tcp::new(c, s, h.cseq, h.sseq, ACK).build()));
+            h
+        }
+        /// Client data of `len` bytes at `t`.
+        fn data(&mut self, t: u64, len: usize) {
+            let mut p = Tcp::new(self.c, self.s, self.cseq, self.sseq, ACK | PSH);
+            p.payload_len = len;
+            self.out.push((t, p.build()));
+            self.cseq = self.cseq.wrapping_add(len as u32);
+        }
+        /// Server's pure ACK of everything so far, with a window, arriving at `t`.
+        fn ack(&mut self, t: u64, window: u16) {
+            let mut p = Tcp::new(self.s, self.c, self.sseq, self.cseq, ACK);
+            p.window = window;
+            self.out.push((t, p.build()));
+        }
+        /// Server data (a response) arriving at `t`, acking everything.
+        fn reply(&mut self, t: u64, len: usize) {
+            let mut p = Tcp::new(self.s, self.c, self.sseq, self.cseq, ACK | PSH);
+            p.payload_len = len;
+            self.out.push((t, p.build()));
+            self.sseq = self.sseq.wrapping_add(len as u32);
+        }
+    }
+
+    #[test]
+    fn a_message_split_in_two_writes_waits_for_the_delayed_ack_nagle() {
+        // Each 70-byte message is written as 35 + 35 bytes; the second half waits for the ACK
+        // of the first, which the server delays by 40 ms; RTT 50 ms.
+        let (rtt, delack) = (50 * MS, 40 * MS);
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            h.data(t, 35);
+            let ack_at = t + rtt + delack;
+            h.ack(ack_at, 65535);
+            h.data(ack_at + 50_000, 35);
+            // The server answers the whole message; the client reads it and waits 100 ms.
+            h.reply(ack_at + 50_000 + rtt, 100);
+            h.out.push((
+                ack_at + 50_000 + rtt + 200_000,
+                Tcp::new(h.c, h.s, h.cseq, h.sseq, ACK).build(),
+            ));
+            t = ack_at + 50_000 + rtt + 100 * MS;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let n = kinds(c, DiagnosisKind::NagleDelayedAck);
+        assert_eq!(n.len(), 1, "{:#?}", c.diagnoses);
+        assert_eq!(n[0].dir, Some(Dir::AtoB));
+        // Five holds of RTT + delayed-ACK timer each.
+        let per = (rtt + delack + 50_000) as f64 / 1e6;
+        assert!((n[0].delay_ms - 5.0 * per).abs() < 0.5, "{}", n[0].delay_ms);
+        assert!(n[0].summary.starts_with("5 times"), "{}", n[0].summary);
+        // The server's replies are not Nagle stalls.
+        assert!(n.iter().all(|d| d.dir == Some(Dir::AtoB)));
+    }
+
+    #[test]
+    fn writes_released_by_replies_are_not_nagle() {
+        let rtt = 50 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            h.data(t, 35);
+            h.reply(t + rtt, 100);
+            h.data(t + rtt + 10_000, 35);
+            h.ack(t + 2 * rtt + 10_000, 65535);
+            t += 3 * rtt;
+        }
+        let a = run(h.out);
+        assert!(kinds(&a.connections[0], DiagnosisKind::NagleDelayedAck).is_empty());
+    }
+
+    #[test]
+    fn a_full_window_released_only_by_the_ack_timer_is_delayed_ack_pacing() {
+        // Receiver window 4000 bytes (MSS 1460, the sender writes 1000-byte segments): four
+        // segments fill it in 1 ms, then the receiver's 40 ms timer sends the ACK; RTT 5 ms.
+        let (rtt, timer) = (5 * MS, 40 * MS);
+        let mut h = Hand::open(T0, rtt, 1460);
+        h.ack(T0 + rtt + 1, 4000);
+        let mut t = T0 + rtt + MS;
+        let rounds = 8;
+        for _ in 0..rounds {
+            for k in 0..4 {
+                h.data(t + k * 250_000, 1000);
+            }
+            let ack_at = t + rtt + timer;
+            h.ack(ack_at, 4000);
+            t = ack_at + 100_000;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let p = kinds(c, DiagnosisKind::DelayedAckPacing);
+        assert_eq!(p.len(), 1, "{:#?}", c.diagnoses);
+        assert!(
+            p[0].summary.starts_with(&format!("{rounds} times")),
+            "{}",
+            p[0].summary
+        );
+        assert!(
+            p[0].summary.contains("ACKs came every 45.1 ms"),
+            "{}",
+            p[0].summary
+        );
+        // The window was the limit nearly all the time, so rwnd_limited is named too.
+        assert_eq!(kinds(c, DiagnosisKind::RwndLimited).len(), 1);
+    }
+
+    #[test]
+    fn prompt_acks_on_a_full_window_are_rwnd_limited_but_not_pacing() {
+        let b = {
+            let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+            b.window_segments = 10;
+            b.rate_bytes_per_s = 100_000_000;
+            b
+        };
+        let a = run(b.run());
+        let c = &a.connections[0];
+        assert_eq!(
+            kinds(c, DiagnosisKind::RwndLimited).len(),
+            1,
+            "{:#?}",
+            c.diagnoses
+        );
+        assert!(kinds(c, DiagnosisKind::DelayedAckPacing).is_empty());
+        assert!(kinds(c, DiagnosisKind::Bufferbloat).is_empty());
+        assert!(kinds(c, DiagnosisKind::LossBurst).is_empty());
+    }
+
+    #[test]
+    fn a_window_far_above_the_path_bdp_is_bufferbloat_with_its_standing_queue() {
+        // 1 MB/s bottleneck, 20 ms RTT: the path holds 20 kB; a 200-segment window (290 kB)
+        // keeps about 270 ms of data queued.
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 200;
+        b.rate_bytes_per_s = 1_000_000;
+        b.bytes = 3_000_000;
+        let a = run(b.run());
+        let c = &a.connections[0];
+        let bb = kinds(c, DiagnosisKind::Bufferbloat);
+        assert_eq!(bb.len(), 1, "{:#?}", c.diagnoses);
+        let window_s = 200.0 * 1448.0 / 1e6;
+        let expect_ms = (window_s - 0.020) * 1e3;
+        assert!(
+            (bb[0].delay_ms - expect_ms).abs() < 0.1 * expect_ms,
+            "{} vs {expect_ms}",
+            bb[0].delay_ms
+        );
+        assert!((bb[0].end - bb[0].start).as_secs_f64() > 2.0);
+    }
+
+    #[test]
+    fn losses_give_loss_burst_and_a_lost_retransmission_gives_rto_stall() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 60;
+        b.drop_first_tx = [100u64, 101, 102, 103, 300].into_iter().collect();
+        b.drop_second_tx = [300u64].into_iter().collect();
+        let a = run(b.run());
+        let c = &a.connections[0];
+        let lb = kinds(c, DiagnosisKind::LossBurst);
+        assert_eq!(lb.len(), 1, "{:#?}", c.diagnoses);
+        assert!(
+            lb[0].summary.starts_with("4 segments (5792 bytes)"),
+            "{}",
+            lb[0].summary
+        );
+        let rto = kinds(c, DiagnosisKind::RtoStall);
+        assert_eq!(rto.len(), 1);
+        assert!(
+            rto[0].delay_ms >= b.rto_ns as f64 / 1e6 * 0.9,
+            "{}",
+            rto[0].delay_ms
+        );
+        assert!(
+            rto[0].summary.contains(&format!("byte {}", 300 * 1448 + 1)),
+            "{}",
+            rto[0].summary
+        );
+    }
+
+    #[test]
+    fn a_retransmitted_syn_is_named_with_the_time_it_cost() {
+        let (c, s) = (addr("[fd00::1]:40000"), addr("[fd00::2]:443"));
+        let pk = vec![
+            (T0, Tcp::new(c, s, 7, 0, SYN).build()),
+            (T0 + 1000 * MS, Tcp::new(c, s, 7, 0, SYN).build()),
+            (T0 + 1010 * MS, Tcp::new(s, c, 70, 8, SYN | ACK).build()),
+            (T0 + 1010 * MS + 10, Tcp::new(c, s, 8, 71, ACK).build()),
+        ];
+        let a = run(pk);
+        let conn = &a.connections[0];
+        let d = kinds(conn, DiagnosisKind::SynRetransmit);
+        assert_eq!(d.len(), 1);
+        assert!((d[0].delay_ms - 1000.0).abs() < 1e-6);
+        assert_eq!(conn.handshake.syn_count, 2);
+        assert_eq!(
+            conn.handshake.syn_rtt, None,
+            "Karn: no RTT from a retransmitted SYN"
+        );
+        let hs = conn.handshake.duration.unwrap().as_secs_f64() * 1e3;
+        assert!((hs - 1010.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn ecn_negotiated_but_never_marked_is_ecn_unused() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.ecn = true;
+        let a = run(b.run());
+        assert_eq!(kinds(&a.connections[0], DiagnosisKind::EcnUnused).len(), 1);
+        b.ecn = false;
+        let a = run(b.run());
+        assert!(kinds(&a.connections[0], DiagnosisKind::EcnUnused).is_empty());
+    }
+
+    #[test]
+    fn ect_cleared_between_two_captures_is_ecn_bleached() {
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.ecn = true;
+        b.bleach = true;
+        let sender = synth::pcap(b.run());
+        b.vantage = synth::Vantage::Receiver;
+        let receiver = synth::pcap(b.run());
+        let mut an = Analyzer::new(Options::default());
+        an.add_capture("client.pcap", &sender[..]).unwrap();
+        an.add_capture("server.pcap", &receiver[..]).unwrap();
+        let a = an.finish();
+        assert_eq!(a.connections.len(), 2);
+        let bleached: Vec<&Connection> = a
+            .connections
+            .iter()
+            .filter(|c| !kinds(c, DiagnosisKind::EcnBleached).is_empty())
+            .collect();
+        assert_eq!(bleached.len(), 1);
+        assert_eq!(
+            bleached[0].vantage.capture, 1,
+            "named at the downstream capture"
+        );
+        // Without bleaching, the same pair of captures is clean.
+        b.bleach = false;
+        let mut an = Analyzer::new(Options::default());
+        b.vantage = synth::Vantage::Sender;
+        an.add_capture("client.pcap", &synth::pcap(b.run())[..])
+            .unwrap();
+        b.vantage = synth::Vantage::Receiver;
+        an.add_capture("server.pcap", &synth::pcap(b.run())[..])
+            .unwrap();
+        let a = an.finish();
+        assert!(a
+            .connections
+            .iter()
+            .all(|c| kinds(c, DiagnosisKind::EcnBleached).is_empty()));
+    }
+
+    #[test]
+    fn an_idle_sender_with_nothing_in_flight_is_app_limited() {
+        let rtt = 10 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..5 {
+            for k in 0..3 {
+                h.data(t + k * 100_000, 1460);
+            }
+            h.ack(t + rtt + 300_000, 65535);
+            t += 500 * MS;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        let d = kinds(c, DiagnosisKind::AppLimited);
+        assert_eq!(d.len(), 1, "{:#?}", c.diagnoses);
+        assert!(d[0].summary.contains("4 times"), "{}", d[0].summary);
+    }
+}

@@ -1,0 +1,167 @@
+//! The stable JSON schema of `latencylab analyze --json`, as Serialize structs over the model.
+//!
+//! Documented field by field in `docs/analyze.md`; fields may be added, never renamed or
+//! removed without bumping [`SCHEMA_VERSION`]. Times are seconds from the analysis epoch (the
+//! first packet of all captures); durations are in the unit their name says. Series for plots
+//! are not in the JSON (they are the `report` crate's input).
+
+use serde::Serialize;
+
+use crate::model::*;
+
+/// Bumped when a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+pub struct JsonReport<'a> {
+    pub schema_version: u32,
+    pub captures: Vec<JsonCapture<'a>>,
+    pub connections: Vec<JsonConnection<'a>>,
+    pub udp: Vec<JsonUdp<'a>>,
+    pub warnings: Vec<JsonWarning<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct JsonCapture<'a> {
+    pub name: &'a str,
+    pub format: &'a str,
+    pub packets: u64,
+    pub ip_packets: u64,
+    pub non_ip_packets: u64,
+    pub linktypes: Vec<u32>,
+    pub warnings_dropped: u64,
+}
+
+#[derive(Serialize)]
+pub struct JsonConnection<'a> {
+    pub a: String,
+    pub b: String,
+    pub capture: &'a str,
+    pub interface: u32,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub handshake_ms: Option<f64>,
+    pub syn_rtt_ms: Option<f64>,
+    pub synack_rtt_ms: Option<f64>,
+    pub syn_count: u32,
+    pub ecn: EcnSetup,
+    pub state: ConnState,
+    pub a_options: &'a SynOptions,
+    pub b_options: &'a SynOptions,
+    pub a2b: &'a DirectionStats,
+    pub b2a: &'a DirectionStats,
+    pub diagnoses: Vec<JsonDiagnosis<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct JsonDiagnosis<'a> {
+    pub kind: DiagnosisKind,
+    pub direction: Option<Dir>,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub delay_ms: f64,
+    pub summary: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct JsonUdp<'a> {
+    pub a: String,
+    pub b: String,
+    pub capture: &'a str,
+    pub interface: u32,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub a2b: &'a UdpDirection,
+    pub b2a: &'a UdpDirection,
+}
+
+#[derive(Serialize)]
+pub struct JsonWarning<'a> {
+    pub capture: &'a str,
+    pub packet: u64,
+    pub message: &'a str,
+}
+
+fn ms(d: Option<wire::Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64() * 1e3)
+}
+
+impl Analysis {
+    /// The JSON view of this analysis; serialize it with `serde_json`.
+    pub fn json_report(&self) -> JsonReport<'_> {
+        let cap = |i: usize| self.captures.get(i).map_or("", |c| c.name.as_str());
+        JsonReport {
+            schema_version: SCHEMA_VERSION,
+            captures: self
+                .captures
+                .iter()
+                .map(|c| JsonCapture {
+                    name: &c.name,
+                    format: &c.format,
+                    packets: c.packets,
+                    ip_packets: c.ip_packets,
+                    non_ip_packets: c.non_ip_packets,
+                    linktypes: c.interfaces.iter().map(|i| i.linktype).collect(),
+                    warnings_dropped: c.warnings_dropped,
+                })
+                .collect(),
+            connections: self
+                .connections
+                .iter()
+                .map(|c| JsonConnection {
+                    a: c.a.to_string(),
+                    b: c.b.to_string(),
+                    capture: cap(c.vantage.capture),
+                    interface: c.vantage.interface,
+                    start_s: self.rel_secs(c.first_time),
+                    duration_s: c.duration().as_secs_f64(),
+                    handshake_ms: ms(c.handshake.duration),
+                    syn_rtt_ms: ms(c.handshake.syn_rtt),
+                    synack_rtt_ms: ms(c.handshake.synack_rtt),
+                    syn_count: c.handshake.syn_count,
+                    ecn: c.handshake.ecn,
+                    state: c.state,
+                    a_options: &c.a2b.options,
+                    b_options: &c.b2a.options,
+                    a2b: &c.a2b.stats,
+                    b2a: &c.b2a.stats,
+                    diagnoses: c
+                        .diagnoses
+                        .iter()
+                        .map(|d| JsonDiagnosis {
+                            kind: d.kind,
+                            direction: d.dir,
+                            start_s: self.rel_secs(d.start),
+                            end_s: self.rel_secs(d.end),
+                            delay_ms: d.delay_ms,
+                            summary: &d.summary,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            udp: self
+                .udp
+                .iter()
+                .map(|u| JsonUdp {
+                    a: u.a.to_string(),
+                    b: u.b.to_string(),
+                    capture: cap(u.vantage.capture),
+                    interface: u.vantage.interface,
+                    start_s: self.rel_secs(u.first_time),
+                    duration_s: (u.last_time - u.first_time).as_secs_f64(),
+                    a2b: &u.a2b,
+                    b2a: &u.b2a,
+                })
+                .collect(),
+            warnings: self
+                .warnings
+                .iter()
+                .map(|w| JsonWarning {
+                    capture: cap(w.capture),
+                    packet: w.packet,
+                    message: &w.message,
+                })
+                .collect(),
+        }
+    }
+}

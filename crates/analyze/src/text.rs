@@ -1,0 +1,152 @@
+//! The readable text summary (the default output of `latencylab analyze`).
+//!
+//! One block per connection: endpoints, handshake, per-direction lines in tcptrace's spirit,
+//! then the diagnoses in plain words; UDP flows and warnings after. Layout only: every number
+//! comes from the [`Analysis`].
+
+use std::fmt::Write;
+
+use crate::model::*;
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.1}"))
+}
+
+fn rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.2} Mbit/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.1} kbit/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} bit/s")
+    }
+}
+
+/// Renders the whole analysis as text.
+pub fn summary(a: &Analysis) -> String {
+    let mut s = String::new();
+    for c in &a.captures {
+        let _ = writeln!(
+            s,
+            "{}: {}, {} packets ({} IP), link types {:?}",
+            c.name,
+            c.format,
+            c.packets,
+            c.ip_packets,
+            c.interfaces.iter().map(|i| i.linktype).collect::<Vec<_>>()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{} TCP connections, {} UDP flows\n",
+        a.connections.len(),
+        a.udp.len()
+    );
+    for (i, c) in a.connections.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "TCP {}: {} <-> {}  at {:.3} s for {:.3} s, {:?}{}",
+            i + 1,
+            c.a,
+            c.b,
+            a.rel_secs(c.first_time),
+            c.duration().as_secs_f64(),
+            c.state,
+            if a.captures.len() > 1 || c.vantage.interface > 0 {
+                format!(
+                    "  [{}#{}]",
+                    a.captures
+                        .get(c.vantage.capture)
+                        .map_or("", |x| x.name.as_str()),
+                    c.vantage.interface
+                )
+            } else {
+                String::new()
+            }
+        );
+        let h = &c.handshake;
+        let _ = writeln!(
+            s,
+            "  handshake {} ms (SYN sent {}x, SYN->SYN-ACK {} ms), ECN {:?}, MSS {:?}/{:?}, wscale {:?}/{:?}, SACK {}/{}",
+            opt_ms(h.duration.map(|d| d.as_secs_f64() * 1e3)),
+            h.syn_count,
+            opt_ms(h.syn_rtt.map(|d| d.as_secs_f64() * 1e3)),
+            h.ecn,
+            c.a2b.options.mss,
+            c.b2a.options.mss,
+            c.a2b.options.window_scale,
+            c.b2a.options.window_scale,
+            c.a2b.options.sack_permitted,
+            c.b2a.options.sack_permitted
+        );
+        for (name, d) in [("a->b", &c.a2b.stats), ("b->a", &c.b2a.stats)] {
+            let _ = writeln!(
+                s,
+                "  {name}: {} pkts, {} data pkts, {} data bytes ({} unique), {} rexmt pkts ({} bytes), {} out-of-order, {} dup acks, {} zero-window",
+                d.packets,
+                d.data_packets,
+                d.data_bytes,
+                d.unique_bytes,
+                d.retransmitted_packets,
+                d.retransmitted_bytes,
+                d.out_of_order_packets,
+                d.dup_acks,
+                d.zero_window
+            );
+            let _ = writeln!(
+                s,
+                "        RTT {} samples min/avg/max {}/{}/{} ms, CE {} ECE {} CWR {}, max in flight {} bytes, {}",
+                d.rtt_samples,
+                opt_ms(d.rtt_min_ms),
+                opt_ms(d.rtt_avg_ms),
+                opt_ms(d.rtt_max_ms),
+                d.ce,
+                d.ece,
+                d.cwr,
+                d.max_in_flight_bytes,
+                rate(d.throughput_bps)
+            );
+        }
+        for d in &c.diagnoses {
+            let _ = writeln!(
+                s,
+                "  * {} {}({:.3}-{:.3} s): {}",
+                d.kind,
+                d.dir.map_or(String::new(), |x| format!("{} ", x.name())),
+                a.rel_secs(d.start),
+                a.rel_secs(d.end),
+                d.summary
+            );
+        }
+        s.push('\n');
+    }
+    for u in &a.udp {
+        let _ = writeln!(
+            s,
+            "UDP {} <-> {}: a->b {} pkts {} bytes {} (CE {}, ECT0 {}, ECT1 {}); b->a {} pkts {} bytes {}",
+            u.a,
+            u.b,
+            u.a2b.packets,
+            u.a2b.bytes,
+            rate(u.a2b.rate_bps),
+            u.a2b.ce,
+            u.a2b.ect0,
+            u.a2b.ect1,
+            u.b2a.packets,
+            u.b2a.bytes,
+            rate(u.b2a.rate_bps)
+        );
+    }
+    for w in &a.warnings {
+        let _ = writeln!(
+            s,
+            "warning: {} packet {}: {}",
+            a.captures.get(w.capture).map_or("", |c| c.name.as_str()),
+            w.packet,
+            w.message
+        );
+    }
+    s
+}

@@ -1,0 +1,146 @@
+//! `latencylab analyze`: read captures, print the statistics and diagnoses, and optionally
+//! write plots, xplot files and an HTML page.
+//!
+//! Glue only: arguments (clap), files, a progress bar on large files when stderr is a
+//! terminal, and exit codes. The analysis is the `analyze` crate's; drawing is `report`'s.
+//! Exit codes: 0 analysed; 1 a report could not be written; 2 a usage error (a bad filter, a
+//! capture that cannot be opened or is not a capture), with one line naming the culprit.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// Captures larger than this get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 64 * 1024 * 1024;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Read pcap/pcapng captures and say where the delay came from",
+    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
+)]
+pub struct AnalyzeArgs {
+    /// Capture files: pcap or pcapng, optionally gzip-compressed. Two captures of the same
+    /// traffic (e.g. both ends) are analysed side by side, which enables `ecn_bleached`.
+    #[arg(value_name = "CAPTURE", required = true)]
+    pub captures: Vec<PathBuf>,
+    /// Print the analysis as JSON (schema in docs/analyze.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Write one self-contained HTML page with the graphs, statistics and diagnoses.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write SVG and PNG plots (time-sequence, RTT, throughput, handshake CDF) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// Write xplot .xpl files (time-sequence graphs) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub xplot: Option<PathBuf>,
+    /// Only connections matching EXPR, e.g. `port 80`, `host 10.0.0.1`, `10.0.0.1:5201`,
+    /// `tcp and port 443 or udp`.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+}
+
+/// Runs `latencylab analyze`.
+pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let filter = match args.filter.as_deref().map(analyze::Filter::parse) {
+        None => None,
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => return Ok(usage(&format!("--filter: {e}"))),
+    };
+    let opts = analyze::Options {
+        keep_series: args.html.is_some() || args.plots.is_some() || args.xplot.is_some(),
+        filter,
+        ..analyze::Options::default()
+    };
+    let mut analyzer = analyze::Analyzer::new(opts);
+    for path in &args.captures {
+        let name = path.display().to_string();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) => return Ok(usage(&format!("cannot open capture {name:?}: {e}"))),
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let result = if len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(len).with_message(name.clone());
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let r = analyzer.add_capture(&name, bar.wrap_read(file));
+            bar.finish_and_clear();
+            r
+        } else {
+            analyzer.add_capture(&name, file)
+        };
+        if let Err(e) = result {
+            return Ok(usage(&format!(
+                "{name:?}: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
+            )));
+        }
+    }
+    let analysis = analyzer.finish();
+
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let printed = if args.json {
+        serde_json::to_writer_pretty(&mut out, &analysis.json_report())
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{}", analyze::text::summary(&analysis))
+    };
+    match printed {
+        // A reader that stopped early (`| head`) is not a failure.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        r => r.context("writing the analysis to stdout")?,
+    }
+    if args.json {
+        // Warnings are in the JSON; repeat them on stderr so they are not missed.
+        for w in &analysis.warnings {
+            let cap = analysis
+                .captures
+                .get(w.capture)
+                .map_or("", |c| c.name.as_str());
+            eprintln!(
+                "latencylab: warning: {cap}: packet {}: {}",
+                w.packet, w.message
+            );
+        }
+    }
+    if let Some(dir) = &args.plots {
+        let files = report::analysis::write_plots(&analysis, dir)
+            .with_context(|| format!("writing plots to {}", dir.display()))?;
+        eprintln!(
+            "latencylab: wrote {} plot files to {}",
+            files.len(),
+            dir.display()
+        );
+    }
+    if let Some(dir) = &args.xplot {
+        let files = report::analysis::write_xplot(&analysis, dir)
+            .with_context(|| format!("writing xplot files to {}", dir.display()))?;
+        eprintln!(
+            "latencylab: wrote {} xplot files to {}",
+            files.len(),
+            dir.display()
+        );
+    }
+    if let Some(path) = &args.html {
+        report::analysis::write_html(&analysis, path)
+            .with_context(|| format!("writing HTML to {}", path.display()))?;
+        eprintln!("latencylab: wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a usage error (one line) and gives exit status 2.
+fn usage(line: &str) -> ExitCode {
+    eprintln!("latencylab analyze: {line}");
+    ExitCode::from(2)
+}
