@@ -1,0 +1,1 @@
+//! DNS64 (RFC 6147): not yet written.
