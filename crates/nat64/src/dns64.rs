@@ -714,3 +714,38 @@ mod tests {
         assert!(m.answers().is_empty());
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn arbitrary_dns_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut z = Zone::new();
+            z.add_a("server", Ipv4Addr::new(10, 0, 0, 2), 60).unwrap();
+            let d = Dns64::new(Dns64Params::default(), z);
+            if let Ok(r) = d.answer(&data) {
+                prop_assert!(r.len() >= HEADER_BYTES);
+                prop_assert_eq!(&r[..2], &data[..2]);
+            }
+            let _ = serve_once(&d, &data);
+        }
+
+        #[test]
+        fn mutated_queries_never_panic(edits in proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4), ty in any::<u16>()) {
+            let mut m = Message::new();
+            m.set_id(9);
+            m.add_query(Query::query(Name::from_ascii("server.").unwrap(), RecordType::from(ty)));
+            let mut q = m.to_vec().unwrap();
+            for (at, val) in edits {
+                let i = usize::from(at) % q.len();
+                if i >= 2 { q[i] = val; }
+            }
+            let d = Dns64::new(Dns64Params::default(), Zone::new());
+            let _ = d.answer(&q);
+            let _ = serve_once(&d, &q);
+        }
+    }
+}

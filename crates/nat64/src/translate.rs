@@ -2184,3 +2184,130 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    //! The fuzz target's entry points on stable: arbitrary and mutated packets never panic,
+    //! and every packet is accounted for exactly once.
+    use super::*;
+    use proptest::prelude::*;
+
+    const T: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+    /// Valid packets of each kind to mutate: UDP, TCP SYN, ICMP echo from IPv6; UDP, TCP and an
+    /// ICMP error from IPv4.
+    fn seeds() -> Vec<(bool, Vec<u8>)> {
+        use etherparse::PacketBuilder;
+        let x = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
+        let y = "64:ff9b::c633:640a".parse::<Ipv6Addr>().unwrap().octets();
+        let z = [198, 51, 100, 10];
+        let mut v = Vec::new();
+        let mut w = |six: bool, f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = Vec::new();
+            f(&mut b);
+            v.push((six, b));
+        };
+        w(true, &|b| {
+            PacketBuilder::ipv6(x, y, 64)
+                .udp(5000, 53)
+                .write(b, b"hello")
+                .unwrap()
+        });
+        w(true, &|b| {
+            PacketBuilder::ipv6(x, y, 64)
+                .tcp(40000, 80, 1, 100)
+                .syn()
+                .write(b, b"")
+                .unwrap()
+        });
+        w(true, &|b| {
+            PacketBuilder::ipv6(x, y, 64)
+                .icmpv6_echo_request(7, 1)
+                .write(b, b"ping")
+                .unwrap()
+        });
+        w(false, &|b| {
+            PacketBuilder::ipv4(z, T.octets(), 64)
+                .udp(53, 5000)
+                .write(b, b"answer")
+                .unwrap()
+        });
+        w(false, &|b| {
+            PacketBuilder::ipv4(z, T.octets(), 64)
+                .tcp(80, 40000, 1, 100)
+                .syn()
+                .ack(2)
+                .write(b, b"")
+                .unwrap()
+        });
+        let mut inner = Vec::new();
+        PacketBuilder::ipv4(T.octets(), z, 64)
+            .udp(5000, 53)
+            .write(&mut inner, b"hello")
+            .unwrap();
+        w(false, &|b| {
+            PacketBuilder::ipv4(z, T.octets(), 64)
+                .icmpv4_raw(3, 3, [0; 4])
+                .write(b, &inner)
+                .unwrap()
+        });
+        v
+    }
+
+    fn primed() -> Nat64 {
+        let mut n = Nat64::new(
+            Params {
+                pool4: vec![T],
+                ..Params::default()
+            },
+            3,
+        )
+        .unwrap();
+        for (six, p) in seeds() {
+            if six {
+                n.translate_6to4(Instant::ZERO, &p);
+            }
+        }
+        n
+    }
+
+    fn accounted(n: &Nat64) -> u64 {
+        let s = n.stats();
+        s.translated_6to4 + s.translated_4to6 + s.total_drops()
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_and_are_counted(data in proptest::collection::vec(any::<u8>(), 0..200), six in any::<bool>()) {
+            let mut n = primed();
+            let before = accounted(&n);
+            let mut data = data;
+            if let Some(b) = data.first_mut() {
+                *b = (*b & 0x0f) | if six { 0x60 } else { 0x45 };
+            }
+            let o = if six { n.translate_6to4(Instant::ZERO, &data) } else { n.translate_4to6(Instant::ZERO, &data) };
+            prop_assert_eq!(accounted(&n), before + 1);
+            if let Outcome::Drop(r) = o {
+                prop_assert!(n.stats().drops_of(r) >= 1);
+            }
+        }
+
+        #[test]
+        fn mutated_valid_packets_never_panic(which in 0usize..6, edits in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..6), cut in any::<u16>()) {
+            let mut n = primed();
+            let (six, mut p) = seeds().swap_remove(which);
+            for (at, val) in edits {
+                let i = usize::from(at) % p.len();
+                p[i] = val;
+            }
+            p.truncate(usize::from(cut) % (p.len() + 8));
+            let before = accounted(&n);
+            let o = if six { n.translate_6to4(Instant::ZERO, &p) } else { n.translate_4to6(Instant::ZERO, &p) };
+            prop_assert_eq!(accounted(&n), before + 1);
+            // Whatever comes out is a readable IP packet.
+            if let Outcome::Forward(b) | Outcome::Reply(b) = o {
+                prop_assert!(wire::packet::parse(&b).is_ok());
+            }
+        }
+    }
+}
