@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use wire::checksum;
 use wire::Instant;
 
-use crate::csum::{addr4_sum, addr6_sum, adjust, pseudo4, pseudo6, word};
+use crate::csum::{self, addr4_sum, addr6_sum, adjust, pseudo4, pseudo6, word};
 use crate::icmp::{self, Mtus};
 use crate::state::{Flow6, Key4, Proto, Tables, TcpFlags, TcpState};
 use crate::{ConfigError, DropReason, Outcome, Params, Stats, Verdict};
@@ -603,7 +603,7 @@ impl Nat64 {
 
     /// Verifies a transport checksum over `seg` with pseudo-header sum `pseudo`, when asked to.
     fn check(&self, seg: &[u8], pseudo: u32) -> Result<(), DropReason> {
-        if self.params.verify_checksums && checksum::checksum(seg, pseudo) != 0 {
+        if self.params.verify_checksums && csum::checksum(seg, pseudo) != 0 {
             return Err(DropReason::BadChecksum);
         }
         Ok(())
@@ -1158,7 +1158,7 @@ impl Nat64 {
             rewrite_l4(seg, ICMP4, xport, xport, old, new);
         } else if udp_zero {
             seg[2..4].copy_from_slice(&xport.to_be_bytes());
-            let mut c = checksum::checksum(seg, pseudo6(src6, x, UDP, seg.len()));
+            let mut c = csum::checksum(seg, pseudo6(src6, x, UDP, seg.len()));
             if c == 0 {
                 c = 0xffff;
             }
