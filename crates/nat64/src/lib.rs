@@ -15,6 +15,7 @@
 
 mod csum;
 pub mod dns64;
+mod hash;
 pub mod icmp;
 pub mod prefix;
 mod state;

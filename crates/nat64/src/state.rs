@@ -16,6 +16,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use wire::{Duration, Instant};
 
+use crate::hash::KeyedState;
 use crate::{DropReason, Filtering, Params};
 
 /// The three kinds of flow a stateful NAT64 keeps (RFC 6146 §3.1). For ICMP the "port" is the
@@ -166,21 +167,22 @@ pub struct TableStats {
 /// BIBs, sessions, timers and the pool.
 pub(crate) struct Tables {
     /// (X', x) → (T, t): the BIB looked up from the IPv6 side.
-    bib6: HashMap<(Proto, Ipv6Addr, u16), (Ipv4Addr, u16)>,
+    bib6: HashMap<(Proto, Ipv6Addr, u16), (Ipv4Addr, u16), KeyedState>,
     /// (T, t) → (X', x) and a session count: the BIB looked up from the IPv4 side.
-    bib4: HashMap<(Proto, Ipv4Addr, u16), Binding>,
-    sessions: HashMap<Key4, Session>,
+    bib4: HashMap<(Proto, Ipv4Addr, u16), Binding, KeyedState>,
+    sessions: HashMap<Key4, Session, KeyedState>,
     timers: BinaryHeap<Reverse<(Instant, Key4, u32)>>,
     rng: ChaCha8Rng,
     pub stats: TableStats,
 }
 
 impl Tables {
-    pub fn new(rng: ChaCha8Rng) -> Tables {
+    pub fn new(mut rng: ChaCha8Rng) -> Tables {
+        let hs = KeyedState::new(rng.gen());
         Tables {
-            bib6: HashMap::new(),
-            bib4: HashMap::new(),
-            sessions: HashMap::new(),
+            bib6: HashMap::with_hasher(hs),
+            bib4: HashMap::with_hasher(hs),
+            sessions: HashMap::with_hasher(hs),
             timers: BinaryHeap::new(),
             rng,
             stats: TableStats::default(),
@@ -287,9 +289,7 @@ impl Tables {
         key: Key4,
         tcp: TcpFlags,
     ) -> Result<(Ipv6Addr, u16), DropReason> {
-        if let Some(s) = self.sessions.get(&key) {
-            let found = (s.x, s.xport);
-            self.touch(p, now, key, Dir::In, tcp)?;
+        if let Some(found) = self.touch(p, now, key, Dir::In, tcp)? {
             return Ok(found);
         }
         // No session: with endpoint-independent filtering (RFC 4787 REQ-8, RFC 6146
@@ -387,7 +387,8 @@ impl Tables {
         }
     }
 
-    /// A packet on an existing session: TCP state transition and lifetime refresh.
+    /// A packet on an existing session: TCP state transition and lifetime refresh. Returns
+    /// the session's (X', x), or `None` when there is no session.
     fn touch(
         &mut self,
         p: &Params,
@@ -395,11 +396,10 @@ impl Tables {
         key: Key4,
         dir: Dir,
         tcp: TcpFlags,
-    ) -> Result<(), DropReason> {
-        let s = self
-            .sessions
-            .get_mut(&key)
-            .expect("caller checked the session exists");
+    ) -> Result<Option<(Ipv6Addr, u16)>, DropReason> {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return Ok(None);
+        };
         let life = if key.proto == Proto::Tcp {
             let (state, life) = tcp_next(s.tcp, dir, tcp).ok_or(DropReason::NoSession)?;
             s.tcp = state;
@@ -417,7 +417,7 @@ impl Tables {
             }
             s.expires_at = at;
         }
-        Ok(())
+        Ok(Some((s.x, s.xport)))
     }
 
     /// The earliest instant a session may expire; may be early, never late.
