@@ -10,7 +10,10 @@ fuzz_target!(|data: &[u8]| {
     z.add_a("server", Ipv4Addr::new(10, 0, 0, 2), 60).unwrap();
     z.add_cname("www", "server", 60).unwrap();
     let d = Dns64::new(Dns64Params::default(), z);
-    for r in [serve_once(&d, data), serve_tcp_once(&d, data)].into_iter().flatten() {
+    for r in [serve_once(&d, data), serve_tcp_once(&d, data)]
+        .into_iter()
+        .flatten()
+    {
         assert_eq!(&r[..2], &data[..2]);
     }
 });
