@@ -184,6 +184,18 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
+/// As [`wait_readable`] with sub-millisecond precision (ppoll), for the call's pacing loop.
+pub fn wait_readable_precise(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use nix::poll::{ppoll, PollFd, PollFlags};
+    use nix::sys::time::TimeSpec;
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    match ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
 /// Set by the SIGTERM/SIGINT handler; read by [`signal_received`].
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
