@@ -8,6 +8,10 @@
 //! [`playback`], the call's packet formats and accounting); the rest is a thin layer of std
 //! sockets and threads. Nothing here builds networks: the `lab` crate runs these programs in
 //! its hosts.
+//!
+//! For the CLI: flatten [`AppCommand`] into the `latencylab` subcommands and call [`run`].
+//! For the demos: [`read_records`] / [`parse_records`] read a program's `--out` file back as
+//! [`Record`]s, [`Percentiles::of`] summarises samples. Schemas and options: `docs/apps.md`.
 
 pub mod bulk;
 pub mod call;

@@ -676,7 +676,8 @@ mod tests {
             })
             .expect("the caller falls back");
         assert_eq!(fallback.1, "not-reported");
-        assert!(fallback.0 < 1.0);
+        // The first feedback (10 ms in) already lacks the counts; allow a slow machine.
+        assert!(fallback.0 < 1.5);
         // After the fallback the caller sends Not-ECT, and the listener sees it.
         let (_, received, _, _, [not_ect, ..]) = summary(&listener);
         assert!(not_ect > 0 && received >= 10);
