@@ -8,15 +8,19 @@
 //! [`playback`], the call's packet formats and accounting); the rest is a thin layer of std
 //! sockets and threads. Nothing here builds networks: the `lab` crate runs these programs in
 //! its hosts.
+//!
+//! For the CLI: flatten [`AppCommand`] into the `latencylab` subcommands and call [`run`].
+//! For the demos: [`read_records`] / [`parse_records`] read a program's `--out` file back as
+//! [`Record`]s, [`Percentiles::of`] summarises samples. Schemas and options: `docs/apps.md`.
 
 pub mod bulk;
+pub mod call;
 pub mod common;
 pub mod playback;
 pub mod probe;
 pub mod records;
 pub mod stats;
 pub mod stream;
-#[allow(dead_code)] // the ECN socket calls are used by `call`, still to come
 mod sys;
 
 use std::process::ExitCode;
@@ -51,6 +55,11 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab stream-client server:5203 --bitrate 8mbit --chunk 250ms --ahead 30s --duration 30s --out stream.jsonl"
     )]
     StreamClient(stream::StreamClientArgs),
+    /// Video call over UDP with an L4S-capable transport (ECT(1), CE feedback, ECN validation).
+    #[command(
+        after_help = "Example:\n  latencylab call --connect server:6000 --mode l4s --max-rate 8mbit --duration 30s --out call.jsonl\n\nThe other endpoint: latencylab call --listen 6000 --mode l4s --duration 40s"
+    )]
+    Call(call::CallArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -63,6 +72,7 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::ProbeClient(a) => probe::run_client(a),
         AppCommand::StreamServer(a) => stream::run_server(a),
         AppCommand::StreamClient(a) => stream::run_client(a),
+        AppCommand::Call(a) => call::run(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -104,6 +114,17 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("'10'"), "{err}");
+    }
+
+    #[test]
+    fn a_call_needs_exactly_one_of_listen_and_connect() {
+        let err = Cli::try_parse_from(["latencylab", "call"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let err =
+            Cli::try_parse_from(["latencylab", "call", "--listen", "6000", "--connect", "h:1"])
+                .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(Cli::try_parse_from(["latencylab", "call", "--listen", "6000"]).is_ok());
     }
 
     #[test]

@@ -138,8 +138,9 @@ pub enum Record {
         rx_ce: u64,
         rx_not_ect: u64,
     },
-    /// One per-packet RTT sample of the call (only with `--rtt-samples`).
-    CallRtt { t_s: f64, seq: u64, rtt_ms: f64 },
+    /// One per-packet RTT sample of the call (only with `--rtt-samples`): the media packet
+    /// sent at `sent_s` came back in feedback at `t_s`.
+    CallRtt { t_s: f64, sent_s: f64, rtt_ms: f64 },
     /// No complete frame for longer than the stall threshold, starting at `t_s`.
     CallStall { t_s: f64, duration_ms: f64 },
     /// ECN validation failed and the sender fell back to Not-ECT classic mode.

@@ -380,7 +380,10 @@ pub fn client(args: &StreamClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::
         gap_p99_ms: gaps.map(|p| p.p99),
         startup_delay_s: watch.playback.startup_delay().map(|d| d.as_secs_f64()),
         stalls: stalls.len() as u64,
-        stall_total_s: stalls.iter().map(|s| s.duration.as_secs_f64()).sum(),
+        // fold from +0.0: an empty f64 sum is -0.0, which reads oddly in JSON.
+        stall_total_s: stalls
+            .iter()
+            .fold(0.0, |acc, s| acc + s.duration.as_secs_f64()),
     });
     Ok(())
 }

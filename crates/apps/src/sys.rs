@@ -102,9 +102,10 @@ pub fn recv_with_ecn(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received>
     msg.msg_name = name.as_mut_ptr().cast();
     msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iovlen = 1 as _;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = size_of::<[u64; 16]>();
+    // `as _`: the field is size_t on glibc and socklen_t on musl.
+    msg.msg_controllen = size_of::<[u64; 16]>() as _;
     // SAFETY: every pointer in `msg` refers to a live local buffer of the stated length
     // (`buf`, `name`, `control`) that outlives the call.
     let len = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) })? as usize;
@@ -178,6 +179,18 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
     match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// As [`wait_readable`] with sub-millisecond precision (ppoll), for the call's pacing loop.
+pub fn wait_readable_precise(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use nix::poll::{ppoll, PollFd, PollFlags};
+    use nix::sys::time::TimeSpec;
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    match ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
         Ok(n) => Ok(n > 0),
         Err(nix::errno::Errno::EINTR) => Ok(false),
         Err(e) => Err(io::Error::from(e)),

@@ -1,0 +1,703 @@
+//! `call`: a two-way video call over UDP with an L4S-capable transport. Each endpoint sends a
+//! synthetic video stream whose bitrate a [`congestion::Controller`] sets, receives the other
+//! endpoint's stream, and feeds back what it received: cumulative packet, byte, loss and
+//! per-codepoint ECN counts, plus an echo of each media packet's send time (formats in
+//! [`packet`]).
+//!
+//! In L4S mode the socket marks every packet ECT(1) (IP_TOS / IPV6_TCLASS); classic mode marks
+//! ECT(0); `no-ecn` marks nothing. The received ECN field is read per datagram from the
+//! IP_TOS / IPV6_TCLASS control message (IP_RECVTOS / IPV6_RECVTCLASS). When ECN validation
+//! fails, the socket is switched to Not-ECT and an `ecn_fallback` line says when and why.
+//!
+//! One endpoint listens (`--listen PORT`) and answers whoever calls first; the other connects
+//! (`--connect HOST:PORT`). The loop is single-threaded: ppoll until the next deadline (frame,
+//! pacer, feedback, second), then read every datagram waiting. Pure parts: [`packet`],
+//! [`receiver`], [`sender`].
+
+pub mod packet;
+pub mod receiver;
+pub mod sender;
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use congestion::{Controller, EcnState, Event, Mode, Params};
+use wire::{Instant, Rate};
+
+use crate::common::{
+    bind_udp, ms, positive_time_arg, rate_arg, resolve, secs, start_record, time_arg, udp_for_peer,
+    Clock, JsonLines, Stop, UsageError,
+};
+use crate::records::Record;
+use crate::stats::Percentiles;
+use packet::{Media, Packet, BYE};
+use receiver::Receiver;
+use sender::{echo_rtt, FeedbackTracker, VideoParams, VideoSource};
+
+/// The congestion response and ECN codepoint of the call.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallMode {
+    /// ECT(1) and a Prague-style scalable controller.
+    L4s,
+    /// ECT(0) and the RFC 3168 / Reno response.
+    Classic,
+    /// Not-ECT; Reno on loss only.
+    NoEcn,
+}
+
+impl CallMode {
+    fn controller_mode(self) -> Mode {
+        match self {
+            CallMode::L4s => Mode::L4s,
+            CallMode::Classic => Mode::Classic,
+            CallMode::NoEcn => Mode::NotEct,
+        }
+    }
+}
+
+/// Options of `call`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CallArgs {
+    /// Wait for a call on this UDP port, and answer the first caller.
+    #[arg(
+        long,
+        value_name = "PORT",
+        conflicts_with = "connect",
+        required_unless_present = "connect"
+    )]
+    pub listen: Option<u16>,
+    /// Call the endpoint listening at HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// Address to listen on [default: all addresses, IPv6 and IPv4].
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Congestion response and ECN marking.
+    #[arg(long, value_enum, default_value_t = CallMode::L4s)]
+    pub mode: CallMode,
+    /// Video frames per second.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=240))]
+    pub fps: u32,
+    /// Lowest video bitrate.
+    #[arg(long, default_value = "500kbit", value_parser = rate_arg, value_name = "RATE")]
+    pub min_rate: Rate,
+    /// Highest video bitrate.
+    #[arg(long, default_value = "8mbit", value_parser = rate_arg, value_name = "RATE")]
+    pub max_rate: Rate,
+    /// Bitrate at the start of the call.
+    #[arg(long, default_value = "1mbit", value_parser = rate_arg, value_name = "RATE")]
+    pub start_rate: Rate,
+    /// A keyframe every this long.
+    #[arg(long, default_value = "2s", value_parser = positive_time_arg, value_name = "TIME")]
+    pub keyframe_interval: Duration,
+    /// Size of a keyframe relative to a normal frame.
+    #[arg(long, default_value_t = 3.0, value_name = "FACTOR")]
+    pub keyframe_factor: f64,
+    /// UDP payload bytes per packet (header included).
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u16).range(64..=9000))]
+    pub packet_size: u16,
+    /// Feedback every this long while packets arrive.
+    #[arg(long, default_value = "10ms", value_parser = positive_time_arg, value_name = "TIME")]
+    pub feedback_interval: Duration,
+    /// No complete frame for longer than this is a stall.
+    #[arg(long, default_value = "200ms", value_parser = positive_time_arg, value_name = "TIME")]
+    pub stall_threshold: Duration,
+    /// How long the call lasts.
+    #[arg(long, default_value = "30s", value_parser = time_arg, value_name = "TIME")]
+    pub duration: Duration,
+    /// Write every per-packet RTT sample as a `call_rtt` line.
+    #[arg(long)]
+    pub rtt_samples: bool,
+    /// Report no ECN counts, like a receiver that cannot read the ECN field (tests the peer's
+    /// ECN validation).
+    #[arg(long)]
+    pub no_ecn_feedback: bool,
+    /// Write the JSON lines to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+impl CallArgs {
+    /// The checks clap cannot express; each error quotes the values.
+    fn check(&self) -> Result<(), UsageError> {
+        if self.min_rate > self.max_rate {
+            return Err(UsageError(format!(
+                "--min-rate '{}' is above --max-rate '{}'",
+                self.min_rate, self.max_rate
+            )));
+        }
+        if !(self.keyframe_factor.is_finite() && (1.0..=100.0).contains(&self.keyframe_factor)) {
+            return Err(UsageError(format!(
+                "--keyframe-factor '{}' must be between 1 and 100 (try 3)",
+                self.keyframe_factor
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `call`: one endpoint of a call.
+pub fn run(args: &CallArgs) -> anyhow::Result<()> {
+    args.check()?;
+    let out = JsonLines::open(args.out.as_ref())?;
+    let (socket, peer) = match (&args.connect, args.listen) {
+        (Some(target), _) => {
+            let peer = resolve(target)?;
+            (udp_for_peer(&peer)?, Some(peer))
+        }
+        (None, Some(port)) => (bind_udp(args.bind.as_deref(), port)?, None),
+        (None, None) => {
+            return Err(UsageError("give --listen PORT or --connect HOST:PORT".into()).into())
+        }
+    };
+    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
+    let r = call(args, socket, peer, &out, &Stop::new());
+    out.flush();
+    r
+}
+
+/// Runs a call on `socket`; with `peer == None` it waits for the first caller.
+pub fn call(
+    args: &CallArgs,
+    socket: UdpSocket,
+    peer: Option<SocketAddr>,
+    out: &JsonLines,
+    stop: &Stop,
+) -> anyhow::Result<()> {
+    args.check()?;
+    let clock = Clock::start();
+    out.emit(&start_record("call", &clock));
+    let local = socket.local_addr()?;
+    if peer.is_none() {
+        out.emit(&Record::Listening {
+            t_s: clock.t_s(),
+            addr: local.to_string(),
+            proto: "udp".into(),
+        });
+    }
+    socket.set_nonblocking(true)?;
+    crate::sys::enable_recv_ecn(socket.as_fd(), &local)
+        .context("cannot ask for the received ECN field (IP_RECVTOS/IPV6_RECVTCLASS)")?;
+    let mut ep = Endpoint::new(args, socket, local, peer, clock, out)?;
+    let end = clock.now() + args.duration;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let now = clock.now();
+        if now >= end || stop.requested() || ep.peer_left {
+            break;
+        }
+        ep.send_due(now)?;
+        let wake = ep.next_wakeup().min(end);
+        let wait = (wake - clock.now()).min(Duration::from_millis(50));
+        if !wait.is_zero() {
+            crate::sys::wait_readable_precise(ep.socket.as_fd(), wait)?;
+        }
+        // Read everything waiting.
+        for _ in 0..10_000 {
+            match crate::sys::recv_with_ecn(ep.socket.as_fd(), &mut buf) {
+                Ok(r) => ep.on_datagram(clock.now(), &buf[..r.len], r.from, r.ecn)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ICMP errors from a peer that is not (yet or any more) there.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                Err(e) => return Err(e).context("receive failed"),
+            }
+        }
+    }
+    ep.finish(clock.now().min(end));
+    Ok(())
+}
+
+/// Everything one endpoint keeps.
+struct Endpoint<'a> {
+    socket: UdpSocket,
+    local: SocketAddr,
+    peer: Option<SocketAddr>,
+    clock: Clock,
+    out: &'a JsonLines,
+    rtt_samples: bool,
+    feedback_interval: Duration,
+    ctl: Controller,
+    sent_ecn: wire::Ecn,
+    video: VideoSource,
+    rx: Receiver,
+    tracker: FeedbackTracker,
+    seq: u64,
+    last_feedback_sent: Instant,
+    next_second: Instant,
+    peer_left: bool,
+    packet: Vec<u8>,
+    mode_name: &'static str,
+    // This second (sender's view, from the peer's feedback).
+    sec_rtts_ms: Vec<f64>,
+    sec_acked: u64,
+    sec_lost: u64,
+    sec_ce: u64,
+    sec_sent_bytes: u64,
+    sec_frames_sent: u64,
+    sec_skipped: u64,
+    // The whole call.
+    all_rtts_ms: Vec<f64>,
+    seconds: u64,
+    seconds_ge25: u64,
+    fallback_at: Option<Instant>,
+}
+
+/// At most this many RTT samples are kept for the call's summary percentiles.
+const MAX_RTT_SAMPLES: usize = 2_000_000;
+
+impl<'a> Endpoint<'a> {
+    fn new(
+        args: &CallArgs,
+        socket: UdpSocket,
+        local: SocketAddr,
+        peer: Option<SocketAddr>,
+        clock: Clock,
+        out: &'a JsonLines,
+    ) -> anyhow::Result<Endpoint<'a>> {
+        let now = clock.now();
+        let params = Params {
+            min_rate_bps: args.min_rate.bits_per_sec,
+            max_rate_bps: args.max_rate.bits_per_sec,
+            start_rate_bps: args.start_rate.bits_per_sec,
+            mss_bytes: u64::from(args.packet_size),
+            ..Params::default()
+        };
+        let ctl = Controller::new(params, args.mode.controller_mode(), now);
+        let sent_ecn = ctl.send_ecn();
+        crate::sys::set_send_ecn(socket.as_fd(), &local, sent_ecn)
+            .context("cannot set the ECN field (IP_TOS/IPV6_TCLASS)")?;
+        let video = VideoSource::new(
+            VideoParams {
+                fps: args.fps,
+                keyframe_interval: args.keyframe_interval,
+                keyframe_factor: args.keyframe_factor,
+                packet_bytes: usize::from(args.packet_size),
+                max_queue_delay: Duration::from_millis(100),
+            },
+            now,
+        );
+        Ok(Endpoint {
+            socket,
+            local,
+            peer,
+            clock,
+            out,
+            rtt_samples: args.rtt_samples,
+            feedback_interval: args.feedback_interval,
+            ctl,
+            sent_ecn,
+            video,
+            rx: Receiver::new(now, args.stall_threshold, !args.no_ecn_feedback),
+            tracker: FeedbackTracker::default(),
+            seq: 0,
+            last_feedback_sent: now,
+            next_second: now + Duration::from_secs(1),
+            peer_left: false,
+            packet: vec![0u8; usize::from(args.packet_size)],
+            mode_name: args.mode.controller_mode().name(),
+            sec_rtts_ms: Vec::new(),
+            sec_acked: 0,
+            sec_lost: 0,
+            sec_ce: 0,
+            sec_sent_bytes: 0,
+            sec_frames_sent: 0,
+            sec_skipped: 0,
+            all_rtts_ms: Vec::new(),
+            seconds: 0,
+            seconds_ge25: 0,
+            fallback_at: None,
+        })
+    }
+
+    fn next_wakeup(&self) -> Instant {
+        let mut t = self.next_second;
+        if self.peer.is_some() {
+            t = t
+                .min(self.video.next_frame_at())
+                .min(self.ctl.next_wakeup());
+            if self.video.has_queued() {
+                t = t.min(self.ctl.next_send_time());
+            }
+        }
+        t.min(self.last_feedback_sent + self.feedback_interval)
+    }
+
+    /// Everything due at `now`: a frame, paced packets, feedback, the controller's timer,
+    /// events, and the per-second line.
+    fn send_due(&mut self, now: Instant) -> anyhow::Result<()> {
+        if let Some(peer) = self.peer {
+            let frames_before = self.video.frames_sent;
+            let skipped_before = self.video.frames_skipped;
+            self.video
+                .poll_frame(now, self.ctl.target_rate_bps(), self.ctl.pacing_rate_bps());
+            self.sec_frames_sent += self.video.frames_sent - frames_before;
+            self.sec_skipped += self.video.frames_skipped - skipped_before;
+            // Paced packets; bounded so that one turn cannot starve the receive side.
+            for _ in 0..64 {
+                if !self.video.has_queued() || self.ctl.next_send_time() > now {
+                    break;
+                }
+                let Some(q) = self.video.pop() else { break };
+                let m = Media {
+                    keyframe: q.keyframe,
+                    seq: self.seq,
+                    frame: q.frame,
+                    index: q.index,
+                    count: q.count,
+                    send_ns: self.clock.now().as_nanos(),
+                };
+                self.seq += 1;
+                let pkt = &mut self.packet[..q.bytes];
+                m.emit(pkt);
+                match self.socket.send_to(pkt, peer) {
+                    Ok(_) => {}
+                    // A full socket buffer or an ICMP error is a lost packet, as on a path.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                        ) => {}
+                    Err(e) => return Err(e).with_context(|| format!("cannot send to {peer}")),
+                }
+                self.ctl.on_packet_sent(now, q.bytes as u64);
+                self.sec_sent_bytes += q.bytes as u64;
+            }
+            if self
+                .rx
+                .feedback_due(now, self.last_feedback_sent, self.feedback_interval)
+            {
+                let fb = self.rx.make_feedback(now).to_bytes();
+                let _ = self.socket.send_to(&fb, peer);
+                self.last_feedback_sent = now;
+            }
+            self.ctl.on_tick(now);
+            self.handle_events()?;
+        }
+        if now >= self.next_second {
+            self.second_line(self.next_second);
+            self.next_second += Duration::from_secs(1);
+        }
+        Ok(())
+    }
+
+    fn handle_events(&mut self) -> anyhow::Result<()> {
+        while let Some(ev) = self.ctl.poll_event() {
+            match ev {
+                Event::EcnFallback { at, reason } => {
+                    self.fallback_at.get_or_insert(at);
+                    self.out.emit(&Record::EcnFallback {
+                        t_s: secs(at),
+                        reason: reason.name().into(),
+                        detail: format!(
+                            "sent {}, the peer's counts disagree; now sending not-ect with the classic response",
+                            self.sent_ecn
+                        ),
+                    });
+                }
+            }
+        }
+        let want = self.ctl.send_ecn();
+        if want != self.sent_ecn {
+            crate::sys::set_send_ecn(self.socket.as_fd(), &self.local, want)
+                .context("cannot change the ECN field")?;
+            self.sent_ecn = want;
+        }
+        Ok(())
+    }
+
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        from: SocketAddr,
+        ecn: Option<wire::Ecn>,
+    ) -> anyhow::Result<()> {
+        match self.peer {
+            None => self.peer = Some(from),
+            // A listener answers one caller; anyone else is ignored.
+            Some(p) if !same_peer(p, from) => return Ok(()),
+            Some(_) => {}
+        }
+        let Ok(pkt) = Packet::parse(bytes) else {
+            return Ok(());
+        };
+        match pkt {
+            Packet::Media(m) => {
+                self.rx.on_media(now, &m, bytes.len(), ecn);
+            }
+            Packet::Feedback(fb) => {
+                for e in &fb.echoes {
+                    let rtt = echo_rtt(now, e.send_ns, e.hold_us);
+                    self.ctl.on_rtt_sample(rtt);
+                    let rtt_ms = ms(rtt);
+                    self.sec_rtts_ms.push(rtt_ms);
+                    if self.all_rtts_ms.len() < MAX_RTT_SAMPLES {
+                        self.all_rtts_ms.push(rtt_ms);
+                    }
+                    if self.rtt_samples {
+                        self.out.emit(&Record::CallRtt {
+                            t_s: secs(now),
+                            sent_s: e.send_ns as f64 / 1e9,
+                            rtt_ms,
+                        });
+                    }
+                }
+                if let Some(news) = self.tracker.on_feedback(&fb) {
+                    self.sec_acked += news.acked_packets;
+                    self.sec_lost += news.lost_packets;
+                    self.sec_ce += news.ecn.map_or(0, |c| c.ce);
+                    self.ctl.on_feedback(now, &news);
+                    self.handle_events()?;
+                }
+            }
+            Packet::Bye => self.peer_left = true,
+        }
+        Ok(())
+    }
+
+    fn second_line(&mut self, end: Instant) {
+        let rx = self.rx.take_second(end);
+        let p = Percentiles::of(&self.sec_rtts_ms);
+        let counts = self.rx.ecn_counts();
+        let reported = self.sec_acked + self.sec_lost;
+        self.seconds += 1;
+        if rx.frames >= 25 {
+            self.seconds_ge25 += 1;
+        }
+        self.out.emit(&Record::CallSecond {
+            t_s: secs(end),
+            fps_sent: self.sec_frames_sent,
+            fps_received: rx.frames,
+            frames_skipped: self.sec_skipped,
+            stall_ms: ms(rx.stall),
+            rtt_samples: self.sec_rtts_ms.len() as u64,
+            rtt_p50_ms: p.map(|p| p.p50),
+            rtt_p99_ms: p.map(|p| p.p99),
+            loss_pct: pct(self.sec_lost, reported),
+            ce_pct: pct(self.sec_ce, self.sec_acked),
+            rate_kbps: self.ctl.target_rate_bps() as f64 / 1e3,
+            send_kbps: self.sec_sent_bytes as f64 * 8.0 / 1e3,
+            recv_kbps: rx.bytes as f64 * 8.0 / 1e3,
+            alpha: self.ctl.alpha(),
+            ecn: self.sent_ecn.name().into(),
+            rx_ect1: counts.ect1,
+            rx_ect0: counts.ect0,
+            rx_ce: counts.ce,
+            rx_not_ect: counts.not_ect,
+        });
+        self.sec_rtts_ms.clear();
+        self.sec_acked = 0;
+        self.sec_lost = 0;
+        self.sec_ce = 0;
+        self.sec_sent_bytes = 0;
+        self.sec_frames_sent = 0;
+        self.sec_skipped = 0;
+    }
+
+    fn finish(&mut self, now: Instant) {
+        if let Some(peer) = self.peer {
+            if !self.peer_left {
+                // Three copies: one lost bye should not leave the peer waiting.
+                for _ in 0..3 {
+                    let _ = self.socket.send_to(&BYE, peer);
+                }
+            }
+        }
+        let _ = self.rx.finish(now);
+        for s in self.rx.stalls() {
+            self.out.emit(&Record::CallStall {
+                t_s: secs(s.start),
+                duration_ms: ms(s.duration),
+            });
+        }
+        let p = Percentiles::of(&self.all_rtts_ms);
+        let stats = *self.ctl.stats();
+        let counts = self.rx.ecn_counts();
+        let fallback_s = match self.ctl.ecn_state() {
+            EcnState::Failed { at, .. } => Some(secs(at)),
+            _ => self.fallback_at.map(secs),
+        };
+        self.out.emit(&Record::CallSummary {
+            t_s: self.clock.t_s(),
+            mode: self.mode_name.into(),
+            duration_s: secs(now),
+            frames_sent: self.video.frames_sent,
+            frames_received: self.rx.frames_completed(),
+            fps_ge25_pct: pct(self.seconds_ge25, self.seconds),
+            stalls: self.rx.stalls().len() as u64,
+            rtt_p50_ms: p.map(|p| p.p50),
+            rtt_p99_ms: p.map(|p| p.p99),
+            loss_pct: pct(stats.lost_packets, stats.acked_packets + stats.lost_packets),
+            ce_pct: pct(stats.ce_packets, stats.acked_packets),
+            fallback_s,
+            rx_ect1: counts.ect1,
+            rx_ect0: counts.ect0,
+            rx_ce: counts.ce,
+            rx_not_ect: counts.not_ect,
+        });
+    }
+}
+
+/// `part / whole` in percent, 0 for an empty whole.
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Same endpoint, treating an IPv4 address and its IPv4-mapped IPv6 form as one.
+fn same_peer(a: SocketAddr, b: SocketAddr) -> bool {
+    let canon = |s: SocketAddr| match s {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => s,
+        },
+        v4 => v4,
+    };
+    canon(a) == canon(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::parse_records;
+
+    fn args(mode: CallMode) -> CallArgs {
+        CallArgs {
+            listen: None,
+            connect: None,
+            bind: None,
+            mode,
+            fps: 30,
+            min_rate: Rate::from_bits_per_sec(500_000),
+            max_rate: Rate::from_mbit(4),
+            start_rate: Rate::from_mbit(1),
+            keyframe_interval: Duration::from_secs(1),
+            keyframe_factor: 3.0,
+            packet_size: 1200,
+            feedback_interval: Duration::from_millis(10),
+            stall_threshold: Duration::from_millis(200),
+            duration: Duration::from_millis(1600),
+            rtt_samples: true,
+            no_ecn_feedback: false,
+            out: None,
+        }
+    }
+
+    /// Runs a listener with `a` and a caller with `b` on loopback; returns their records.
+    fn call_pair(a: CallArgs, b: CallArgs) -> (Vec<Record>, Vec<Record>) {
+        let listen = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = listen.local_addr().unwrap();
+        let (la, lb) = (JsonLines::memory(), JsonLines::memory());
+        let la2 = la.clone();
+        let mut la_args = a;
+        la_args.duration += Duration::from_millis(300);
+        let t =
+            std::thread::spawn(move || call(&la_args, listen, None, &la2, &Stop::new()).unwrap());
+        let caller = UdpSocket::bind("127.0.0.1:0").unwrap();
+        call(&b, caller, Some(addr), &lb, &Stop::new()).unwrap();
+        t.join().unwrap();
+        (
+            parse_records(&la.contents()).unwrap(),
+            parse_records(&lb.contents()).unwrap(),
+        )
+    }
+
+    fn summary(recs: &[Record]) -> (u64, u64, Option<f64>, Option<f64>, [u64; 4]) {
+        recs.iter()
+            .find_map(|r| match r {
+                Record::CallSummary {
+                    frames_sent,
+                    frames_received,
+                    rtt_p99_ms,
+                    fallback_s,
+                    rx_ect1,
+                    rx_ect0,
+                    rx_ce,
+                    rx_not_ect,
+                    ..
+                } => Some((
+                    *frames_sent,
+                    *frames_received,
+                    *rtt_p99_ms,
+                    *fallback_s,
+                    [*rx_not_ect, *rx_ect1, *rx_ect0, *rx_ce],
+                )),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no call summary in {recs:?}"))
+    }
+
+    #[test]
+    fn an_l4s_call_on_loopback_flows_both_ways_with_ect1_read_back() {
+        let (listener, caller) = call_pair(args(CallMode::L4s), args(CallMode::L4s));
+        for recs in [&listener, &caller] {
+            let (sent, received, rtt_p99, fallback, [not_ect, ect1, ect0, _ce]) = summary(recs);
+            assert!(
+                sent >= 10 && received >= 10,
+                "sent {sent}, received {received}"
+            );
+            assert!(rtt_p99.is_some_and(|r| r < 1000.0));
+            assert_eq!(fallback, None);
+            // The sender set ECT(1); loopback keeps the TOS byte; the cmsg path read it.
+            assert!(ect1 > 0);
+            assert_eq!((not_ect, ect0), (0, 0));
+            assert!(recs.iter().any(|r| matches!(r, Record::CallSecond { fps_received, ecn, .. } if *fps_received > 0 && ecn == "ect1")));
+            assert!(recs.iter().any(|r| matches!(r, Record::CallRtt { .. })));
+            assert!(!recs.iter().any(|r| matches!(r, Record::EcnFallback { .. })));
+        }
+    }
+
+    #[test]
+    fn a_classic_call_marks_ect0() {
+        let (listener, _) = call_pair(args(CallMode::Classic), args(CallMode::Classic));
+        let (_, _, _, _, [not_ect, ect1, ect0, _]) = summary(&listener);
+        assert!(ect0 > 0);
+        assert_eq!((not_ect, ect1), (0, 0));
+    }
+
+    #[test]
+    fn a_peer_that_reports_no_ecn_counts_makes_the_caller_fall_back_and_carry_on() {
+        let mut quiet = args(CallMode::L4s);
+        quiet.no_ecn_feedback = true;
+        let (listener, caller) = call_pair(quiet, args(CallMode::L4s));
+        let fallback = caller
+            .iter()
+            .find_map(|r| match r {
+                Record::EcnFallback { t_s, reason, .. } => Some((*t_s, reason.clone())),
+                _ => None,
+            })
+            .expect("the caller falls back");
+        assert_eq!(fallback.1, "not-reported");
+        // The first feedback (10 ms in) already lacks the counts; allow a slow machine.
+        assert!(fallback.0 < 1.5);
+        // After the fallback the caller sends Not-ECT, and the listener sees it.
+        let (_, received, _, _, [not_ect, ..]) = summary(&listener);
+        assert!(not_ect > 0 && received >= 10);
+        let (_, _, _, fallback_s, _) = summary(&caller);
+        assert_eq!(fallback_s, Some(fallback.0));
+    }
+
+    #[test]
+    fn contradictory_rates_are_a_usage_error_quoting_both() {
+        let mut a = args(CallMode::L4s);
+        a.min_rate = Rate::from_mbit(9);
+        let err = a.check().unwrap_err();
+        assert_eq!(err.0, "--min-rate '9mbit' is above --max-rate '4mbit'");
+    }
+
+    #[test]
+    fn ipv4_and_its_mapped_form_are_the_same_peer() {
+        let a: SocketAddr = "127.0.0.1:5".parse().unwrap();
+        let b: SocketAddr = "[::ffff:127.0.0.1]:5".parse().unwrap();
+        assert!(same_peer(a, b));
+        assert!(!same_peer(a, "127.0.0.1:6".parse().unwrap()));
+    }
+}
