@@ -58,6 +58,9 @@ pub struct ShellArgs {
     /// Bytes of link-layer overhead charged per packet (as netem's rate packetoverhead).
     #[arg(long, value_name = "BYTES")]
     overhead: Option<u32>,
+    /// Clear the ECN field of every packet on the path, both ways (a middlebox that bleaches ECN).
+    #[arg(long)]
+    bleach_ecn: bool,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     server: Option<String>,
@@ -122,6 +125,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         down_trace: a.down_trace,
         up_trace: a.up_trace,
         overhead: a.overhead,
+        bleach_ecn: a.bleach_ecn,
         cc: a.cc,
         ecn: a.ecn,
         mtu: a.mtu,

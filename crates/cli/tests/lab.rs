@@ -38,19 +38,30 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
 
-/// Processes in a network namespace other than the machine's: lab programs that outlived it.
-fn processes_in_other_namespaces() -> Vec<String> {
+/// Namespaces of live labs (other tests or people may run labs at the same time): their
+/// owner's pid is in the name, `ll-PID-HOST`.
+fn live_lab_namespaces() -> Vec<(String, u64)> {
+    lab_namespaces()
+        .into_iter()
+        .filter(|n| {
+            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
+            Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .filter_map(|n| fs::metadata(format!("/run/netns/{n}")).ok().map(|m| (n, m.ino())))
+        .collect()
+}
+
+/// Processes in a network namespace other than the machine's and not of a live lab: lab
+/// programs that outlived their lab.
+fn orphaned_processes() -> Vec<String> {
     // The test runs in the machine's own namespace.
     let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
+    let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
     let mut found = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
-            continue;
-        };
-        if m.ino() != root {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else { continue };
+        if m.ino() != root && !live.contains(&m.ino()) {
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             found.push(format!("{pid} {}", comm.trim()));
         }
@@ -79,33 +90,28 @@ fn lab_namespaces() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Namespaces whose lab has ended.
+fn dead_lab_namespaces() -> Vec<String> {
+    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
+    lab_namespaces().into_iter().filter(|n| !live.contains(n)).collect()
+}
+
 fn assert_nothing_left() {
-    // Namespaces are freed by the kernel asynchronously once the last holder is gone.
+    // The kernel frees a namespace asynchronously once its last holder is gone.
     for _ in 0..50 {
-        if lab_namespaces().is_empty() && processes_in_other_namespaces().is_empty() {
+        if dead_lab_namespaces().is_empty() && orphaned_processes().is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(
-        lab_namespaces(),
-        Vec::<String>::new(),
-        "namespaces left behind"
-    );
-    assert_eq!(
-        processes_in_other_namespaces(),
-        Vec::<String>::new(),
-        "processes left behind"
-    );
-    assert_eq!(
-        tun_devices(),
-        Vec::<String>::new(),
-        "TUN devices in the machine's namespace"
-    );
-    assert!(
-        !Path::new("/run/latencylab").exists()
-            || fs::read_dir("/run/latencylab").unwrap().next().is_none()
-    );
+    assert_eq!(dead_lab_namespaces(), Vec::<String>::new(), "namespaces left behind");
+    assert_eq!(orphaned_processes(), Vec::<String>::new(), "processes left behind");
+    assert_eq!(tun_devices(), Vec::<String>::new(), "TUN devices in the machine's namespace");
+    let run_dirs: Vec<String> = fs::read_dir("/run/latencylab")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect())
+        .unwrap_or_default();
+    let stale: Vec<&String> = run_dirs.iter().filter(|p| !Path::new(&format!("/proc/{p}")).exists()).collect();
+    assert!(stale.is_empty(), "runtime directories left behind: {stale:?}");
 }
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
@@ -520,8 +526,9 @@ fn spawn_lab(args: &[&str]) -> std::process::Child {
         .spawn()
         .unwrap();
     // Wait until the lab is up (its namespaces exist and COMMAND runs).
+    let mine = |pid: u32| lab_namespaces().into_iter().filter(|n| n.starts_with(&format!("ll-{pid}-"))).count();
     for _ in 0..200 {
-        if lab_namespaces().len() >= 2 && !processes_in_other_namespaces().is_empty() {
+        if mine(child.id()) >= 2 {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));

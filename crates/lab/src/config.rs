@@ -109,6 +109,9 @@ pub struct Direction {
     pub loss: String,
     pub queue: String,
     pub overhead_bytes: u32,
+    /// Clear the ECN field of packets leaving this direction.
+    #[serde(default)]
+    pub bleach_ecn: bool,
 }
 
 impl Default for Direction {
@@ -119,6 +122,7 @@ impl Default for Direction {
             loss: "0%".into(),
             queue: qdisc::Spec::default().to_string(),
             overhead_bytes: 0,
+            bleach_ecn: false,
         }
     }
 }
@@ -305,6 +309,8 @@ pub struct ShellOptions {
     pub down_trace: Option<String>,
     pub up_trace: Option<String>,
     pub overhead: Option<u32>,
+    /// Clear ECN on the path, both ways.
+    pub bleach_ecn: bool,
     pub cc: Option<String>,
     pub ecn: Option<String>,
     pub mtu: Option<u32>,
@@ -379,6 +385,8 @@ pub fn shell_config(o: &ShellOptions) -> Result<LabConfig, UsageError> {
         up.overhead_bytes = b;
         down.overhead_bytes = b;
     }
+    up.bleach_ecn = o.bleach_ecn;
+    down.bleach_ecn = o.bleach_ecn;
     let settings = host_settings("--", None, o.cc.as_deref(), o.ecn.as_deref(), o.mtu)?;
     let mut hosts = Vec::new();
     for (i, name) in ["client", "server"].into_iter().enumerate() {
@@ -454,6 +462,7 @@ struct RawDirection {
     loss: Option<String>,
     queue: Option<String>,
     overhead: Option<u32>,
+    bleach_ecn: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -469,6 +478,7 @@ struct RawLink {
     loss: Option<String>,
     queue: Option<String>,
     overhead: Option<u32>,
+    bleach_ecn: Option<bool>,
     up: Option<RawDirection>,
     down: Option<RawDirection>,
 }
@@ -629,6 +639,9 @@ pub fn parse_run_file(
         if let Some(o) = l.overhead {
             both.overhead_bytes = o;
         }
+        if let Some(b) = l.bleach_ecn {
+            both.bleach_ecn = b;
+        }
         let dir_of = |side: &str, raw: &Option<RawDirection>| -> Result<Direction, UsageError> {
             let mut d = both.clone();
             let Some(r) = raw else { return Ok(d) };
@@ -650,6 +663,9 @@ pub fn parse_run_file(
             }
             if let Some(x) = r.overhead {
                 d.overhead_bytes = x;
+            }
+            if let Some(x) = r.bleach_ecn {
+                d.bleach_ecn = x;
             }
             Ok(d)
         };

@@ -30,6 +30,9 @@ pub struct LinkParams {
     pub overhead_bytes: u32,
     /// A down link drops everything offered to it (cause `down`).
     pub up: bool,
+    /// Clear the ECN field of every packet leaving the link (a middlebox that bleaches ECN,
+    /// RFC 9000 §13.4.2's reason for ECN validation). The link's own queue still sees it.
+    pub bleach_ecn: bool,
 }
 
 impl Default for LinkParams {
@@ -40,6 +43,7 @@ impl Default for LinkParams {
             loss: LossModel::None,
             overhead_bytes: 0,
             up: true,
+            bleach_ecn: false,
         }
     }
 }
@@ -298,7 +302,11 @@ impl Link {
     }
 
     /// Puts a transmitted packet on the wire: it arrives `delay` after `done`, in order.
-    fn launch(&mut self, done: Instant, p: Packet) {
+    fn launch(&mut self, done: Instant, mut p: Packet) {
+        if self.params.bleach_ecn && p.ecn() != Ecn::NotEct {
+            // Only a readable IP header has an ECN field to clear.
+            let _ = p.set_ecn(Ecn::NotEct);
+        }
         let mut at = done + self.params.delay;
         if let Some((last, _)) = self.in_flight.back() {
             at = at.max(*last);
@@ -586,6 +594,21 @@ pub(crate) mod tests {
             vec![1]
         );
         assert_eq!(l.stats().drops.get("down"), Some(&1));
+    }
+
+    #[test]
+    fn a_bleaching_link_clears_ecn_on_the_way_out_with_a_valid_checksum() {
+        let params = LinkParams { bleach_ecn: true, ..LinkParams::default() };
+        let mut l = Link::new(Instant::ZERO, params, fifo(10), 1);
+        let mut p = udp(0, 100, 1);
+        p.set_ecn(Ecn::Ect1).unwrap();
+        let mut seen = Vec::new();
+        l.enqueue(Instant::ZERO, p, &mut |e: &Event| seen.push((e.kind, e.ecn)));
+        assert_eq!(seen, vec![(EventKind::Enqueue, Ecn::Ect1), (EventKind::Dequeue, Ecn::Ect1)]);
+        let mut out = Vec::new();
+        l.poll(Instant::ZERO, &mut out, &mut ());
+        assert_eq!(out[0].1.ecn(), Ecn::NotEct);
+        assert_eq!(wire::checksum::checksum(&out[0].1.data[..20], 0), 0);
     }
 
     #[test]
