@@ -219,6 +219,7 @@ pub fn resolve_direction(
             loss,
             overhead_bytes: d.overhead_bytes,
             up: true,
+            bleach_ecn: d.bleach_ecn,
         },
         queue,
     ))
