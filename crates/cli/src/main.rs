@@ -5,6 +5,7 @@
 //! privileges), always with one line naming the culprit and what would have been accepted.
 
 mod analyze_cmd;
+mod demo_cmd;
 mod shell;
 
 use std::process::ExitCode;
@@ -28,6 +29,7 @@ enum Command {
     Shell(Box<shell::ShellArgs>),
     Run(shell::RunArgs),
     Analyze(analyze_cmd::AnalyzeArgs),
+    Demo(demo_cmd::DemoArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),
         Command::Analyze(a) => analyze_cmd::run(&a),
+        Command::Demo(a) => demo_cmd::run(&a),
         Command::App(a) => apps::run(a),
     };
     match result {
