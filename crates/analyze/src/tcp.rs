@@ -122,7 +122,7 @@ struct Outstanding {
     start: u64,
     end: u64,
     time: Instant,
-    /// Sent more than once: an ACK of it gives no RTT sample (Karn).
+    /// Sent more than once, or waited above a hole: an ACK of it gives no RTT sample (Karn).
     retx: bool,
 }
 
@@ -645,6 +645,15 @@ impl TcpConn {
             if let Some((tsval, _)) = p.opts.timestamps {
                 ds.ev.one_way_delay(now, tsval);
             }
+            if kind == SegmentKind::OutOfOrder {
+                // The segments above a hole wait for it to be filled before the cumulative ACK
+                // can cover them, so the ACK that does says nothing about their RTT.
+                for s in ds.outstanding.iter_mut() {
+                    if s.start >= data_start {
+                        s.retx = true;
+                    }
+                }
+            }
             ds.prev_data = Some((now, len));
             ds.first_data.get_or_insert(now);
             ds.last_data = Some(now);
@@ -653,12 +662,20 @@ impl TcpConn {
         if ds.outstanding.len() >= MAX_OUTSTANDING {
             ds.outstanding.pop_front();
         }
-        ds.outstanding.push_back(Outstanding {
+        let seg = Outstanding {
             start,
             end,
             time: now,
             retx: kind == SegmentKind::Retransmit,
-        });
+        };
+        if kind == SegmentKind::OutOfOrder {
+            // A hole filler goes where its bytes are, so that the ACK that ends exactly at it
+            // finds it at the front (the queue is otherwise in sending order).
+            let at = ds.outstanding.partition_point(|s| s.start < start);
+            ds.outstanding.insert(at, seg);
+        } else {
+            ds.outstanding.push_back(seg);
+        }
         ds.seen.insert(data_start, data_end);
         ds.snd_max = if ds.any_seq { ds.snd_max.max(end) } else { end };
         ds.any_seq = true;
