@@ -119,6 +119,7 @@ fn bufferbloat_demo_shows_the_fifo_bloating_and_codel_with_ecn_keeping_delay_low
         "zoom-codel",
         "delay-fifo",
         "delay-codel",
+        "rtt-over-time",
         "throughput",
         "rtt-cdf",
     ] {
@@ -221,6 +222,7 @@ fn bufferbloat_report_renders_in_headless_chromium_with_every_figure() {
             "zoom-codel",
             "delay-fifo",
             "delay-codel",
+            "rtt-over-time",
             "throughput",
             "rtt-cdf",
         ],

@@ -118,6 +118,7 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
         command: None,
         server: None,
         quiet: true,
+        no_capture: false,
     };
     let r = lab::run_lab(cfg, &opts)
         .with_context(|| format!("running the lab in {}", dir.display()))?;
