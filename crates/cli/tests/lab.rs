@@ -665,3 +665,49 @@ fn a_killed_labs_leftovers_are_removed_by_the_next_one() {
     );
     assert_nothing_left();
 }
+
+#[test]
+fn programs_under_a_shell_get_to_write_their_results_when_the_lab_ends() {
+    let _g = lock();
+    let dir = out_dir("shell-child");
+    let file = out_dir("shell-child.toml");
+    // The probe runs for 30 s but the lab for 3: at the end it gets SIGTERM and must be allowed
+    // to write its summary, even though its shell (`sh -c`, not the last command) exits first.
+    fs::write(
+        &file,
+        r#"duration = "3s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+name = "l"
+a = "a"
+b = "b"
+rtt = "10ms"
+[[program]]
+host = "b"
+run = "latencylab probe-server -o /dev/null"
+[[program]]
+name = "probe"
+host = "a"
+at = "200ms"
+run = "latencylab probe-client b --duration 30s -o $LATENCYLAB_OUT/p.jsonl; echo after"
+"#,
+    )
+    .unwrap();
+    let o = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines = json_lines(&dir.join("p.jsonl"));
+    assert!(
+        lines.iter().any(|v| v["type"] == "probe_summary"),
+        "no summary: {lines:?}"
+    );
+    assert_nothing_left();
+}

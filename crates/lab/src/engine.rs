@@ -120,14 +120,20 @@ impl Forwarder {
         let mut dirs = Vec::new();
         let mut logs = Vec::new();
         let now = Instant::ZERO;
-        let mtu = cfg.hosts.iter().map(|h| h.settings.mtu).max().unwrap_or(crate::config::DEFAULT_MTU);
+        let mtu = cfg
+            .hosts
+            .iter()
+            .map(|h| h.settings.mtu)
+            .max()
+            .unwrap_or(crate::config::DEFAULT_MTU);
         for (li, l) in cfg.links.iter().enumerate() {
             let (na, nb) = (node_of(cfg.attach(&l.a)?), node_of(cfg.attach(&l.b)?));
             for (di, (name, d, to, from)) in [("up", &l.up, nb, na), ("down", &l.down, na, nb)]
                 .into_iter()
                 .enumerate()
             {
-                let (params, mut spec) = resolve_direction(&format!("link '{}' {name}", l.name), d)?;
+                let (params, mut spec) =
+                    resolve_direction(&format!("link '{}' {name}", l.name), d)?;
                 // AQMs keep at least an MTU or two queued; the lab's largest MTU is theirs.
                 spec.set_mtu(mtu as usize);
                 let seed = dir_seed(cfg.seed, li, di);
@@ -296,6 +302,7 @@ impl Forwarder {
                 packets: self.packets_read,
                 delivery_lateness_ms: self.lateness.percentiles().into(),
                 write_errors: self.write_errors,
+                cpu_s: sys::cpu_seconds(),
             },
         })
     }
