@@ -193,6 +193,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     // No resolver: the lab's names are in /etc/hosts and nothing else resolves (closed world).
     fs::write(&resolv_file, "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
 
+    netns::prepare_netns_dir()?;
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
