@@ -27,6 +27,34 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo bufferbloat -o out/bufferbloat --duration 30s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/fifo and DIR/codel."
     )]
     Bufferbloat(BufferbloatArgs),
+    /// A video call on a 10 Mbit/s, 20 ms line shared with three downloads: FIFO with a
+    /// classic call, DualPI2 with an L4S call, and DualPI2 behind a hop that bleaches ECN
+    /// (about 110 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
+    )]
+    L4s(L4sArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct L4sArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/l4s"
+    )]
+    pub out: PathBuf,
+    /// Length of the call in each run: a time (30s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -67,7 +95,40 @@ fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
+        Demo::L4s(a) => l4s(a),
     }
+}
+
+fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = seconds("--duration", &a.duration)?;
+    if !(5.0..=600.0).contains(&duration_s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{}' (from 5s to 600s; the call needs a few seconds to settle)",
+            a.duration
+        ))
+        .into());
+    }
+    let outcome = demo::l4s::run(&demo::l4s::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print!("{}", outcome.table);
+    println!();
+    for c in &outcome.checks {
+        println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
+    }
+    println!();
+    println!("report: {}", outcome.report.display());
+    println!(
+        "numbers: {}; each run's captures and logs: {}/classic, {}/l4s, {}/bleached",
+        a.out.join("results.json").display(),
+        a.out.display(),
+        a.out.display(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {

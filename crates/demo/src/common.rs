@@ -151,6 +151,16 @@ pub fn link_summary<'a>(r: &'a RunResult, link: &str, direction: &str) -> Result
 /// of a packet dequeued in it, in ms. The maximum, not the mean, because the worst packet of
 /// each moment is what a delay-sensitive flow behind it waits for.
 pub fn queue_delay_series(log: &Path, bin_s: f64) -> Result<Vec<(f64, f64)>> {
+    queue_delay_series_of(log, bin_s, |_| true)
+}
+
+/// As [`queue_delay_series`], for the packets whose ECN field (as the log writes it:
+/// `not-ect`, `ect0`, `ect1`, `ce`) `keep` accepts: a dual queue's L or C side.
+pub fn queue_delay_series_of(
+    log: &Path,
+    bin_s: f64,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(f64, f64)>> {
     let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
     let mut bins: Vec<f64> = Vec::new();
     for line in BufReader::new(f).lines() {
@@ -159,11 +169,20 @@ pub fn queue_delay_series(log: &Path, bin_s: f64) -> Result<Vec<(f64, f64)>> {
             continue;
         }
         let mut it = line.split('\t');
-        let (Some(t), Some("dequeue"), _, _, Some(soj)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
+        let (Some(t), Some("dequeue"), _, _, Some(soj), _, Some(ecn)) = (
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+        ) else {
             continue;
         };
+        if !keep(ecn) {
+            continue;
+        }
         let (Ok(t_ns), Ok(soj_ns)) = (t.parse::<u64>(), soj.parse::<u64>()) else {
             continue;
         };

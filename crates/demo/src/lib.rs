@@ -14,5 +14,6 @@
 
 pub mod bufferbloat;
 mod common;
+pub mod l4s;
 
 pub use common::Progress;
