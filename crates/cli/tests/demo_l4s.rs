@@ -78,10 +78,10 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     // video flows; the downloads keep their part of the line.
     assert!(f(&r, "l4s", "down_l_delay_p99_ms") < 5.0, "{r}");
     assert!(f(&r, "l4s", "call_rtt_p50_ms") < base + 5.0, "{r}");
-    // The call's RTT p99 < base + 5 ms (issue 7) is not asserted: on this shared two-core
-    // machine the tail is the endpoints waiting for a CPU (a call process not scheduled for
-    // tens of ms, measured in the captures: see docs/demos.md), not the network. The demo
-    // prints the criterion with ok or NOT.
+    // Issue 7's RTT p99 < base + 5 ms, on the round trips through the network (timed in the
+    // captures). The call's own p99 is not asserted: on a shared two-core machine its tail is
+    // the call processes waiting for a CPU (docs/demos.md); the demo prints it with ok or NOT.
+    assert!(f(&r, "l4s", "path_rtt_p99_ms") < base + 5.0, "{r}");
     assert!(f(&r, "l4s", "call_loss_pct") < 1.0, "{r}");
     assert!(f(&r, "l4s", "fps_ge25_pct") >= 95.0, "{r}");
     assert_eq!(f(&r, "l4s", "stalls"), 0.0, "{r}");
@@ -89,6 +89,10 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     assert!(f(&r, "l4s", "call_ce_pct") > 0.0, "{r}");
 
     // Run A: the call waits in the downloads' FIFO and loses packets or stalls.
+    assert!(
+        f(&r, "classic", "path_rtt_p99_ms") >= f(&r, "l4s", "path_rtt_p99_ms") + 10.0,
+        "{r}"
+    );
     assert!(
         f(&r, "classic", "call_rtt_p50_ms") >= f(&r, "l4s", "call_rtt_p50_ms") + 10.0,
         "{r}"
