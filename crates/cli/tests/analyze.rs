@@ -8,35 +8,16 @@
 //! behind. Thresholds are about what the lab was set up to do, never about how fast this
 //! machine is.
 
+mod common;
+
+use common::*;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
-use std::time::Duration;
 
 use serde_json::Value;
-
-static LAB: Mutex<()> = Mutex::new(());
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_latencylab")
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LAB.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-analyze-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    d
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
 
 /// Runs a two-host lab (`latencylab shell LAB_ARGS -o DIR --server SERVER -- CLIENT...`) and
 /// returns the directory with its captures.
@@ -225,79 +206,8 @@ fn agree_with_tcptrace(pcap: &Path) -> usize {
 
 // ---- leftovers (as crates/cli/tests/lab.rs checks them) ----
 
-/// Namespaces of live labs: their owner's pid is in the name, `ll-PID-HOST`.
-fn live_lab_namespaces() -> Vec<(String, u64)> {
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| {
-            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
-            Path::new(&format!("/proc/{pid}")).exists()
-        })
-        .filter_map(|n| {
-            fs::metadata(format!("/run/netns/{n}"))
-                .ok()
-                .map(|m| (n, m.ino()))
-        })
-        .collect()
-}
-
-fn lab_namespaces() -> Vec<String> {
-    fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with("ll-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn dead_lab_namespaces() -> Vec<String> {
-    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| !live.contains(n))
-        .collect()
-}
-
-/// Processes in a namespace other than the machine's that belongs to no live lab.
-fn orphaned_processes() -> Vec<String> {
-    let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
-    let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
-    let mut found = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
-            continue;
-        };
-        if m.ino() != root && !live.contains(&m.ino()) {
-            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            found.push(format!("{pid} {}", comm.trim()));
-        }
-    }
-    found
-}
-
 fn assert_nothing_left(dir: &Path) {
-    // The kernel frees a namespace asynchronously once its last holder is gone.
-    for _ in 0..50 {
-        if dead_lab_namespaces().is_empty() && orphaned_processes().is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(
-        dead_lab_namespaces(),
-        Vec::<String>::new(),
-        "namespaces left behind"
-    );
-    assert_eq!(
-        orphaned_processes(),
-        Vec::<String>::new(),
-        "processes left behind"
-    );
+    common::assert_nothing_left();
     let _ = fs::remove_dir_all(dir);
 }
 

@@ -5,13 +5,13 @@
 //!
 //! Each demo runs once per test binary; the tests that read its output share that run.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_latencylab")
-}
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("latencylab-demo-{}-{name}", std::process::id()));
@@ -58,11 +58,6 @@ fn bufferbloat() -> &'static (PathBuf, String) {
         "bufferbloat",
         &["bufferbloat", "--duration", "12", "--quiet"],
     )
-}
-
-fn read_json(p: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn f(v: &serde_json::Value, run: &str, key: &str) -> f64 {
@@ -135,79 +130,6 @@ fn bufferbloat_demo_shows_the_fifo_bloating_and_codel_with_ecn_keeping_delay_low
     }
     assert!(stdout.contains("longest delivery gap"), "{stdout}");
     assert!(stdout.contains("report.html"), "{stdout}");
-}
-
-fn chromium() -> PathBuf {
-    let p = PathBuf::from("/usr/bin/chromium");
-    assert!(
-        p.exists(),
-        "chromium not found at /usr/bin/chromium: install the `chromium` Debian package"
-    );
-    p
-}
-
-/// Loads `page` in headless Chromium with `extra` arguments; returns stdout.
-fn run_chromium(page: &Path, extra: &[String]) -> String {
-    let profile = tempdir("profile");
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1400,1000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium starts");
-    let _ = std::fs::remove_dir_all(&profile);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = scratch(&format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed)));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Renders `page`, checks the screenshot is not blank and every figure id is in the DOM
-/// with an inline SVG; returns the DOM.
-fn check_renders(page: &Path, figures: &[&str]) -> String {
-    let shots = tempdir("shot");
-    let shot = shots.join("shot.png");
-    run_chromium(page, &[format!("--screenshot={}", shot.display())]);
-    let len = std::fs::metadata(&shot).expect("screenshot written").len();
-    // A blank 1400×1000 page compresses to a few kB; text, a table and charts do not.
-    assert!(len > 30_000, "screenshot is only {len} bytes: nearly blank");
-    if std::env::var_os("DEMO_TEST_KEEP").is_none() {
-        let _ = std::fs::remove_dir_all(&shots);
-    }
-    let dom = run_chromium(page, &["--dump-dom".to_string()]);
-    for id in figures {
-        let at = dom
-            .find(&format!("id=\"{id}\""))
-            .unwrap_or_else(|| panic!("no figure {id} in the rendered page"));
-        let fig = &dom[at..];
-        let fig = &fig[..fig.find("</figure>").expect("figure closes")];
-        assert!(fig.contains("<svg"), "figure {id} has no inline svg");
-        assert!(fig.contains("<figcaption"), "figure {id} has no caption");
-    }
-    dom
 }
 
 #[test]

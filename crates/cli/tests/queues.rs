@@ -5,34 +5,12 @@
 //!
 //! Needs root and /dev/net/tun, like crates/cli/tests/lab.rs; the labs run one at a time.
 
+mod common;
+
+use common::*;
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
-
-static LAB: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LAB.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_latencylab"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("latencylab runs")
-}
-
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-queues-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    d
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
 
 /// Two bulk downloads and a probe every 100 ms (`proto`: udp, or tcp request/response),
 /// through `queue` both ways.
@@ -81,12 +59,6 @@ fn probe_queue_delays_ms(dir: &Path) -> Vec<f64> {
         .collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    assert!(v.len() > 100, "too few probe packets: {}", v.len());
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn down_link(dir: &Path) -> serde_json::Value {
     let s: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
@@ -105,6 +77,7 @@ fn a_deep_fifo_makes_the_probe_wait_behind_the_downloads() {
     let dir = two_downloads_and_a_probe("fifo", "fifo limit 1000", "udp", &[]);
     let m = median(probe_queue_delays_ms(&dir));
     assert!(m > 100.0, "fifo: probe median queue delay {m:.1} ms");
+    assert_nothing_left();
 }
 
 #[test]
@@ -120,6 +93,7 @@ fn fq_codel_keeps_the_sparse_probe_under_10_ms() {
             > 0,
         "fq_codel acts by dropping"
     );
+    assert_nothing_left();
 }
 
 #[test]
@@ -142,6 +116,7 @@ fn codel_pie_and_dualpi2_keep_the_probe_under_25_ms_with_classic_tcp() {
             );
         }
     }
+    assert_nothing_left();
 }
 
 #[test]
@@ -160,6 +135,7 @@ fn codel_with_ecn_marks_instead_of_dropping() {
     assert_eq!(aqm, 0, "ECN-capable flows are marked, not dropped: {down}");
     let m = median(probe_queue_delays_ms(&dir));
     assert!(m < 25.0, "codel ecn: probe median queue delay {m:.1} ms");
+    assert_nothing_left();
 }
 
 #[test]
@@ -189,4 +165,5 @@ fn a_bad_queue_spec_is_refused_before_the_lab_starts() {
             "refused before anything was built"
         );
     }
+    assert_nothing_left();
 }
