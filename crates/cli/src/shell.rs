@@ -64,6 +64,10 @@ pub struct ShellArgs {
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     server: Option<String>,
+    /// An IPv6-only client: no IPv4 at all, the lab's DNS64 as resolver, and a NAT64 in front
+    /// of the IPv4-only server (a carrier's IPv6-only network; see docs/nat64.md).
+    #[arg(long)]
+    nat64: bool,
     /// TCP congestion control of both hosts (default cubic, whatever this machine uses).
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
@@ -130,6 +134,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         ecn: a.ecn,
         mtu: a.mtu,
         seed: a.seed,
+        nat64: a.nat64,
     };
     let cfg = shell_config(&opts)?;
     let command = if a.command.is_empty() {
