@@ -471,3 +471,82 @@ wait = true
     let _ = fs::remove_dir_all(&dir);
     assert_nothing_left();
 }
+
+// --- ipv6-check ---
+
+/// `latencylab ipv6-check -o DIR --server probe-server -- python3 -c SCRIPT`.
+fn ipv6_check(name: &str, script: &str) -> (PathBuf, Output) {
+    let dir = out_dir(name);
+    let o = run(&[
+        "ipv6-check",
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+        "--server",
+        "latencylab probe-server",
+        "--",
+        "sh",
+        "-c",
+        &format!("exec python3 -c \"{}\"", script.replace('"', "\\\"")),
+    ]);
+    (dir, o)
+}
+
+#[test]
+fn ipv6_check_names_an_ipv4_literal_as_the_failure() {
+    let _g = lock();
+    // The literal is the server's own address, handed to the program by the lab.
+    let (dir, o) = ipv6_check(
+        "check-literal",
+        "import os, socket\ntry:\n    socket.create_connection((os.environ['LATENCYLAB_SERVER'], 5202), timeout=2)\nexcept OSError:\n    raise SystemExit(1)",
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
+    let (server4, _) = server_addrs(&dir);
+    assert!(
+        out.contains(&format!(
+            "connect() to the IPv4 literal {server4}:5202 failed (ENETUNREACH)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("hint: "), "{out}");
+    assert!(out.contains("evidence: strace of the client"), "{out}");
+    let _ = fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
+
+#[test]
+fn ipv6_check_passes_a_program_that_connects_by_name() {
+    let _g = lock();
+    let (dir, o) = ipv6_check(
+        "check-name",
+        "import socket\ns = socket.create_connection(('server', 5202), timeout=2)\ns.sendall(b'x' * 24)\ns.close()",
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("no findings"), "{out}");
+    let _ = fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
+
+#[test]
+fn ipv6_check_traces_a_failed_connect_back_to_an_a_only_lookup() {
+    let _g = lock();
+    let (dir, o) = ipv6_check(
+        "check-a-only",
+        "import socket\nai = socket.getaddrinfo('server', 5202, socket.AF_INET, socket.SOCK_STREAM)\ns = socket.socket(socket.AF_INET)\ntry:\n    s.connect(ai[0][4])\nexcept OSError:\n    raise SystemExit(1)",
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
+    assert!(
+        out.contains("the lookup of 'server' asked for A records only"),
+        "{out}"
+    );
+    assert!(out.contains("evidence: the DNS64's query log"), "{out}");
+    assert!(
+        out.contains("from a lookup that asked for A records only"),
+        "{out}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
