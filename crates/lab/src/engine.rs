@@ -33,6 +33,8 @@ const READ_BURST: usize = 64;
 /// Rounds of translate-and-forward within one delivery: a packet meets the translator once
 /// each way, so more would be a routing loop.
 const MAX_TRANSLATION_ROUNDS: usize = 8;
+/// Bytes a packet may grow by in translation: IPv4 → IPv6 header (20) plus a fragment header (8).
+const TRANSLATION_HEADROOM: usize = 28;
 
 /// A host interface as the forwarder sees it.
 pub struct IfaceRt {
@@ -265,7 +267,10 @@ impl Forwarder {
             let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
                 return Ok(false);
             };
-            let data = self.buf[..n].to_vec();
+            // Room for the 20 bytes an IPv4 header grows by in translation to IPv6 (and an
+            // IPv6 fragment header), so that the buffer can be recycled by the translator.
+            let mut data = Vec::with_capacity(n + TRANSLATION_HEADROOM);
+            data.extend_from_slice(&self.buf[..n]);
             self.packets_read += 1;
             if let Some(p) = &mut self.ifaces[i].pcap {
                 p.write(self.real_start_ns + now.as_nanos(), &data)?;
@@ -340,7 +345,7 @@ impl Forwarder {
                 } else {
                     Role::Dns64
                 };
-                if let Some(data) = t.handle(role, at, &p.data) {
+                if let Some(data) = t.handle(role, at, p.data) {
                     let logs = &mut self.logs;
                     let mut obs = |l: LinkId, e: &Event| {
                         if let Some(log) = &mut logs[l] {

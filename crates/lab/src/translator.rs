@@ -16,7 +16,7 @@ use std::net::Ipv6Addr;
 
 use anyhow::{anyhow, Result};
 use nat64::dns64::{self, Dns64, Dns64Params, Zone};
-use nat64::{DropReason, Nat64, Outcome, Params};
+use nat64::{DropReason, Nat64, Params, Verdict};
 use wire::Instant;
 
 use crate::config::Nat64Spec;
@@ -49,6 +49,9 @@ pub struct Translator {
     dns_answered: u64,
     dns_tcp_refused: u64,
     dns_dropped: u64,
+    /// The buffer the next translation is written into: the previous packet's, recycled, so
+    /// that translating allocates nothing.
+    spare: Vec<u8>,
 }
 
 impl Translator {
@@ -79,27 +82,35 @@ impl Translator {
             dns_answered: 0,
             dns_tcp_refused: 0,
             dns_dropped: 0,
+            spare: Vec::new(),
         })
     }
 
     /// Handles a packet that reached endpoint `role` at `at`; returns the packet to inject at
     /// the endpoints' node, if any.
-    pub fn handle(&mut self, role: Role, at: Instant, data: &[u8]) -> Option<Vec<u8>> {
+    pub fn handle(&mut self, role: Role, at: Instant, data: Vec<u8>) -> Option<Vec<u8>> {
         self.clock = self.clock.max(at);
         match role {
             Role::Nat64 => {
-                let out = match data.first().map(|b| b >> 4) {
-                    Some(6) => self.nat.translate_6to4(self.clock, data),
-                    _ => self.nat.translate_4to6(self.clock, data),
+                let mut out = std::mem::take(&mut self.spare);
+                let verdict = match data.first().map(|b| b >> 4) {
+                    Some(6) => self.nat.translate_6to4_into(self.clock, &data, &mut out),
+                    _ => self.nat.translate_4to6_into(self.clock, &data, &mut out),
                 };
-                match out {
+                match verdict {
                     // A reply goes back the way the packet came: routing takes it there.
-                    Outcome::Forward(p) | Outcome::Reply(p) => Some(p),
-                    Outcome::Drop(_) => None,
+                    Verdict::Forward | Verdict::Reply => {
+                        self.spare = data;
+                        Some(out)
+                    }
+                    Verdict::Drop(_) => {
+                        self.spare = out;
+                        None
+                    }
                 }
             }
             Role::Dns64 => {
-                let reply = self.dns_packet(data);
+                let reply = self.dns_packet(&data);
                 if reply.is_none() {
                     self.dns_dropped += 1;
                 }
@@ -315,7 +326,9 @@ mod tests {
     fn a_udp_query_is_answered_back_to_its_sender_with_a_valid_checksum() {
         let mut t = translator();
         let q = udp_to(DNS64_ADDR, 53, QUERY_SERVER_AAAA);
-        let r = t.handle(Role::Dns64, Instant::ZERO, &q).expect("an answer");
+        let r = t
+            .handle(Role::Dns64, Instant::ZERO, q.clone())
+            .expect("an answer");
         let v = Ipv6View::new(&r).unwrap();
         assert_eq!(
             (v.src, v.dst, v.next_header),
@@ -347,10 +360,10 @@ mod tests {
         let mut q = udp_to(DNS64_ADDR, 53, QUERY_SERVER_AAAA);
         let last = q.len() - 1;
         q[last] ^= 1;
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, &q), None);
+        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q.clone()), None);
         let q = udp_to(DNS64_ADDR, 54, QUERY_SERVER_AAAA);
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, &q), None);
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, &q[..30]), None);
+        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q.clone()), None);
+        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q[..30].to_vec()), None);
         assert_eq!(t.summary().dns.dropped, 3);
     }
 
@@ -364,7 +377,7 @@ mod tests {
         tcp[12] = 5 << 4;
         tcp[13] = 0x02;
         let syn = ipv6_packet(CLIENT, DNS64_ADDR, PROTO_TCP, &tcp);
-        let r = t.handle(Role::Dns64, Instant::ZERO, &syn).unwrap();
+        let r = t.handle(Role::Dns64, Instant::ZERO, syn).unwrap();
         let h = wire::packet::parse(&r).unwrap();
         let wire::packet::Transport::Tcp(th) = h.transport else {
             panic!("{h:?}")
@@ -379,12 +392,12 @@ mod tests {
     fn bad_packets_for_the_translator_are_counted_not_forwarded() {
         let mut t = translator();
         let mut p = udp_to("64:ff9b::a4d:201".parse().unwrap(), 7, b"hello");
-        assert!(t.handle(Role::Nat64, Instant::ZERO, &p).is_some());
+        assert!(t.handle(Role::Nat64, Instant::ZERO, p.clone()).is_some());
         let last = p.len() - 1;
         p[last] ^= 0xff;
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, &p), None);
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, &[0x60, 0, 0]), None);
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, &[]), None);
+        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, p.clone()), None);
+        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, vec![0x60, 0, 0]), None);
+        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, vec![]), None);
         let s = t.summary();
         assert_eq!(s.translated_6to4, 1);
         assert_eq!(s.drops.get("bad-checksum"), Some(&1));
