@@ -61,7 +61,9 @@ fn live_lab_namespaces() -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Processes in a network namespace other than the machine's and not of a live lab.
+/// Lab programs (their environment has `LATENCYLAB_HOST`) in a network namespace other than
+/// the machine's and not of a live lab: programs that outlived their lab. Other tools' processes
+/// in namespaces of their own (a mahimahi shell, a container) are not the lab's business.
 fn orphaned_processes() -> Vec<String> {
     let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
     let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
@@ -73,7 +75,13 @@ fn orphaned_processes() -> Vec<String> {
         let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
             continue;
         };
-        if m.ino() != root && !live.contains(&m.ino()) {
+        let lab_program = fs::read(format!("/proc/{pid}/environ"))
+            .map(|e| {
+                e.split(|b| *b == 0)
+                    .any(|v| v.starts_with(b"LATENCYLAB_HOST="))
+            })
+            .unwrap_or(false);
+        if m.ino() != root && !live.contains(&m.ino()) && lab_program {
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             found.push(format!("{pid} {}", comm.trim()));
         }
@@ -266,6 +274,32 @@ fn the_client_resolves_the_ipv4_only_server_to_its_synthesised_address_and_ipv4o
         })
         .collect();
     assert!(asked.contains(&"server AAAA".to_string()), "{asked:?}");
+    let _ = fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
+
+#[test]
+fn the_dns64_answers_over_tcp_too() {
+    let _g = lock();
+    // RES_OPTIONS=use-vc makes glibc's resolver use TCP (resolv.conf(5)).
+    let (dir, o) = nat64_lab(
+        "tcp-dns",
+        "echo '== ipv4only'; RES_OPTIONS=use-vc getent ahostsv6 ipv4only.arpa",
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert_eq!(
+        getent_addrs(&out, "ipv4only"),
+        vec![
+            "64:ff9b::c000:aa".to_string(),
+            "64:ff9b::c000:ab".to_string()
+        ],
+        "{out}"
+    );
+    let s = summary_json(&dir);
+    let dns = &s["nat64"]["dns"];
+    assert!(dns["answered_tcp"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(dns["answered"].as_u64(), Some(0), "no UDP: {s}");
     let _ = fs::remove_dir_all(&dir);
     assert_nothing_left();
 }

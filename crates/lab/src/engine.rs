@@ -320,6 +320,7 @@ impl Forwarder {
     /// up to `now` for it.
     fn deliver(&mut self, now: Instant) {
         let mut batch = Vec::new();
+        let mut replies = Vec::new();
         for _ in 0..MAX_TRANSLATION_ROUNDS {
             if self.out.is_empty() {
                 return;
@@ -345,7 +346,8 @@ impl Forwarder {
                 } else {
                     Role::Dns64
                 };
-                if let Some(data) = t.handle(role, at, p.data) {
+                t.handle(role, at, p.data, &mut replies);
+                for data in replies.drain(..) {
                     let logs = &mut self.logs;
                     let mut obs = |l: LinkId, e: &Event| {
                         if let Some(log) = &mut logs[l] {

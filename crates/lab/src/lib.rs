@@ -8,12 +8,13 @@
 //!
 //! Layout: [`config`] (what a lab is: hosts, links, schedule; from shell options or a TOML run
 //! file), [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
-//! event loop), [`translator`] (the NAT64 and DNS64 endpoints of `--nat64` labs), [`process`]
+//! event loop), [`translator`] and [`dns_tcp`] (the NAT64 and DNS64 endpoints of `--nat64` labs), [`process`]
 //! (programs in hosts), [`output`] (pcap, link logs, summary), [`cleanup`] (leftovers of
 //! earlier labs).
 
 pub mod cleanup;
 pub mod config;
+pub mod dns_tcp;
 pub mod engine;
 pub mod netns;
 pub mod output;

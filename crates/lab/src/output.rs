@@ -184,8 +184,8 @@ pub struct Nat64Summary {
 pub struct DnsSummary {
     /// UDP queries answered.
     pub answered: u64,
-    /// TCP connections to the DNS64 refused with a reset (it answers over UDP only).
-    pub tcp_refused: u64,
+    /// TCP queries answered.
+    pub answered_tcp: u64,
     /// Packets for the DNS64 that were not a well-formed UDP query to port 53.
     pub dropped: u64,
     /// Every (name, type) asked, with how often.

@@ -3,13 +3,12 @@
 //! translator, the DNS64's address to the resolver) and injects what they return at their node
 //! at the same instant, so the link models apply on both sides as to any other packet.
 //!
-//! The DNS64 is "virtual": it answers UDP queries straight from the packets, with no socket
-//! and no namespace, and refuses DNS over TCP with a reset (a lab's answers always fit in
-//! UDP, so resolvers never need TCP). What the packet logic here does not do is translation or
-//! DNS itself: that is the pure `nat64` crate's.
+//! The DNS64 is "virtual": it answers queries straight from the packets, with no socket and
+//! no namespace: UDP here, TCP through the minimal responder of [`crate::dns_tcp`]. What the
+//! packet logic here does not do is translation or DNS itself: that is the pure `nat64`
+//! crate's.
 //!
-//! RFCs: RFC 8200 (IPv6 header), RFC 768 (UDP), RFC 9293 §3.10.7.1 (a reset for a SYN to a
-//! closed port), RFC 1071 (checksum).
+//! RFCs: RFC 8200 (IPv6 header), RFC 768 (UDP), RFC 7766 (DNS over TCP), RFC 1071 (checksum).
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -20,11 +19,11 @@ use nat64::{DropReason, Nat64, Params, Verdict};
 use wire::Instant;
 
 use crate::config::Nat64Spec;
+use crate::dns_tcp::TcpDns;
 use crate::output::{DnsQuerySummary, DnsSummary, Nat64Summary};
 
 const IPV6_HEADER_BYTES: usize = 40;
 const UDP_HEADER_BYTES: usize = 8;
-const TCP_HEADER_BYTES: usize = 20;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 const DNS_PORT: u16 = 53;
@@ -47,7 +46,7 @@ pub struct Translator {
     /// (name, type) → how many times it was asked.
     queries: BTreeMap<(String, String), u64>,
     dns_answered: u64,
-    dns_tcp_refused: u64,
+    dns_tcp: TcpDns,
     dns_dropped: u64,
     /// The buffer the next translation is written into: the previous packet's, recycled, so
     /// that translating allocates nothing.
@@ -80,41 +79,36 @@ impl Translator {
             clock: Instant::ZERO,
             queries: BTreeMap::new(),
             dns_answered: 0,
-            dns_tcp_refused: 0,
+            dns_tcp: TcpDns::default(),
             dns_dropped: 0,
             spare: Vec::new(),
         })
     }
 
-    /// Handles a packet that reached endpoint `role` at `at`; returns the packet to inject at
-    /// the endpoints' node, if any.
-    pub fn handle(&mut self, role: Role, at: Instant, data: Vec<u8>) -> Option<Vec<u8>> {
+    /// Handles a packet that reached endpoint `role` at `at`; appends the packets to inject at
+    /// the endpoints' node to `out`.
+    pub fn handle(&mut self, role: Role, at: Instant, data: Vec<u8>, out: &mut Vec<Vec<u8>>) {
         self.clock = self.clock.max(at);
         match role {
             Role::Nat64 => {
-                let mut out = std::mem::take(&mut self.spare);
+                let mut buf = std::mem::take(&mut self.spare);
                 let verdict = match data.first().map(|b| b >> 4) {
-                    Some(6) => self.nat.translate_6to4_into(self.clock, &data, &mut out),
-                    _ => self.nat.translate_4to6_into(self.clock, &data, &mut out),
+                    Some(6) => self.nat.translate_6to4_into(self.clock, &data, &mut buf),
+                    _ => self.nat.translate_4to6_into(self.clock, &data, &mut buf),
                 };
                 match verdict {
                     // A reply goes back the way the packet came: routing takes it there.
                     Verdict::Forward | Verdict::Reply => {
                         self.spare = data;
-                        Some(out)
+                        out.push(buf);
                     }
-                    Verdict::Drop(_) => {
-                        self.spare = out;
-                        None
-                    }
+                    Verdict::Drop(_) => self.spare = buf,
                 }
             }
             Role::Dns64 => {
-                let reply = self.dns_packet(&data);
-                if reply.is_none() {
+                if !self.dns_packet(&data, out) {
                     self.dns_dropped += 1;
                 }
-                reply
             }
         }
     }
@@ -129,29 +123,41 @@ impl Translator {
         self.nat.expire(self.clock);
     }
 
-    /// A DNS query over UDP gets its answer; a TCP SYN to port 53 gets a reset.
-    fn dns_packet(&mut self, data: &[u8]) -> Option<Vec<u8>> {
-        let ip = Ipv6View::new(data)?;
+    /// A DNS query over UDP gets its answer; TCP segments go to the TCP responder. False when
+    /// the packet was not for the DNS64 at all (malformed, wrong port, wrong checksum).
+    fn dns_packet(&mut self, data: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
+        let Some(ip) = Ipv6View::new(data) else {
+            return false;
+        };
         if ip.dst != self.dns_addr {
-            return None;
+            return false;
         }
         let l4 = ip.payload;
         match ip.next_header {
             PROTO_UDP => {
-                let (sport, dport) = ports(l4)?;
+                let Some((sport, dport)) = ports(l4) else {
+                    return false;
+                };
+                if l4.len() < UDP_HEADER_BYTES {
+                    return false;
+                }
                 let udp_len = usize::from(u16::from_be_bytes([l4[4], l4[5]]));
-                if dport != DNS_PORT || udp_len != l4.len() || udp_len < UDP_HEADER_BYTES {
-                    return None;
+                if dport != DNS_PORT || udp_len != l4.len() {
+                    return false;
                 }
                 // A zero UDP checksum is invalid over IPv6 (RFC 8200 §8.1).
                 if transport_checksum(&ip.src, &ip.dst, PROTO_UDP, l4) != 0 {
-                    return None;
+                    return false;
                 }
                 let query = &l4[UDP_HEADER_BYTES..];
                 if let Some(q) = dns64::question(query) {
                     *self.queries.entry(q).or_default() += 1;
                 }
-                let answer = dns64::serve_once(&self.dns, query)?;
+                // No answer (a response, or too short for a header) is still a packet the
+                // DNS64 understood.
+                let Some(answer) = dns64::serve_once(&self.dns, query) else {
+                    return true;
+                };
                 self.dns_answered += 1;
                 let mut udp = Vec::with_capacity(UDP_HEADER_BYTES + answer.len());
                 udp.extend_from_slice(&DNS_PORT.to_be_bytes());
@@ -164,33 +170,39 @@ impl Translator {
                     c = 0xffff;
                 }
                 udp[6..8].copy_from_slice(&c.to_be_bytes());
-                Some(ipv6_packet(ip.dst, ip.src, PROTO_UDP, &udp))
+                out.push(ipv6_packet(ip.dst, ip.src, PROTO_UDP, &udp));
+                true
             }
             PROTO_TCP => {
-                let (sport, dport) = ports(l4)?;
-                if l4.len() < TCP_HEADER_BYTES || dport != DNS_PORT {
-                    return None;
+                let Some((_, dport)) = ports(l4) else {
+                    return false;
+                };
+                if dport != DNS_PORT || transport_checksum(&ip.src, &ip.dst, PROTO_TCP, l4) != 0 {
+                    return false;
                 }
-                let flags = l4[13];
-                // Only a bare SYN is answered (RFC 9293 §3.10.7.1); never reset a reset.
-                if flags & 0x02 == 0 || flags & 0x04 != 0 {
-                    return None;
+                let mut segs = Vec::new();
+                let dns = &self.dns;
+                let queries = &mut self.queries;
+                self.dns_tcp.segment(
+                    ip.src,
+                    l4,
+                    |q| {
+                        if let Some(k) = dns64::question(q) {
+                            *queries.entry(k).or_default() += 1;
+                        }
+                        dns64::serve_tcp_once(dns, q)
+                    },
+                    &mut segs,
+                );
+                for s in segs {
+                    let mut tcp = s.to_bytes();
+                    let c = transport_checksum(&ip.dst, &ip.src, PROTO_TCP, &tcp);
+                    tcp[16..18].copy_from_slice(&c.to_be_bytes());
+                    out.push(ipv6_packet(ip.dst, ip.src, PROTO_TCP, &tcp));
                 }
-                let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
-                let data_offset = usize::from(l4[12] >> 4) * 4;
-                let seg_len = l4.len().saturating_sub(data_offset) as u32 + 1; // + SYN
-                let mut tcp = vec![0u8; TCP_HEADER_BYTES];
-                tcp[0..2].copy_from_slice(&DNS_PORT.to_be_bytes());
-                tcp[2..4].copy_from_slice(&sport.to_be_bytes());
-                tcp[8..12].copy_from_slice(&seq.wrapping_add(seg_len).to_be_bytes());
-                tcp[12] = (TCP_HEADER_BYTES as u8 / 4) << 4;
-                tcp[13] = 0x14; // RST + ACK
-                let c = transport_checksum(&ip.dst, &ip.src, PROTO_TCP, &tcp);
-                tcp[16..18].copy_from_slice(&c.to_be_bytes());
-                self.dns_tcp_refused += 1;
-                Some(ipv6_packet(ip.dst, ip.src, PROTO_TCP, &tcp))
+                true
             }
-            _ => None,
+            _ => false,
         }
     }
 
@@ -215,7 +227,7 @@ impl Translator {
             pool_exhausted: s.tables.pool_exhausted,
             dns: DnsSummary {
                 answered: self.dns_answered,
-                tcp_refused: self.dns_tcp_refused,
+                answered_tcp: self.dns_tcp.answered,
                 dropped: self.dns_dropped,
                 queries: self
                     .queries
@@ -298,6 +310,13 @@ mod tests {
 
     const CLIENT: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 1, 0, 0, 0, 1);
 
+    /// What the translator sends back for one packet.
+    fn handle(t: &mut Translator, role: Role, p: Vec<u8>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        t.handle(role, Instant::ZERO, p, &mut out);
+        out
+    }
+
     fn translator() -> Translator {
         let mut z = Zone::new();
         z.add_a("server", Ipv4Addr::new(10, 77, 2, 1), 300).unwrap();
@@ -326,10 +345,9 @@ mod tests {
     fn a_udp_query_is_answered_back_to_its_sender_with_a_valid_checksum() {
         let mut t = translator();
         let q = udp_to(DNS64_ADDR, 53, QUERY_SERVER_AAAA);
-        let r = t
-            .handle(Role::Dns64, Instant::ZERO, q.clone())
-            .expect("an answer");
-        let v = Ipv6View::new(&r).unwrap();
+        let r = handle(&mut t, Role::Dns64, q);
+        assert_eq!(r.len(), 1);
+        let v = Ipv6View::new(&r[0]).unwrap();
         assert_eq!(
             (v.src, v.dst, v.next_header),
             (DNS64_ADDR, CLIENT, PROTO_UDP)
@@ -360,44 +378,81 @@ mod tests {
         let mut q = udp_to(DNS64_ADDR, 53, QUERY_SERVER_AAAA);
         let last = q.len() - 1;
         q[last] ^= 1;
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q.clone()), None);
+        assert!(handle(&mut t, Role::Dns64, q).is_empty());
         let q = udp_to(DNS64_ADDR, 54, QUERY_SERVER_AAAA);
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q.clone()), None);
-        assert_eq!(t.handle(Role::Dns64, Instant::ZERO, q[..30].to_vec()), None);
+        assert!(handle(&mut t, Role::Dns64, q.clone()).is_empty());
+        assert!(handle(&mut t, Role::Dns64, q[..30].to_vec()).is_empty());
         assert_eq!(t.summary().dns.dropped, 3);
     }
 
-    #[test]
-    fn dns_over_tcp_is_refused_with_a_reset_acknowledging_the_syn() {
-        let mut t = translator();
-        let mut tcp = vec![0u8; 20];
-        tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-        tcp[2..4].copy_from_slice(&53u16.to_be_bytes());
-        tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
-        tcp[12] = 5 << 4;
-        tcp[13] = 0x02;
-        let syn = ipv6_packet(CLIENT, DNS64_ADDR, PROTO_TCP, &tcp);
-        let r = t.handle(Role::Dns64, Instant::ZERO, syn).unwrap();
-        let h = wire::packet::parse(&r).unwrap();
-        let wire::packet::Transport::Tcp(th) = h.transport else {
-            panic!("{h:?}")
-        };
-        assert!(th.has(wire::packet::TcpHeader::RST) && th.has(wire::packet::TcpHeader::ACK));
-        assert_eq!((th.src_port, th.dst_port, th.ack), (53, 40000, 1001));
-        let v = Ipv6View::new(&r).unwrap();
+    /// A TCP segment from the client to the DNS64 with a right checksum.
+    fn tcp_to_dns(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut tcp = crate::dns_tcp::Segment {
+            sport: 40000,
+            dport: 53,
+            seq,
+            ack,
+            flags,
+            payload: payload.to_vec(),
+        }
+        .to_bytes();
+        let c = transport_checksum(&CLIENT, &DNS64_ADDR, PROTO_TCP, &tcp);
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        ipv6_packet(CLIENT, DNS64_ADDR, PROTO_TCP, &tcp)
+    }
+
+    fn tcp_of(p: &[u8]) -> wire::packet::TcpHeader {
+        let v = Ipv6View::new(p).unwrap();
+        assert_eq!((v.src, v.dst), (DNS64_ADDR, CLIENT));
         assert_eq!(transport_checksum(&v.src, &v.dst, PROTO_TCP, v.payload), 0);
+        match wire::packet::parse(p).unwrap().transport {
+            wire::packet::Transport::Tcp(t) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_query_over_tcp_is_answered_with_a_length_prefix_and_logged() {
+        let mut t = translator();
+        let synack = handle(&mut t, Role::Dns64, tcp_to_dns(7, 0, 0x02, b""));
+        let h = tcp_of(&synack[0]);
+        assert_eq!(h.flags, 0x12);
+        let mut q = (QUERY_SERVER_AAAA.len() as u16).to_be_bytes().to_vec();
+        q.extend_from_slice(QUERY_SERVER_AAAA);
+        let r = handle(&mut t, Role::Dns64, tcp_to_dns(8, h.seq + 1, 0x18, &q));
+        assert_eq!(r.len(), 1);
+        let a = tcp_of(&r[0]);
+        assert_eq!(a.ack, 8 + q.len() as u32);
+        let payload = &Ipv6View::new(&r[0]).unwrap().payload[20..];
+        assert_eq!(
+            usize::from(u16::from_be_bytes([payload[0], payload[1]])),
+            payload.len() - 2
+        );
+        assert_eq!(&payload[2..4], &[0x12, 0x34]);
+        let s = t.summary();
+        assert_eq!((s.dns.answered, s.dns.answered_tcp), (0, 1));
+        assert_eq!(s.dns.queries[0].qtype, "AAAA");
+    }
+
+    #[test]
+    fn a_tcp_segment_with_a_wrong_checksum_gets_nothing_and_is_counted() {
+        let mut t = translator();
+        let mut p = tcp_to_dns(7, 0, 0x02, b"");
+        p[40 + 16] ^= 1;
+        assert!(handle(&mut t, Role::Dns64, p).is_empty());
+        assert_eq!(t.summary().dns.dropped, 1);
     }
 
     #[test]
     fn bad_packets_for_the_translator_are_counted_not_forwarded() {
         let mut t = translator();
         let mut p = udp_to("64:ff9b::a4d:201".parse().unwrap(), 7, b"hello");
-        assert!(t.handle(Role::Nat64, Instant::ZERO, p.clone()).is_some());
+        assert_eq!(handle(&mut t, Role::Nat64, p.clone()).len(), 1);
         let last = p.len() - 1;
         p[last] ^= 0xff;
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, p.clone()), None);
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, vec![0x60, 0, 0]), None);
-        assert_eq!(t.handle(Role::Nat64, Instant::ZERO, vec![]), None);
+        assert!(handle(&mut t, Role::Nat64, p).is_empty());
+        assert!(handle(&mut t, Role::Nat64, vec![0x60, 0, 0]).is_empty());
+        assert!(handle(&mut t, Role::Nat64, vec![]).is_empty());
         let s = t.summary();
         assert_eq!(s.translated_6to4, 1);
         assert_eq!(s.drops.get("bad-checksum"), Some(&1));
