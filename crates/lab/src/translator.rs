@@ -458,4 +458,44 @@ mod tests {
         assert_eq!(s.drops.get("bad-checksum"), Some(&1));
         assert_eq!(s.drops.values().sum::<u64>(), 3);
     }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The entry point of the fuzz target `lab_translator`.
+            #[test]
+            fn arbitrary_packets_at_either_endpoint_never_panic(
+                packets in proptest::collection::vec((any::<bool>(), proptest::collection::vec(any::<u8>(), 0..120)), 1..8),
+            ) {
+                let mut t = translator();
+                let mut out = Vec::new();
+                for (dns, p) in packets {
+                    let role = if dns { Role::Dns64 } else { Role::Nat64 };
+                    t.handle(role, Instant::ZERO, p, &mut out);
+                }
+                for p in &out {
+                    prop_assert!(matches!(p.first().map(|b| b >> 4), Some(4) | Some(6)));
+                }
+            }
+
+            /// Valid DNS-over-TCP segments with some bytes changed after the checksum: the
+            /// responder and the translator count or answer, never panic.
+            #[test]
+            fn mutated_tcp_segments_to_the_dns64_never_panic(
+                seq in any::<u32>(), flags in any::<u8>(), payload in proptest::collection::vec(any::<u8>(), 0..80),
+                edits in proptest::collection::vec((40usize..140, any::<u8>()), 0..3),
+            ) {
+                let mut t = translator();
+                let mut out = Vec::new();
+                t.handle(Role::Dns64, Instant::ZERO, tcp_to_dns(seq.wrapping_sub(1), 0, 0x02, b""), &mut out);
+                let mut p = tcp_to_dns(seq, 0, flags, &payload);
+                for (at, v) in edits {
+                    if at < p.len() { p[at] = v; }
+                }
+                t.handle(Role::Dns64, Instant::ZERO, p, &mut out);
+            }
+        }
+    }
 }
