@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
     while let Some((&len, tail)) = rest.split_first() {
         let n = usize::from(len).min(tail.len());
         let (p, next) = tail.split_at(n);
-        let role = if len % 2 == 0 { Role::Dns64 } else { Role::Nat64 };
+        let role = if len % 2 == 0 {
+            Role::Dns64
+        } else {
+            Role::Nat64
+        };
         t.handle(role, at, p.to_vec(), &mut out);
         at = at + wire::Duration::from_millis(1);
         rest = next;
