@@ -6,7 +6,8 @@
 //!   fails with ENETUNREACH) is seen with its address and whether the address came from a
 //!   lookup;
 //! - the DNS64's log of queries: names asked with type A and never AAAA;
-//! - the client's capture: TCP connections whose SYN got no answer or a reset;
+//! - the client's capture: TCP connections whose SYN got no answer or a reset, UDP flows that
+//!   got no answer;
 //! - the lab's counters: packets the NAT64 dropped, packets to addresses outside the lab.
 //!
 //! The analysis ([`analyze`]) is a pure function of that evidence; [`run`] gathers it.
@@ -168,6 +169,9 @@ pub struct Evidence {
     pub names_of_v4: BTreeMap<Ipv4Addr, Vec<String>>,
     /// TCP connections the client opened: (destination, outcome).
     pub tcp: Vec<(SocketAddr, TcpOpen)>,
+    /// UDP flows (client port, destination) that got no datagram back: (destination,
+    /// datagrams sent).
+    pub udp_unanswered: Vec<(SocketAddr, u64)>,
     /// NAT64 drops by reason.
     pub nat64_drops: BTreeMap<String, u64>,
     /// Packets for addresses outside the lab.
@@ -318,6 +322,18 @@ pub fn analyze(e: &Evidence) -> Vec<Finding> {
         });
     }
 
+    let mut udp: BTreeMap<SocketAddr, u64> = BTreeMap::new();
+    for (dst, n) in &e.udp_unanswered {
+        *udp.entry(*dst).or_default() += n;
+    }
+    for (dst, n) in udp {
+        out.push(Finding {
+            what: format!("{n} UDP datagram(s) to {dst} got no answer"),
+            hint: "check that the server answers over IPv4 from the address it was reached at; the NAT64 counters below say whether the translator dropped anything".into(),
+            evidence: "the client's capture",
+        });
+    }
+
     for (reason, n) in &e.nat64_drops {
         out.push(Finding {
             what: format!("the NAT64 dropped {n} packet(s): {reason}"),
@@ -355,13 +371,19 @@ fn find_strace() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The client's TCP opens from its capture: SYNs it sent, and whether the peer answered.
-fn tcp_opens(pcap: &Path) -> Result<Vec<(SocketAddr, TcpOpen)>> {
+/// What a capture says about the client's flows.
+type Flows = (Vec<(SocketAddr, TcpOpen)>, Vec<(SocketAddr, u64)>);
+
+/// The client's TCP opens (SYNs it sent, and whether the peer answered) and UDP flows without
+/// an answer, from its capture.
+fn flows(pcap: &Path) -> Result<Flows> {
     let f = fs::File::open(pcap).with_context(|| format!("reading {}", pcap.display()))?;
     let mut r = analyze::capture::CaptureReader::new(std::io::BufReader::new(f))
         .with_context(|| format!("reading {}", pcap.display()))?;
     // (client port, destination) → outcome so far
     let mut opens: BTreeMap<(u16, SocketAddr), TcpOpen> = BTreeMap::new();
+    // (client port, destination) → (datagrams sent, answered)
+    let mut udp: BTreeMap<(u16, SocketAddr), (u64, bool)> = BTreeMap::new();
     while let Some(p) = r.next_packet()? {
         let Ok(Some(ip)) = analyze::link::ip_payload(p.linktype, p.data) else {
             continue;
@@ -369,8 +391,23 @@ fn tcp_opens(pcap: &Path) -> Result<Vec<(SocketAddr, TcpOpen)>> {
         let Ok(h) = wire::packet::parse(ip) else {
             continue;
         };
-        let wire::packet::Transport::Tcp(t) = h.transport else {
-            continue;
+        let t = match h.transport {
+            wire::packet::Transport::Tcp(t) => t,
+            wire::packet::Transport::Udp {
+                src_port, dst_port, ..
+            } => {
+                // The capture is the client's: what it sent has its address as source.
+                let reply = (dst_port, SocketAddr::new(h.ip.src, src_port));
+                if let Some(f) = udp.get_mut(&reply) {
+                    f.1 = true;
+                } else {
+                    udp.entry((src_port, SocketAddr::new(h.ip.dst, dst_port)))
+                        .or_default()
+                        .0 += 1;
+                }
+                continue;
+            }
+            _ => continue,
         };
         use wire::packet::TcpHeader as F;
         if t.has(F::SYN) && !t.has(F::ACK) {
@@ -388,7 +425,13 @@ fn tcp_opens(pcap: &Path) -> Result<Vec<(SocketAddr, TcpOpen)>> {
             }
         }
     }
-    Ok(opens.into_iter().map(|((_, d), o)| (d, o)).collect())
+    Ok((
+        opens.into_iter().map(|((_, d), o)| (d, o)).collect(),
+        udp.into_iter()
+            .filter(|(_, (_, answered))| !answered)
+            .map(|((_, d), (n, _))| (d, n))
+            .collect(),
+    ))
 }
 
 fn names_of_v4(cfg: &LabConfig) -> BTreeMap<Ipv4Addr, Vec<String>> {
@@ -465,6 +508,7 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();
+    let (tcp, udp_unanswered) = flows(&dir.join("captures").join("client-eth0.pcap"))?;
     let evidence = Evidence {
         calls: match &strace {
             Some(_) => Some(parse_strace(
@@ -480,7 +524,8 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
             .map(|q| ((q.name.clone(), q.qtype.clone()), q.count))
             .collect(),
         names_of_v4: names_of_v4(cfg),
-        tcp: tcp_opens(&dir.join("captures").join("client-eth0.pcap"))?,
+        tcp,
+        udp_unanswered,
         nat64_drops: nat.drops.clone(),
         no_route: result.summary.no_route,
     };
@@ -643,6 +688,7 @@ mod tests {
                     TcpOpen::Unanswered,
                 ),
             ],
+            udp_unanswered: vec![("[64:ff9b::a4d:201]:9".parse().unwrap(), 4)],
             nat64_drops: BTreeMap::from([("no-session".to_string(), 2)]),
             no_route: 3,
             ..Default::default()
@@ -654,6 +700,7 @@ mod tests {
                 "1 AF_INET socket(s) opened and never connected to anything",
                 "1 TCP connection(s) to [64:ff9b::a4d:201]:80 refused (reset)",
                 "1 TCP connection(s) to [64:ff9b::a4d:201]:81 never answered",
+                "4 UDP datagram(s) to [64:ff9b::a4d:201]:9 got no answer",
                 "the NAT64 dropped 2 packet(s): no-session",
                 "3 packet(s) to addresses outside the lab were dropped",
             ]
