@@ -464,6 +464,8 @@ mod tests {
             "ece",
             "cwr",
             "throughput_bps",
+            "vantage",
+            "not_judged",
         ] {
             assert!(c["a2b"].get(k).is_some(), "missing a2b.{k}");
         }

@@ -119,7 +119,23 @@ pub(crate) struct Evidence {
     pub app_last: Instant,
     pub rto: Vec<RtoEvent>,
     pub recoveries: Vec<Recovery>,
+    /// One-way delay of the data from the capture's clock against the sender's TCP
+    /// timestamp clock (RFC 7323 §3), offset by [`OWD_OFFSET`] so that it is never negative;
+    /// only its changes mean anything.
+    pub owd: RttBins,
+    /// First and last (capture time, TSval) of the data, to check the TSval clock's rate.
+    pub ts_first: Option<(Instant, u32)>,
+    pub ts_last: Option<(Instant, u32)>,
 }
+
+/// Keeps one-way delays positive: the first packet's delay is taken as this much, and later
+/// ones move around it by at most the TSval range we accept (well under this).
+const OWD_OFFSET: Duration = Duration::from_secs(1000);
+
+/// The TSval clock we can read: 1 kHz (Linux and the BSDs, 1 ms ticks). Accepted when the
+/// rate measured over the transfer is within 10 % of it (a queue that grows by a few hundred
+/// ms over seconds skews the estimate by a few per cent, a different clock by 10x or more).
+const TS_HZ: f64 = 1000.0;
 
 impl Evidence {
     pub fn window_full(
@@ -139,6 +155,38 @@ impl Evidence {
                 window,
             });
         }
+    }
+
+    /// A data segment seen at `t` carrying `tsval`: its one-way delay, up to a constant, is
+    /// `(t - t_first) - (tsval - tsval_first) / TS_HZ`.
+    pub fn one_way_delay(&mut self, t: Instant, tsval: u32) {
+        let (t0, ts0) = *self.ts_first.get_or_insert((t, tsval));
+        self.ts_last = Some((t, tsval));
+        // A TSval older than the first (a retransmission carrying an old one is not allowed,
+        // RFC 7323 §5.5, but clocks do odd things) or a huge step is not a delay sample.
+        let ticks = tsval.wrapping_sub(ts0) as i32;
+        if ticks < 0 {
+            return;
+        }
+        let since_ns = (t - t0).as_nanos() as i128;
+        let ts_ns = i128::from(ticks) * (1e9 / TS_HZ) as i128;
+        let owd_ns = OWD_OFFSET.as_nanos() as i128 + since_ns - ts_ns;
+        if owd_ns > 0 && owd_ns < 2 * OWD_OFFSET.as_nanos() as i128 {
+            self.owd.add(t, Duration::from_nanos(owd_ns as u64));
+        }
+    }
+
+    /// Whether the sender's TSval clock ran at [`TS_HZ`] over at least half a second of data.
+    fn ts_clock_usable(&self) -> bool {
+        let (Some((t0, ts0)), Some((t1, ts1))) = (self.ts_first, self.ts_last) else {
+            return false;
+        };
+        let span_s = (t1 - t0).as_secs_f64();
+        if span_s < 0.5 {
+            return false;
+        }
+        let hz = f64::from(ts1.wrapping_sub(ts0)) / span_s;
+        (hz / TS_HZ - 1.0).abs() <= 0.1
     }
 
     pub fn app_idle(&mut self, from: Instant, to: Instant) {
@@ -161,24 +209,57 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// All diagnoses of one connection, ordered by start time.
+/// All diagnoses of one connection, ordered by start time, and per direction (`a2b`, `b2a`)
+/// the kinds that could not be judged from the capture point.
 pub(crate) fn diagnose(
     c: &Connection,
     ev: [&Evidence; 2],
     last_syn: Option<Instant>,
     last_synack: Option<Instant>,
-) -> Vec<Diagnosis> {
+) -> (Vec<Diagnosis>, [Vec<DiagnosisKind>; 2]) {
     let mut out = Vec::new();
+    let mut not_judged: [Vec<DiagnosisKind>; 2] = Default::default();
     let dur_ns = (c.last_time - c.first_time).as_nanos() as f64;
     for (i, dir) in [Dir::AtoB, Dir::BtoA].into_iter().enumerate() {
         let d = c.dir(dir);
         let e = ev[i];
         let rtt_min = e.rtt.min();
-        nagle(&mut out, dir, d, c.dir(dir.other()).options.mss, e);
-        pacing(&mut out, dir, e, rtt_min);
-        bufferbloat(&mut out, dir, e, rtt_min);
+        let point = d.capture_point;
+        // Only directions that carried data have anything to judge.
+        if d.stats.data_packets > 0 {
+            not_judged[i].extend_from_slice(point.not_judged());
+        }
+        let judged = |k: DiagnosisKind| !point.not_judged().contains(&k);
+        if judged(DiagnosisKind::NagleDelayedAck) {
+            nagle(&mut out, dir, d, c.dir(dir.other()).options.mss, e);
+        }
+        if judged(DiagnosisKind::DelayedAckPacing) {
+            pacing(&mut out, dir, e, rtt_min);
+        }
+        if point == CapturePoint::Receiver {
+            // The RTT seen here is the receiver's own ACK delay; a queue shows as growing
+            // one-way delay instead, readable only through the sender's TCP timestamps.
+            let path_rtt = c
+                .handshake
+                .syn_rtt
+                .zip(c.handshake.synack_rtt)
+                .map_or(Duration::ZERO, |(x, y)| x + y);
+            if e.ts_clock_usable() {
+                let base = e.owd.min();
+                let bins = &e.owd;
+                bufferbloat(&mut out, dir, bins, base, path_rtt, Basis::OneWay);
+            } else if d.stats.data_packets > 0 {
+                not_judged[i].push(DiagnosisKind::Bufferbloat);
+            }
+        } else {
+            bufferbloat(&mut out, dir, &e.rtt, rtt_min, rtt_min, Basis::Rtt);
+        }
         // rwnd_limited: the window was the limit for a fifth of the connection or more.
-        if e.window_full_count >= 2 && dur_ns > 0.0 && e.window_full_ns as f64 >= 0.2 * dur_ns {
+        if judged(DiagnosisKind::RwndLimited)
+            && e.window_full_count >= 2
+            && dur_ns > 0.0
+            && e.window_full_ns as f64 >= 0.2 * dur_ns
+        {
             let (first, last) = (e.stalls.first(), e.stalls.last());
             if let (Some(f), Some(l)) = (first, last) {
                 let wmax = e.stalls.iter().map(|s| s.window).max().unwrap_or(0);
@@ -198,7 +279,11 @@ pub(crate) fn diagnose(
             }
         }
         // app_limited: nothing in flight and nothing sent for a fifth of the connection.
-        if e.app_gaps >= 1 && dur_ns > 0.0 && e.app_idle_ns as f64 >= 0.2 * dur_ns {
+        if judged(DiagnosisKind::AppLimited)
+            && e.app_gaps >= 1
+            && dur_ns > 0.0
+            && e.app_idle_ns as f64 >= 0.2 * dur_ns
+        {
             if let Some(first) = e.app_first {
                 out.push(Diagnosis {
                     kind: DiagnosisKind::AppLimited,
@@ -332,7 +417,7 @@ pub(crate) fn diagnose(
         });
     }
     out.sort_by(|a, b| a.start.cmp(&b.start).then(a.kind.cmp(&b.kind)));
-    out
+    (out, not_judged)
 }
 
 /// nagle_delayed_ack: sub-MSS segments that each left only when the ACK of the previous
@@ -414,21 +499,38 @@ fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
     });
 }
 
-/// bufferbloat: RTT far above the minimum (at least double it and 5 ms more) in every bin
-/// for at least 500 ms and 4 minimum RTTs; the standing queue is the median of the bins'
-/// minimum excess over that span.
-fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
-    let Some(t0) = e.rtt.t0 else { return };
-    let w = e.rtt.width_ns;
-    let thresh = rtt_min.max(Duration::from_millis(5));
-    let sustained = Duration::from_millis(500).max(rtt_min * 4);
+/// What a bufferbloat finding was measured on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Basis {
+    /// RTT samples (at the sender, or beyond a capture point in the middle).
+    Rtt,
+    /// One-way delay from the sender's TCP timestamps (at the receiver).
+    OneWay,
+}
+
+/// bufferbloat: delay far above its minimum (by at least max(`path_rtt`, 5 ms)) in every bin
+/// for at least 500 ms and 4 path RTTs; the standing queue is the median of the bins'
+/// minimum excess over that span. `base` is the delay with an empty queue: the minimum RTT,
+/// or the smallest one-way delay.
+fn bufferbloat(
+    out: &mut Vec<Diagnosis>,
+    dir: Dir,
+    bins: &RttBins,
+    base: Duration,
+    path_rtt: Duration,
+    basis: Basis,
+) {
+    let Some(t0) = bins.t0 else { return };
+    let w = bins.width_ns;
+    let thresh = path_rtt.max(Duration::from_millis(5));
+    let sustained = Duration::from_millis(500).max(path_rtt * 4);
     let gap_ok_bins = (1_000_000_000 / w.max(1)).max(1);
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut cur: Option<(usize, usize)> = None;
-    for (k, b) in e.rtt.bins.iter().enumerate() {
-        let high = b.1.saturating_sub(rtt_min) >= thresh;
+    for (k, b) in bins.bins.iter().enumerate() {
+        let high = b.1.saturating_sub(base) >= thresh;
         cur = match (cur, high) {
-            (Some((s, last)), true) if b.0 - e.rtt.bins[last].0 <= gap_ok_bins => Some((s, k)),
+            (Some((s, last)), true) if b.0 - bins.bins[last].0 <= gap_ok_bins => Some((s, k)),
             (Some(r), true) => {
                 runs.push(r);
                 Some((k, k))
@@ -444,35 +546,43 @@ fn bufferbloat(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Durati
     runs.extend(cur);
     let at = |i: u64| t0 + Duration::from_nanos(i * w);
     for (s, l) in runs {
-        let (bs, bl) = (&e.rtt.bins[s], &e.rtt.bins[l]);
+        let (bs, bl) = (&bins.bins[s], &bins.bins[l]);
         let start = at(bs.0);
         let end = at(bl.0 + 1);
         if end - start < sustained || l - s + 1 < 3 {
             continue;
         }
-        let excess: Vec<f64> = e.rtt.bins[s..=l]
+        let excess: Vec<f64> = bins.bins[s..=l]
             .iter()
-            .map(|b| ms(b.1.saturating_sub(rtt_min)))
+            .map(|b| ms(b.1.saturating_sub(base)))
             .collect();
-        // The queue that stood: the median over the span of each bin's smallest RTT excess
-        // (a bin's minimum is the queue that did not drain within it).
+        // The queue that stood: the median over the span of each bin's smallest excess (a
+        // bin's minimum is the queue that did not drain within it).
         let floor = excess.iter().copied().fold(f64::INFINITY, f64::min);
         let standing = median(excess.clone());
-        let peak = e.rtt.bins[s..=l]
+        let peak = bins.bins[s..=l]
             .iter()
-            .map(|b| ms(b.2))
+            .map(|b| ms(b.2.saturating_sub(base)))
             .fold(0.0, f64::max);
+        let secs = (end - start).as_secs_f64();
+        let summary = match basis {
+            Basis::Rtt => format!(
+                "for {secs:.1} s the RTT stayed at least {floor:.0} ms above its {:.1} ms minimum (peak RTT {:.0} ms): a standing queue of about {standing:.0} ms",
+                ms(base),
+                ms(base) + peak,
+            ),
+            Basis::OneWay => format!(
+                "for {secs:.1} s the data's one-way delay (capture clock against the sender's TCP timestamps, 1 ms ticks) stayed at least {floor:.0} ms above its minimum (at most {peak:.0} ms above; handshake RTT {:.1} ms): a standing queue of about {standing:.0} ms between the sender and this receiver-side capture",
+                ms(path_rtt),
+            ),
+        };
         out.push(Diagnosis {
             kind: DiagnosisKind::Bufferbloat,
             dir: Some(dir),
             start,
             end,
             delay_ms: standing,
-            summary: format!(
-                "for {:.1} s the RTT stayed at least {floor:.0} ms above its {:.1} ms minimum (peak RTT {peak:.0} ms): a standing queue of about {standing:.0} ms",
-                (end - start).as_secs_f64(),
-                ms(rtt_min),
-            ),
+            summary,
         });
     }
 }
@@ -819,6 +929,69 @@ mod tests {
             .connections
             .iter()
             .all(|c| kinds(c, DiagnosisKind::EcnBleached).is_empty()));
+    }
+
+    fn bloated(vantage: synth::Vantage, timestamps: bool) -> Bulk {
+        // 1 MB/s bottleneck, 20 ms RTT, a 200-segment window: about 270 ms of standing queue.
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 200;
+        b.rate_bytes_per_s = 1_000_000;
+        b.bytes = 3_000_000;
+        b.vantage = vantage;
+        b.timestamps = timestamps;
+        b
+    }
+
+    #[test]
+    fn a_capture_at_the_receiver_of_a_bulk_transfer_is_not_app_limited() {
+        // At the receiver every arriving segment is ACKed at once, so nothing ever looks in
+        // flight; the sender was network-limited throughout.
+        let a = run(bloated(synth::Vantage::Receiver, false).run());
+        let c = &a.connections[0];
+        assert_eq!(c.a2b.capture_point, CapturePoint::Receiver);
+        assert_eq!(c.b2a.capture_point, CapturePoint::Sender);
+        assert!(
+            kinds(c, DiagnosisKind::AppLimited).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
+        assert!(kinds(c, DiagnosisKind::RwndLimited).is_empty());
+        // Without timestamps the queue cannot be seen from here, and the analysis says so.
+        assert!(kinds(c, DiagnosisKind::Bufferbloat).is_empty());
+        for k in [DiagnosisKind::AppLimited, DiagnosisKind::Bufferbloat] {
+            assert!(c.a2b.not_judged.contains(&k), "{:?}", c.a2b.not_judged);
+        }
+        // The same transfer at the sender is judged in full.
+        let a = run(bloated(synth::Vantage::Sender, false).run());
+        let c = &a.connections[0];
+        assert_eq!(c.a2b.capture_point, CapturePoint::Sender);
+        assert!(c.a2b.not_judged.is_empty());
+        assert_eq!(kinds(c, DiagnosisKind::Bufferbloat).len(), 1);
+    }
+
+    #[test]
+    fn at_the_receiver_bufferbloat_is_the_growth_of_one_way_delay_from_tcp_timestamps() {
+        let b = bloated(synth::Vantage::Receiver, true);
+        let a = run(b.run());
+        let c = &a.connections[0];
+        assert_eq!(c.a2b.capture_point, CapturePoint::Receiver);
+        assert!(!c.a2b.not_judged.contains(&DiagnosisKind::Bufferbloat));
+        let bb = kinds(c, DiagnosisKind::Bufferbloat);
+        assert_eq!(bb.len(), 1, "{:#?}", c.diagnoses);
+        // The queue the sender's RTT shows, seen from the other end (1 ms timestamp ticks).
+        let at_sender = run(bloated(synth::Vantage::Sender, true).run());
+        let want = kinds(&at_sender.connections[0], DiagnosisKind::Bufferbloat)[0].delay_ms;
+        assert!(
+            (bb[0].delay_ms - want).abs() < 0.05 * want,
+            "{} vs {want}",
+            bb[0].delay_ms
+        );
+        assert!(bb[0].summary.contains("one-way delay"), "{}", bb[0].summary);
+        // An unbloated transfer (window about the path's BDP) shows no one-way queue.
+        let mut small = b.clone();
+        small.window_segments = 14;
+        let a = run(small.run());
+        assert!(kinds(&a.connections[0], DiagnosisKind::Bufferbloat).is_empty());
     }
 
     #[test]

@@ -48,9 +48,30 @@ pub struct JsonConnection<'a> {
     pub state: ConnState,
     pub a_options: &'a SynOptions,
     pub b_options: &'a SynOptions,
-    pub a2b: &'a DirectionStats,
-    pub b2a: &'a DirectionStats,
+    pub a2b: JsonDirection<'a>,
+    pub b2a: JsonDirection<'a>,
     pub diagnoses: Vec<JsonDiagnosis<'a>>,
+}
+
+/// One direction: the counters, and where the capture sat on this direction's path.
+#[derive(Serialize)]
+pub struct JsonDirection<'a> {
+    #[serde(flatten)]
+    pub stats: &'a DirectionStats,
+    /// "sender", "receiver", "middle", or null when it could not be decided.
+    pub vantage: Option<CapturePoint>,
+    /// Diagnoses about this direction's data that cannot be judged from this capture point.
+    pub not_judged: &'a [DiagnosisKind],
+}
+
+impl<'a> JsonDirection<'a> {
+    fn new(d: &'a Direction) -> JsonDirection<'a> {
+        JsonDirection {
+            stats: &d.stats,
+            vantage: (d.capture_point != CapturePoint::Unknown).then_some(d.capture_point),
+            not_judged: &d.not_judged,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -123,8 +144,8 @@ impl Analysis {
                     state: c.state,
                     a_options: &c.a2b.options,
                     b_options: &c.b2a.options,
-                    a2b: &c.a2b.stats,
-                    b2a: &c.b2a.stats,
+                    a2b: JsonDirection::new(&c.a2b),
+                    b2a: JsonDirection::new(&c.b2a),
                     diagnoses: c
                         .diagnoses
                         .iter()

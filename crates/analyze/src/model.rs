@@ -239,9 +239,70 @@ pub struct Direction {
     pub src: Option<SocketAddr>,
     pub options: SynOptions,
     pub stats: DirectionStats,
+    /// Where the capture point sits on this direction's path (decided when the connection
+    /// finishes; see [`CapturePoint`]).
+    pub capture_point: CapturePoint,
+    /// Diagnoses about this direction's data that could not be judged from this capture
+    /// point (empty at the sender).
+    pub not_judged: Vec<DiagnosisKind>,
     /// Empty unless the analysis was run with `Options::keep_series` (memory then grows with
     /// the number of packets).
     pub series: TimeSequence,
+}
+
+/// Where a capture was taken, relative to one direction's sender and receiver.
+///
+/// Decided per direction from the handshake seen at the capture point: of the handshake's
+/// round trip (SYN -> SYN-ACK -> ACK, each sent once), the part beyond the capture point
+/// towards this direction's receiver is the SYN -> SYN-ACK time for `a2b` and the SYN-ACK ->
+/// ACK time for `b2a`. If that part is at least 3/4 of the whole, the capture is next to the
+/// sender; at most 1/4, next to the receiver; otherwise in the middle. Without a usable
+/// handshake, the two directions' minimum data RTTs split the round trip the same way when
+/// both directions carried data; otherwise the point is unknown. Rule and thresholds are
+/// written out in `docs/analyze.md`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapturePoint {
+    /// Not decidable (no handshake and data in one direction only); diagnoses are given as if
+    /// the capture were at the sender, as tcptrace assumes.
+    #[default]
+    Unknown,
+    /// Next to the sender: data as sent, ACKs as they arrive. Every diagnosis applies.
+    Sender,
+    /// Between the two: RTT samples cover only the path beyond the capture point, and
+    /// bytes in flight before it are invisible.
+    Middle,
+    /// Next to the receiver: data as it arrives, ACKs as sent. RTT samples are the receiver's
+    /// ACK delay and bytes in flight look like zero, so sender-side diagnoses do not apply.
+    Receiver,
+}
+
+impl CapturePoint {
+    /// The JSON / text name (`null` for unknown in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            CapturePoint::Unknown => "unknown",
+            CapturePoint::Sender => "sender",
+            CapturePoint::Middle => "middle",
+            CapturePoint::Receiver => "receiver",
+        }
+    }
+
+    /// Diagnoses about this direction that cannot be judged from this point: they need the
+    /// sender's view of what was in flight and when ACKs arrived.
+    pub fn not_judged(self) -> &'static [DiagnosisKind] {
+        match self {
+            CapturePoint::Unknown | CapturePoint::Sender => &[],
+            // At the receiver, bufferbloat is judged from one-way delay (TCP timestamps)
+            // instead of RTT; see `Direction::not_judged` for whether that was possible.
+            CapturePoint::Middle | CapturePoint::Receiver => &[
+                DiagnosisKind::NagleDelayedAck,
+                DiagnosisKind::DelayedAckPacing,
+                DiagnosisKind::RwndLimited,
+                DiagnosisKind::AppLimited,
+            ],
+        }
+    }
 }
 
 /// Options this side put in its SYN (or SYN-ACK) (RFC 9293 §3.1, RFC 7323, RFC 2018, RFC 7413).

@@ -133,6 +133,13 @@ pub fn opt_wscale(shift: u8) -> Vec<u8> {
 pub fn opt_sack_permitted() -> Vec<u8> {
     vec![1, 1, 4, 2]
 }
+/// Option bytes: timestamps (RFC 7323 §3, with two NOPs).
+pub fn opt_timestamps(tsval: u32, tsecr: u32) -> Vec<u8> {
+    let mut v = vec![1, 1, 8, 10];
+    v.extend_from_slice(&tsval.to_be_bytes());
+    v.extend_from_slice(&tsecr.to_be_bytes());
+    v
+}
 /// Option bytes: SACK blocks (with two NOPs).
 pub fn opt_sack(blocks: &[(u32, u32)]) -> Vec<u8> {
     let mut v = vec![1, 1, 5, (2 + 8 * blocks.len()) as u8];
@@ -192,6 +199,8 @@ pub struct Bulk {
     /// The path clears the ECN field (bleaching) on the way to the receiver.
     pub bleach: bool,
     pub vantage: Vantage,
+    /// Data segments carry a TCP timestamp (TSval from a 1 kHz clock, as Linux's).
+    pub timestamps: bool,
 }
 
 impl Bulk {
@@ -214,6 +223,7 @@ impl Bulk {
             ce_threshold_segments: u64::MAX,
             bleach: false,
             vantage: Vantage::Sender,
+            timestamps: false,
         }
     }
 
@@ -332,6 +342,10 @@ impl Bulk {
             );
             p.window = 65535;
             p.payload_len = seg_len(seg);
+            if self.timestamps {
+                // A 1 kHz clock with an arbitrary origin (Linux randomises it per connection).
+                p.options = opt_timestamps(((now / 1_000_000) as u32).wrapping_add(0x5a5a_0000), 0);
+            }
             p.ecn = if self.ecn { Ecn::Ect0 } else { Ecn::NotEct };
             let queue_segments = link_free.saturating_sub(now) / ser_ns.max(1);
             let dep = (*link_free).max(now) + ser_ns;

@@ -122,7 +122,7 @@ struct Outstanding {
     start: u64,
     end: u64,
     time: Instant,
-    /// Sent more than once: an ACK of it gives no RTT sample (Karn).
+    /// Sent more than once, or waited above a hole: an ACK of it gives no RTT sample (Karn).
     retx: bool,
 }
 
@@ -642,6 +642,18 @@ impl TcpConn {
                     }
                 }
             }
+            if let Some((tsval, _)) = p.opts.timestamps {
+                ds.ev.one_way_delay(now, tsval);
+            }
+            if kind == SegmentKind::OutOfOrder {
+                // The segments above a hole wait for it to be filled before the cumulative ACK
+                // can cover them, so the ACK that does says nothing about their RTT.
+                for s in ds.outstanding.iter_mut() {
+                    if s.start >= data_start {
+                        s.retx = true;
+                    }
+                }
+            }
             ds.prev_data = Some((now, len));
             ds.first_data.get_or_insert(now);
             ds.last_data = Some(now);
@@ -650,12 +662,20 @@ impl TcpConn {
         if ds.outstanding.len() >= MAX_OUTSTANDING {
             ds.outstanding.pop_front();
         }
-        ds.outstanding.push_back(Outstanding {
+        let seg = Outstanding {
             start,
             end,
             time: now,
             retx: kind == SegmentKind::Retransmit,
-        });
+        };
+        if kind == SegmentKind::OutOfOrder {
+            // A hole filler goes where its bytes are, so that the ACK that ends exactly at it
+            // finds it at the front (the queue is otherwise in sending order).
+            let at = ds.outstanding.partition_point(|s| s.start < start);
+            ds.outstanding.insert(at, seg);
+        } else {
+            ds.outstanding.push_back(seg);
+        }
         ds.seen.insert(data_start, data_end);
         ds.snd_max = if ds.any_seq { ds.snd_max.max(end) } else { end };
         ds.any_seq = true;
@@ -759,24 +779,35 @@ impl TcpConn {
                 src: a2b_state.src,
                 options: a2b_state.options,
                 stats: a2b_state.stats,
+                capture_point: CapturePoint::Unknown,
+                not_judged: Vec::new(),
                 series: a2b_state.series,
             },
             b2a: Direction {
                 src: b2a_state.src,
                 options: b2a_state.options,
                 stats: b2a_state.stats,
+                capture_point: CapturePoint::Unknown,
+                not_judged: Vec::new(),
                 series: b2a_state.series,
             },
             diagnoses: Vec::new(),
             state: self.state,
         };
+        let [p_a2b, p_b2a] = capture_points(
+            &conn.handshake,
+            conn.a2b.stats.rtt_min_ms,
+            conn.b2a.stats.rtt_min_ms,
+        );
+        conn.a2b.capture_point = p_a2b;
+        conn.b2a.capture_point = p_b2a;
         if conn.handshake.syn_count > 0
             && conn.handshake.synack_count == 0
             && self.state != ConnState::Reset
         {
             conn.state = ConnState::SynSent;
         }
-        conn.diagnoses = diagnose::diagnose(
+        (conn.diagnoses, [conn.a2b.not_judged, conn.b2a.not_judged]) = diagnose::diagnose(
             &conn,
             [&a2b_state.ev, &b2a_state.ev],
             self.last_syn,
@@ -784,6 +815,44 @@ impl TcpConn {
         );
         conn
     }
+}
+
+/// Where the capture point sits on each direction's path ([`CapturePoint`]): the share of
+/// the round trip that lies beyond it, towards that direction's receiver.
+///
+/// At a point X, the SYN -> SYN-ACK time is the round trip X <-> b and the SYN-ACK -> ACK
+/// time the round trip X <-> a; `a2b`'s data is ACKed after the first, `b2a`'s after the
+/// second, which is why the data RTTs can stand in for them when the handshake is missing.
+pub(crate) fn capture_points(
+    hs: &Handshake,
+    a2b_rtt_min_ms: Option<f64>,
+    b2a_rtt_min_ms: Option<f64>,
+) -> [CapturePoint; 2] {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let parts = match (hs.syn_rtt, hs.synack_rtt) {
+        (Some(to_b), Some(to_a)) => Some((ms(to_b), ms(to_a))),
+        _ => a2b_rtt_min_ms.zip(b2a_rtt_min_ms),
+    };
+    let Some((to_b, to_a)) = parts else {
+        return [CapturePoint::Unknown; 2];
+    };
+    let whole = to_b + to_a;
+    if whole <= 0.0 {
+        return [CapturePoint::Unknown; 2];
+    }
+    // Beyond 3/4 of the round trip on one side is "next to" the other end: close enough that
+    // bytes in flight and ACK arrival times are the sender's (or the receiver's) own.
+    let point = |beyond: f64| {
+        let share = beyond / whole;
+        if share >= 0.75 {
+            CapturePoint::Sender
+        } else if share <= 0.25 {
+            CapturePoint::Receiver
+        } else {
+            CapturePoint::Middle
+        }
+    };
+    [point(to_b), point(to_a)]
 }
 
 /// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms).
@@ -872,7 +941,47 @@ mod transfer_tests {
 
     use crate::model::*;
     use crate::synth::{self, Bulk};
+    use crate::tcp::capture_points;
     use crate::{analyze_bytes, Options};
+    use wire::Duration;
+
+    fn hs(syn_rtt_ms: Option<u64>, synack_rtt_ms: Option<u64>) -> Handshake {
+        Handshake {
+            syn_rtt: syn_rtt_ms.map(Duration::from_millis),
+            synack_rtt: synack_rtt_ms.map(Duration::from_millis),
+            ..Handshake::default()
+        }
+    }
+
+    #[test]
+    fn the_handshake_split_places_the_capture_on_each_directions_path() {
+        use CapturePoint::*;
+        // At the client: the SYN-ACK takes the whole RTT, the client's ACK leaves at once.
+        assert_eq!(
+            capture_points(&hs(Some(40), Some(0)), None, None),
+            [Sender, Receiver]
+        );
+        // At the server, the other way round.
+        assert_eq!(
+            capture_points(&hs(Some(0), Some(40)), None, None),
+            [Receiver, Sender]
+        );
+        // Halfway along the path.
+        assert_eq!(
+            capture_points(&hs(Some(20), Some(20)), None, None),
+            [Middle, Middle]
+        );
+        // Without a handshake the data RTTs split the round trip the same way...
+        assert_eq!(
+            capture_points(&hs(None, None), Some(40.0), Some(0.2)),
+            [Sender, Receiver]
+        );
+        // ...and with data one way only nothing can be said.
+        assert_eq!(
+            capture_points(&hs(None, Some(3)), Some(40.0), None),
+            [Unknown, Unknown]
+        );
+    }
 
     fn lossy(client: &str, server: &str) -> Bulk {
         let mut b = Bulk::new(client.parse().unwrap(), server.parse().unwrap());

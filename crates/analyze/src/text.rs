@@ -24,6 +24,38 @@ fn rate(bps: f64) -> String {
     }
 }
 
+/// One line on where the capture sat on this direction's path and what that hides, for
+/// every point but the sender's (where nothing is hidden).
+fn vantage_note(d: &Direction) -> Option<String> {
+    let hidden = |d: &Direction| {
+        d.not_judged
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match d.capture_point {
+        CapturePoint::Sender => None,
+        CapturePoint::Unknown => Some(
+            "capture point unknown (no handshake, data one way): diagnoses assume it is at the sender"
+                .to_string(),
+        ),
+        CapturePoint::Middle => Some(format!(
+            "captured between sender and receiver: RTTs cover only the path beyond this point; not judged from here: {}",
+            hidden(d)
+        )),
+        CapturePoint::Receiver => Some(format!(
+            "captured at the receiver: RTT here is the receiver's ACK delay and nothing looks in flight; not judged from here: {}{}",
+            hidden(d),
+            if d.not_judged.contains(&DiagnosisKind::Bufferbloat) {
+                " (bufferbloat needs 1 kHz TCP timestamps from the sender over at least 0.5 s)"
+            } else {
+                "; bufferbloat is judged from the one-way delay (TCP timestamps)"
+            }
+        )),
+    }
+}
+
 /// Renders the whole analysis as text.
 pub fn summary(a: &Analysis) -> String {
     let mut s = String::new();
@@ -81,7 +113,8 @@ pub fn summary(a: &Analysis) -> String {
             c.a2b.options.sack_permitted,
             c.b2a.options.sack_permitted
         );
-        for (name, d) in [("a->b", &c.a2b.stats), ("b->a", &c.b2a.stats)] {
+        for (name, dir) in [("a->b", &c.a2b), ("b->a", &c.b2a)] {
+            let d = &dir.stats;
             let _ = writeln!(
                 s,
                 "  {name}: {} pkts, {} data pkts, {} data bytes ({} unique), {} rexmt pkts ({} bytes), {} out-of-order, {} dup acks, {} zero-window",
@@ -108,6 +141,11 @@ pub fn summary(a: &Analysis) -> String {
                 d.max_in_flight_bytes,
                 rate(d.throughput_bps)
             );
+            if d.data_packets > 0 {
+                if let Some(note) = vantage_note(dir) {
+                    let _ = writeln!(s, "        {note}");
+                }
+            }
         }
         for d in &c.diagnoses {
             let _ = writeln!(

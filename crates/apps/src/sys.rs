@@ -78,13 +78,21 @@ pub fn enable_recv_ecn(fd: BorrowedFd<'_>, local: &SocketAddr) -> io::Result<()>
     }
 }
 
-/// One received datagram: its length, its sender and the ECN field it arrived with (`None`
-/// when the kernel attached no TOS/traffic-class control message).
+/// Asks the kernel to stamp every datagram with its arrival time (SO_TIMESTAMPNS), so that a
+/// program that was waiting for a CPU still knows when each packet really arrived.
+pub fn enable_recv_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// One received datagram: its length, its sender, the ECN field it arrived with (`None`
+/// when the kernel attached no TOS/traffic-class control message) and the kernel's arrival
+/// time in nanoseconds since the Unix epoch (`None` without SO_TIMESTAMPNS).
 #[derive(Clone, Copy, Debug)]
 pub struct Received {
     pub len: usize,
     pub from: SocketAddr,
     pub ecn: Option<Ecn>,
+    pub arrival_unix_ns: Option<u64>,
 }
 
 /// `recvmsg` on a UDP socket, reading the IP_TOS / IPV6_TCLASS control message. Honors the
@@ -111,6 +119,7 @@ pub fn recv_with_ecn(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received>
     let len = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) })? as usize;
 
     let mut ecn = None;
+    let mut arrival_unix_ns = None;
     // SAFETY: the CMSG_* helpers walk the control buffer the kernel just filled, bounded by
     // msg_controllen; each header they return lies inside `control`.
     unsafe {
@@ -129,6 +138,12 @@ pub fn recv_with_ecn(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received>
             {
                 let tclass = std::ptr::read_unaligned(data.cast::<libc::c_int>());
                 ecn = Some(Ecn::from_bits(tclass as u8));
+            } else if level == libc::SOL_SOCKET
+                && kind == libc::SCM_TIMESTAMPNS
+                && data_len >= size_of::<libc::timespec>()
+            {
+                let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
+                arrival_unix_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
@@ -140,7 +155,12 @@ pub fn recv_with_ecn(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received>
             "datagram from an unknown family",
         )
     })?;
-    Ok(Received { len, from, ecn })
+    Ok(Received {
+        len,
+        from,
+        ecn,
+        arrival_unix_ns,
+    })
 }
 
 /// Reads a `sockaddr_storage` filled by the kernel.

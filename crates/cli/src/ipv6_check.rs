@@ -505,6 +505,8 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
         command: Some(("client".into(), command)),
         server: a.lab.server.clone().map(|s| ("server".into(), s)),
         quiet: a.lab.quiet,
+        // The client's capture is evidence: --no-capture does not apply here.
+        no_capture: false,
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();

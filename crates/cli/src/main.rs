@@ -6,6 +6,7 @@
 //! privileges), always with one line naming the culprit and what would have been accepted.
 
 mod analyze_cmd;
+mod demo_cmd;
 mod ipv6_check;
 mod shell;
 
@@ -31,6 +32,7 @@ enum Command {
     Run(shell::RunArgs),
     Ipv6Check(Box<ipv6_check::CheckArgs>),
     Analyze(analyze_cmd::AnalyzeArgs),
+    Demo(demo_cmd::DemoArgs),
     #[command(flatten)]
     App(apps::AppCommand),
 }
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Run(a) => shell::run(a),
         Command::Ipv6Check(a) => ipv6_check::run(*a),
         Command::Analyze(a) => analyze_cmd::run(&a),
+        Command::Demo(a) => demo_cmd::run(&a),
         Command::App(a) => apps::run(a),
     };
     match result {

@@ -83,6 +83,10 @@ pub struct ShellArgs {
     /// Keep captures, link logs, lab.json and summary.json in DIR.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
+    /// With -o: keep only lab.json and summary.json, no pcaps or link logs (for multi-Gbit/s
+    /// runs, where writing every packet would measure the disk).
+    #[arg(long)]
+    pub(crate) no_capture: bool,
     /// Print nothing but errors on stderr.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -105,6 +109,9 @@ pub struct RunArgs {
     out: Option<PathBuf>,
     #[arg(short, long)]
     quiet: bool,
+    /// With -o: keep only lab.json, summary.json and the programs' output.
+    #[arg(long)]
+    no_capture: bool,
 }
 
 fn exit(code: i32) -> ExitCode {
@@ -151,6 +158,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         command: Some(("client".into(), command)),
         server: a.server.map(|s| ("server".into(), s)),
         quiet: a.quiet,
+        no_capture: a.no_capture,
     };
     Ok(exit(run_lab(&cfg, &run)?.exit_code))
 }
@@ -162,6 +170,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         command: None,
         server: None,
         quiet: a.quiet,
+        no_capture: a.no_capture,
     };
     Ok(exit(run_lab(&cfg, &run)?.exit_code))
 }

@@ -6,159 +6,15 @@
 //! The tests take a lock so that only one lab runs at a time: two labs on two cores would
 //! disturb each other's throughput.
 
+mod common;
+
+use common::*;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-static LAB: Mutex<()> = Mutex::new(());
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_latencylab")
-}
-
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-test-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    d
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("latencylab runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
-
-/// Namespaces of live labs (other tests or people may run labs at the same time): their
-/// owner's pid is in the name, `ll-PID-HOST`.
-fn live_lab_namespaces() -> Vec<(String, u64)> {
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| {
-            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
-            Path::new(&format!("/proc/{pid}")).exists()
-        })
-        .filter_map(|n| {
-            fs::metadata(format!("/run/netns/{n}"))
-                .ok()
-                .map(|m| (n, m.ino()))
-        })
-        .collect()
-}
-
-/// Processes in a network namespace other than the machine's and not of a live lab: lab
-/// programs that outlived their lab.
-fn orphaned_processes() -> Vec<String> {
-    // The test runs in the machine's own namespace.
-    let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
-    let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
-    let mut found = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
-            continue;
-        };
-        if m.ino() != root && !live.contains(&m.ino()) {
-            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            found.push(format!("{pid} {}", comm.trim()));
-        }
-    }
-    found
-}
-
-/// TUN devices in the machine's own namespace.
-fn tun_devices() -> Vec<String> {
-    fs::read_dir("/sys/class/net")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("tun_flags").exists())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect()
-}
-
-fn lab_namespaces() -> Vec<String> {
-    fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with("ll-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Namespaces whose lab has ended.
-fn dead_lab_namespaces() -> Vec<String> {
-    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| !live.contains(n))
-        .collect()
-}
-
-fn assert_nothing_left() {
-    // The kernel frees a namespace asynchronously once its last holder is gone.
-    for _ in 0..50 {
-        if dead_lab_namespaces().is_empty() && orphaned_processes().is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(
-        dead_lab_namespaces(),
-        Vec::<String>::new(),
-        "namespaces left behind"
-    );
-    assert_eq!(
-        orphaned_processes(),
-        Vec::<String>::new(),
-        "processes left behind"
-    );
-    assert_eq!(
-        tun_devices(),
-        Vec::<String>::new(),
-        "TUN devices in the machine's namespace"
-    );
-    let run_dirs: Vec<String> = fs::read_dir("/run/latencylab")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let stale: Vec<&String> = run_dirs
-        .iter()
-        .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "runtime directories left behind: {stale:?}"
-    );
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LAB.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn json_lines(path: &Path) -> Vec<serde_json::Value> {
-    fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn total_goodput_mbps(lines: &[serde_json::Value], role: &str) -> f64 {
     lines
@@ -298,11 +154,6 @@ fn syn_synack_times(pcap: &Path) -> Vec<(f64, f64)> {
         off += 16 + len;
     }
     pairs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 #[test]
@@ -662,6 +513,52 @@ fn a_killed_labs_leftovers_are_removed_by_the_next_one() {
         text(&o.stderr).contains("removed what an earlier lab left behind"),
         "{}",
         text(&o.stderr)
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn programs_under_a_shell_get_to_write_their_results_when_the_lab_ends() {
+    let _g = lock();
+    let dir = out_dir("shell-child");
+    let file = out_dir("shell-child.toml");
+    // The probe runs for 30 s but the lab for 3: at the end it gets SIGTERM and must be allowed
+    // to write its summary, even though its shell (`sh -c`, not the last command) exits first.
+    fs::write(
+        &file,
+        r#"duration = "3s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+name = "l"
+a = "a"
+b = "b"
+rtt = "10ms"
+[[program]]
+host = "b"
+run = "latencylab probe-server -o /dev/null"
+[[program]]
+name = "probe"
+host = "a"
+at = "200ms"
+run = "latencylab probe-client b --duration 30s -o $LATENCYLAB_OUT/p.jsonl; echo after"
+"#,
+    )
+    .unwrap();
+    let o = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines = json_lines(&dir.join("p.jsonl"));
+    assert!(
+        lines.iter().any(|v| v["type"] == "probe_summary"),
+        "no summary: {lines:?}"
     );
     assert_nothing_left();
 }

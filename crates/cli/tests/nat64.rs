@@ -3,170 +3,24 @@
 //! need root, /dev/net/tun, tcpdump, ping, getent, python3 and strace. Each test runs the real
 //! `latencylab` binary and then checks that nothing was left behind.
 
+mod common;
+
+use common::*;
+
 use std::fs;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
-use std::time::Duration;
-
-static LAB: Mutex<()> = Mutex::new(());
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_latencylab")
-}
-
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "latencylab-nat64-test-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    d
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("latencylab runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LAB.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-// --- Leftovers (the same checks as tests/lab.rs: only dead labs' leftovers count, since other
-// labs may be running) ---
-
-/// Namespaces of live labs: their owner's pid is in the name, `ll-PID-HOST`.
-fn live_lab_namespaces() -> Vec<(String, u64)> {
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| {
-            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
-            Path::new(&format!("/proc/{pid}")).exists()
-        })
-        .filter_map(|n| {
-            fs::metadata(format!("/run/netns/{n}"))
-                .ok()
-                .map(|m| (n, m.ino()))
-        })
-        .collect()
-}
-
-/// Lab programs (their environment has `LATENCYLAB_HOST`) in a network namespace other than
-/// the machine's and not of a live lab: programs that outlived their lab. Other tools' processes
-/// in namespaces of their own (a mahimahi shell, a container) are not the lab's business.
-fn orphaned_processes() -> Vec<String> {
-    let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
-    let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
-    let mut found = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
-            continue;
-        };
-        let lab_program = fs::read(format!("/proc/{pid}/environ"))
-            .map(|e| {
-                e.split(|b| *b == 0)
-                    .any(|v| v.starts_with(b"LATENCYLAB_HOST="))
-            })
-            .unwrap_or(false);
-        if m.ino() != root && !live.contains(&m.ino()) && lab_program {
-            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            found.push(format!("{pid} {}", comm.trim()));
-        }
-    }
-    found
-}
-
-/// TUN devices in the machine's own namespace.
-fn tun_devices() -> Vec<String> {
-    fs::read_dir("/sys/class/net")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("tun_flags").exists())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect()
-}
-
-fn lab_namespaces() -> Vec<String> {
-    fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with("ll-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn dead_lab_namespaces() -> Vec<String> {
-    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
-    lab_namespaces()
-        .into_iter()
-        .filter(|n| !live.contains(n))
-        .collect()
-}
-
-fn assert_nothing_left() {
-    // The kernel frees a namespace asynchronously once its last holder is gone.
-    for _ in 0..50 {
-        if dead_lab_namespaces().is_empty() && orphaned_processes().is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(
-        dead_lab_namespaces(),
-        Vec::<String>::new(),
-        "namespaces left behind"
-    );
-    assert_eq!(
-        orphaned_processes(),
-        Vec::<String>::new(),
-        "processes left behind"
-    );
-    assert_eq!(
-        tun_devices(),
-        Vec::<String>::new(),
-        "TUN devices in the machine's namespace"
-    );
-    let run_dirs: Vec<String> = fs::read_dir("/run/latencylab")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let stale: Vec<&String> = run_dirs
-        .iter()
-        .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "runtime directories left behind: {stale:?}"
-    );
-}
+use std::process::{Command, Output};
 
 // --- Helpers ---
 
 /// The resolved lab of a run with `-o`.
 fn lab_json(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap()
+    read_json(&dir.join("lab.json"))
 }
 
 fn summary_json(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    read_json(&dir.join("summary.json"))
 }
 
 /// The server's IPv4 address as the lab configured it, and its address under 64:ff9b::/96

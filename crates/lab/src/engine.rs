@@ -421,6 +421,7 @@ impl Forwarder {
                 packets: self.packets_read,
                 delivery_lateness_ms: self.lateness.percentiles().into(),
                 write_errors: self.write_errors,
+                cpu_s: sys::cpu_seconds(),
             },
             nat64: self.translator.as_ref().map(|(t, _)| t.summary()),
         })

@@ -65,8 +65,29 @@ pub fn create_host(lab_pid: u32, host: &Host) -> Result<HostNs> {
         .with_context(|| format!("building host '{}' (namespace {name})", host.name))
 }
 
-fn build_in_new_netns(name: &str, host: &Host) -> Result<HostNs> {
+/// Makes /run/netns a shared mount point of its own before any namespace is mounted in it, as
+/// iproute2 does. Otherwise a later `ip netns add` bind-mounts the directory over itself and
+/// hides the namespaces already mounted there, which then can no longer be removed by name.
+pub fn prepare_netns_dir() -> Result<()> {
     fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
+    let shared = MsFlags::MS_SHARED | MsFlags::MS_REC;
+    if mount(None::<&str>, NETNS_DIR, None::<&str>, shared, None::<&str>).is_ok() {
+        return Ok(());
+    }
+    // EINVAL: not a mount point yet.
+    mount(
+        Some(NETNS_DIR),
+        NETNS_DIR,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .with_context(|| format!("bind-mounting {NETNS_DIR} on itself"))?;
+    mount(None::<&str>, NETNS_DIR, None::<&str>, shared, None::<&str>)
+        .with_context(|| format!("making {NETNS_DIR} a shared mount"))
+}
+
+fn build_in_new_netns(name: &str, host: &Host) -> Result<HostNs> {
     let path = ns_path(name);
     fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
     unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;

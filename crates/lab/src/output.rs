@@ -208,6 +208,8 @@ pub struct EngineSummary {
     /// Actual minus scheduled delivery time of every packet written into a host.
     pub delivery_lateness_ms: DelaySummary,
     pub write_errors: u64,
+    /// CPU time latencylab itself used (user + system), not its programs'.
+    pub cpu_s: f64,
 }
 
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

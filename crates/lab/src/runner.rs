@@ -51,6 +51,9 @@ pub struct RunOptions {
     pub server: Option<(String, String)>,
     /// Print nothing on stderr but errors.
     pub quiet: bool,
+    /// With `out_dir`: leave out the pcaps and link logs (keep lab.json and summary.json), for
+    /// runs so fast that writing every packet would measure the disk.
+    pub no_capture: bool,
 }
 
 pub struct RunResult {
@@ -203,6 +206,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         name_files.push((hosts_file, resolv_file));
     }
 
+    netns::prepare_netns_dir()?;
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
@@ -213,7 +217,8 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let mono_start = sys::monotonic_ns();
     let real_start = sys::realtime_ns();
     let now_of = |mono: u64| Instant::from_nanos(mono.saturating_sub(mono_start));
-    let mut fwd = Forwarder::build(cfg, &td.hosts, opts.out_dir.as_deref(), real_start)?;
+    let capture_dir = opts.out_dir.as_deref().filter(|_| !opts.no_capture);
+    let mut fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
 
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
     for (i, iface) in fwd.ifaces.iter().enumerate() {
@@ -241,6 +246,11 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     sys::realtime_priority();
 
     let run_as = process::invoking_user();
+    let ns_inodes: Vec<u64> = td
+        .hosts
+        .iter()
+        .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
+        .collect();
     let env_for = |host: &str| -> Vec<(String, String)> {
         let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
         // `latencylab bulk-client` and friends resolve inside the lab even under sudo, whose
@@ -465,7 +475,13 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             }
         }
         if let Some((deadline, _)) = stopping {
-            if progs.iter().all(|p| !running(p)) || now >= deadline {
+            // A program started through `sh -c` may outlive its shell: wait for every process
+            // in the lab's namespaces, so that each can finish writing its results.
+            let quiet = progs.iter().all(|p| !running(p))
+                && ns_inodes
+                    .iter()
+                    .all(|ino| process::processes_in_ns(*ino).is_empty());
+            if quiet || now >= deadline {
                 return Ok(());
             }
         }

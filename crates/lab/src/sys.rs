@@ -110,12 +110,26 @@ pub fn tight_timer_slack() {
 
 /// Runs the calling thread at a modest real-time priority (SCHED_FIFO 10) so that packets
 /// are forwarded on time even when the hosts' programs keep every core busy. With
-/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. The kernel's
-/// real-time throttling keeps 5 % of each second for everything else. Failure is harmless.
+/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. The kernel
+/// still gives ordinary tasks 5 % of each CPU (real-time throttling), which at multi-gigabit
+/// rates, where the loop never sleeps, shows as occasional late deliveries (see
+/// docs/PERFORMANCE.md). Measured against nice -20, which loses a third of the forwarding rate
+/// under load. Failure is harmless.
 pub fn realtime_priority() -> bool {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler reads param for the duration of the call.
     unsafe {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
+    }
+}
+
+/// User plus system CPU seconds this process has used (its children not included).
+pub fn cpu_seconds() -> f64 {
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        }
+        Err(_) => 0.0,
     }
 }

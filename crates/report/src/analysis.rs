@@ -13,7 +13,7 @@ use crate::html::{Block, Figure, Page, Section, Table};
 use crate::tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 use crate::xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
 use crate::{write_file, ReportError};
-use analyze::{Analysis, Connection, Dir, Direction, MarkKind, SegmentKind};
+use analyze::{Analysis, CapturePoint, Connection, Dir, Direction, MarkKind, SegmentKind};
 use std::path::{Path, PathBuf};
 
 /// Connections with their own section and figures in the HTML page (the largest by bytes);
@@ -439,6 +439,10 @@ pub fn stats_table(c: &Connection) -> Table {
     };
     let int = |v: u64| v.to_string();
     let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}"));
+    // Where the capture sat decides what the RTT and in-flight rows mean (docs/analyze.md).
+    row("capture point (this direction)", &|d| {
+        d.capture_point.name().to_string()
+    });
     row("packets", &|d| int(d.stats.packets));
     row("data packets", &|d| int(d.stats.data_packets));
     row("data bytes", &|d| int(d.stats.data_bytes));
@@ -725,12 +729,40 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
         )),
         format!("{:?}", hs.ecn).to_lowercase(),
     )));
-    let items = diagnosis_items(a, i, c);
+    let mut items = diagnosis_items(a, i, c);
+    // Say what this capture cannot show, so that an empty findings list is not read as "no
+    // problem" when the capture was taken at the receiver.
+    for dir in [Dir::AtoB, Dir::BtoA] {
+        let d = c.dir(dir);
+        if d.not_judged.is_empty() {
+            continue;
+        }
+        let kinds: Vec<&str> = d.not_judged.iter().map(|k| k.name()).collect();
+        items.push((
+            "not judged".to_string(),
+            format!(
+                "{}: this capture was taken at the {} of this direction's path; {} cannot be judged from here",
+                direction_stem(i, dir),
+                match d.capture_point {
+                    CapturePoint::Middle => "middle",
+                    _ => "receiver end",
+                },
+                kinds.join(", ")
+            ),
+        ));
+    }
     if !items.is_empty() {
         s.push(Block::Findings(items));
     }
     s.push(Block::Table(stats_table(c)));
-    for dir in [Dir::AtoB, Dir::BtoA] {
+    // The direction that carried more data first: in a download, the 16-byte request would
+    // otherwise push the graph the reader came for below the fold.
+    let dirs = if c.b2a.stats.data_bytes > c.a2b.stats.data_bytes {
+        [Dir::BtoA, Dir::AtoB]
+    } else {
+        [Dir::AtoB, Dir::BtoA]
+    };
+    for dir in dirs {
         if !drawable(c.dir(dir)) {
             continue;
         }

@@ -180,6 +180,7 @@ pub fn call(
         });
     }
     socket.set_nonblocking(true)?;
+    crate::sys::enable_recv_timestamps(socket.as_fd()).context("asking for arrival timestamps")?;
     crate::sys::enable_recv_ecn(socket.as_fd(), &local)
         .context("cannot ask for the received ECN field (IP_RECVTOS/IPV6_RECVTCLASS)")?;
     let mut ep = Endpoint::new(args, socket, local, peer, clock, out)?;
@@ -199,7 +200,10 @@ pub fn call(
         // Read everything waiting.
         for _ in 0..10_000 {
             match crate::sys::recv_with_ecn(ep.socket.as_fd(), &mut buf) {
-                Ok(r) => ep.on_datagram(clock.now(), &buf[..r.len], r.from, r.ecn)?,
+                Ok(r) => {
+                    let at = arrival_instant(clock.now(), r.arrival_unix_ns);
+                    ep.on_datagram(at, &buf[..r.len], r.from, r.ecn)?
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // ICMP errors from a peer that is not (yet or any more) there.
@@ -210,6 +214,20 @@ pub fn call(
     }
     ep.finish(clock.now().min(end));
     Ok(())
+}
+
+/// When a datagram really arrived, on the program's clock: `now` minus how long ago the kernel
+/// stamped it. Hold times and RTTs then leave out the time the packet sat in the socket buffer
+/// while this process waited for a CPU, which on a busy machine would otherwise add tens of
+/// milliseconds that the network never caused. Without a stamp, `now`.
+fn arrival_instant(now: Instant, arrival_unix_ns: Option<u64>) -> Instant {
+    let Some(at) = arrival_unix_ns else {
+        return now;
+    };
+    let unix_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    now - Duration::from_nanos(unix_now.saturating_sub(at))
 }
 
 /// Everything one endpoint keeps.
@@ -566,6 +584,27 @@ fn same_peer(a: SocketAddr, b: SocketAddr) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_datagram_is_handled_at_its_kernel_arrival_time() {
+        let now = Instant::from_secs(100);
+        assert_eq!(arrival_instant(now, None), now);
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        // Stamped 30 ms ago: handled 30 ms before `now` (give or take the time between the two
+        // clock reads).
+        let at = arrival_instant(now, Some(unix_now - 30_000_000));
+        let back = now - at;
+        assert!(
+            back >= Duration::from_millis(30) && back < Duration::from_millis(80),
+            "{back:?}"
+        );
+        // A stamp from the future (a clock step) never moves time forward.
+        assert!(arrival_instant(now, Some(unix_now + 1_000_000_000)) <= now);
+    }
+
     use super::*;
     use crate::records::parse_records;
 

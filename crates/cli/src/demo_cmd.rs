@@ -1,0 +1,176 @@
+//! `latencylab demo NAME`: whole experiments behind one command, each leaving a report.
+//!
+//! Glue only: arguments, printing the table and where the report is, exit codes. What each
+//! demo runs and draws is the `demo` crate's. Exit codes: 0 the demo ran (whether or not its
+//! numbers met the expectations, which it prints); 1 a failure while running; 2 a usage error
+//! (a bad option, or not root).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Run a whole experiment (labs, traffic, analysis) and leave a report",
+    after_help = "Examples:\n  sudo latencylab demo bufferbloat\n  sudo latencylab demo bufferbloat -o out/bb --duration 20s\n  sudo latencylab demo l4s -o out/l4s"
+)]
+pub struct DemoArgs {
+    #[command(subcommand)]
+    pub demo: Demo,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Demo {
+    /// A home line (10 Mbit/s down, 1 up, 20 ms) with a streaming download and a latency
+    /// probe, once with a FIFO queue and once with CoDel + ECN (about 75 s with the default
+    /// duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo bufferbloat -o out/bufferbloat --duration 30s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/fifo and DIR/codel."
+    )]
+    Bufferbloat(BufferbloatArgs),
+    /// A video call on a 10 Mbit/s, 20 ms line shared with three downloads: FIFO with a
+    /// classic call, DualPI2 with an L4S call, and DualPI2 behind a hop that bleaches ECN
+    /// (about 110 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
+    )]
+    L4s(L4sArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct L4sArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/l4s"
+    )]
+    pub out: PathBuf,
+    /// Length of the call in each run: a time (30s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BufferbloatArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/bufferbloat"
+    )]
+    pub out: PathBuf,
+    /// Length of each run: a time (30s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `30s`, `1m`, `1500ms`, or a bare number of seconds (the demos' own convention: a run
+/// length is always seconds).
+fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
+    if let Ok(v) = s.parse::<f64>() {
+        if v.is_finite() {
+            return Ok(v);
+        }
+    }
+    wire::units::parse_time(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| lab::UsageError(format!("{what}: cannot read '{s}' ({e}; try 30s or 30)")))
+}
+
+/// Runs `latencylab demo …`.
+pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    match &args.demo {
+        Demo::Bufferbloat(a) => bufferbloat(a),
+        Demo::L4s(a) => l4s(a),
+    }
+}
+
+fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = seconds("--duration", &a.duration)?;
+    if !(5.0..=600.0).contains(&duration_s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{}' (from 5s to 600s; the call needs a few seconds to settle)",
+            a.duration
+        ))
+        .into());
+    }
+    let outcome = demo::l4s::run(&demo::l4s::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print!("{}", outcome.table);
+    println!();
+    for c in &outcome.checks {
+        println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
+    }
+    println!();
+    println!("report: {}", outcome.report.display());
+    println!(
+        "numbers: {}; each run's captures and logs: {}/classic, {}/l4s, {}/bleached",
+        a.out.join("results.json").display(),
+        a.out.display(),
+        a.out.display(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = seconds("--duration", &a.duration)?;
+    if !(5.0..=600.0).contains(&duration_s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{}' (from 5s to 600s; the FIFO needs several seconds to fill)",
+            a.duration
+        ))
+        .into());
+    }
+    let outcome = demo::bufferbloat::run(&demo::bufferbloat::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print!("{}", outcome.table);
+    println!();
+    for c in &outcome.checks {
+        println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
+    }
+    println!();
+    println!("report: {}", outcome.report.display());
+    println!(
+        "numbers: {}; each run's captures and logs: {}/fifo, {}/codel",
+        a.out.join("results.json").display(),
+        a.out.display(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_reads_bare_numbers_and_times_with_units_and_quotes_bad_values() {
+        assert_eq!(seconds("--duration", "12").unwrap(), 12.0);
+        assert_eq!(seconds("--duration", "1500ms").unwrap(), 1.5);
+        let e = seconds("--duration", "soon").unwrap_err();
+        assert!(e.0.contains("'soon'"), "{e}");
+    }
+}

@@ -1,0 +1,261 @@
+//! What the end-to-end tests share: running the `latencylab` binary, scratch directories, one
+//! lab at a time, the check that a lab left nothing behind, and rendering pages in headless
+//! Chromium. Each test file uses part of it.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_latencylab")
+}
+
+/// Runs `latencylab ARGS` to its end with no input.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("latencylab runs")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// A fresh scratch path (not created) for this test process, named `name`.
+pub fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("latencylab-test-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    d
+}
+
+static LAB: Mutex<()> = Mutex::new(());
+
+/// One lab at a time in a test binary: two labs on two cores would disturb each other's
+/// timing. (Cargo runs the test binaries themselves one after another.)
+pub fn lock() -> MutexGuard<'static, ()> {
+    LAB.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The JSON lines of a traffic program's output file.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(
+        &fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty(), "median of nothing");
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+// ---- nothing left behind ----
+
+/// Every lab namespace on the machine (`/run/netns/ll-PID-HOST`).
+pub fn lab_namespaces() -> Vec<String> {
+    fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with("ll-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Namespaces of labs still running (other tests or people may run labs at the same time),
+/// with their inode.
+pub fn live_lab_namespaces() -> Vec<(String, u64)> {
+    lab_namespaces()
+        .into_iter()
+        .filter(|n| {
+            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
+            Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .filter_map(|n| {
+            fs::metadata(format!("/run/netns/{n}"))
+                .ok()
+                .map(|m| (n, m.ino()))
+        })
+        .collect()
+}
+
+/// Namespaces whose lab has ended.
+pub fn dead_lab_namespaces() -> Vec<String> {
+    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
+    lab_namespaces()
+        .into_iter()
+        .filter(|n| !live.contains(n))
+        .collect()
+}
+
+/// Lab programs (every one has `LATENCYLAB_HOST` in its environment, and so do their
+/// children) in a network namespace other than the machine's and not of a live lab: programs
+/// that outlived their lab. Other tools' namespaces and processes are none of our business.
+pub fn orphaned_processes() -> Vec<String> {
+    // The test runs in the machine's own namespace.
+    let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
+    let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
+    let mut found = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
+            continue;
+        };
+        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let ours = env
+            .split(|b| *b == 0)
+            .any(|v| v.starts_with(b"LATENCYLAB_HOST="));
+        if ours && m.ino() != root && !live.contains(&m.ino()) {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            found.push(format!("{pid} {}", comm.trim()));
+        }
+    }
+    found
+}
+
+/// TUN devices in the machine's own namespace.
+pub fn tun_devices() -> Vec<String> {
+    fs::read_dir("/sys/class/net")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("tun_flags").exists())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect()
+}
+
+/// Fails the test if any ended lab left a namespace, a process, a TUN device in the machine's
+/// namespace, or a runtime directory.
+pub fn assert_nothing_left() {
+    // The kernel frees a namespace asynchronously once its last holder is gone.
+    for _ in 0..50 {
+        if dead_lab_namespaces().is_empty() && orphaned_processes().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        dead_lab_namespaces(),
+        Vec::<String>::new(),
+        "namespaces left behind"
+    );
+    assert_eq!(
+        orphaned_processes(),
+        Vec::<String>::new(),
+        "processes left behind"
+    );
+    assert_eq!(
+        tun_devices(),
+        Vec::<String>::new(),
+        "TUN devices in the machine's namespace"
+    );
+    let run_dirs: Vec<String> = fs::read_dir("/run/latencylab")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let stale: Vec<&String> = run_dirs
+        .iter()
+        .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "runtime directories left behind: {stale:?}"
+    );
+}
+
+// ---- pages in headless Chromium ----
+
+pub fn chromium() -> PathBuf {
+    let p = PathBuf::from("/usr/bin/chromium");
+    assert!(
+        p.exists(),
+        "chromium not found at /usr/bin/chromium: install the `chromium` Debian package"
+    );
+    p
+}
+
+/// A created scratch directory, unique within this test process.
+pub fn tempdir(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = out_dir(&format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed)));
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Loads `page` in headless Chromium with `extra` arguments, offline; returns stdout.
+pub fn run_chromium(page: &Path, extra: &[String]) -> String {
+    let profile = tempdir("profile");
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1400,1000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    let _ = fs::remove_dir_all(&profile);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Renders `page`, checks the screenshot is not blank and every figure id is in the DOM with
+/// an inline SVG and a caption; returns the DOM.
+pub fn check_renders(page: &Path, figures: &[&str]) -> String {
+    let shots = tempdir("shot");
+    let shot = shots.join("shot.png");
+    run_chromium(page, &[format!("--screenshot={}", shot.display())]);
+    let len = fs::metadata(&shot).expect("screenshot written").len();
+    // A blank 1400×1000 page compresses to a few kB; text, a table and charts do not.
+    assert!(len > 30_000, "screenshot is only {len} bytes: nearly blank");
+    if std::env::var_os("DEMO_TEST_KEEP").is_none() {
+        let _ = fs::remove_dir_all(&shots);
+    }
+    let dom = run_chromium(page, &["--dump-dom".to_string()]);
+    for id in figures {
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no figure {id} in the rendered page"));
+        let fig = &dom[at..];
+        let fig = &fig[..fig.find("</figure>").expect("figure closes")];
+        assert!(fig.contains("<svg"), "figure {id} has no inline svg");
+        assert!(fig.contains("<figcaption"), "figure {id} has no caption");
+    }
+    dom
+}

@@ -1,0 +1,980 @@
+//! `latencylab demo bufferbloat`: the same home line twice, once with a FIFO queue of a home
+//! gateway's depth and once with CoDel + ECN, a streaming-video transfer and a latency probe
+//! in both (issue 6, experiment E3 of the 2015 talk in `shared/seeds/001`).
+//!
+//! The line: 10 Mbit/s down, 1 Mbit/s up, 10 ms each way (20 ms base RTT), the queue
+//! discipline on both directions of the gateway. The server streams 8 Mbit/s video with 30 s
+//! of read-ahead allowed, so the transfer keeps the downlink full for the whole run (a video
+//! server filling the player's buffer); the probe sends a UDP ping and a small TCP request
+//! every 100 ms. Run A is the FIFO, run B CoDel (target 5 ms, interval 100 ms) marking ECN,
+//! with ECN requested by both hosts' TCP. Same seed, same duration.
+//!
+//! Measured: the probe's UDP RTT (what a game or a call beside the download would see), the
+//! bottleneck's queue delay and drops (link log, `summary.json`), CE marks and the sender's
+//! CWR replies (the analyzer on the server's capture, the sender-side view), the stream
+//! receiver's goodput, longest gap between in-order deliveries and playback stalls.
+//!
+//! This module runs and presents; it does not judge: the criteria of issue 6 are printed as
+//! checks, and the end-to-end test asserts them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use analyze::{Analysis, Connection, Dir};
+use anyhow::{bail, Context, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::tsg::TimeSequence;
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Progress};
+
+/// Round-trip propagation delay of the line, ms (10 ms each way).
+pub const BASE_RTT_MS: f64 = 20.0;
+/// The downlink's capacity, Mbit/s.
+pub const DOWN_MBPS: f64 = 10.0;
+/// Run A's queue. A 300-packet FIFO holds 360 ms at 10 Mbit/s, within the 100-500 ms that
+/// home gateways and cable/DSL modems commonly buffer, and CUBIC's sawtooth keeps some
+/// 200-300 packets standing in it (the seed's "~200 packets queued"). Linux's default of 1000
+/// packets (1.2 s) bloats more, but CUBIC leaves slow start early (HyStart) and needs some 15 s
+/// to fill it, so a short run would show no loss at all; 200 packets overflow sooner but make
+/// the FIFO's delivery gaps (one bloated RTT) too close to the scheduling hiccups of a busy
+/// machine for the comparison with CoDel to be clear.
+pub const FIFO_QUEUE: &str = "fifo limit 300";
+/// Run B's queue: CoDel with Linux's defaults, marking ECN-capable packets instead of dropping.
+pub const CODEL_QUEUE: &str = "codel target 5ms interval 100ms ecn";
+/// The stream's port (stream-server's default), to find its connection in the capture.
+const STREAM_PORT: u16 = 5203;
+/// When the clients start, s after the lab: the servers are listening by then.
+const CLIENT_START_S: f64 = 0.5;
+/// Queue-delay chart resolution, s.
+const QUEUE_BIN_S: f64 = 0.1;
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// Length of each run's measurement, s.
+    pub duration_s: f64,
+    pub seed: u64,
+    /// No progress bar or progress lines.
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    pub queue: String,
+    /// The stream receiver's goodput (bytes read by the application), Mbit/s.
+    pub goodput_mbps: f64,
+    /// The probe's UDP round-trip times.
+    pub rtt_p50_ms: f64,
+    pub rtt_p95_ms: f64,
+    pub rtt_p99_ms: f64,
+    /// UDP probes never answered (within the probe's 1 s timeout).
+    pub probe_lost: u64,
+    /// Sojourn of packets in the downlink's queue.
+    pub queue_delay_p95_ms: f64,
+    /// Packets the downlink's queue dropped (tail drops for the FIFO, AQM drops for CoDel).
+    pub drops: u64,
+    /// Packets the downlink's queue marked CE.
+    pub ce_marks: u64,
+    /// Stream packets the sender sent with CWR (its replies to the receiver's ECE).
+    pub cwr: u64,
+    /// Longest time between two reads that returned stream data at the receiver.
+    pub longest_gap_ms: f64,
+    /// Playback stalls of the stream's player model.
+    pub stalls: u64,
+}
+
+/// `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub base_rtt_ms: f64,
+    pub duration_s: f64,
+    pub fifo: RunMetrics,
+    pub codel: RunMetrics,
+}
+
+/// What the demo leaves: its results, the terminal table and checks, and where the files are.
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// One criterion of issue 6, evaluated on this demo's numbers.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub what: String,
+    pub passed: bool,
+}
+
+/// One run's measurements with what the charts need.
+struct RunData {
+    label: &'static str,
+    metrics: RunMetrics,
+    analysis: Analysis,
+    /// Index of the stream's connection in `analysis.connections`, and the direction of its
+    /// data (server to client).
+    stream: (usize, Dir),
+    /// (s since the lab started, ms)
+    probe_rtt: Vec<(f64, f64)>,
+    /// (s since the lab started, Mbit/s) per second of the stream receiver.
+    stream_mbps: Vec<(f64, f64)>,
+    /// (s since the lab started, ms): longest sojourn per bin at the downlink queue.
+    queue_delay: Vec<(f64, f64)>,
+}
+
+impl RunData {
+    fn conn(&self) -> &Connection {
+        &self.analysis.connections[self.stream.0]
+    }
+}
+
+/// The lab of one run.
+pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabConfig {
+    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
+    };
+    LabConfig {
+        seed,
+        // The lab ends when the probe client (the one waited-for program) ends; the others
+        // then get SIGTERM and write their summaries.
+        duration_s: None,
+        hosts: vec![
+            common::host("client", 1, ecn),
+            common::host("server", 2, ecn),
+        ],
+        routers: vec![],
+        links: vec![LinkSpec {
+            name: "path".into(),
+            a: "client".into(),
+            b: "server".into(),
+            up: common::direction("1mbit", "10ms", queue),
+            down: common::direction("10mbit", "10ms", queue),
+        }],
+        changes: vec![],
+        // `exec`: the lab signals the program it started; a shell in between would die on
+        // SIGTERM at once and the lab would tear down before the client wrote its summary.
+        programs: vec![
+            prog("stream-server", "server", 0.0, "exec latencylab stream-server".into(), false),
+            prog("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
+            // Twice the run's length of media at 8 Mbit/s is more than the 10 Mbit/s downlink
+            // carries in the run, so the sender never runs out: the link stays full.
+            prog(
+                "stream-client",
+                "client",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab stream-client server --bitrate 8mbit --ahead 30s --duration {:.0}s",
+                    (duration_s * 2.0).ceil()
+                ),
+                false,
+            ),
+            prog(
+                "probe-client",
+                "client",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab probe-client server --proto both --interval 100ms --duration {}ms",
+                    (duration_s * 1000.0).round()
+                ),
+                true,
+            ),
+        ],
+        nat64: None,
+    }
+}
+
+/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(5.0..=600.0).contains(&opts.duration_s) {
+        bail!(
+            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
+            opts.duration_s
+        );
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+    let mut progress = Progress::new(2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, (name, label, queue, ecn)) in [
+        ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
+        ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = opts.out_dir.join(name);
+        let cfg = lab_config(queue, ecn, opts.duration_s, opts.seed);
+        let msg = format!(
+            "run {}/2: {label} ({queue}), {:.0} s",
+            i + 1,
+            opts.duration_s
+        );
+        let result = progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("analysing the {label} run"), 4.0, || {
+            collect(label, queue, &dir, &result)
+        })?;
+        runs.push(data);
+    }
+    let codel = runs.pop().expect("two runs");
+    let fifo = runs.pop().expect("two runs");
+    let results = Results {
+        base_rtt_ms: BASE_RTT_MS,
+        duration_s: opts.duration_s,
+        fifo: fifo.metrics.clone(),
+        codel: codel.metrics.clone(),
+    };
+    let checks = checks(&results);
+    let table = table(&results);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 6.0, || {
+        write_outputs(opts, &results, &checks, &fifo, &codel)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+/// Reads one run's outputs back.
+fn collect(
+    label: &'static str,
+    queue: &str,
+    dir: &Path,
+    result: &lab::RunResult,
+) -> Result<RunData> {
+    let down = common::link_summary(result, "path", "down")?;
+    let stream = common::program_records(dir, "stream-client")?;
+    let probe = common::program_records(dir, "probe-client")?;
+
+    let Some(apps::Record::StreamSummary {
+        goodput_mbps,
+        longest_gap_ms,
+        stalls,
+        ..
+    }) = stream
+        .iter()
+        .rev()
+        .find(|r| matches!(r, apps::Record::StreamSummary { .. }))
+        .cloned()
+    else {
+        bail!(
+            "{}: the stream client wrote no stream_summary (see programs/stream-client.err)",
+            dir.display()
+        );
+    };
+    let stream_mbps = stream
+        .iter()
+        .filter_map(|r| match r {
+            // A stream_second line closes its second: it covers [t - 1, t).
+            apps::Record::StreamSecond {
+                t_s, goodput_mbps, ..
+            } => Some((CLIENT_START_S + t_s - 1.0, *goodput_mbps)),
+            _ => None,
+        })
+        .collect();
+    let probe_rtt: Vec<(f64, f64)> = probe
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::Rtt {
+                t_s, proto, rtt_ms, ..
+            } if proto == "udp" => Some((CLIENT_START_S + t_s, *rtt_ms)),
+            _ => None,
+        })
+        .collect();
+    let probe_lost = probe
+        .iter()
+        .filter(|r| matches!(r, apps::Record::Lost { proto, .. } if proto == "udp"))
+        .count() as u64;
+    let rtts: Vec<f64> = probe_rtt.iter().map(|p| p.1).collect();
+    let Some(rtt) = apps::Percentiles::of(&rtts) else {
+        bail!(
+            "{}: the probe measured no UDP round trip (see programs/probe-client.err)",
+            dir.display()
+        );
+    };
+
+    let pcap = dir.join("captures").join("server-eth0.pcap");
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series: true,
+        ..Default::default()
+    });
+    let file = fs::File::open(&pcap).with_context(|| format!("opening {}", pcap.display()))?;
+    analyzer
+        .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", pcap.display()))?;
+    let analysis = analyzer.finish();
+    let stream_conn = analysis
+        .connections
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            if c.b.port() == STREAM_PORT {
+                Some((i, Dir::BtoA))
+            } else if c.a.port() == STREAM_PORT {
+                Some((i, Dir::AtoB))
+            } else {
+                None
+            }
+        })
+        .max_by_key(|(i, d)| analysis.connections[*i].dir(*d).stats.data_bytes)
+        .with_context(|| format!("{}: no stream connection in the capture", pcap.display()))?;
+    let cwr = analysis.connections[stream_conn.0]
+        .dir(stream_conn.1)
+        .stats
+        .cwr;
+
+    let queue_delay =
+        common::queue_delay_series(&dir.join("links").join("path-down.log"), QUEUE_BIN_S)?;
+    Ok(RunData {
+        label,
+        metrics: RunMetrics {
+            queue: queue.into(),
+            goodput_mbps,
+            rtt_p50_ms: rtt.p50,
+            rtt_p95_ms: rtt.p95,
+            rtt_p99_ms: rtt.p99,
+            probe_lost,
+            queue_delay_p95_ms: down.queue_delay_ms.p95,
+            drops: down.drops.values().sum(),
+            ce_marks: down.ce_marks,
+            cwr,
+            longest_gap_ms: longest_gap_ms.unwrap_or(0.0),
+            stalls,
+        },
+        analysis,
+        stream: stream_conn,
+        probe_rtt,
+        stream_mbps,
+        queue_delay,
+    })
+}
+
+/// Issue 6's "Done when", on these numbers.
+pub fn checks(r: &Results) -> Vec<Check> {
+    let (a, b) = (&r.fifo, &r.codel);
+    let base = r.base_rtt_ms;
+    let c = |what: String, passed: bool| Check { what, passed };
+    vec![
+        c(
+            format!(
+                "FIFO: probe RTT p95 {:.0} ms ≥ 5 × base RTT ({:.0} ms)",
+                a.rtt_p95_ms,
+                5.0 * base
+            ),
+            a.rtt_p95_ms >= 5.0 * base,
+        ),
+        c(
+            format!("FIFO: the queue dropped packets ({})", a.drops),
+            a.drops > 0,
+        ),
+        c(
+            format!(
+                "FIFO: longest delivery gap {:.0} ms ≥ 4 × CoDel's ({:.0} ms)",
+                a.longest_gap_ms,
+                4.0 * b.longest_gap_ms
+            ),
+            a.longest_gap_ms >= 4.0 * b.longest_gap_ms,
+        ),
+        c(
+            format!(
+                "CoDel: CE marks ({}) answered by CWR ({})",
+                b.ce_marks, b.cwr
+            ),
+            b.ce_marks > 0 && b.cwr > 0,
+        ),
+        c(
+            format!("CoDel: AQM drops 0 or nearly ({})", b.drops),
+            b.drops <= NEARLY_NO_DROPS,
+        ),
+        c(
+            format!(
+                "CoDel: probe RTT p95 {:.1} ms < base + 30 ms ({:.0} ms)",
+                b.rtt_p95_ms,
+                base + 30.0
+            ),
+            b.rtt_p95_ms < base + 30.0,
+        ),
+        c(
+            format!(
+                "goodput ≥ 90 % of {DOWN_MBPS:.0} Mbit/s in both ({:.2} and {:.2} Mbit/s)",
+                a.goodput_mbps, b.goodput_mbps
+            ),
+            a.goodput_mbps >= 0.9 * DOWN_MBPS && b.goodput_mbps >= 0.9 * DOWN_MBPS,
+        ),
+    ]
+}
+
+/// "Nearly no drops": CoDel drops the packets that cannot carry a mark (the probe's Not-ECT
+/// UDP pings, SYNs) when they meet a standing queue; a handful per run is that, not loss of
+/// the stream.
+pub const NEARLY_NO_DROPS: u64 = 5;
+
+/// The side-by-side table: header and rows, for the terminal and the page alike.
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = vec![
+        String::new(),
+        format!("FIFO ({})", r.fifo.queue),
+        "CoDel + ECN".to_string(),
+    ];
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
+        vec![name.to_string(), f(&r.fifo), f(&r.codel)]
+    };
+    let rows = vec![
+        row("stream goodput (Mbit/s)", &|m| {
+            format!("{:.2}", m.goodput_mbps)
+        }),
+        row("probe RTT p50 (ms)", &|m| format!("{:.1}", m.rtt_p50_ms)),
+        row("probe RTT p95 (ms)", &|m| format!("{:.1}", m.rtt_p95_ms)),
+        row("probe RTT p99 (ms)", &|m| format!("{:.1}", m.rtt_p99_ms)),
+        row("queue delay p95 (ms)", &|m| {
+            format!("{:.1}", m.queue_delay_p95_ms)
+        }),
+        row("drops at the bottleneck", &|m| m.drops.to_string()),
+        row("CE marks", &|m| m.ce_marks.to_string()),
+        row("CWR (sender's replies)", &|m| m.cwr.to_string()),
+        row("longest delivery gap (ms)", &|m| {
+            format!("{:.0}", m.longest_gap_ms)
+        }),
+        row("playback stalls", &|m| m.stalls.to_string()),
+    ];
+    (header, rows)
+}
+
+/// The side-by-side table for the terminal.
+pub fn table(r: &Results) -> String {
+    let (header, rows) = table_rows(r);
+    common::text_table(&header, &rows)
+}
+
+const FIFO_COLOR: Rgb = Rgb(213, 94, 0);
+const CODEL_COLOR: Rgb = Rgb(0, 114, 178);
+
+fn write_outputs(
+    opts: &Options,
+    results: &Results,
+    checks: &[Check],
+    fifo: &RunData,
+    codel: &RunData,
+) -> Result<()> {
+    let dir = &opts.out_dir;
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+
+    let charts = Charts::draw(fifo, codel);
+    for (name, chart) in charts.files() {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let page = page(opts, results, checks, fifo, codel, &charts)?;
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
+}
+
+/// Every chart of the report, each in its PNG form (the page thins the time-sequence graphs
+/// more, see [`page`]).
+struct Charts {
+    tsg: [Chart; 2],
+    tsg_page: [Chart; 2],
+    zoom: [Chart; 2],
+    delay: [Chart; 2],
+    /// Both runs' probe RTT in one picture (the README's).
+    rtt_both: Chart,
+    throughput: Chart,
+    cdf: Chart,
+}
+
+impl Charts {
+    fn draw(fifo: &RunData, codel: &RunData) -> Charts {
+        let ts = |r: &RunData| -> TimeSequence {
+            let mut t = report::analysis::time_sequence(&r.analysis, r.conn(), r.stream.1);
+            t.title = format!(
+                "Stream, {}: server → client, as the server sent it",
+                r.label
+            );
+            t
+        };
+        let (ts_a, ts_b) = (ts(fifo), ts(codel));
+        let tsg_caption = |r: &RunData, more: &str| {
+            let st = &r.conn().dir(r.stream.1).stats;
+            format!(
+                "{}: {} packets sent, {} retransmitted (red R), {} CE-marked, {} with CWR; {more}",
+                r.label, st.data_packets, st.retransmitted_packets, st.ce, st.cwr
+            )
+        };
+        let mk_tsg = |t: &TimeSequence, max: usize, cols: usize, caption: String| {
+            t.thinned(max, cols).chart().caption(caption)
+        };
+        let cap_a = tsg_caption(
+            fifo,
+            "the green ACK line trails the black data by the queue's delay, and each tail-drop \
+             loss stalls it.",
+        );
+        let cap_b = tsg_caption(
+            codel,
+            "the ACK line hugs the data (one short RTT behind) and CE marks replace the losses.",
+        );
+        let mut tsg = [
+            mk_tsg(&ts_a, 30_000, 4_000, cap_a.clone()),
+            mk_tsg(&ts_b, 30_000, 4_000, cap_b.clone()),
+        ];
+        report::same_scale(&mut tsg);
+        let mut tsg_page = [
+            mk_tsg(&ts_a, 8_000, 2_400, cap_a),
+            mk_tsg(&ts_b, 8_000, 2_400, cap_b),
+        ];
+        report::same_scale(&mut tsg_page);
+
+        let zoom = zoom_charts(&ts_a, &ts_b);
+        let delay = delay_charts(fifo, codel);
+        let rtt_both = Chart::new(
+            "A ping every 100 ms beside a video download",
+            Axis::new("time since the lab started", "s"),
+            Axis::new("probe round-trip time", "ms").from_zero(),
+        )
+        .size(900, 480)
+        .caption(format!(
+            "Same line, same download: behind the FIFO ({}) the pings wait in a queue of \
+             video; CoDel marking ECN keeps them within a few ms of the {BASE_RTT_MS:.0} ms base.",
+            fifo.metrics.queue
+        ))
+        .with(Series::scatter(fifo.label, FIFO_COLOR, fifo.probe_rtt.clone()).keep_in_legend())
+        .with(Series::scatter(codel.label, CODEL_COLOR, codel.probe_rtt.clone()).keep_in_legend());
+        let throughput = throughput_chart(fifo, codel);
+        let cdf = Chart::new(
+            "Probe round-trip time, distribution",
+            Axis::new("UDP ping round-trip time", "ms").from_zero(),
+            Axis::new("share of probes at or below", "%").with_range(0.0, 100.0),
+        )
+        .caption(format!(
+            "A point (x, y) says y % of the pings took at most x ms: with CoDel the curve rises \
+             just right of the {BASE_RTT_MS:.0} ms base RTT, with the FIFO it lies hundreds of \
+             ms further right."
+        ))
+        .with(Series::cdf(
+            fifo.label,
+            FIFO_COLOR,
+            &fifo.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>(),
+        ))
+        .with(Series::cdf(
+            codel.label,
+            CODEL_COLOR,
+            &codel.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>(),
+        ));
+        Charts {
+            tsg,
+            tsg_page,
+            zoom,
+            delay,
+            rtt_both,
+            throughput,
+            cdf,
+        }
+    }
+
+    fn files(&self) -> Vec<(&'static str, &Chart)> {
+        vec![
+            ("tsg-fifo", &self.tsg[0]),
+            ("tsg-codel", &self.tsg[1]),
+            ("zoom-fifo", &self.zoom[0]),
+            ("zoom-codel", &self.zoom[1]),
+            ("delay-fifo", &self.delay[0]),
+            ("delay-codel", &self.delay[1]),
+            ("rtt-over-time", &self.rtt_both),
+            ("throughput", &self.throughput),
+            ("rtt-cdf", &self.cdf),
+        ]
+    }
+}
+
+/// The first loss episode of the FIFO run and the same span of the CoDel run, at the same
+/// bytes-per-pixel scale.
+fn zoom_charts(a: &TimeSequence, b: &TimeSequence) -> [Chart; 2] {
+    let first_retransmit = a.segments.iter().find(|s| s.retransmit).map(|s| s.time_s);
+    let (x0, x1, found) = match first_retransmit {
+        Some(t) => (t - 0.8, t + 0.7, true),
+        None => {
+            // No loss: zoom on the middle of the run so that the pair still compares.
+            let end = a.segments.last().map_or(1.0, |s| s.time_s);
+            (end / 2.0 - 0.75, end / 2.0 + 0.75, false)
+        }
+    };
+    let seq_span = |t: &TimeSequence| {
+        let mut lo = f64::INFINITY;
+        let mut hi = f64::NEG_INFINITY;
+        for s in t
+            .segments
+            .iter()
+            .filter(|s| s.time_s >= x0 && s.time_s <= x1)
+        {
+            lo = lo.min(s.seq_start as f64);
+            hi = hi.max(s.seq_end as f64);
+        }
+        (lo.is_finite()).then_some((lo, hi))
+    };
+    let span_a = seq_span(a);
+    let span_b = seq_span(b);
+    // Same height of sequence space in both, so that a slope means the same rate in both.
+    let height = span_a
+        .map_or(0.0, |s| s.1 - s.0)
+        .max(span_b.map_or(0.0, |s| s.1 - s.0))
+        .max(1.0)
+        * 1.05;
+    let zoomed = |t: &TimeSequence, span: Option<(f64, f64)>, label: &str, caption: String| {
+        let mut z = crop(t, x0 - 1.0, x1 + 1.0);
+        z.x_range_s = Some((x0, x1));
+        let lo = span.map_or(0.0, |s| s.0);
+        z.y_range_bytes = Some((lo - height * 0.02, lo + height));
+        z.title = format!("{label}: {:.1} s to {:.1} s up close", x0, x1);
+        z.chart().caption(caption)
+    };
+    let cap_a = if found {
+        "A tail drop: the green ACK line goes flat while purple SACK bars stack above it, until \
+         the red retransmission (R) fills the hole a full, bloated RTT later."
+            .to_string()
+    } else {
+        "No loss happened in this FIFO run; this is the middle of the run.".to_string()
+    };
+    [
+        zoomed(a, span_a, "FIFO", cap_a),
+        zoomed(
+            b,
+            span_b,
+            "CoDel + ECN",
+            "The same span with CoDel: the data climbs without a pause and the ACKs follow one \
+             short RTT behind; CE marks (orange) slow the sender instead of losses."
+                .into(),
+        ),
+    ]
+}
+
+/// The part of a time-sequence graph within `[t0, t1]`.
+fn crop(t: &TimeSequence, t0: f64, t1: f64) -> TimeSequence {
+    let inside = |x: f64| x >= t0 && x <= t1;
+    TimeSequence {
+        title: t.title.clone(),
+        caption: t.caption.clone(),
+        segments: t
+            .segments
+            .iter()
+            .filter(|s| inside(s.time_s))
+            .cloned()
+            .collect(),
+        acks: t
+            .acks
+            .iter()
+            .filter(|p| inside(p.time_s))
+            .cloned()
+            .collect(),
+        window_ends: t
+            .window_ends
+            .iter()
+            .filter(|p| inside(p.time_s))
+            .cloned()
+            .collect(),
+        sacks: t
+            .sacks
+            .iter()
+            .filter(|s| inside(s.time_s))
+            .cloned()
+            .collect(),
+        dup_acks: t
+            .dup_acks
+            .iter()
+            .filter(|p| inside(p.time_s))
+            .cloned()
+            .collect(),
+        marks: t
+            .marks
+            .iter()
+            .filter(|m| inside(m.time_s))
+            .cloned()
+            .collect(),
+        x_range_s: None,
+        y_range_bytes: None,
+    }
+}
+
+fn delay_charts(fifo: &RunData, codel: &RunData) -> [Chart; 2] {
+    let end = fifo
+        .probe_rtt
+        .iter()
+        .chain(codel.probe_rtt.iter())
+        .map(|p| p.0)
+        .fold(0.0, f64::max);
+    let one = |r: &RunData, caption: &str| {
+        Chart::new(
+            format!("Delay over time, {}", r.label),
+            Axis::new("time since the lab started", "s"),
+            Axis::new("delay", "ms").from_zero(),
+        )
+        .caption(caption.to_string())
+        .with(
+            Series::line(
+                "queue delay at the bottleneck (longest per 100 ms)",
+                Rgb::nth(2),
+                r.queue_delay.clone(),
+            )
+            .keep_in_legend(),
+        )
+        .with(
+            Series::scatter("probe RTT (UDP ping)", Rgb::nth(0), r.probe_rtt.clone())
+                .keep_in_legend(),
+        )
+        .with(
+            Series::line(
+                format!("base RTT ({BASE_RTT_MS:.0} ms)"),
+                Rgb::GREY,
+                vec![(0.0, BASE_RTT_MS), (end, BASE_RTT_MS)],
+            )
+            .keep_in_legend(),
+        )
+    };
+    let mut c = [
+        one(
+            fifo,
+            "The FIFO fills until it overflows, so every ping waits behind hundreds of \
+             milliseconds of queued video: the probe's RTT is the base RTT plus the queue.",
+        ),
+        one(
+            codel,
+            "CoDel keeps the queue near its 5 ms target by marking, so the pings stay within a \
+             few milliseconds of the base RTT (same scale as the FIFO run).",
+        ),
+    ];
+    report::same_scale(&mut c);
+    c
+}
+
+fn throughput_chart(fifo: &RunData, codel: &RunData) -> Chart {
+    let end = fifo
+        .stream_mbps
+        .iter()
+        .chain(codel.stream_mbps.iter())
+        .map(|p| p.0 + 1.0)
+        .fold(0.0, f64::max);
+    let steps = |v: &[(f64, f64)]| {
+        let mut s = v.to_vec();
+        if let Some(&(t, y)) = v.last() {
+            s.push((t + 1.0, y));
+        }
+        s
+    };
+    Chart::new(
+        "Stream goodput per second",
+        Axis::new("time since the lab started", "s"),
+        Axis::new("goodput", "Mbit/s").from_zero(),
+    )
+    .caption(format!(
+        "Both runs move the same amount of video ({:.2} and {:.2} Mbit/s on average): the FIFO's \
+         huge queue buys no throughput, only delay.",
+        fifo.metrics.goodput_mbps, codel.metrics.goodput_mbps
+    ))
+    .with(Series::step(fifo.label, FIFO_COLOR, steps(&fifo.stream_mbps)).keep_in_legend())
+    .with(Series::step(codel.label, CODEL_COLOR, steps(&codel.stream_mbps)).keep_in_legend())
+    .with(
+        Series::line(
+            format!("link capacity ({DOWN_MBPS:.0} Mbit/s)"),
+            Rgb::GREY,
+            vec![(0.0, DOWN_MBPS), (end, DOWN_MBPS)],
+        )
+        .keep_in_legend(),
+    )
+}
+
+fn page(
+    opts: &Options,
+    r: &Results,
+    checks: &[Check],
+    fifo: &RunData,
+    codel: &RunData,
+    charts: &Charts,
+) -> Result<Page> {
+    let fig = |id: &str, c: &Chart, zoomable: bool| -> Result<Figure> {
+        Figure::from_chart(id, c, zoomable).with_context(|| format!("drawing {id}"))
+    };
+    let mut page = Page::new("Bufferbloat: a FIFO against CoDel + ECN on a home line");
+    page.subtitle = format!(
+        "10 Mbit/s down, 1 Mbit/s up, {BASE_RTT_MS:.0} ms base RTT; an 8 Mbit/s video stream \
+         with 30 s read-ahead fills the downlink while a probe pings every 100 ms; {:.0} s per \
+         run, seed {}. Run A queues in a FIFO ({}), run B in CoDel marking ECN ({}), with ECN \
+         on in both hosts.",
+        r.duration_s, opts.seed, r.fifo.queue, r.codel.queue
+    );
+
+    let (header, rows) = table_rows(r);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Goodput is what the video player read; RTTs are the probe's UDP pings; \
+                          queue delay, drops and CE marks are the downlink queue's; CWR counts \
+                          the sender's replies to congestion echoes, in the server's capture."
+                    .into(),
+            }))
+            .with(Block::Findings(
+                checks
+                    .iter()
+                    .map(|c| {
+                        (
+                            if c.passed {
+                                "as expected"
+                            } else {
+                                "NOT as expected"
+                            }
+                            .to_string(),
+                            c.what.clone(),
+                        )
+                    })
+                    .collect(),
+            )),
+    );
+    page.push(
+        Section::new("The stream's time-sequence graphs")
+            .with(Block::Paragraph(
+                "The same picture as tcptrace draws, from each run's capture at the server (the \
+                 sender). Time runs to the right, the byte position in the stream up; the slope \
+                 is the rate. Both graphs are at the same scale. Scroll to zoom, drag to pan."
+                    .into(),
+            ))
+            .with(Block::Row(vec![
+                fig("tsg-fifo", &charts.tsg_page[0], true)?,
+                fig("tsg-codel", &charts.tsg_page[1], true)?,
+            ])),
+    );
+    page.push(
+        Section::new("A loss episode up close").with(Block::Row(vec![
+            fig("zoom-fifo", &charts.zoom[0], true)?,
+            fig("zoom-codel", &charts.zoom[1], true)?,
+        ])),
+    );
+    page.push(
+        Section::new("Delay over time")
+            .with(Block::Row(vec![
+                fig("delay-fifo", &charts.delay[0], false)?,
+                fig("delay-codel", &charts.delay[1], false)?,
+            ]))
+            .with(Block::Figure(fig(
+                "rtt-over-time",
+                &charts.rtt_both,
+                false,
+            )?)),
+    );
+    page.push(
+        Section::new("Throughput and the probe's RTT distribution").with(Block::Row(vec![
+            fig("throughput", &charts.throughput, false)?,
+            fig("rtt-cdf", &charts.cdf, false)?,
+        ])),
+    );
+    let mut findings = Vec::new();
+    for run in [fifo, codel] {
+        let mut any = false;
+        for c in &run.analysis.connections {
+            for d in &c.diagnoses {
+                findings.push((
+                    format!("{}: {}", run.label, d.kind.name()),
+                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                ));
+                any = true;
+            }
+        }
+        if !any {
+            findings.push((
+                format!("{}: nothing", run.label),
+                "the analyzer named no cause of delay".into(),
+            ));
+        }
+    }
+    page.push(
+        Section::new("What the analyzer found")
+            .with(Block::Paragraph(
+                "Diagnoses of `latencylab analyze` on each run's server capture (run it yourself \
+                 on fifo/captures/server-eth0.pcap for the whole analysis)."
+                    .into(),
+            ))
+            .with(Block::Findings(findings)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "*.png: every chart of this page".into(),
+        "fifo/, codel/: each run's lab output: captures/*.pcap (tcpdump, Wireshark, \
+         latencylab analyze), links/*.log (every packet's queue events), summary.json, lab.json, \
+         programs/*.out (the programs' JSON lines)"
+            .into(),
+    ])));
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(rtt_p95_ms: f64, drops: u64, gap: f64, ce: u64, cwr: u64) -> RunMetrics {
+        RunMetrics {
+            queue: "q".into(),
+            goodput_mbps: 9.5,
+            rtt_p50_ms: rtt_p95_ms / 2.0,
+            rtt_p95_ms,
+            rtt_p99_ms: rtt_p95_ms,
+            probe_lost: 0,
+            queue_delay_p95_ms: 1.0,
+            drops,
+            ce_marks: ce,
+            cwr,
+            longest_gap_ms: gap,
+            stalls: 0,
+        }
+    }
+
+    #[test]
+    fn checks_pass_for_a_bloated_fifo_against_a_marking_codel() {
+        let r = Results {
+            base_rtt_ms: 20.0,
+            duration_s: 30.0,
+            fifo: metrics(250.0, 40, 300.0, 0, 0),
+            codel: metrics(30.0, 1, 20.0, 80, 70),
+        };
+        assert!(checks(&r).iter().all(|c| c.passed), "{:?}", checks(&r));
+    }
+
+    #[test]
+    fn checks_fail_when_codel_only_drops_or_the_fifo_never_overflows() {
+        let r = Results {
+            base_rtt_ms: 20.0,
+            duration_s: 30.0,
+            fifo: metrics(250.0, 0, 300.0, 0, 0),
+            codel: metrics(30.0, 60, 20.0, 0, 0),
+        };
+        let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
+        assert_eq!(failed.len(), 3, "{failed:?}");
+    }
+
+    #[test]
+    fn the_fifo_lab_puts_the_queue_on_both_directions_and_waits_for_the_probe() {
+        let cfg = lab_config(FIFO_QUEUE, EcnMode::Passive, 12.0, 1);
+        cfg.validate().unwrap();
+        assert_eq!(cfg.links[0].down.queue, FIFO_QUEUE);
+        assert_eq!(cfg.links[0].up.capacity, "1mbit");
+        let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0].run.contains("--duration 12000ms"));
+    }
+}

@@ -1,0 +1,273 @@
+//! What every demo needs around its labs: the progress bar, running one lab into its own
+//! directory, reading back the programs' JSON lines and the link logs, and the side-by-side
+//! text table. Nothing here knows which experiment it serves.
+
+use std::fs;
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lab::config::{iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface};
+use lab::output::LinkSummary;
+use lab::{LabConfig, RunOptions, RunResult};
+
+/// A progress bar on stderr measured in seconds of expected work. Each phase advances it with
+/// the wall clock (a lab's length is known in advance) and snaps to the phase's end when the
+/// phase returns. Without a terminal the bar is hidden and each phase prints one line instead.
+pub struct Progress {
+    bar: ProgressBar,
+    done_s: f64,
+    lines: bool,
+}
+
+impl Progress {
+    pub fn new(total_s: f64, quiet: bool) -> Progress {
+        let tenths = (total_s * 10.0).ceil() as u64;
+        let terminal = std::io::stderr().is_terminal();
+        let bar = if quiet || !terminal {
+            ProgressBar::hidden()
+        } else {
+            let b = ProgressBar::with_draw_target(Some(tenths), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("{elapsed:>4} [{bar:40}] {percent:>3}%  {msg}")
+                    .expect("constant template")
+                    .progress_chars("=> "),
+            );
+            b
+        };
+        Progress {
+            bar,
+            done_s: 0.0,
+            lines: !quiet && !terminal,
+        }
+    }
+
+    /// Runs `f`, moving the bar across `expected_s` seconds while it runs.
+    pub fn phase<T>(&mut self, msg: &str, expected_s: f64, f: impl FnOnce() -> T) -> T {
+        if self.lines {
+            eprintln!("latencylab demo: {msg}");
+        }
+        self.bar.set_message(msg.to_string());
+        let stop = AtomicBool::new(false);
+        let start = StdInstant::now();
+        let base = self.done_s;
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let t = start.elapsed().as_secs_f64().min(expected_s * 0.99);
+                    self.bar.set_position(((base + t) * 10.0) as u64);
+                    std::thread::sleep(StdDuration::from_millis(100));
+                }
+            });
+            let out = f();
+            stop.store(true, Ordering::Relaxed);
+            out
+        });
+        self.done_s += expected_s;
+        self.bar.set_position((self.done_s * 10.0) as u64);
+        out
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A host with one interface `eth0`, the `index`-th interface of the lab (from 1).
+pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
+    let (ipv4, ipv6) = iface_addrs(index);
+    Host {
+        name: name.into(),
+        settings: HostSettings {
+            ecn,
+            ..HostSettings::default()
+        },
+        family: Family::Dual,
+        interfaces: vec![Interface {
+            name: "eth0".into(),
+            ipv4,
+            ipv6,
+        }],
+    }
+}
+
+/// One link direction: a rate, a one-way delay, a queue, no random loss.
+pub fn direction(capacity: &str, delay: &str, queue: &str) -> Direction {
+    Direction {
+        capacity: capacity.into(),
+        delay: delay.into(),
+        loss: "0%".into(),
+        queue: queue.into(),
+        overhead_bytes: 0,
+        bleach_ecn: false,
+    }
+}
+
+/// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
+/// can be mistaken for this one's), quietly.
+pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
+    cfg.validate()
+        .with_context(|| format!("the lab for {}", dir.display()))?;
+    if dir.exists() {
+        fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    let opts = RunOptions {
+        out_dir: Some(dir.to_path_buf()),
+        command: None,
+        server: None,
+        quiet: true,
+        no_capture: false,
+    };
+    let r = lab::run_lab(cfg, &opts)
+        .with_context(|| format!("running the lab in {}", dir.display()))?;
+    if r.exit_code != 0 {
+        bail!(
+            "the lab in {} ended with status {} (see its programs/ directory)",
+            dir.display(),
+            r.exit_code
+        );
+    }
+    Ok(r)
+}
+
+/// The JSON lines a program of the lab wrote on its stdout.
+pub fn program_records(run_dir: &Path, program: &str) -> Result<Vec<apps::Record>> {
+    let path = run_dir.join("programs").join(format!("{program}.out"));
+    apps::read_records(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// One link direction of a run's summary.
+pub fn link_summary<'a>(r: &'a RunResult, link: &str, direction: &str) -> Result<&'a LinkSummary> {
+    r.summary
+        .links
+        .iter()
+        .find(|l| l.name == link && l.direction == direction)
+        .with_context(|| format!("summary has no link {link} {direction}"))
+}
+
+/// Queue delay over time from a link log: for each `bin_s` of lab time, the longest sojourn
+/// of a packet dequeued in it, in ms. The maximum, not the mean, because the worst packet of
+/// each moment is what a delay-sensitive flow behind it waits for.
+pub fn queue_delay_series(log: &Path, bin_s: f64) -> Result<Vec<(f64, f64)>> {
+    queue_delay_series_of(log, bin_s, |_| true)
+}
+
+/// As [`queue_delay_series`], for the packets whose ECN field (as the log writes it:
+/// `not-ect`, `ect0`, `ect1`, `ce`) `keep` accepts: a dual queue's L or C side.
+pub fn queue_delay_series_of(
+    log: &Path,
+    bin_s: f64,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(f64, f64)>> {
+    let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
+    let mut bins: Vec<f64> = Vec::new();
+    for line in BufReader::new(f).lines() {
+        let line = line.with_context(|| format!("reading {}", log.display()))?;
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut it = line.split('\t');
+        let (Some(t), Some("dequeue"), _, _, Some(soj), _, Some(ecn)) = (
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+        ) else {
+            continue;
+        };
+        if !keep(ecn) {
+            continue;
+        }
+        let (Ok(t_ns), Ok(soj_ns)) = (t.parse::<u64>(), soj.parse::<u64>()) else {
+            continue;
+        };
+        let i = (t_ns as f64 / 1e9 / bin_s) as usize;
+        if bins.len() <= i {
+            bins.resize(i + 1, f64::NAN);
+        }
+        let ms = soj_ns as f64 / 1e6;
+        if bins[i].is_nan() || ms > bins[i] {
+            bins[i] = ms;
+        }
+    }
+    Ok(bins
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_nan())
+        .map(|(i, v)| (i as f64 * bin_s, *v))
+        .collect())
+}
+
+/// A plain-text table: the first column left-aligned, the others right-aligned.
+pub fn text_table(header: &[String], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let mut width = vec![0; cols];
+    for r in std::iter::once(header).chain(rows.iter().map(|r| r.as_slice())) {
+        for (i, c) in r.iter().enumerate().take(cols) {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |r: &[String], out: &mut String| {
+        for (i, c) in r.iter().enumerate().take(cols) {
+            let pad = width[i] - c.chars().count();
+            if i == 0 {
+                out.push_str(c);
+                out.push_str(&" ".repeat(pad));
+            } else {
+                out.push_str("   ");
+                out.push_str(&" ".repeat(pad));
+                out.push_str(c);
+            }
+        }
+        out.push('\n');
+    };
+    line(header, &mut out);
+    let total: usize = width.iter().sum::<usize>() + 3 * (cols - 1);
+    out.push_str(&"-".repeat(total));
+    out.push('\n');
+    for r in rows {
+        line(r, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {
+        let dir = std::env::temp_dir().join(format!("demo-qd-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("l.log");
+        fs::write(
+            &log,
+            "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n\
+             10000000\tenqueue\t1\t1500\t-\t-\tnot-ect\t-\n\
+             20000000\tdequeue\t1\t1500\t3000000\t-\tnot-ect\t-\n\
+             30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
+             40000000\tdrop\t3\t1500\t9000000\t-\tnot-ect\toverlimit\n\
+             250000000\tdequeue\t4\t1500\t1000000\t-\tnot-ect\t-\n",
+        )
+        .unwrap();
+        let s = queue_delay_series(&log, 0.1).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn text_table_aligns_numbers_right_under_their_header() {
+        let t = text_table(
+            &["".into(), "fifo".into()],
+            &[vec!["drops".into(), "7".into()]],
+        );
+        assert_eq!(t, "        fifo\n------------\ndrops      7\n");
+    }
+}

@@ -1,0 +1,1174 @@
+//! `latencylab demo l4s`: a video call on a home line that other devices keep busy, three
+//! times: behind a FIFO with the call in classic mode, behind DualPI2 with the call in L4S mode,
+//! and behind DualPI2 on a path that bleaches ECN (issue 7, experiment E6 of the L4S talk in
+//! `shared/seeds/002`).
+//!
+//! The network: the caller and "other devices" on a home LAN (router `home`), the line to the
+//! far side 10 Mbit/s each way with 10 ms each way (20 ms base RTT), the queue discipline on
+//! both directions of the line. The far host `remote` answers the call and serves the other
+//! devices' downloads: [`DOWNLOADS`] bulk TCP flows (CUBIC, Not-ECT, as most of today's
+//! traffic), started before the call so that the line is busy when it begins. Same seed and
+//! duration in every run.
+//!
+//! Measured: the video the caller receives (remote → caller, the direction that shares the
+//! downlink's queue with the downloads): per-packet RTT and loss as its sender sees them,
+//! frames received per second and stalls at the caller; the downloads' goodput while the call
+//! runs; each direction's queue delay, for DualPI2 per queue (summary.json, link logs); the
+//! ECN validation's fallback time in the bleached run.
+//!
+//! This module runs and presents; it does not judge: issue 7's criteria are printed as
+//! checks, and the end-to-end test asserts them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Progress};
+
+/// Round-trip propagation delay of the line, ms (10 ms each way).
+pub const BASE_RTT_MS: f64 = 20.0;
+/// The line's capacity each way, Mbit/s (the seed's throttled bottleneck).
+pub const LINE_MBPS: f64 = 10.0;
+/// Run A's queue. The seed's legacy call saw at most 45 ms at a 20 ms base RTT: its bottleneck
+/// held at most some 25 ms, which at 10 Mbit/s is about 20 full-size packets. That is the
+/// shallow end of home routers (a driver ring and a short transmit queue, no AQM), the kind
+/// the seed's "loss above 40 %" comes from: CUBIC flows overflow such a queue every few RTTs
+/// and a call's packets are dropped with theirs. A deeper FIFO (the bufferbloat demo's 300
+/// packets) would show hundreds of ms of delay and little loss, a different story (E3).
+pub const FIFO_QUEUE: &str = "fifo limit 20";
+/// Runs B and C: DualPI2 with Linux's defaults (target 15 ms, step threshold 1 ms, k = 2).
+pub const DUALQ_QUEUE: &str = "dualpi2";
+/// How many bulk downloads the other devices run.
+pub const DOWNLOADS: usize = 3;
+/// The call's highest bitrate: a 1080p call. The call is alone on the uplink (the downloads
+/// only send ACKs there), so it would climb to any cap; 4 Mbit/s leaves the uplink's queue to
+/// what the downloads' ACKs and the call's feedback need.
+pub const CALL_MAX_RATE: &str = "4mbit";
+/// The call's UDP port.
+const CALL_PORT: u16 = 6000;
+/// When the downloads start, s after the lab.
+const DOWNLOADS_START_S: f64 = 0.5;
+/// When the caller calls, s after the lab: the downloads have left slow start by then.
+pub const CALL_START_S: f64 = 3.0;
+/// Queue-delay chart resolution, s.
+const QUEUE_BIN_S: f64 = 0.1;
+/// "Validation triggers within 3 s" (issue 7).
+pub const FALLBACK_LIMIT_S: f64 = 3.0;
+
+/// The three runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Classic,
+    L4s,
+    Bleached,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [Variant::Classic, Variant::L4s, Variant::Bleached];
+
+    /// The run's directory and key in `results.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Classic => "classic",
+            Variant::L4s => "l4s",
+            Variant::Bleached => "bleached",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Classic => "A: classic (FIFO)",
+            Variant::L4s => "B: L4S (DualPI2)",
+            Variant::Bleached => "C: bleached (DualPI2)",
+        }
+    }
+
+    fn queue(self) -> &'static str {
+        match self {
+            Variant::Classic => FIFO_QUEUE,
+            Variant::L4s | Variant::Bleached => DUALQ_QUEUE,
+        }
+    }
+
+    fn call_mode(self) -> &'static str {
+        match self {
+            Variant::Classic => "classic",
+            Variant::L4s | Variant::Bleached => "l4s",
+        }
+    }
+
+    fn color(self) -> Rgb {
+        match self {
+            Variant::Classic => Rgb(213, 94, 0),
+            Variant::L4s => Rgb(0, 114, 178),
+            Variant::Bleached => Rgb(0, 158, 115),
+        }
+    }
+}
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// Length of the call in each run, s.
+    pub duration_s: f64,
+    pub seed: u64,
+    /// No progress bar or progress lines.
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    pub queue: String,
+    pub call_mode: String,
+    /// Per-packet RTT of the video the caller receives (its sender's samples).
+    pub call_rtt_p50_ms: f64,
+    pub call_rtt_p99_ms: f64,
+    /// The same round trips through the network alone, from the captures: the media packet
+    /// from the remote's interface to the caller's, and the feedback echoing it back, without
+    /// the time either `call` process took to read it (a process waiting for a CPU).
+    pub path_rtt_p50_ms: f64,
+    pub path_rtt_p99_ms: f64,
+    /// Packets of that video lost on the way, as its sender counts them.
+    pub call_loss_pct: f64,
+    /// Share of the call's seconds in which the caller received at least 25 complete frames.
+    pub fps_ge25_pct: f64,
+    /// Gaps of more than 200 ms between complete frames at the caller.
+    pub stalls: u64,
+    /// Share of the call's time the caller's video was stalled.
+    pub stall_pct: f64,
+    /// The downloads' goodput while the call ran, as a share of the line's capacity.
+    pub competing_share_pct: f64,
+    /// The video's mean received rate, Mbit/s.
+    pub call_mbps: f64,
+    /// Share of the video's packets that arrived CE-marked.
+    pub call_ce_pct: f64,
+    /// Queue delay p99 on the downlink and uplink, all packets.
+    pub down_queue_delay_p99_ms: f64,
+    pub up_queue_delay_p99_ms: f64,
+    /// DualPI2 only: the L and C queues' delay p99 on the downlink and uplink.
+    pub down_l_delay_p99_ms: Option<f64>,
+    pub down_c_delay_p99_ms: Option<f64>,
+    pub up_l_delay_p99_ms: Option<f64>,
+    pub up_c_delay_p99_ms: Option<f64>,
+    /// How far behind schedule the lab's engine delivered packets, p99.
+    pub delivery_lateness_p99_ms: f64,
+    /// Seconds from the call's start until both endpoints' ECN validation had failed and
+    /// they fell back (the later of the two); `None` when either never did.
+    pub fallback_s: Option<f64>,
+    /// Every second after the fallback brought the caller complete frames (or: no fallback
+    /// and every second did).
+    pub kept_running: bool,
+}
+
+/// `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub base_rtt_ms: f64,
+    pub duration_s: f64,
+    pub classic: RunMetrics,
+    pub l4s: RunMetrics,
+    pub bleached: RunMetrics,
+}
+
+/// What the demo leaves: its results, the terminal table and checks, and where the files are.
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// One criterion of issue 7, evaluated on this demo's numbers.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub what: String,
+    pub passed: bool,
+}
+
+/// One run's measurements with what the charts need. Times are s since the call started.
+struct RunData {
+    variant: Variant,
+    metrics: RunMetrics,
+    /// Per-packet RTT of the received video, ms.
+    rtt_ms: Vec<f64>,
+    /// (s, frames received in the second ending at s) at the caller.
+    fps: Vec<(f64, f64)>,
+    /// (s, loss % of the video in the second ending at s), the sender's view.
+    loss: Vec<(f64, f64)>,
+    /// (s, the downloads' goodput in Mbit/s, all together, per second).
+    competing_mbps: Vec<(f64, f64)>,
+    /// (s, ms): longest sojourn per bin at the downlink, L side (ECT(1) and CE) and C side.
+    down_l_delay: Vec<(f64, f64)>,
+    down_c_delay: Vec<(f64, f64)>,
+}
+
+fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
+    Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
+    }
+}
+
+/// The lab of one run.
+pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+    let queue = v.queue();
+    let lan = |name: &str, host: &str, bleach: bool| {
+        // The home LAN is fast and short: the line is the only bottleneck.
+        let mut up = common::direction("1gbit", "0ms", "fifo limit 1000");
+        up.bleach_ecn = bleach;
+        let down = up.clone();
+        LinkSpec {
+            name: name.into(),
+            a: host.into(),
+            b: "home".into(),
+            up,
+            down,
+        }
+    };
+    let call = |end: &str, mode: &str, duration_s: f64| {
+        format!(
+            "exec latencylab call {end} --mode {mode} --max-rate {CALL_MAX_RATE} --duration {:.0}ms --rtt-samples",
+            duration_s * 1000.0
+        )
+    };
+    let mut programs = vec![
+        prog(
+            "bulk-server",
+            "remote",
+            0.0,
+            "exec latencylab bulk-server".into(),
+            false,
+        ),
+        // The listener outlives the caller; the caller's bye ends it.
+        prog(
+            "call-remote",
+            "remote",
+            0.0,
+            call(
+                &format!("--listen {CALL_PORT}"),
+                v.call_mode(),
+                duration_s + CALL_START_S + 10.0,
+            ),
+            false,
+        ),
+        prog(
+            "call-caller",
+            "caller",
+            CALL_START_S,
+            call(
+                &format!("--connect remote:{CALL_PORT}"),
+                v.call_mode(),
+                duration_s,
+            ),
+            true,
+        ),
+    ];
+    for i in 1..=DOWNLOADS {
+        // Longer than the call: the line stays busy until the caller hangs up.
+        programs.push(prog(
+            &format!("download-{i}"),
+            "others",
+            DOWNLOADS_START_S,
+            format!(
+                "exec latencylab bulk-client remote --direction download --duration {:.0}ms",
+                (duration_s + CALL_START_S + 2.0) * 1000.0
+            ),
+            false,
+        ));
+    }
+    let line = |queue: &str| common::direction(&format!("{LINE_MBPS:.0}mbit"), "10ms", queue);
+    LabConfig {
+        seed,
+        duration_s: None,
+        hosts: vec![
+            common::host("caller", 1, EcnMode::Passive),
+            common::host("others", 2, EcnMode::Passive),
+            common::host("remote", 3, EcnMode::Passive),
+        ],
+        routers: vec!["home".into()],
+        links: vec![
+            // Run C: the caller's access hop clears the ECN field both ways (an old access
+            // point or home router rewriting the TOS byte), before the line on the way out
+            // and after it on the way in.
+            lan("wifi", "caller", v == Variant::Bleached),
+            lan("lan", "others", false),
+            LinkSpec {
+                name: "line".into(),
+                a: "home".into(),
+                b: "remote".into(),
+                up: line(queue),
+                down: line(queue),
+            },
+        ],
+        changes: vec![],
+        programs,
+        nat64: None,
+    }
+}
+
+/// Runs the three labs, reads them back and writes `results.json`, the PNGs and
+/// `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(5.0..=600.0).contains(&opts.duration_s) {
+        bail!(
+            "--duration: {} s is outside 5 s to 600 s (the call needs a few seconds to settle)",
+            opts.duration_s
+        );
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let lab_s = opts.duration_s + CALL_START_S + 3.0;
+    let mut progress = Progress::new(3.0 * lab_s + 3.0 + 4.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, v) in Variant::ALL.into_iter().enumerate() {
+        let dir = opts.out_dir.join(v.name());
+        let cfg = lab_config(v, opts.duration_s, opts.seed);
+        let msg = format!(
+            "run {}/3: {} ({}, call in {} mode), {:.0} s",
+            i + 1,
+            v.label(),
+            v.queue(),
+            v.call_mode(),
+            opts.duration_s
+        );
+        let result = progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("reading the {} run", v.name()), 1.0, || {
+            collect(v, &dir, &result)
+        })?;
+        runs.push(data);
+    }
+    let results = Results {
+        base_rtt_ms: BASE_RTT_MS,
+        duration_s: opts.duration_s,
+        classic: runs[0].metrics.clone(),
+        l4s: runs[1].metrics.clone(),
+        bleached: runs[2].metrics.clone(),
+    };
+    let checks = checks(&results);
+    let table = table(&results);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 4.0, || {
+        write_outputs(opts, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+/// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line.
+fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Result<f64> {
+    recs.iter()
+        .find_map(|r| match r {
+            apps::Record::Start { monotonic_s, .. } => Some(*monotonic_s),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no start line (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
+/// A call endpoint's summary line.
+fn call_summary(recs: &[apps::Record], dir: &Path, program: &str) -> Result<apps::Record> {
+    recs.iter()
+        .rev()
+        .find(|r| matches!(r, apps::Record::CallSummary { .. }))
+        .cloned()
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no call_summary (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
+/// The fallback time of an endpoint's summary, if any.
+fn fallback_of(summary: &apps::Record) -> Option<f64> {
+    match summary {
+        apps::Record::CallSummary { fallback_s, .. } => *fallback_s,
+        _ => None,
+    }
+}
+
+/// Reads one run's outputs back.
+fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
+    let caller = common::program_records(dir, "call-caller")?;
+    let remote = common::program_records(dir, "call-remote")?;
+    let t0 = monotonic_start(&caller, dir, "call-caller")?;
+    // The remote's clock started before the call: shift its times onto the caller's.
+    let remote_shift = monotonic_start(&remote, dir, "call-remote")? - t0;
+
+    let caller_sum = call_summary(&caller, dir, "call-caller")?;
+    let remote_sum = call_summary(&remote, dir, "call-remote")?;
+    let apps::Record::CallSummary {
+        fps_ge25_pct,
+        stalls,
+        duration_s: call_s,
+        ..
+    } = caller_sum
+    else {
+        unreachable!("call_summary found above");
+    };
+    let apps::Record::CallSummary {
+        loss_pct, ce_pct, ..
+    } = remote_sum
+    else {
+        unreachable!("call_summary found above");
+    };
+
+    let rtt_ms: Vec<f64> = remote
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::CallRtt { rtt_ms, .. } => Some(*rtt_ms),
+            _ => None,
+        })
+        .collect();
+    let Some(rtt) = apps::Percentiles::of(&rtt_ms) else {
+        bail!(
+            "{}: the remote end measured no RTT (see programs/call-remote.err)",
+            dir.display()
+        );
+    };
+
+    let mut fps = Vec::new();
+    let mut call_mbps = Vec::new();
+    let mut stall_ms = 0.0;
+    for r in &caller {
+        if let apps::Record::CallSecond {
+            t_s,
+            fps_received,
+            recv_kbps,
+            stall_ms: s,
+            ..
+        } = r
+        {
+            fps.push((*t_s, *fps_received as f64));
+            call_mbps.push((*t_s, recv_kbps / 1e3));
+            stall_ms += s;
+        }
+    }
+    let loss: Vec<(f64, f64)> = remote
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::CallSecond { t_s, loss_pct, .. } => {
+                let t = t_s + remote_shift;
+                (t > 0.0).then_some((t, *loss_pct))
+            }
+            _ => None,
+        })
+        .collect();
+
+    // Fallback, on the caller's clock: both ends must have noticed.
+    let fallback_s = match (
+        fallback_of(&caller_sum),
+        fallback_of(&remote_sum).map(|f| f + remote_shift),
+    ) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        _ => None,
+    };
+    let after = fallback_s.unwrap_or(0.0);
+    let kept_running = fps
+        .iter()
+        .filter(|(t, _)| *t > after + 1.0)
+        .all(|(_, f)| *f > 0.0)
+        && fps.iter().any(|(t, _)| *t > after + 1.0);
+
+    let (competing_mbps, competing_share_pct) = competing(dir, t0, call_s)?;
+    let path = path_rtts_ms(dir)?;
+    let Some(path_rtt) = apps::Percentiles::of(&path) else {
+        bail!(
+            "{}: no round trip of the call found in the captures",
+            dir.display()
+        );
+    };
+
+    let down = common::link_summary(result, "line", "down")?;
+    let up = common::link_summary(result, "line", "up")?;
+    let sub = |l: &lab::output::LinkSummary, q: &str| {
+        l.queues
+            .as_ref()
+            .and_then(|m| m.get(q))
+            .map(|s| s.queue_delay_ms.p99)
+    };
+    let down_log = dir.join("links").join("line-down.log");
+    let in_l = |ecn: &str| ecn == "ect1" || ecn == "ce";
+    let to_call_time = |s: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+        s.into_iter()
+            .map(|(t, y)| (t - CALL_START_S, y))
+            .filter(|(t, _)| *t >= -CALL_START_S)
+            .collect()
+    };
+    let down_l_delay = to_call_time(common::queue_delay_series_of(&down_log, QUEUE_BIN_S, in_l)?);
+    let down_c_delay = to_call_time(common::queue_delay_series_of(
+        &down_log,
+        QUEUE_BIN_S,
+        |e| !in_l(e),
+    )?);
+    let call_mean_mbps = if call_mbps.is_empty() {
+        0.0
+    } else {
+        call_mbps.iter().map(|p| p.1).sum::<f64>() / call_mbps.len() as f64
+    };
+
+    Ok(RunData {
+        variant: v,
+        metrics: RunMetrics {
+            queue: v.queue().into(),
+            call_mode: v.call_mode().into(),
+            call_rtt_p50_ms: rtt.p50,
+            call_rtt_p99_ms: rtt.p99,
+            path_rtt_p50_ms: path_rtt.p50,
+            path_rtt_p99_ms: path_rtt.p99,
+            call_loss_pct: loss_pct,
+            fps_ge25_pct,
+            stalls,
+            stall_pct: if call_s > 0.0 {
+                stall_ms / (call_s * 1e3) * 100.0
+            } else {
+                0.0
+            },
+            competing_share_pct,
+            call_mbps: call_mean_mbps,
+            call_ce_pct: ce_pct,
+            down_queue_delay_p99_ms: down.queue_delay_ms.p99,
+            up_queue_delay_p99_ms: up.queue_delay_ms.p99,
+            down_l_delay_p99_ms: sub(down, "l"),
+            down_c_delay_p99_ms: sub(down, "c"),
+            up_l_delay_p99_ms: sub(up, "l"),
+            up_c_delay_p99_ms: sub(up, "c"),
+            delivery_lateness_p99_ms: result.summary.engine.delivery_lateness_ms.p99,
+            fallback_s,
+            kept_running,
+        },
+        rtt_ms,
+        fps,
+        loss,
+        competing_mbps,
+        down_l_delay,
+        down_c_delay,
+    })
+}
+
+/// The call's UDP payload in a captured IP packet, with whether it goes to the call's port
+/// (`true`) or comes from it.
+fn call_payload(ip: &[u8]) -> Option<(bool, &[u8])> {
+    let udp = match ip.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(ip.first()? & 0x0f) * 4;
+            (*ip.get(9)? == 17).then(|| ip.get(ihl..))??
+        }
+        6 => (*ip.get(6)? == 17).then(|| ip.get(40..))??,
+        _ => return None,
+    };
+    let port = |at: usize| Some(u16::from_be_bytes([*udp.get(at)?, *udp.get(at + 1)?]));
+    let (src, dst) = (port(0)?, port(2)?);
+    let payload = udp.get(8..)?;
+    if dst == CALL_PORT {
+        Some((true, payload))
+    } else if src == CALL_PORT {
+        Some((false, payload))
+    } else {
+        None
+    }
+}
+
+/// The call's datagrams in one host's capture: media sent by the remote (by sequence number:
+/// capture time and send_ns), and feedback sent by the caller (by feedback number: capture
+/// time and the echoed send_ns values).
+type Media = std::collections::HashMap<u64, (u64, u64)>;
+type Feedback = std::collections::HashMap<u64, (u64, Vec<u64>)>;
+
+fn call_datagrams(pcap: &Path) -> Result<(Media, Feedback)> {
+    use apps::call::packet::Packet;
+    let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+    let mut reader = analyze::capture::CaptureReader::new(file)
+        .with_context(|| format!("reading {}", pcap.display()))?;
+    let (mut media, mut feedback) = (Media::new(), Feedback::new());
+    while let Some(p) = reader
+        .next_packet()
+        .with_context(|| format!("reading {}", pcap.display()))?
+    {
+        let Some((to_call_port, payload)) = call_payload(p.data) else {
+            continue;
+        };
+        let t_ns = p.time.as_nanos();
+        match Packet::parse(payload) {
+            Ok(Packet::Media(m)) if !to_call_port => {
+                media.insert(m.seq, (t_ns, m.send_ns));
+            }
+            Ok(Packet::Feedback(f)) if to_call_port => {
+                feedback.insert(
+                    f.fb_seq,
+                    (t_ns, f.echoes.iter().map(|e| e.send_ns).collect()),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok((media, feedback))
+}
+
+/// Round trips of the video the caller receives through the network alone, ms: for every
+/// media packet a feedback echoed, (arrival at the caller − departure from the remote) +
+/// (arrival of the feedback at the remote − its departure from the caller). Both captures
+/// are stamped by the lab's one clock.
+fn path_rtts_ms(dir: &Path) -> Result<Vec<f64>> {
+    let caps = dir.join("captures");
+    let (remote_media, remote_fb) = call_datagrams(&caps.join("remote-eth0.pcap"))?;
+    let (caller_media, caller_fb) = call_datagrams(&caps.join("caller-eth0.pcap"))?;
+    let by_send: std::collections::HashMap<u64, (u64, u64)> = remote_media
+        .iter()
+        .map(|(seq, (t, send_ns))| (*send_ns, (*seq, *t)))
+        .collect();
+    let mut out = Vec::new();
+    for (fb_seq, (fb_out, echoes)) in &caller_fb {
+        let Some((fb_in, _)) = remote_fb.get(fb_seq) else {
+            continue;
+        };
+        for send_ns in echoes {
+            let Some((seq, media_out)) = by_send.get(send_ns) else {
+                continue;
+            };
+            let Some((media_in, _)) = caller_media.get(seq) else {
+                continue;
+            };
+            let down = media_in.saturating_sub(*media_out);
+            let up = fb_in.saturating_sub(*fb_out);
+            out.push((down + up) as f64 / 1e6);
+        }
+    }
+    Ok(out)
+}
+
+/// The downloads' goodput while the call ran: per second (all downloads together, binned by
+/// the end of each receiver interval on the caller's clock) and as a share of the line.
+/// Only intervals wholly inside `[0, call_s]` count, each download over its own covered time.
+fn competing(dir: &Path, t0: f64, call_s: f64) -> Result<(Vec<(f64, f64)>, f64)> {
+    let mut per_second: Vec<f64> = Vec::new();
+    let mut share_mbps = 0.0;
+    for i in 1..=DOWNLOADS {
+        let name = format!("download-{i}");
+        let recs = common::program_records(dir, &name)?;
+        let shift = monotonic_start(&recs, dir, &name)? - t0;
+        let (mut bytes, mut covered_s) = (0u64, 0.0);
+        for r in &recs {
+            let apps::Record::Interval {
+                t_s,
+                role,
+                interval_s,
+                bytes: b,
+                ..
+            } = r
+            else {
+                continue;
+            };
+            if role != "receiver" {
+                continue;
+            }
+            let end = t_s + shift;
+            if end - interval_s < 0.0 || end > call_s {
+                continue;
+            }
+            bytes += b;
+            covered_s += interval_s;
+            let bin = end.ceil().max(1.0) as usize - 1;
+            if per_second.len() <= bin {
+                per_second.resize(bin + 1, 0.0);
+            }
+            per_second[bin] += *b as f64 * 8.0 / 1e6 / interval_s;
+        }
+        if covered_s > 0.0 {
+            share_mbps += bytes as f64 * 8.0 / 1e6 / covered_s;
+        }
+    }
+    let series = per_second
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ((i + 1) as f64, *m))
+        .collect();
+    Ok((series, share_mbps / LINE_MBPS * 100.0))
+}
+
+/// Issue 7's "Done when", on these numbers.
+pub fn checks(r: &Results) -> Vec<Check> {
+    let (a, b, c) = (&r.classic, &r.l4s, &r.bleached);
+    let base = r.base_rtt_ms;
+    let ck = |what: String, passed: bool| Check { what, passed };
+    vec![
+        ck(
+            format!(
+                "L4S: call RTT p99 {:.1} ms < base + 5 ms ({:.0} ms)",
+                b.call_rtt_p99_ms,
+                base + 5.0
+            ),
+            b.call_rtt_p99_ms < base + 5.0,
+        ),
+        ck(
+            format!(
+                "L4S: the path's RTT p99 for the call {:.1} ms < base + 5 ms (from the captures, \
+                 without the endpoints' scheduling)",
+                b.path_rtt_p99_ms
+            ),
+            b.path_rtt_p99_ms < base + 5.0,
+        ),
+        ck(
+            format!("L4S: call loss {:.2} % < 1 %", b.call_loss_pct),
+            b.call_loss_pct < 1.0,
+        ),
+        ck(
+            format!(
+                "L4S: ≥ 25 fps received in {:.0} % of seconds (≥ 95 %)",
+                b.fps_ge25_pct
+            ),
+            b.fps_ge25_pct >= 95.0,
+        ),
+        ck(format!("L4S: no stall ({})", b.stalls), b.stalls == 0),
+        ck(
+            format!(
+                "L4S: the downloads keep {:.0} % of the line (≥ 40 %)",
+                b.competing_share_pct
+            ),
+            b.competing_share_pct >= 40.0,
+        ),
+        ck(
+            format!(
+                "classic: call RTT p99 {:.1} ms markedly worse than L4S's {:.1} ms (≥ 10 ms more)",
+                a.call_rtt_p99_ms, b.call_rtt_p99_ms
+            ),
+            a.call_rtt_p99_ms >= b.call_rtt_p99_ms + 10.0,
+        ),
+        ck(
+            format!(
+                "classic: loss ({:.2} %) or stalls ({}) appear",
+                a.call_loss_pct, a.stalls
+            ),
+            a.call_loss_pct >= 1.0 || a.stalls > 0,
+        ),
+        ck(
+            format!(
+                "bleached: ECN validation failed and both ends fell back within {FALLBACK_LIMIT_S:.0} s ({})",
+                c.fallback_s
+                    .map_or("never".to_string(), |s| format!("after {s:.2} s"))
+            ),
+            c.fallback_s.is_some_and(|s| s <= FALLBACK_LIMIT_S),
+        ),
+        ck(
+            "bleached: the call kept running (frames every second after the fallback)".into(),
+            c.kept_running,
+        ),
+    ]
+}
+
+/// The side-by-side table: header and rows, for the terminal and the page alike.
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let runs = [&r.classic, &r.l4s, &r.bleached];
+    let mut header = vec![String::new()];
+    header.extend(Variant::ALL.iter().map(|v| v.label().to_string()));
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
+        let mut v = vec![name.to_string()];
+        v.extend(runs.iter().map(|m| f(m)));
+        v
+    };
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let rows = vec![
+        row("call RTT p50 (ms)", &|m| {
+            format!("{:.1}", m.call_rtt_p50_ms)
+        }),
+        row("call RTT p99 (ms)", &|m| {
+            format!("{:.1}", m.call_rtt_p99_ms)
+        }),
+        row("  the path alone, p50 (ms)", &|m| {
+            format!("{:.1}", m.path_rtt_p50_ms)
+        }),
+        row("  the path alone, p99 (ms)", &|m| {
+            format!("{:.1}", m.path_rtt_p99_ms)
+        }),
+        row("call loss (%)", &|m| format!("{:.2}", m.call_loss_pct)),
+        row("seconds with ≥ 25 fps (%)", &|m| {
+            format!("{:.0}", m.fps_ge25_pct)
+        }),
+        row("stalls", &|m| m.stalls.to_string()),
+        row("time stalled (%)", &|m| format!("{:.1}", m.stall_pct)),
+        row("call video received (Mbit/s)", &|m| {
+            format!("{:.2}", m.call_mbps)
+        }),
+        row("call packets CE-marked (%)", &|m| {
+            format!("{:.1}", m.call_ce_pct)
+        }),
+        row("downloads' share of the line (%)", &|m| {
+            format!("{:.0}", m.competing_share_pct)
+        }),
+        row("downlink queue delay p99 (ms)", &|m| {
+            format!("{:.1}", m.down_queue_delay_p99_ms)
+        }),
+        row("  L queue p99 (ms)", &|m| opt(m.down_l_delay_p99_ms)),
+        row("  C queue p99 (ms)", &|m| opt(m.down_c_delay_p99_ms)),
+        row("uplink queue delay p99 (ms)", &|m| {
+            format!("{:.1}", m.up_queue_delay_p99_ms)
+        }),
+        row("  L queue p99 (ms)", &|m| opt(m.up_l_delay_p99_ms)),
+        row("lab delivery lateness p99 (ms)", &|m| {
+            format!("{:.2}", m.delivery_lateness_p99_ms)
+        }),
+        row("ECN fallback after (s)", &|m| opt(m.fallback_s)),
+    ];
+    (header, rows)
+}
+
+/// The side-by-side table for the terminal.
+pub fn table(r: &Results) -> String {
+    let (header, rows) = table_rows(r);
+    common::text_table(&header, &rows)
+}
+
+fn write_outputs(
+    opts: &Options,
+    results: &Results,
+    checks: &[Check],
+    runs: &[RunData],
+) -> Result<()> {
+    let dir = &opts.out_dir;
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    let charts = Charts::draw(runs);
+    for (name, chart) in charts.files() {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let page = page(opts, results, checks, &charts)?;
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
+}
+
+/// A per-second series drawn as steps over each second `[t − 1, t)`.
+fn seconds_steps(v: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut s: Vec<(f64, f64)> = v.iter().map(|&(t, y)| (t - 1.0, y)).collect();
+    if let Some(&(t, y)) = v.last() {
+        s.push((t, y));
+    }
+    s
+}
+
+/// Every chart of the report.
+struct Charts {
+    cdf: Chart,
+    fps: Chart,
+    loss: Chart,
+    delay: [Chart; 3],
+    share: Chart,
+}
+
+impl Charts {
+    fn draw(runs: &[RunData]) -> Charts {
+        let mut cdf = Chart::new(
+            "Round-trip time of the call's packets, distribution",
+            Axis::new("per-packet round-trip time", "ms").from_zero(),
+            Axis::new("share of packets at or below", "%").with_range(0.0, 100.0),
+        )
+        .caption(format!(
+            "A point (x, y) says y % of the received video's packets took at most x ms there \
+             and back. The line's base RTT is {BASE_RTT_MS:.0} ms: with L4S the curve rises \
+             just right of it, behind the FIFO it spreads over the queue the downloads keep."
+        ));
+        let mut fps = Chart::new(
+            "Frames the caller received per second",
+            Axis::new("time since the call started", "s"),
+            Axis::new("complete frames received", "fps").from_zero(),
+        )
+        .caption(
+            "The video is sent at 30 fps; a frame counts when all its packets arrived. Behind \
+             the FIFO lost packets cost whole frames; with L4S the rate stays at the top.",
+        );
+        let mut loss = Chart::new(
+            "Loss of the call's packets per second",
+            Axis::new("time since the call started", "s"),
+            Axis::new("packets lost", "%").from_zero(),
+        )
+        .caption(
+            "As the video's sender learns it from the receiver's feedback: the FIFO drops the \
+             call's packets with the downloads'; DualPI2 marks them instead.",
+        );
+        let mut share = Chart::new(
+            "The other devices' downloads while the call runs",
+            Axis::new("time since the call started", "s"),
+            Axis::new("goodput of all downloads", "Mbit/s").from_zero(),
+        )
+        .caption(format!(
+            "{DOWNLOADS} CUBIC downloads together, per second. The call takes its part of the \
+             {LINE_MBPS:.0} Mbit/s line in every run; the downloads keep the rest."
+        ));
+        for r in runs {
+            let (label, color) = (r.variant.label(), r.variant.color());
+            cdf.push(Series::cdf(label, color, &r.rtt_ms));
+            fps.push(Series::step(label, color, seconds_steps(&r.fps)).keep_in_legend());
+            loss.push(Series::step(label, color, seconds_steps(&r.loss)).keep_in_legend());
+            share.push(
+                Series::step(label, color, seconds_steps(&r.competing_mbps)).keep_in_legend(),
+            );
+        }
+        let end = runs
+            .iter()
+            .flat_map(|r| r.fps.iter().map(|p| p.0))
+            .fold(1.0, f64::max);
+        cdf.push(
+            Series::line(
+                format!("base RTT ({BASE_RTT_MS:.0} ms)"),
+                Rgb::GREY,
+                vec![(BASE_RTT_MS, 0.0), (BASE_RTT_MS, 100.0)],
+            )
+            .keep_in_legend(),
+        );
+        fps.push(
+            Series::line("25 fps", Rgb::GREY, vec![(0.0, 25.0), (end, 25.0)]).keep_in_legend(),
+        );
+        share.push(
+            Series::line(
+                "40 % of the line",
+                Rgb::GREY,
+                vec![(0.0, 0.4 * LINE_MBPS), (end, 0.4 * LINE_MBPS)],
+            )
+            .keep_in_legend(),
+        );
+        let one = |r: &RunData| {
+            let caption = match r.variant {
+                Variant::Classic => {
+                    "One FIFO for everything: the call's packets wait behind the downloads' \
+                     and are dropped with them when it overflows."
+                }
+                Variant::L4s => {
+                    "The call's ECT(1) packets use the L queue, marked from 1 ms of sojourn, \
+                     so they wait almost nothing; the downloads keep their C queue near \
+                     DualPI2's 15 ms target."
+                }
+                Variant::Bleached => {
+                    "The access hop clears ECN, so the call's packets arrive as Not-ECT: after \
+                     the fallback they share the C queue with the downloads (classic \
+                     behaviour, but still DualPI2's short queue)."
+                }
+            };
+            Chart::new(
+                format!("Downlink queue delay, {}", r.variant.label()),
+                Axis::new("time since the call started", "s"),
+                Axis::new("longest sojourn per 100 ms", "ms").from_zero(),
+            )
+            .caption(caption)
+            .with(
+                Series::line("L queue (ECT(1), CE)", Rgb::nth(0), r.down_l_delay.clone())
+                    .keep_in_legend(),
+            )
+            .with(
+                Series::line(
+                    "C queue (Not-ECT, ECT(0))",
+                    Rgb::nth(1),
+                    r.down_c_delay.clone(),
+                )
+                .keep_in_legend(),
+            )
+        };
+        let mut delay = [one(&runs[0]), one(&runs[1]), one(&runs[2])];
+        report::same_scale(&mut delay);
+        Charts {
+            cdf,
+            fps,
+            loss,
+            delay,
+            share,
+        }
+    }
+
+    fn files(&self) -> Vec<(&'static str, &Chart)> {
+        vec![
+            ("rtt-cdf", &self.cdf),
+            ("fps", &self.fps),
+            ("loss", &self.loss),
+            ("delay-classic", &self.delay[0]),
+            ("delay-l4s", &self.delay[1]),
+            ("delay-bleached", &self.delay[2]),
+            ("share", &self.share),
+        ]
+    }
+}
+
+fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page> {
+    let fig = |id: &str, c: &Chart| -> Result<Figure> {
+        Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
+    };
+    let mut page = Page::new("L4S: a video call beside busy downloads");
+    page.subtitle = format!(
+        "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
+         video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
+         devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
+         in classic mode. B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
+         C: as B, but the caller's access hop clears the ECN field.",
+        r.duration_s, opts.seed
+    );
+    let (header, rows) = table_rows(r);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "The call's numbers are about the video the caller receives (it crosses \
+                          the downlink with the downloads): RTT and loss as its sender measures \
+                          them, frames and stalls at the caller. The path alone is the same \
+                          round trips timed in the captures, without the time the call \
+                          processes took to read each packet (waiting for a CPU). Queue delays are the line's, \
+                          from summary.json."
+                    .into(),
+            }))
+            .with(Block::Findings(
+                checks
+                    .iter()
+                    .map(|c| {
+                        (
+                            if c.passed {
+                                "as expected"
+                            } else {
+                                "NOT as expected"
+                            }
+                            .to_string(),
+                            c.what.clone(),
+                        )
+                    })
+                    .collect(),
+            )),
+    );
+    page.push(
+        Section::new("Round-trip time and loss").with(Block::Row(vec![
+            fig("rtt-cdf", &charts.cdf)?,
+            fig("loss", &charts.loss)?,
+        ])),
+    );
+    page.push(Section::new("What the caller saw").with(Block::Figure(fig("fps", &charts.fps)?)));
+    page.push(
+        Section::new("The bottleneck's queues").with(Block::Row(vec![
+            fig("delay-classic", &charts.delay[0])?,
+            fig("delay-l4s", &charts.delay[1])?,
+            fig("delay-bleached", &charts.delay[2])?,
+        ])),
+    );
+    page.push(
+        Section::new("The other devices' share").with(Block::Figure(fig("share", &charts.share)?)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "*.png: every chart of this page".into(),
+        "classic/, l4s/, bleached/: each run's lab output: captures/*.pcap, links/*.log (every \
+         packet's queue events, with its ECN field), summary.json, lab.json, programs/*.out \
+         (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)"
+            .into(),
+    ])));
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(rtt_p99: f64, loss: f64, stalls: u64, share: f64) -> RunMetrics {
+        RunMetrics {
+            queue: "q".into(),
+            call_mode: "l4s".into(),
+            call_rtt_p50_ms: 21.0,
+            call_rtt_p99_ms: rtt_p99,
+            path_rtt_p50_ms: 21.0,
+            path_rtt_p99_ms: rtt_p99,
+            call_loss_pct: loss,
+            fps_ge25_pct: 100.0,
+            stalls,
+            stall_pct: 0.0,
+            competing_share_pct: share,
+            call_mbps: 3.0,
+            call_ce_pct: 5.0,
+            down_queue_delay_p99_ms: 1.0,
+            up_queue_delay_p99_ms: 1.0,
+            down_l_delay_p99_ms: None,
+            down_c_delay_p99_ms: None,
+            up_l_delay_p99_ms: None,
+            up_c_delay_p99_ms: None,
+            delivery_lateness_p99_ms: 0.1,
+            fallback_s: None,
+            kept_running: true,
+        }
+    }
+
+    #[test]
+    fn checks_pass_when_l4s_keeps_the_call_near_the_base_rtt_and_the_fallback_is_quick() {
+        let mut c = metrics(30.0, 0.5, 0, 60.0);
+        c.fallback_s = Some(0.4);
+        let r = Results {
+            base_rtt_ms: 20.0,
+            duration_s: 30.0,
+            classic: metrics(45.0, 12.0, 2, 60.0),
+            l4s: metrics(23.0, 0.0, 0, 55.0),
+            bleached: c,
+        };
+        assert!(checks(&r).iter().all(|c| c.passed), "{:?}", checks(&r));
+    }
+
+    #[test]
+    fn checks_fail_on_a_slow_l4s_tail_a_lossless_classic_run_and_no_fallback() {
+        let r = Results {
+            base_rtt_ms: 20.0,
+            duration_s: 30.0,
+            classic: metrics(45.0, 0.0, 0, 60.0),
+            l4s: metrics(36.0, 0.0, 0, 55.0),
+            bleached: metrics(30.0, 0.0, 0, 60.0),
+        };
+        let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
+        // RTT p99 over 25 ms (measured and the path's), classic not 10 ms worse, classic
+        // without loss or stall, no fallback.
+        assert_eq!(failed.len(), 5, "{failed:?}");
+    }
+
+    #[test]
+    fn the_bleached_lab_clears_ecn_only_on_the_callers_hop_and_waits_for_the_caller() {
+        let cfg = lab_config(Variant::Bleached, 12.0, 1);
+        cfg.validate().unwrap();
+        let bleached: Vec<_> = cfg
+            .links
+            .iter()
+            .filter(|l| l.up.bleach_ecn || l.down.bleach_ecn)
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(bleached, ["wifi"]);
+        let line = cfg.links.iter().find(|l| l.name == "line").unwrap();
+        assert_eq!(
+            (line.up.queue.as_str(), line.down.queue.as_str()),
+            (DUALQ_QUEUE, DUALQ_QUEUE)
+        );
+        let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0].run.contains("--connect remote:6000 --mode l4s"));
+        assert!(waited[0].run.contains("--duration 12000ms"));
+        let classic = lab_config(Variant::Classic, 12.0, 1);
+        assert!(classic
+            .links
+            .iter()
+            .all(|l| !l.up.bleach_ecn && !l.down.bleach_ecn));
+        assert!(classic
+            .programs
+            .iter()
+            .any(|p| p.run.contains("--mode classic")));
+    }
+}

@@ -1,0 +1,19 @@
+//! latencylab's demos: each one is a whole experiment behind one command. It builds the labs
+//! (one per variant, same seed and duration), runs the reference traffic programs in them,
+//! reads back what they measured (JSON lines, link logs, `summary.json`, the sender's capture
+//! through the analyzer), and leaves `results.json`, PNG charts and a self-contained
+//! `report.html` next to each run's raw lab output.
+//!
+//! This crate decides what to run and what to show; it owns no network code (that is `lab`),
+//! no measurement (the `apps` programs and `analyze`) and no drawing primitives (`report`).
+//! Like the CLI it is an entry point, so its errors are `anyhow` with context.
+//!
+//! - [`bufferbloat`]: FIFO against CoDel + ECN on a home line (issue 6, experiment E3).
+//! - [`l4s`]: a video call beside busy TCP flows: classic FIFO, L4S DualQ, and a path that
+//!   bleaches ECN (issue 7, experiment E6).
+
+pub mod bufferbloat;
+mod common;
+pub mod l4s;
+
+pub use common::Progress;
