@@ -1,11 +1,13 @@
 //! The `latencylab` binary: argument parsing, printing and exit codes over the library crates.
 //!
-//! Exit codes: COMMAND's own status for `shell`; 0 for a run that ended normally; 1 for a
+//! Exit codes: COMMAND's own status for `shell`; for `ipv6-check`, 0 when nothing broke and 1
+//! when something did; 0 for a run that ended normally; 1 for a
 //! failure while running; 2 for a usage error (a bad option, file or value, or missing
 //! privileges), always with one line naming the culprit and what would have been accepted.
 
 mod analyze_cmd;
 mod demo_cmd;
+mod ipv6_check;
 mod shell;
 
 use std::process::ExitCode;
@@ -17,7 +19,7 @@ use clap::{Parser, Subcommand};
     name = "latencylab",
     version,
     about = "Build the network your users have, run real programs in it, and see where each millisecond went.",
-    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms -o run1 -- curl -s http://server/\n  sudo latencylab run examples/wifi-cellular.toml -o run2"
+    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms -o run1 -- curl -s http://server/\n  sudo latencylab run examples/wifi-cellular.toml -o run2\n  sudo latencylab ipv6-check -- ./my-app"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -28,6 +30,7 @@ struct Cli {
 enum Command {
     Shell(Box<shell::ShellArgs>),
     Run(shell::RunArgs),
+    Ipv6Check(Box<ipv6_check::CheckArgs>),
     Analyze(analyze_cmd::AnalyzeArgs),
     Demo(demo_cmd::DemoArgs),
     #[command(flatten)]
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),
+        Command::Ipv6Check(a) => ipv6_check::run(*a),
         Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Demo(a) => demo_cmd::run(&a),
         Command::App(a) => apps::run(a),

@@ -63,7 +63,11 @@ pub struct ShellArgs {
     bleach_ecn: bool,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
-    server: Option<String>,
+    pub(crate) server: Option<String>,
+    /// An IPv6-only client: no IPv4 at all, the lab's DNS64 as resolver, and a NAT64 in front
+    /// of the IPv4-only server (a carrier's IPv6-only network; see docs/nat64.md).
+    #[arg(long)]
+    nat64: bool,
     /// TCP congestion control of both hosts (default cubic, whatever this machine uses).
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
@@ -78,17 +82,17 @@ pub struct ShellArgs {
     seed: Option<u64>,
     /// Keep captures, link logs, lab.json and summary.json in DIR.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
-    out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// With -o: keep only lab.json and summary.json, no pcaps or link logs (for multi-Gbit/s
     /// runs, where writing every packet would measure the disk).
     #[arg(long)]
-    no_capture: bool,
+    pub(crate) no_capture: bool,
     /// Print nothing but errors on stderr.
     #[arg(short, long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// The program to run in `client` (default: $SHELL).
     #[arg(last = true, value_name = "COMMAND")]
-    command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 /// Any topology, from a TOML run file (see docs/run-files.md).
@@ -114,31 +118,36 @@ fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
 
-pub fn shell(a: ShellArgs) -> Result<ExitCode> {
-    let opts = ShellOptions {
-        rate: a.rate,
-        down: a.down,
-        up: a.up,
-        delay: a.delay,
-        rtt: a.rtt,
-        down_delay: a.down_delay,
-        up_delay: a.up_delay,
-        queue: a.queue,
-        down_queue: a.down_queue,
-        up_queue: a.up_queue,
-        loss: a.loss,
-        down_loss: a.down_loss,
-        up_loss: a.up_loss,
-        down_trace: a.down_trace,
-        up_trace: a.up_trace,
+/// The lab options of `shell` (and of `ipv6-check`, which shares them).
+pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
+    ShellOptions {
+        rate: a.rate.clone(),
+        down: a.down.clone(),
+        up: a.up.clone(),
+        delay: a.delay.clone(),
+        rtt: a.rtt.clone(),
+        down_delay: a.down_delay.clone(),
+        up_delay: a.up_delay.clone(),
+        queue: a.queue.clone(),
+        down_queue: a.down_queue.clone(),
+        up_queue: a.up_queue.clone(),
+        loss: a.loss.clone(),
+        down_loss: a.down_loss.clone(),
+        up_loss: a.up_loss.clone(),
+        down_trace: a.down_trace.clone(),
+        up_trace: a.up_trace.clone(),
         overhead: a.overhead,
         bleach_ecn: a.bleach_ecn,
-        cc: a.cc,
-        ecn: a.ecn,
+        cc: a.cc.clone(),
+        ecn: a.ecn.clone(),
         mtu: a.mtu,
         seed: a.seed,
-    };
-    let cfg = shell_config(&opts)?;
+        nat64: a.nat64,
+    }
+}
+
+pub fn shell(a: ShellArgs) -> Result<ExitCode> {
+    let cfg = shell_config(&shell_options(&a))?;
     let command = if a.command.is_empty() {
         vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
     } else {

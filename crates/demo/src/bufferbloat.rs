@@ -188,6 +188,7 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
                 true,
             ),
         ],
+        nat64: None,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lab::config::{iface_addrs, Direction, EcnMode, Host, HostSettings, Interface};
+use lab::config::{iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface};
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
 
@@ -85,6 +85,7 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
             ecn,
             ..HostSettings::default()
         },
+        family: Family::Dual,
         interfaces: vec![Interface {
             name: "eth0".into(),
             ipv4,

@@ -311,6 +311,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         ],
         changes: vec![],
         programs,
+        nat64: None,
     }
 }
 

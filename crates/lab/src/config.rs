@@ -97,7 +97,62 @@ pub struct Host {
     pub name: String,
     #[serde(flatten)]
     pub settings: HostSettings,
+    /// Which address families the host has; `dual` unless a NAT64 lab says otherwise.
+    #[serde(default)]
+    pub family: Family,
     pub interfaces: Vec<Interface>,
+}
+
+impl Host {
+    pub fn has_ipv4(&self) -> bool {
+        self.family != Family::Ipv6Only
+    }
+    pub fn has_ipv6(&self) -> bool {
+        self.family != Family::Ipv4Only
+    }
+}
+
+/// The address families of a host. An IPv6-only host has no IPv4 address or route at all;
+/// an IPv4-only host has IPv6 disabled on its interfaces (loopback keeps `::1`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    #[default]
+    Dual,
+    Ipv6Only,
+    Ipv4Only,
+}
+
+/// The NAT64 and DNS64 of a lab (`shell --nat64`, or `[nat64]` in a run file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nat64Spec {
+    /// Where the translator and the DNS64 sit: a router, `HOST` or `HOST.IFACE` (a node of the
+    /// tree of links). Packets reach them over the links like any other.
+    pub at: String,
+    /// Pref64::/n (RFC 6052).
+    pub prefix: String,
+    /// The translator's IPv4 address (its whole pool), from the lab's own range.
+    pub pool4: Ipv4Addr,
+    /// The DNS64's address, which IPv6-only hosts have as their resolver.
+    pub dns: Ipv6Addr,
+}
+
+/// The translator's IPv4 address. RFC 6052 §3.1 says the Well-Known Prefix should not embed
+/// private addresses; the lab is a closed world whose every address is private, so it does.
+pub const NAT64_POOL4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 64);
+/// The DNS64's address: outside every interface's fd4c:6c61:6200:i::/64 (i is at most 250).
+pub const DNS64_ADDR: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 0xffff, 0, 0, 0, 0x53);
+pub const NAT64_PREFIX: &str = "64:ff9b::/96";
+
+impl Nat64Spec {
+    pub fn at(at: &str) -> Nat64Spec {
+        Nat64Spec {
+            at: at.into(),
+            prefix: NAT64_PREFIX.into(),
+            pool4: NAT64_POOL4,
+            dns: DNS64_ADDR,
+        }
+    }
 }
 
 /// One direction of a link, with every value resolved and written as a user would write it.
@@ -174,6 +229,8 @@ pub struct LabConfig {
     pub links: Vec<LinkSpec>,
     pub changes: Vec<Change>,
     pub programs: Vec<Program>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nat64: Option<Nat64Spec>,
 }
 
 /// The lab's address of interface number `i` (1-based).
@@ -316,6 +373,8 @@ pub struct ShellOptions {
     pub ecn: Option<String>,
     pub mtu: Option<u32>,
     pub seed: Option<u64>,
+    /// `client` IPv6-only behind DNS64 + NAT64, `server` IPv4-only.
+    pub nat64: bool,
 }
 
 /// Builds the two-host lab of `latencylab shell`: `client` and `server` joined by the link
@@ -392,9 +451,15 @@ pub fn shell_config(o: &ShellOptions) -> Result<LabConfig, UsageError> {
     let mut hosts = Vec::new();
     for (i, name) in ["client", "server"].into_iter().enumerate() {
         let (ipv4, ipv6) = iface_addrs(i + 1);
+        let family = match (o.nat64, i) {
+            (false, _) => Family::Dual,
+            (true, 0) => Family::Ipv6Only,
+            (true, _) => Family::Ipv4Only,
+        };
         hosts.push(Host {
             name: name.into(),
             settings: settings.clone(),
+            family,
             interfaces: vec![Interface {
                 name: "eth0".into(),
                 ipv4,
@@ -416,6 +481,9 @@ pub fn shell_config(o: &ShellOptions) -> Result<LabConfig, UsageError> {
         }],
         changes: vec![],
         programs: vec![],
+        // At the server's end of the path, as a carrier's translator sits past the access
+        // link: the path carries the client's IPv6, and the server meets it as IPv4.
+        nat64: o.nat64.then(|| Nat64Spec::at("server")),
     };
     cfg.validate()?;
     Ok(cfg)
@@ -525,6 +593,16 @@ struct RawProgram {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawNat64 {
+    at: String,
+    ipv6_only: Vec<String>,
+    #[serde(default)]
+    ipv4_only: Vec<String>,
+    prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawRunFile {
     seed: Option<u64>,
     duration: Option<String>,
@@ -541,6 +619,7 @@ struct RawRunFile {
     change: Vec<RawChange>,
     #[serde(default)]
     program: Vec<RawProgram>,
+    nat64: Option<RawNat64>,
 }
 
 /// Reads and validates a run file. Relative trace paths are relative to the file.
@@ -601,9 +680,15 @@ pub fn parse_run_file(
                 ipv6,
             });
         }
+        let family = match &raw.nat64 {
+            Some(n) if n.ipv6_only.contains(&h.name) => Family::Ipv6Only,
+            Some(n) if n.ipv4_only.contains(&h.name) => Family::Ipv4Only,
+            _ => Family::Dual,
+        };
         hosts.push(Host {
             name: h.name.clone(),
             settings,
+            family,
             interfaces,
         });
     }
@@ -737,7 +822,28 @@ pub fn parse_run_file(
         links,
         changes,
         programs,
+        nat64: raw.nat64.as_ref().map(|n| Nat64Spec {
+            prefix: n.prefix.clone().unwrap_or_else(|| NAT64_PREFIX.into()),
+            ..Nat64Spec::at(&n.at)
+        }),
     };
+    if let Some(n) = &raw.nat64 {
+        if n.ipv6_only.is_empty() {
+            return usage(format!(
+                "{name}: [nat64] ipv6_only is empty (name the hosts behind the NAT64, e.g. ipv6_only = [\"phone\"])"
+            ));
+        }
+        for h in n.ipv6_only.iter().chain(&n.ipv4_only) {
+            if !cfg.hosts.iter().any(|x| &x.name == h) {
+                return usage(format!("{name}: [nat64]: no host '{h}'"));
+            }
+            if n.ipv6_only.contains(h) && n.ipv4_only.contains(h) {
+                return usage(format!(
+                    "{name}: [nat64]: host '{h}' is in both ipv6_only and ipv4_only"
+                ));
+            }
+        }
+    }
     cfg.validate()
         .map_err(|e| UsageError(format!("{name}: {e}")))?;
     Ok(cfg)
@@ -928,6 +1034,13 @@ impl LabConfig {
                 return usage(format!("program '{}': no host '{}'", p.name, p.host));
             }
         }
+        if let Some(n) = &self.nat64 {
+            self.attach(&n.at)
+                .map_err(|e| UsageError(format!("nat64: at: {e}")))?;
+            n.prefix
+                .parse::<nat64::Prefix>()
+                .map_err(|e| UsageError(format!("nat64: prefix: {e} (try 64:ff9b::/96)")))?;
+        }
         Ok(())
     }
 
@@ -938,17 +1051,57 @@ impl LabConfig {
 
     /// `/etc/hosts` for the lab: every host by name (first interface) and `HOST-IFACE`.
     pub fn hosts_file(&self) -> String {
+        self.hosts_file_for(None)
+    }
+
+    /// `/etc/hosts` as host `viewer` sees it: only the addresses of a family both it and the
+    /// named host have. So an IPv6-only host finds an IPv4-only one through the DNS64 alone,
+    /// as it would on a carrier's network.
+    pub fn hosts_file_for(&self, viewer: Option<&Host>) -> String {
         let mut s = String::from("# latencylab: the lab's own names\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        let (v4, v6) = viewer.map_or((true, true), |v| (v.has_ipv4(), v.has_ipv6()));
         for h in &self.hosts {
             for (k, i) in h.interfaces.iter().enumerate() {
                 let mut names = format!("{}-{}", h.name, i.name);
                 if k == 0 {
                     names = format!("{} {names}", h.name);
                 }
-                s.push_str(&format!("{}\t{names}\n{}\t{names}\n", i.ipv4, i.ipv6));
+                if v4 && h.has_ipv4() {
+                    s.push_str(&format!("{}\t{names}\n", i.ipv4));
+                }
+                if v6 && h.has_ipv6() {
+                    s.push_str(&format!("{}\t{names}\n", i.ipv6));
+                }
             }
         }
         s
+    }
+
+    /// The DNS64's zone: every host by name (first interface) and `HOST-IFACE`, with the
+    /// addresses it has (A, AAAA).
+    pub fn dns_zone(&self) -> nat64::dns64::Zone {
+        const TTL_SECS: u32 = 300;
+        let mut z = nat64::dns64::Zone::new();
+        for h in &self.hosts {
+            for (k, i) in h.interfaces.iter().enumerate() {
+                let own = format!("{}-{}", h.name, i.name);
+                let names: Vec<&str> = if k == 0 {
+                    vec![&h.name, &own]
+                } else {
+                    vec![&own]
+                };
+                for n in names {
+                    // Names were checked to be plain (letters, digits, '-', '_').
+                    if h.has_ipv4() {
+                        let _ = z.add_a(n, i.ipv4, TTL_SECS);
+                    }
+                    if h.has_ipv6() {
+                        let _ = z.add_aaaa(n, i.ipv6, TTL_SECS);
+                    }
+                }
+            }
+        }
+        z
     }
 
     /// Link names with their index, for schedule lookups.
@@ -1058,6 +1211,84 @@ mod tests {
         assert!(e(|o| o.mtu = Some(500)).starts_with("--mtu: cannot use 500"));
         assert!(e(|o| o.down_trace = Some("/nonexistent.trace".into()))
             .starts_with("--down-trace: cannot read trace file"));
+    }
+
+    #[test]
+    fn shell_nat64_makes_an_ipv6_only_client_and_an_ipv4_only_server_behind_a_translator() {
+        let c = shell(|o| o.nat64 = true).unwrap();
+        assert_eq!(c.hosts[0].family, Family::Ipv6Only);
+        assert_eq!(c.hosts[1].family, Family::Ipv4Only);
+        let n = c.nat64.as_ref().unwrap();
+        assert_eq!(n.at, "server");
+        assert_eq!(n.pool4, Ipv4Addr::new(10, 77, 0, 64));
+        assert!(shell(|_| {}).unwrap().nat64.is_none());
+    }
+
+    #[test]
+    fn an_ipv6_only_host_finds_no_ipv4_only_host_in_etc_hosts_but_the_dns64_does() {
+        let c = shell(|o| o.nat64 = true).unwrap();
+        let client = c.hosts_file_for(Some(&c.hosts[0]));
+        assert!(
+            client.contains("fd4c:6c61:6200:1::1\tclient client-eth0\n"),
+            "{client}"
+        );
+        assert!(!client.contains("server"), "{client}");
+        assert!(!client.contains("10.77."), "{client}");
+        let server = c.hosts_file_for(Some(&c.hosts[1]));
+        assert!(
+            server.contains("10.77.2.1\tserver server-eth0\n"),
+            "{server}"
+        );
+        assert!(!server.contains("fd4c:"), "{server}");
+        // Through the DNS64, the server's A record becomes a synthesised AAAA.
+        let dns = nat64::dns64::Dns64::new(Default::default(), c.dns_zone());
+        let mut m = dns_query("server.", 28);
+        let answer = dns.answer(&m).unwrap();
+        assert!(answer.ends_with(&"64:ff9b::a4d:201".parse::<Ipv6Addr>().unwrap().octets()));
+        m = dns_query("client.", 1);
+        let answer = dns.answer(&m).unwrap();
+        assert_eq!(answer[7], 0, "no A record for the IPv6-only client");
+    }
+
+    /// A query for `name` of type `qtype`, written out by hand (RFC 1035 §4.1).
+    fn dns_query(name: &str, qtype: u16) -> Vec<u8> {
+        let mut q = vec![0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.trim_end_matches('.').split('.') {
+            q.push(label.len() as u8);
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.push(0);
+        q.extend_from_slice(&qtype.to_be_bytes());
+        q.extend_from_slice(&[0, 1]);
+        q
+    }
+
+    #[test]
+    fn run_file_nat64_table_sets_families_and_the_translators_place() {
+        let text = format!(
+            "{WIFI}\n[nat64]\nat = \"isp\"\nipv6_only = [\"phone\"]\nipv4_only = [\"server\"]\n"
+        );
+        let c = parse_run_file("n.toml", &text, Path::new("."), None).unwrap();
+        assert_eq!(c.hosts[0].family, Family::Ipv6Only);
+        assert_eq!(c.hosts[1].family, Family::Ipv4Only);
+        assert_eq!(c.nat64.as_ref().unwrap().at, "isp");
+        let e = |t: &str| {
+            parse_run_file(
+                "n.toml",
+                &format!("{WIFI}\n[nat64]\n{t}"),
+                Path::new("."),
+                None,
+            )
+            .unwrap_err()
+            .0
+        };
+        assert!(e("at = \"isp\"\nipv6_only = []").contains("ipv6_only is empty"));
+        assert!(e("at = \"isp\"\nipv6_only = [\"tablet\"]").contains("no host 'tablet'"));
+        assert!(e("at = \"nowhere\"\nipv6_only = [\"phone\"]").contains("nat64: at: 'nowhere'"));
+        assert!(
+            e("at = \"isp\"\nipv6_only = [\"phone\"]\nprefix = \"2001:db8::/33\"")
+                .contains("nat64: prefix:")
+        );
     }
 
     const WIFI: &str = r#"

@@ -5,6 +5,10 @@
 //! Routing follows the tree of links: for every host interface address, each node's route points
 //! at the link that leads towards it (found by a breadth-first walk from the interface). Anything
 //! else is dropped at the first node: nothing leaves the lab.
+//!
+//! In a NAT64 lab the translator and the DNS64 are two more endpoints at one node, routed the
+//! same way (Pref64::/n and the pool address to the translator, the DNS64's address to it);
+//! what they return is injected at their node at the instant the packet reached them.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -20,11 +24,17 @@ use crate::config::{resolve_direction, Attach, LabConfig};
 use crate::netns::HostNs;
 use crate::output::{self, EngineSummary, LinkLog, LinkSummary, Pcap, Summary};
 use crate::sys;
+use crate::translator::{Role, Translator};
 
 /// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
 const MAX_PACKET: usize = 65_536;
 /// Packets read from one interface per loop turn before the others get a go.
 const READ_BURST: usize = 64;
+/// Rounds of translate-and-forward within one delivery: a packet meets the translator once
+/// each way, so more would be a routing loop.
+const MAX_TRANSLATION_ROUNDS: usize = 8;
+/// Bytes a packet may grow by in translation: IPv4 → IPv6 header (20) plus a fragment header (8).
+const TRANSLATION_HEADROOM: usize = 28;
 
 /// A host interface as the forwarder sees it.
 pub struct IfaceRt {
@@ -58,6 +68,43 @@ pub struct Forwarder {
     pub packets_read: u64,
     /// How late each packet was written into its host: actual minus scheduled time.
     pub lateness: link::stats::DelayHistogram,
+    /// The NAT64 and DNS64 and their node; their endpoints follow the interfaces'.
+    translator: Option<(Translator, NodeId)>,
+}
+
+/// Adds routes for `addrs` at `start` (to `hop`) and at every node reachable from it (to the
+/// link leading back towards `start`).
+fn route_towards(
+    net: &mut Network,
+    adj: &[Vec<(NodeId, LinkId)>],
+    start: NodeId,
+    addrs: &[(IpAddr, u8)],
+    hop: Hop,
+) {
+    for (a, len) in addrs {
+        net.add_route(start, *a, *len, hop);
+    }
+    let mut seen = vec![false; adj.len()];
+    seen[start] = true;
+    let mut q = VecDeque::from([start]);
+    while let Some(n) = q.pop_front() {
+        for &(m, _) in &adj[n] {
+            if seen[m] {
+                continue;
+            }
+            seen[m] = true;
+            // The link from m back to n.
+            let back = adj[m]
+                .iter()
+                .find(|(to, _)| *to == n)
+                .expect("links come in pairs")
+                .1;
+            for (a, len) in addrs {
+                net.add_route(m, *a, *len, Hop::Link(back));
+            }
+            q.push_back(m);
+        }
+    }
 }
 
 /// A seed for each link direction, derived from the lab's seed so that runs repeat.
@@ -156,37 +203,47 @@ impl Forwarder {
         // Routes: walk outwards from each interface; every node reached routes that interface's
         // addresses along the link it was reached through, reversed.
         for ((hi, ii), g) in &iface_node {
-            let iface = &cfg.hosts[*hi].interfaces[*ii];
-            let start = ifaces[*g].node;
-            let addrs = [
-                (IpAddr::V4(iface.ipv4), 32u8),
-                (IpAddr::V6(iface.ipv6), 128u8),
-            ];
-            for (a, len) in addrs {
-                net.add_route(start, a, len, Hop::Deliver(*g));
+            let host = &cfg.hosts[*hi];
+            let iface = &host.interfaces[*ii];
+            let mut addrs = Vec::new();
+            if host.has_ipv4() {
+                addrs.push((IpAddr::V4(iface.ipv4), 32u8));
             }
-            let mut seen = vec![false; adj.len()];
-            seen[start] = true;
-            let mut q = VecDeque::from([start]);
-            while let Some(n) = q.pop_front() {
-                for (m, _) in adj[n].clone() {
-                    if seen[m] {
-                        continue;
-                    }
-                    seen[m] = true;
-                    // The link from m back to n.
-                    let back = adj[m]
-                        .iter()
-                        .find(|(to, _)| *to == n)
-                        .expect("links come in pairs")
-                        .1;
-                    for (a, len) in addrs {
-                        net.add_route(m, a, len, Hop::Link(back));
-                    }
-                    q.push_back(m);
-                }
+            if host.has_ipv6() {
+                addrs.push((IpAddr::V6(iface.ipv6), 128u8));
             }
+            route_towards(&mut net, &adj, ifaces[*g].node, &addrs, Hop::Deliver(*g));
         }
+        let translator = match &cfg.nat64 {
+            None => None,
+            Some(spec) => {
+                let node = node_of(cfg.attach(&spec.at)?);
+                let t = Translator::new(spec, cfg.dns_zone(), dir_seed(cfg.seed, usize::MAX, 0))?;
+                let prefix: nat64::Prefix = spec
+                    .prefix
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("nat64 prefix: {e}"))?;
+                let nat_ep = ifaces.len();
+                route_towards(
+                    &mut net,
+                    &adj,
+                    node,
+                    &[
+                        (IpAddr::V6(prefix.addr()), prefix.len_bits()),
+                        (IpAddr::V4(spec.pool4), 32),
+                    ],
+                    Hop::Deliver(nat_ep),
+                );
+                route_towards(
+                    &mut net,
+                    &adj,
+                    node,
+                    &[(IpAddr::V6(spec.dns), 128)],
+                    Hop::Deliver(nat_ep + 1),
+                );
+                Some((t, node))
+            }
+        };
         Ok(Forwarder {
             net,
             ifaces,
@@ -199,6 +256,7 @@ impl Forwarder {
             write_errors: 0,
             packets_read: 0,
             lateness: Default::default(),
+            translator,
         })
     }
 
@@ -209,7 +267,10 @@ impl Forwarder {
             let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
                 return Ok(false);
             };
-            let data = self.buf[..n].to_vec();
+            // Room for the 20 bytes an IPv4 header grows by in translation to IPv6 (and an
+            // IPv6 fragment header), so that the buffer can be recycled by the translator.
+            let mut data = Vec::with_capacity(n + TRANSLATION_HEADROOM);
+            data.extend_from_slice(&self.buf[..n]);
             self.packets_read += 1;
             if let Some(p) = &mut self.ifaces[i].pcap {
                 p.write(self.real_start_ns + now.as_nanos(), &data)?;
@@ -239,6 +300,11 @@ impl Forwarder {
 
     /// Runs the network up to `now` and writes what arrived into the hosts.
     pub fn poll(&mut self, now: Instant) {
+        if let Some((t, _)) = &mut self.translator {
+            if t.next_timeout().is_some_and(|d| d <= now) {
+                t.expire(now);
+            }
+        }
         let logs = &mut self.logs;
         let mut obs = |l: LinkId, e: &Event| {
             if let Some(log) = &mut logs[l] {
@@ -249,21 +315,74 @@ impl Forwarder {
         self.deliver(now);
     }
 
+    /// Writes what reached the hosts into their TUN devices; what reached the translator or
+    /// the DNS64 is handled and its result injected at their node, then the network runs again
+    /// up to `now` for it.
     fn deliver(&mut self, now: Instant) {
-        for (e, at, p) in self.out.drain(..) {
-            self.lateness.record(now - at);
-            let iface = &mut self.ifaces[e];
-            if let Some(pc) = &mut iface.pcap {
-                let _ = pc.write(self.real_start_ns + now.as_nanos(), &p.data);
+        let mut batch = Vec::new();
+        let mut replies = Vec::new();
+        for _ in 0..MAX_TRANSLATION_ROUNDS {
+            if self.out.is_empty() {
+                return;
             }
-            if sys::write_packet(iface.fd, &p.data).is_err() {
-                self.write_errors += 1;
+            std::mem::swap(&mut batch, &mut self.out);
+            let mut injected = false;
+            for (e, at, p) in batch.drain(..) {
+                if let Some(iface) = self.ifaces.get_mut(e) {
+                    self.lateness.record(now - at);
+                    if let Some(pc) = &mut iface.pcap {
+                        let _ = pc.write(self.real_start_ns + now.as_nanos(), &p.data);
+                    }
+                    if sys::write_packet(iface.fd, &p.data).is_err() {
+                        self.write_errors += 1;
+                    }
+                    continue;
+                }
+                let Some((t, node)) = &mut self.translator else {
+                    continue;
+                };
+                let role = if e == self.ifaces.len() {
+                    Role::Nat64
+                } else {
+                    Role::Dns64
+                };
+                t.handle(role, at, p.data, &mut replies);
+                for data in replies.drain(..) {
+                    let logs = &mut self.logs;
+                    let mut obs = |l: LinkId, e: &Event| {
+                        if let Some(log) = &mut logs[l] {
+                            let _ = log.write(e);
+                        }
+                    };
+                    let packet = Packet {
+                        id: p.id,
+                        ..Packet::new(data)
+                    };
+                    self.net.inject(at, *node, packet, &mut self.out, &mut obs);
+                    injected = true;
+                }
+            }
+            if injected {
+                let logs = &mut self.logs;
+                let mut obs = |l: LinkId, e: &Event| {
+                    if let Some(log) = &mut logs[l] {
+                        let _ = log.write(e);
+                    }
+                };
+                self.net.poll(now, &mut self.out, &mut obs);
             }
         }
+        // A loop between the translator and a route: count what is left as unroutable.
+        self.net.no_route += self.out.len() as u64;
+        self.out.clear();
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.net.next_wakeup()
+        let t = self.translator.as_ref().and_then(|(t, _)| t.next_timeout());
+        match (self.net.next_wakeup(), t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Applies new parameters to a link direction at `now`.
@@ -304,6 +423,7 @@ impl Forwarder {
                 write_errors: self.write_errors,
                 cpu_s: sys::cpu_seconds(),
             },
+            nat64: self.translator.as_ref().map(|(t, _)| t.summary()),
         })
     }
 }

@@ -7,18 +7,21 @@
 //! namespaces (see `tests/`).
 //!
 //! Layout: [`config`] (what a lab is: hosts, links, schedule; from shell options or a TOML run
-//! file), [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the event
-//! loop), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary), [`cleanup`]
-//! (leftovers of earlier labs).
+//! file), [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
+//! event loop), [`translator`] and [`dns_tcp`] (the NAT64 and DNS64 endpoints of `--nat64` labs), [`process`]
+//! (programs in hosts), [`output`] (pcap, link logs, summary), [`cleanup`] (leftovers of
+//! earlier labs).
 
 pub mod cleanup;
 pub mod config;
+pub mod dns_tcp;
 pub mod engine;
 pub mod netns;
 pub mod output;
 pub mod process;
 pub mod runner;
 mod sys;
+pub mod translator;
 
 pub use config::{LabConfig, UsageError};
 pub use runner::{run_lab, RunOptions, RunResult};

@@ -134,13 +134,24 @@ fn configure(name: &str, host: &Host, path: &Path) -> Result<HostNs> {
             .with_context(|| {
                 format!("bringing {} up with MTU {}", iface.name, host.settings.mtu)
             })?;
-        rtnl.add_address(idx, IpAddr::V4(iface.ipv4), 32)?;
-        rtnl.add_address(idx, IpAddr::V6(iface.ipv6), 128)?;
         // A default route per interface, the first interface preferred: all traffic goes into
         // the lab's engine, which routes only the lab's own addresses and drops the rest.
         let metric = 100 * (k as u32 + 1);
-        rtnl.add_default_route(idx, false, metric)?;
-        rtnl.add_default_route(idx, true, metric)?;
+        // An IPv6-only host gets no IPv4 address and no IPv4 route, so an AF_INET connect()
+        // fails at once with ENETUNREACH, as on a carrier's IPv6-only network. (Linux has no
+        // switch to turn IPv4 off on an interface; loopback keeps 127.0.0.1.)
+        if host.has_ipv4() {
+            rtnl.add_address(idx, IpAddr::V4(iface.ipv4), 32)?;
+            rtnl.add_default_route(idx, false, metric)?;
+        }
+        if host.has_ipv6() {
+            rtnl.add_address(idx, IpAddr::V6(iface.ipv6), 128)?;
+            rtnl.add_default_route(idx, true, metric)?;
+        } else {
+            // An IPv4-only host: IPv6 off on the interface (loopback keeps ::1, so programs
+            // that listen on :: still work, reached over IPv4).
+            sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", iface.name), "1")?;
+        }
         tuns.push(fd);
     }
     Ok(HostNs {

@@ -156,6 +156,48 @@ pub struct Summary {
     /// Packets for addresses outside the lab, dropped at the first hop.
     pub no_route: u64,
     pub engine: EngineSummary,
+    /// The NAT64 and DNS64 of a `--nat64` lab.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nat64: Option<Nat64Summary>,
+}
+
+/// The translator's counters (see docs/nat64.md) and what the DNS64 was asked.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct Nat64Summary {
+    pub translated_6to4: u64,
+    pub translated_4to6: u64,
+    pub icmp_errors_translated: u64,
+    pub time_exceeded_sent: u64,
+    pub too_big_sent: u64,
+    pub param_problem_sent: u64,
+    /// Packets not translated, by reason (only reasons that occurred).
+    pub drops: BTreeMap<String, u64>,
+    pub sessions_created: u64,
+    pub sessions_expired: u64,
+    pub bindings_created: u64,
+    pub table_full: u64,
+    pub pool_exhausted: u64,
+    pub dns: DnsSummary,
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct DnsSummary {
+    /// UDP queries answered.
+    pub answered: u64,
+    /// TCP queries answered.
+    pub answered_tcp: u64,
+    /// Packets for the DNS64 that were not a well-formed UDP query to port 53.
+    pub dropped: u64,
+    /// Every (name, type) asked, with how often.
+    pub queries: Vec<DnsQuerySummary>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct DnsQuerySummary {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub qtype: String,
+    pub count: u64,
 }
 
 /// How well the real-time loop kept to the links' schedule.

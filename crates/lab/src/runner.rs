@@ -189,11 +189,24 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
 
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
-    let hosts_file = rt.join("hosts");
-    let resolv_file = rt.join("resolv.conf");
-    fs::write(&hosts_file, cfg.hosts_file())?;
-    // No resolver: the lab's names are in /etc/hosts and nothing else resolves (closed world).
-    fs::write(&resolv_file, "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
+    // Each host's own /etc/hosts and /etc/resolv.conf: in a NAT64 lab an IPv6-only host must
+    // not find an IPv4-only host's address in /etc/hosts, and asks the DNS64 instead.
+    let mut name_files = Vec::new();
+    for h in &cfg.hosts {
+        let hosts_file = rt.join(format!("hosts-{}", h.name));
+        let resolv_file = rt.join(format!("resolv-{}.conf", h.name));
+        fs::write(&hosts_file, cfg.hosts_file_for(Some(h)))?;
+        match &cfg.nat64 {
+            Some(n) if !h.has_ipv4() => fs::write(
+                &resolv_file,
+                format!("# latencylab: the lab's DNS64\nnameserver {}\noptions timeout:1 attempts:2\n", n.dns),
+            )?,
+            // No resolver: the lab's names are in /etc/hosts and nothing else resolves (closed
+            // world).
+            _ => fs::write(&resolv_file, "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?,
+        }
+        name_files.push((hosts_file, resolv_file));
+    }
 
     netns::prepare_netns_dir()?;
     for h in &cfg.hosts {
@@ -256,12 +269,17 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             env.push(("PATH".into(), format!("{}:{path}", dir.display())));
         }
         for h in &cfg.hosts {
+            let i = &h.interfaces[0];
             env.push((
                 format!(
                     "LATENCYLAB_{}",
                     h.name.to_ascii_uppercase().replace('-', "_")
                 ),
-                h.interfaces[0].ipv4.to_string(),
+                if h.has_ipv4() {
+                    i.ipv4.to_string()
+                } else {
+                    i.ipv6.to_string()
+                },
             ));
         }
         if let Some(d) = &opts.out_dir {
@@ -298,8 +316,8 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         };
         process::spawn(Launch {
             ns_fd: td.hosts[hi].ns_fd.as_raw_fd(),
-            hosts_file: &hosts_file,
-            resolv_file: &resolv_file,
+            hosts_file: &name_files[hi].0,
+            resolv_file: &name_files[hi].1,
             argv,
             env: env_for(host),
             stdout,
@@ -598,11 +616,23 @@ fn describe(cfg: &LabConfig) {
         let addrs: Vec<String> = h
             .interfaces
             .iter()
-            .map(|i| format!("{}.{} {}", h.name, i.name, i.ipv4))
+            .map(|i| {
+                if h.has_ipv4() {
+                    format!("{}.{} {}", h.name, i.name, i.ipv4)
+                } else {
+                    format!("{}.{} {} (IPv6 only)", h.name, i.name, i.ipv6)
+                }
+            })
             .collect();
         s.push_str(&format!(" [{}]", addrs.join(", ")));
     }
     eprintln!("{s}");
+    if let Some(n) = &cfg.nat64 {
+        eprintln!(
+            "latencylab:   NAT64 {} (IPv4 {}) and DNS64 {} at {}",
+            n.prefix, n.pool4, n.dns, n.at
+        );
+    }
     for l in &cfg.links {
         for (name, d) in [("up", &l.up), ("down", &l.down)] {
             eprintln!(
@@ -631,6 +661,21 @@ fn report(summary: &Summary, opts: &RunOptions) {
             l.queue_delay_ms.p99,
             drops,
             l.ce_marks
+        );
+    }
+    if let Some(n) = &summary.nat64 {
+        let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let _ = writeln!(
+            err,
+            "latencylab: nat64: {} packets 6→4, {} 4→6, dropped: {}; dns64: {} answers",
+            n.translated_6to4,
+            n.translated_4to6,
+            if drops.is_empty() {
+                "none".to_string()
+            } else {
+                drops.join(", ")
+            },
+            n.dns.answered
         );
     }
     if let Some(d) = &opts.out_dir {

@@ -487,6 +487,20 @@ fn encode(resp: &Message, limit: usize) -> Result<Vec<u8>, DnsError> {
     cut.to_vec().map_err(|e| DnsError::Encode(e.to_string()))
 }
 
+/// The first question of a query, as (lower-case name without the final dot, type mnemonic
+/// such as `A` or `AAAA`), for the lab's log of what clients asked. `None` for anything that is
+/// not a parseable query with a question.
+pub fn question(query: &[u8]) -> Option<(String, String)> {
+    if query.len() < HEADER_BYTES || query[2] & 0x80 != 0 {
+        return None;
+    }
+    let msg = Message::from_vec(query).ok()?;
+    let q = msg.queries().first()?;
+    let name = q.name().to_lowercase().to_ascii();
+    let name = name.strip_suffix('.').unwrap_or(&name).to_string();
+    Some((name, q.query_type().to_string()))
+}
+
 /// One UDP datagram in, at most one out: the helper the lab's DNS loop calls. `None` means
 /// send nothing (a response, or bytes too short to answer).
 pub fn serve_once(dns: &Dns64, datagram: &[u8]) -> Option<Vec<u8>> {
@@ -540,6 +554,22 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn question_names_the_first_query_and_refuses_responses_and_garbage() {
+        assert_eq!(
+            question(&query("Server.", RecordType::A)),
+            Some(("server".to_string(), "A".to_string()))
+        );
+        assert_eq!(
+            question(&query("ipv4only.arpa.", RecordType::AAAA)),
+            Some(("ipv4only.arpa".to_string(), "AAAA".to_string()))
+        );
+        let answer = dns().answer(&query("server.", RecordType::A)).unwrap();
+        assert_eq!(question(&answer), None);
+        assert_eq!(question(&[0u8; 5]), None);
+        assert_eq!(question(&[0u8; 12]), None, "a header without a question");
     }
 
     #[test]
