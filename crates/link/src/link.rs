@@ -598,13 +598,24 @@ pub(crate) mod tests {
 
     #[test]
     fn a_bleaching_link_clears_ecn_on_the_way_out_with_a_valid_checksum() {
-        let params = LinkParams { bleach_ecn: true, ..LinkParams::default() };
+        let params = LinkParams {
+            bleach_ecn: true,
+            ..LinkParams::default()
+        };
         let mut l = Link::new(Instant::ZERO, params, fifo(10), 1);
         let mut p = udp(0, 100, 1);
         p.set_ecn(Ecn::Ect1).unwrap();
         let mut seen = Vec::new();
-        l.enqueue(Instant::ZERO, p, &mut |e: &Event| seen.push((e.kind, e.ecn)));
-        assert_eq!(seen, vec![(EventKind::Enqueue, Ecn::Ect1), (EventKind::Dequeue, Ecn::Ect1)]);
+        l.enqueue(Instant::ZERO, p, &mut |e: &Event| {
+            seen.push((e.kind, e.ecn))
+        });
+        assert_eq!(
+            seen,
+            vec![
+                (EventKind::Enqueue, Ecn::Ect1),
+                (EventKind::Dequeue, Ecn::Ect1)
+            ]
+        );
         let mut out = Vec::new();
         l.poll(Instant::ZERO, &mut out, &mut ());
         assert_eq!(out[0].1.ecn(), Ecn::NotEct);
