@@ -34,6 +34,7 @@ use crate::sys;
 /// thread wakes tens of microseconds late, a polling one does not. Measured (docs/
 /// PERFORMANCE.md): 50 µs keeps the p99 delivery error under 50 µs at 100 Mbit/s, 20 µs does
 /// not. `LATENCYLAB_SPIN_NS` overrides it, trading timing accuracy for CPU.
+/// `LATENCYLAB_PRIORITY` (`nice`, the default; `rt`; `normal`) chooses the loop's scheduling.
 const SPIN_NS: u64 = 50_000;
 /// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
 const GRACE: StdDuration = StdDuration::from_secs(2);
@@ -245,7 +246,18 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
     )?;
     sys::tight_timer_slack();
-    sys::realtime_priority();
+    // nice -20 by default. Real-time scheduling was measured worse: at a gigabit and more the
+    // loop never blocks, and the kernel then preempts a real-time thread for 50 ms at a time
+    // so that ordinary tasks can run, stalling every link (docs/PERFORMANCE.md).
+    match std::env::var("LATENCYLAB_PRIORITY").as_deref() {
+        Ok("rt") => {
+            sys::realtime_priority();
+        }
+        Ok("normal") => {}
+        _ => {
+            sys::high_priority();
+        }
+    }
     let spin_ns: u64 = std::env::var("LATENCYLAB_SPIN_NS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -108,19 +108,23 @@ pub fn tight_timer_slack() {
     }
 }
 
-/// Runs the calling thread at a modest real-time priority (SCHED_FIFO 10) so that packets
-/// are forwarded on time even when the hosts' programs keep every core busy. With
-/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. The kernel
-/// still gives ordinary tasks 5 % of each CPU (real-time throttling), which at multi-gigabit
-/// rates, where the loop never sleeps, shows as occasional late deliveries (see
-/// docs/PERFORMANCE.md). Measured against nice -20, which loses a third of the forwarding rate
-/// under load. Failure is harmless.
+/// Runs the calling thread at a modest real-time priority (SCHED_FIFO 10). With
+/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. Not the
+/// default: the kernel preempts a real-time thread that never blocks for 50 ms at a time so
+/// that ordinary tasks can run, which at gigabit rates stalls every link (docs/PERFORMANCE.md).
+/// Failure is harmless.
 pub fn realtime_priority() -> bool {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler reads param for the duration of the call.
     unsafe {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
     }
+}
+
+/// The strongest ordinary priority (nice -20) for the calling thread. Failure is harmless.
+pub fn high_priority() -> bool {
+    // SAFETY: setpriority takes plain integers; 0 names the calling thread.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) == 0 }
 }
 
 /// User plus system CPU seconds this process has used (its children not included).
