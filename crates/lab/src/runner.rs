@@ -34,12 +34,90 @@ use crate::sys;
 /// thread wakes tens of microseconds late, a polling one does not. Measured (docs/
 /// PERFORMANCE.md): 50 µs keeps the p99 delivery error under 50 µs at 100 Mbit/s, 20 µs does
 /// not. `LATENCYLAB_SPIN_NS` overrides it, trading timing accuracy for CPU.
-/// `LATENCYLAB_PRIORITY` (`nice`, the default; `rt`; `normal`) chooses the loop's scheduling.
+/// `LATENCYLAB_PRIORITY` (`auto`, the default; `rt`; `nice`; `normal`) chooses the loop's
+/// scheduling (see [`Scheduling`]).
 const SPIN_NS: u64 = 50_000;
 /// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
 const GRACE: StdDuration = StdDuration::from_secs(2);
 /// How long COMMAND waits for `--server` to listen.
 const SERVER_READY_TIMEOUT: StdDuration = StdDuration::from_secs(3);
+
+/// How the forwarding loop is scheduled. Two policies, each right in one regime:
+/// - real-time (SCHED_FIFO) wakes the loop within microseconds even when the lab's programs keep
+///   every core busy, which is what a link at tens of Mbit/s needs;
+/// - but at a gigabit and more the loop never blocks, and the kernel then preempts a real-time
+///   thread for 50 ms at a time so that ordinary tasks can run, stalling every link; there nice
+///   -20 keeps the rate (docs/PERFORMANCE.md).
+///
+/// `auto` (the default) measures, every [`SCHED_WINDOW_NS`], the share of time the loop was
+/// busy (not blocked waiting), and runs real-time while it is mostly idle, nice -20 while it is
+/// mostly busy, with hysteresis. `LATENCYLAB_PRIORITY=rt|nice|normal` fixes one.
+struct Scheduling {
+    auto: bool,
+    realtime: bool,
+    window_start_ns: u64,
+    blocked_ns: u64,
+}
+
+const SCHED_WINDOW_NS: u64 = 100_000_000;
+/// Busy share above which a real-time loop turns to nice -20, and below which it turns back.
+const BUSY_TO_NICE: f64 = 0.6;
+const BUSY_TO_RT: f64 = 0.3;
+
+/// The policy for the next window: real-time or not, from the busy share of the last one.
+fn next_realtime(realtime: bool, busy: f64) -> bool {
+    if realtime {
+        busy <= BUSY_TO_NICE
+    } else {
+        busy < BUSY_TO_RT
+    }
+}
+
+impl Scheduling {
+    fn start(mode: Option<&str>, now_ns: u64) -> Scheduling {
+        let auto = !matches!(mode, Some("rt" | "nice" | "normal"));
+        let realtime = matches!(mode, Some("rt")) || auto;
+        match mode {
+            Some("normal") => {}
+            Some("nice") => {
+                sys::high_priority();
+            }
+            _ => {
+                sys::realtime_priority();
+            }
+        }
+        Scheduling {
+            auto,
+            realtime,
+            window_start_ns: now_ns,
+            blocked_ns: 0,
+        }
+    }
+
+    fn blocked(&mut self, ns: u64) {
+        self.blocked_ns += ns;
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        let window = now_ns.saturating_sub(self.window_start_ns);
+        if window < SCHED_WINDOW_NS {
+            return;
+        }
+        let busy = 1.0 - (self.blocked_ns.min(window) as f64 / window as f64);
+        let rt = next_realtime(self.realtime, busy);
+        if self.auto && rt != self.realtime {
+            if rt {
+                sys::realtime_priority();
+            } else {
+                sys::normal_policy();
+                sys::high_priority();
+            }
+            self.realtime = rt;
+        }
+        self.window_start_ns = now_ns;
+        self.blocked_ns = 0;
+    }
+}
 
 const TOKEN_SIGNAL: u64 = u64::MAX;
 const TOKEN_TIMER: u64 = u64::MAX - 1;
@@ -246,18 +324,10 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
     )?;
     sys::tight_timer_slack();
-    // nice -20 by default. Real-time scheduling was measured worse: at a gigabit and more the
-    // loop never blocks, and the kernel then preempts a real-time thread for 50 ms at a time
-    // so that ordinary tasks can run, stalling every link (docs/PERFORMANCE.md).
-    match std::env::var("LATENCYLAB_PRIORITY").as_deref() {
-        Ok("rt") => {
-            sys::realtime_priority();
-        }
-        Ok("normal") => {}
-        _ => {
-            sys::high_priority();
-        }
-    }
+    let mut sched = Scheduling::start(
+        std::env::var("LATENCYLAB_PRIORITY").ok().as_deref(),
+        sys::monotonic_ns(),
+    );
     let spin_ns: u64 = std::env::var("LATENCYLAB_SPIN_NS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -543,8 +613,14 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
                 EpollTimeout::NONE
             }
         };
+        let before = sys::monotonic_ns();
         let n = epoll.wait(&mut events, timeout)?;
-        let now = now_of(sys::monotonic_ns());
+        let after = sys::monotonic_ns();
+        if timeout == EpollTimeout::NONE {
+            sched.blocked(after - before);
+        }
+        sched.tick(after);
+        let now = now_of(after);
         for ev in &events[..n] {
             match ev.data() {
                 TOKEN_TIMER => {
@@ -696,5 +772,24 @@ fn report(summary: &Summary, opts: &RunOptions) {
             "latencylab: captures, link logs and summary.json are in {}",
             d.display()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mostly_busy_loop_leaves_real_time_and_a_mostly_idle_one_returns() {
+        assert!(next_realtime(true, 0.1));
+        assert!(next_realtime(true, 0.6));
+        assert!(
+            !next_realtime(true, 0.95),
+            "a loop that never blocks would be throttled"
+        );
+        // Hysteresis: between the two thresholds each policy stays.
+        assert!(!next_realtime(false, 0.45));
+        assert!(next_realtime(true, 0.45));
+        assert!(next_realtime(false, 0.1));
     }
 }

@@ -109,15 +109,22 @@ pub fn tight_timer_slack() {
 }
 
 /// Runs the calling thread at a modest real-time priority (SCHED_FIFO 10). With
-/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. Not the
-/// default: the kernel preempts a real-time thread that never blocks for 50 ms at a time so
-/// that ordinary tasks can run, which at gigabit rates stalls every link (docs/PERFORMANCE.md).
-/// Failure is harmless.
+/// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. See
+/// `runner::Scheduling` for when the loop uses it. Failure is harmless.
 pub fn realtime_priority() -> bool {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler reads param for the duration of the call.
     unsafe {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
+    }
+}
+
+/// Back to ordinary scheduling (SCHED_OTHER), keeping reset-on-fork. Failure is harmless.
+pub fn normal_policy() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads param for the duration of the call.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &param) == 0
     }
 }
 
