@@ -5,7 +5,7 @@
 //! numbers met the expectations, which it prints); 1 a failure while running; 2 a usage error
 //! (a bad option, or not root).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -100,66 +100,77 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = seconds("--duration", &a.duration)?;
-    if !(5.0..=600.0).contains(&duration_s) {
-        return Err(lab::UsageError(format!(
-            "--duration: cannot use '{}' (from 5s to 600s; the call needs a few seconds to settle)",
-            a.duration
-        ))
-        .into());
-    }
+    let duration_s = duration_s(&a.duration, "the call needs a few seconds to settle")?;
     let outcome = demo::l4s::run(&demo::l4s::Options {
         out_dir: a.out.clone(),
         duration_s,
         seed: a.seed,
         quiet: a.quiet,
     })?;
-    print!("{}", outcome.table);
-    println!();
-    for c in &outcome.checks {
-        println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
-    }
-    println!();
-    println!("report: {}", outcome.report.display());
-    println!(
-        "numbers: {}; each run's captures and logs: {}/classic, {}/l4s, {}/bleached",
-        a.out.join("results.json").display(),
-        a.out.display(),
-        a.out.display(),
-        a.out.display()
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["classic", "l4s", "bleached"],
     );
     Ok(ExitCode::SUCCESS)
 }
 
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = seconds("--duration", &a.duration)?;
-    if !(5.0..=600.0).contains(&duration_s) {
-        return Err(lab::UsageError(format!(
-            "--duration: cannot use '{}' (from 5s to 600s; the FIFO needs several seconds to fill)",
-            a.duration
-        ))
-        .into());
-    }
+    let duration_s = duration_s(&a.duration, "the FIFO needs several seconds to fill")?;
     let outcome = demo::bufferbloat::run(&demo::bufferbloat::Options {
         out_dir: a.out.clone(),
         duration_s,
         seed: a.seed,
         quiet: a.quiet,
     })?;
-    print!("{}", outcome.table);
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["fifo", "codel"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--duration` in seconds, refused outside 5 s to 600 s with the demo's reason.
+fn duration_s(value: &str, why: &str) -> anyhow::Result<f64> {
+    let s = seconds("--duration", value)?;
+    if !(5.0..=600.0).contains(&s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{value}' (from 5s to 600s; {why})"
+        ))
+        .into());
+    }
+    Ok(s)
+}
+
+/// The table, each criterion as `ok` or `NOT`, and where everything is.
+fn print_outcome(
+    table: &str,
+    checks: &[demo::bufferbloat::Check],
+    report: &Path,
+    out: &Path,
+    runs: &[&str],
+) {
+    print!("{table}");
     println!();
-    for c in &outcome.checks {
+    for c in checks {
         println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
     }
     println!();
-    println!("report: {}", outcome.report.display());
+    println!("report: {}", report.display());
+    let dirs: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{}/{r}", out.display()))
+        .collect();
     println!(
-        "numbers: {}; each run's captures and logs: {}/fifo, {}/codel",
-        a.out.join("results.json").display(),
-        a.out.display(),
-        a.out.display()
+        "numbers: {}; each run's captures and logs: {}",
+        out.join("results.json").display(),
+        dirs.join(", ")
     );
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@
 //!
 //! The demo runs once per test binary; the tests that read its output share that run.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_latencylab")
-}
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("latencylab-l4s-{}-{name}", std::process::id()));
@@ -40,11 +40,6 @@ fn demo() -> &'static (PathBuf, String) {
         );
         (dir, stdout)
     })
-}
-
-fn read_json(p: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn f(v: &serde_json::Value, run: &str, key: &str) -> f64 {
@@ -133,68 +128,20 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     assert!(stdout.contains("report.html"), "{stdout}");
 }
 
-fn chromium(page: &Path, extra: &[String]) -> String {
-    let exe = PathBuf::from("/usr/bin/chromium");
-    assert!(
-        exe.exists(),
-        "chromium not found at /usr/bin/chromium: install the `chromium` Debian package"
-    );
-    let profile = scratch("profile");
-    let out = Command::new(exe)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1400,1000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium starts");
-    let _ = std::fs::remove_dir_all(&profile);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn l4s_report_renders_in_headless_chromium_with_every_figure() {
     let (dir, _) = demo();
-    let page = dir.join("report.html");
-    let shot = scratch("shot.png");
-    chromium(&page, &[format!("--screenshot={}", shot.display())]);
-    let len = std::fs::metadata(&shot).expect("screenshot written").len();
-    let _ = std::fs::remove_file(&shot);
-    // A blank 1400×1000 page compresses to a few kB; text, a table and charts do not.
-    assert!(len > 30_000, "screenshot is only {len} bytes: nearly blank");
-    let dom = chromium(&page, &["--dump-dom".to_string()]);
-    for id in [
-        "rtt-cdf",
-        "loss",
-        "fps",
-        "delay-classic",
-        "delay-l4s",
-        "delay-bleached",
-        "share",
-    ] {
-        let at = dom
-            .find(&format!("id=\"{id}\""))
-            .unwrap_or_else(|| panic!("no figure {id} in the rendered page"));
-        let fig = &dom[at..];
-        let fig = &fig[..fig.find("</figure>").expect("figure closes")];
-        assert!(fig.contains("<svg"), "figure {id} has no inline svg");
-        assert!(fig.contains("<figcaption"), "figure {id} has no caption");
-    }
+    let dom = check_renders(
+        &dir.join("report.html"),
+        &[
+            "rtt-cdf",
+            "loss",
+            "fps",
+            "delay-classic",
+            "delay-l4s",
+            "delay-bleached",
+            "share",
+        ],
+    );
     assert!(dom.contains("B: L4S (DualPI2)"));
 }

@@ -104,12 +104,7 @@ pub struct Outcome {
     pub report: PathBuf,
 }
 
-/// One criterion of issue 6, evaluated on this demo's numbers.
-#[derive(Clone, Debug)]
-pub struct Check {
-    pub what: String,
-    pub passed: bool,
-}
+pub use crate::common::Check;
 
 /// One run's measurements with what the charts need.
 struct RunData {

@@ -271,3 +271,10 @@ mod tests {
         assert_eq!(t, "        fifo\n------------\ndrops      7\n");
     }
 }
+
+/// One criterion of an issue, evaluated on a demo's numbers: printed as `ok` or `NOT`.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub what: String,
+    pub passed: bool,
+}

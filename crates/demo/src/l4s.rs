@@ -184,12 +184,7 @@ pub struct Outcome {
     pub report: PathBuf,
 }
 
-/// One criterion of issue 7, evaluated on this demo's numbers.
-#[derive(Clone, Debug)]
-pub struct Check {
-    pub what: String,
-    pub passed: bool,
-}
+pub use crate::common::Check;
 
 /// One run's measurements with what the charts need. Times are s since the call started.
 struct RunData {
