@@ -93,10 +93,15 @@ fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
 
 /// Runs `latencylab demo …`.
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    match &args.demo {
+    // Before any thread exists (the analysis between runs may leave worker threads), so that
+    // Ctrl-C, SIGTERM and SIGCHLD reach each lab; one that comes between labs ends the next.
+    let old = lab::block_stop_signals()?;
+    let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
-    }
+    };
+    lab::restore_signals(old);
+    r
 }
 
 fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {

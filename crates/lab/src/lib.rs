@@ -24,4 +24,4 @@ mod sys;
 pub mod translator;
 
 pub use config::{LabConfig, UsageError};
-pub use runner::{run_lab, RunOptions, RunResult};
+pub use runner::{block_stop_signals, restore_signals, run_lab, RunOptions, RunResult};

@@ -219,7 +219,39 @@ pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// The signals a lab reads from its signalfd.
+fn stop_signals() -> SigSet {
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGCHLD,
+    ] {
+        mask.add(s);
+    }
+    mask
+}
+
+/// Blocks the signals a lab handles in the calling thread, and so in every thread it creates
+/// afterwards. A process-directed signal goes to any thread that does not block it: a program
+/// that runs labs and also has other threads (a thread pool from earlier work, a progress bar)
+/// must call this first, from its main thread, or a SIGTERM may kill it without cleaning up
+/// and a SIGCHLD may never reach the lab. Returns the previous mask for
+/// [`restore_signals`]; signals that arrived meanwhile are delivered then.
+pub fn block_stop_signals() -> Result<SigSet> {
+    stop_signals()
+        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
+        .context("blocking signals")
+}
+
+pub fn restore_signals(old: SigSet) {
+    let _ = old.thread_set_mask();
+}
+
 /// Runs a lab to its end. Usage errors come back as `UsageError` inside the anyhow error.
+/// Call [`block_stop_signals`] first if the process has other threads.
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     preflight(cfg)?;
     let pid = std::process::id();
@@ -239,16 +271,7 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     }
 
     // Signals become events from here on (children get an empty mask back in pre_exec).
-    let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGCHLD,
-    ] {
-        mask.add(s);
-    }
+    let mask = stop_signals();
     let old_mask = mask
         .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
         .context("blocking signals")?;
@@ -453,6 +476,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     // The absolute time the timerfd is armed for, and whether SIGCHLD came since the last reap.
     let mut armed: Option<u64> = None;
     let mut child_exited = true;
+    let mut next_reap_poll = Instant::ZERO;
 
     if !opts.quiet {
         describe(cfg);
@@ -665,7 +689,12 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
         // Reap only when a child has exited: a wait per program per loop turn would be most of
         // the loop's system calls at a few thousand packets a second.
-        let reap = std::mem::take(&mut child_exited);
+        // SIGCHLD is the cue, and a poll every 100 ms the safety net (a process-directed signal
+        // can land on another thread of a program that did not block it).
+        let reap = std::mem::take(&mut child_exited) || now >= next_reap_poll;
+        if reap {
+            next_reap_poll = now + wire::Duration::from_millis(100);
+        }
         for p in progs.iter_mut().filter(|p| reap && p.status.is_none()) {
             if let Some(st) = p.child.try_wait()? {
                 p.status = Some(exit_code_of(st));
