@@ -562,3 +562,38 @@ run = "latencylab probe-client b --duration 30s -o $LATENCYLAB_OUT/p.jsonl; echo
     );
     assert_nothing_left();
 }
+
+#[test]
+fn without_root_the_lab_says_what_it_needs_with_status_2() {
+    let _g = lock();
+    // A copy the unprivileged user can reach, wherever the checkout is.
+    let dir = out_dir("nobody");
+    fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("latencylab");
+    fs::copy(bin(), &exe).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            exe.to_str().unwrap(),
+            "shell",
+            "--",
+            "true",
+        ])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("runuser (util-linux) runs");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("needs root to create network namespaces"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(text(&o.stderr).lines().count(), 1);
+    let _ = fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
