@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::common::{
-    listen_tcp, positive_time_arg, resolve, secs, serve_tcp, start_record, time_arg,
+    announce_and_serve, listen_tcp, positive_time_arg, resolve, secs, start_record, time_arg,
     with_default_port, Clock, JsonLines, Stop,
 };
 use crate::records::Record;
@@ -100,24 +100,15 @@ pub fn serve(
     out: &JsonLines,
     stop: &Stop,
 ) -> anyhow::Result<()> {
-    let clock = Clock::start();
-    out.emit(&start_record("bulk-server", &clock));
-    out.emit(&Record::Listening {
-        t_s: clock.t_s(),
-        addr: listener.local_addr()?.to_string(),
-        proto: "tcp".into(),
-    });
-    let (o, s, interval) = (out.clone(), stop.clone(), args.interval);
-    serve_tcp(
+    let interval = args.interval;
+    announce_and_serve(
+        "bulk-server",
         listener,
         out,
-        &clock,
         stop,
         args.duration,
-        move |stream, conn| {
-            if let Err(e) = server_connection(stream, conn, interval, &clock, &o, &s) {
-                eprintln!("bulk-server: connection {conn}: {e:#}");
-            }
+        move |stream, conn, clock, out, stop| {
+            server_connection(stream, conn, interval, clock, out, stop)
         },
     )
 }

@@ -273,6 +273,45 @@ pub fn with_default_port(target: &str, default_port: u16) -> String {
     }
 }
 
+/// Runs a TCP server program: announces it (its `start` and `listening` lines), then serves
+/// each connection on its own thread with `connection(stream, conn, clock, out, stop)` until
+/// `stop` or `deadline`. A connection that fails is reported on stderr, not fatal.
+pub fn announce_and_serve<F>(
+    program: &'static str,
+    listener: TcpListener,
+    out: &JsonLines,
+    stop: &Stop,
+    deadline: Option<Duration>,
+    connection: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(std::net::TcpStream, u64, &Clock, &JsonLines, &Stop) -> anyhow::Result<()>
+        + Send
+        + Sync
+        + 'static,
+{
+    let clock = Clock::start();
+    out.emit(&start_record(program, &clock));
+    out.emit(&Record::Listening {
+        t_s: clock.t_s(),
+        addr: listener.local_addr()?.to_string(),
+        proto: "tcp".into(),
+    });
+    let (o, s) = (out.clone(), stop.clone());
+    serve_tcp(
+        listener,
+        out,
+        &clock,
+        stop,
+        deadline,
+        move |stream, conn| {
+            if let Err(e) = connection(stream, conn, &clock, &o, &s) {
+                eprintln!("{program}: connection {conn}: {e:#}");
+            }
+        },
+    )
+}
+
 /// Accepts TCP connections until `stop` or `deadline`, running `handle` on its own thread
 /// for each, then waits for those threads (which watch the same `stop`) to end.
 pub fn serve_tcp<F>(

@@ -26,8 +26,8 @@ use wire::{Instant, Rate};
 
 use crate::bulk::{is_disconnect, is_timeout};
 use crate::common::{
-    listen_tcp, ms, positive_time_arg, rate_arg, resolve, secs, serve_tcp, start_record, time_arg,
-    with_default_port, Clock, JsonLines, Stop, UsageError,
+    announce_and_serve, listen_tcp, ms, positive_time_arg, rate_arg, resolve, secs, start_record,
+    time_arg, with_default_port, Clock, JsonLines, Stop, UsageError,
 };
 use crate::playback::{Gaps, Playback, PlaybackEvent, PlaybackParams, Stall};
 use crate::records::Record;
@@ -173,24 +173,15 @@ pub fn serve(
     out: &JsonLines,
     stop: &Stop,
 ) -> anyhow::Result<()> {
-    let clock = Clock::start();
-    out.emit(&start_record("stream-server", &clock));
-    out.emit(&Record::Listening {
-        t_s: clock.t_s(),
-        addr: listener.local_addr()?.to_string(),
-        proto: "tcp".into(),
-    });
-    let (o, s, interval) = (out.clone(), stop.clone(), args.interval);
-    serve_tcp(
+    let interval = args.interval;
+    announce_and_serve(
+        "stream-server",
         listener,
         out,
-        &clock,
         stop,
         args.duration,
-        move |stream, conn| {
-            if let Err(e) = server_connection(stream, conn, interval, &clock, &o, &s) {
-                eprintln!("stream-server: connection {conn}: {e:#}");
-            }
+        move |stream, conn, clock, out, stop| {
+            server_connection(stream, conn, interval, clock, out, stop)
         },
     )
 }
