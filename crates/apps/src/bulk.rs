@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::common::{
-    announce_and_serve, listen_tcp, positive_time_arg, resolve, secs, start_record, time_arg,
+    announce_and_serve, positive_time_arg, resolve, secs, start_record, time_arg,
     with_default_port, Clock, JsonLines, Stop,
 };
 use crate::records::Record;
@@ -85,12 +85,12 @@ pub struct BulkClientArgs {
 
 /// `bulk-server`: binds, then serves until `--duration` or a signal.
 pub fn run_server(args: &BulkServerArgs) -> anyhow::Result<()> {
-    let out = JsonLines::open(args.out.as_ref())?;
-    let listener = listen_tcp(args.bind.as_deref(), args.port)?;
-    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
-    let r = serve(listener, args, &out, &Stop::new());
-    out.flush();
-    r
+    crate::common::run_tcp_server_program(
+        args.out.as_ref(),
+        args.bind.as_deref(),
+        args.port,
+        |l, out, stop| serve(l, args, out, stop),
+    )
 }
 
 /// Serves bulk transfers on `listener` until `stop` or `args.duration`.

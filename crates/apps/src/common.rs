@@ -273,6 +273,22 @@ pub fn with_default_port(target: &str, default_port: u16) -> String {
     }
 }
 
+/// The outer shell of a TCP server program: opens its JSON-lines output, listens, installs the
+/// stop signals, runs `serve` until it returns, and flushes the output.
+pub fn run_tcp_server_program(
+    out_path: Option<&PathBuf>,
+    bind: Option<&str>,
+    port: u16,
+    serve: impl FnOnce(TcpListener, &JsonLines, &Stop) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let out = JsonLines::open(out_path)?;
+    let listener = listen_tcp(bind, port)?;
+    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
+    let r = serve(listener, &out, &Stop::new());
+    out.flush();
+    r
+}
+
 /// Runs a TCP server program: announces it (its `start` and `listening` lines), then serves
 /// each connection on its own thread with `connection(stream, conn, clock, out, stop)` until
 /// `stop` or `deadline`. A connection that fails is reported on stderr, not fatal.

@@ -26,8 +26,8 @@ use wire::{Instant, Rate};
 
 use crate::bulk::{is_disconnect, is_timeout};
 use crate::common::{
-    announce_and_serve, listen_tcp, ms, positive_time_arg, rate_arg, resolve, secs, start_record,
-    time_arg, with_default_port, Clock, JsonLines, Stop, UsageError,
+    announce_and_serve, ms, positive_time_arg, rate_arg, resolve, secs, start_record, time_arg,
+    with_default_port, Clock, JsonLines, Stop, UsageError,
 };
 use crate::playback::{Gaps, Playback, PlaybackEvent, PlaybackParams, Stall};
 use crate::records::Record;
@@ -158,12 +158,12 @@ impl Request {
 
 /// `stream-server`: streams to each client as asked, until `--duration` or a signal.
 pub fn run_server(args: &StreamServerArgs) -> anyhow::Result<()> {
-    let out = JsonLines::open(args.out.as_ref())?;
-    let listener = listen_tcp(args.bind.as_deref(), args.port)?;
-    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
-    let r = serve(listener, args, &out, &Stop::new());
-    out.flush();
-    r
+    crate::common::run_tcp_server_program(
+        args.out.as_ref(),
+        args.bind.as_deref(),
+        args.port,
+        |l, out, stop| serve(l, args, out, stop),
+    )
 }
 
 /// Serves streams on `listener` until `stop` or `args.duration`.

@@ -824,22 +824,7 @@ fn page(
                           the sender's replies to congestion echoes, in the server's capture."
                     .into(),
             }))
-            .with(Block::Findings(
-                checks
-                    .iter()
-                    .map(|c| {
-                        (
-                            if c.passed {
-                                "as expected"
-                            } else {
-                                "NOT as expected"
-                            }
-                            .to_string(),
-                            c.what.clone(),
-                        )
-                    })
-                    .collect(),
-            )),
+            .with(crate::common::findings(checks)),
     );
     page.push(
         Section::new("The stream's time-sequence graphs")

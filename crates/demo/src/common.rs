@@ -278,3 +278,21 @@ pub struct Check {
     pub what: String,
     pub passed: bool,
 }
+
+/// The criteria as the report's findings block: "as expected" or "NOT as expected", each with
+/// what was checked.
+pub fn findings(checks: &[Check]) -> report::Block {
+    let label = |c: &Check| {
+        if c.passed {
+            "as expected"
+        } else {
+            "NOT as expected"
+        }
+    };
+    report::Block::Findings(
+        checks
+            .iter()
+            .map(|c| (label(c).to_string(), c.what.clone()))
+            .collect(),
+    )
+}

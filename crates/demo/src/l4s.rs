@@ -1031,22 +1031,7 @@ fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Resul
                           from summary.json."
                     .into(),
             }))
-            .with(Block::Findings(
-                checks
-                    .iter()
-                    .map(|c| {
-                        (
-                            if c.passed {
-                                "as expected"
-                            } else {
-                                "NOT as expected"
-                            }
-                            .to_string(),
-                            c.what.clone(),
-                        )
-                    })
-                    .collect(),
-            )),
+            .with(crate::common::findings(checks)),
     );
     page.push(
         Section::new("Round-trip time and loss").with(Block::Row(vec![
