@@ -184,7 +184,10 @@ impl Forwarder {
                 // AQMs keep at least an MTU or two queued; the lab's largest MTU is theirs.
                 spec.set_mtu(mtu as usize);
                 let seed = dir_seed(cfg.seed, li, di);
-                let id = net.add_link(Link::new(now, params, spec.build(seed), seed), to);
+                let mut link = Link::new(now, params, spec.build(seed), seed);
+                // Only the link log reads an event's flow.
+                link.set_event_detail(out_dir.is_some());
+                let id = net.add_link(link, to);
                 adj[from].push((to, id));
                 dirs.push(DirInfo {
                     link: l.name.clone(),

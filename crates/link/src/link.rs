@@ -100,13 +100,14 @@ impl<F: FnMut(&Event)> Observer for F {
     }
 }
 
-fn event_of(time: Instant, kind: EventKind, p: &Packet) -> Event {
+fn event_of(time: Instant, kind: EventKind, p: &Packet, detail: bool) -> Event {
     Event {
         time,
         kind,
         id: p.id,
         bytes: p.len(),
-        flow: p.flow_key(),
+        // Parsing the 5-tuple is the costly part of an event; skipped when nobody reads it.
+        flow: if detail { p.flow_key() } else { None },
         ecn: p.ecn(),
         sojourn: None,
         cause: None,
@@ -138,6 +139,8 @@ pub struct Link {
     in_flight: VecDeque<(Instant, Packet)>,
     events: Vec<QdiscEvent>,
     stats: LinkStats,
+    /// Whether events carry the flow (see [`Link::set_event_detail`]).
+    event_detail: bool,
 }
 
 impl Link {
@@ -156,7 +159,14 @@ impl Link {
             in_flight: VecDeque::new(),
             events: Vec::new(),
             stats: LinkStats::default(),
+            event_detail: true,
         }
+    }
+
+    /// With `false`, events leave out the flow (`Event::flow` is `None`): for a caller that logs
+    /// nothing, so the hot path does not parse every packet's 5-tuple. On by default.
+    pub fn set_event_detail(&mut self, detail: bool) {
+        self.event_detail = detail;
     }
 
     pub fn params(&self) -> &LinkParams {
@@ -206,7 +216,7 @@ impl Link {
             *self.stats.drops.entry(cause.name()).or_default() += 1;
             obs.event(&Event {
                 cause: Some(cause),
-                ..event_of(now, EventKind::Drop, &packet)
+                ..event_of(now, EventKind::Drop, &packet, self.event_detail)
             });
             return;
         }
@@ -215,7 +225,7 @@ impl Link {
             self.busy_until = now;
         }
         packet.enqueued_at = now;
-        let mut ev = event_of(now, EventKind::Enqueue, &packet);
+        let mut ev = event_of(now, EventKind::Enqueue, &packet, self.event_detail);
         let verdict = self.qdisc.enqueue(now, packet, &mut self.events);
         if verdict == qdisc::Verdict::Queued {
             ev.class = 0;
@@ -240,7 +250,7 @@ impl Link {
                     obs.event(&Event {
                         sojourn: Some(sojourn),
                         cause: Some(cause),
-                        ..event_of(now, EventKind::Drop, &packet)
+                        ..event_of(now, EventKind::Drop, &packet, self.event_detail)
                     });
                 }
                 QdiscEvent::Marked { id, cause } => {
@@ -291,7 +301,7 @@ impl Link {
             self.stats.queue_delay_by_class[usize::from(p.class.min(1))].record(sojourn);
             Event {
                 sojourn: Some(sojourn),
-                ..event_of(t, EventKind::Dequeue, p)
+                ..event_of(t, EventKind::Dequeue, p, self.event_detail)
             }
         });
         self.drain_events(t, cur.as_ref(), obs);
@@ -620,6 +630,21 @@ pub(crate) mod tests {
         l.poll(Instant::ZERO, &mut out, &mut ());
         assert_eq!(out[0].1.ecn(), Ecn::NotEct);
         assert_eq!(wire::checksum::checksum(&out[0].1.data[..20], 0), 0);
+    }
+
+    #[test]
+    fn events_carry_the_flow_unless_detail_is_switched_off() {
+        let mut flows = Vec::new();
+        let mut l = rate_link(10, 0);
+        l.enqueue(Instant::ZERO, udp(0, 100, 7), &mut |e: &Event| {
+            flows.push(e.flow.map(|f| f.src_port))
+        });
+        l.set_event_detail(false);
+        l.enqueue(Instant::ZERO, udp(1, 100, 7), &mut |e: &Event| {
+            flows.push(e.flow.map(|f| f.src_port))
+        });
+        assert_eq!(flows, vec![Some(7), Some(7), None]);
+        assert_eq!(drain(&mut l, &mut ()).len(), 2);
     }
 
     #[test]
