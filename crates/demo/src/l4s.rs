@@ -58,6 +58,9 @@ pub const CALL_START_S: f64 = 3.0;
 const QUEUE_BIN_S: f64 = 0.1;
 /// "Validation triggers within 3 s" (issue 7).
 pub const FALLBACK_LIMIT_S: f64 = 3.0;
+/// "Tens of percent" lost in the classic call's worst second: the seed's legacy call lost
+/// more than 40 %.
+pub const CLASSIC_WORST_LOSS_PCT: f64 = 20.0;
 
 /// The three runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,8 +139,12 @@ pub struct RunMetrics {
     pub path_rtt_p99_ms: f64,
     /// Packets of that video lost on the way, as its sender counts them.
     pub call_loss_pct: f64,
+    /// The same, in the worst second of the call (its sender's `call_second` lines).
+    pub loss_pct_max_per_s: f64,
     /// Share of the call's seconds in which the caller received at least 25 complete frames.
     pub fps_ge25_pct: f64,
+    /// Complete frames the caller received in its worst second (0: a whole second frozen).
+    pub fps_min: f64,
     /// Gaps of more than 200 ms between complete frames at the caller.
     pub stalls: u64,
     /// Share of the call's time the caller's video was stalled.
@@ -476,6 +483,9 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         (Some(a), Some(b)) => Some(a.max(b)),
         _ => None,
     };
+    let loss_pct_max_per_s = loss.iter().map(|p| p.1).fold(0.0, f64::max);
+    let fps_min = fps.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let fps_min = if fps_min.is_finite() { fps_min } else { 0.0 };
     let after = fallback_s.unwrap_or(0.0);
     let kept_running = fps
         .iter()
@@ -530,7 +540,9 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
             path_rtt_p50_ms: path_rtt.p50,
             path_rtt_p99_ms: path_rtt.p99,
             call_loss_pct: loss_pct,
+            loss_pct_max_per_s,
             fps_ge25_pct,
+            fps_min,
             stalls,
             stall_pct: if call_s > 0.0 {
                 stall_ms / (call_s * 1e3) * 100.0
@@ -756,6 +768,22 @@ pub fn checks(r: &Results) -> Vec<Check> {
         ),
         ck(
             format!(
+                "classic: the worst second loses tens of percent of the call's packets, as the \
+                 seed's legacy call (over 40 %): {:.1} % (≥ {CLASSIC_WORST_LOSS_PCT:.0} %)",
+                a.loss_pct_max_per_s
+            ),
+            a.loss_pct_max_per_s >= CLASSIC_WORST_LOSS_PCT,
+        ),
+        ck(
+            format!(
+                "classic: the received video freezes for a whole second (0 fps) at times, as the \
+                 seed's: fewest frames in a second {:.0}",
+                a.fps_min
+            ),
+            a.fps_min == 0.0,
+        ),
+        ck(
+            format!(
                 "bleached: ECN validation failed and both ends fell back within {FALLBACK_LIMIT_S:.0} s ({})",
                 c.fallback_s
                     .map_or("never".to_string(), |s| format!("after {s:.2} s"))
@@ -794,9 +822,13 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
             format!("{:.1}", m.path_rtt_p99_ms)
         }),
         row("call loss (%)", &|m| format!("{:.2}", m.call_loss_pct)),
+        row("  in the worst second (%)", &|m| {
+            format!("{:.1}", m.loss_pct_max_per_s)
+        }),
         row("seconds with ≥ 25 fps (%)", &|m| {
             format!("{:.0}", m.fps_ge25_pct)
         }),
+        row("fewest frames in a second", &|m| format!("{:.0}", m.fps_min)),
         row("stalls", &|m| m.stalls.to_string()),
         row("time stalled (%)", &|m| format!("{:.1}", m.stall_pct)),
         row("call video received (Mbit/s)", &|m| {
@@ -1074,7 +1106,9 @@ mod tests {
             path_rtt_p50_ms: 21.0,
             path_rtt_p99_ms: rtt_p99,
             call_loss_pct: loss,
+            loss_pct_max_per_s: 2.0 * loss,
             fps_ge25_pct: 100.0,
+            fps_min: 28.0,
             stalls,
             stall_pct: 0.0,
             competing_share_pct: share,
@@ -1096,10 +1130,13 @@ mod tests {
     fn checks_pass_when_l4s_keeps_the_call_near_the_base_rtt_and_the_fallback_is_quick() {
         let mut c = metrics(30.0, 0.5, 0, 60.0);
         c.fallback_s = Some(0.4);
+        let mut a = metrics(45.0, 12.0, 2, 60.0);
+        a.loss_pct_max_per_s = 41.0;
+        a.fps_min = 0.0;
         let r = Results {
             base_rtt_ms: 20.0,
             duration_s: 30.0,
-            classic: metrics(45.0, 12.0, 2, 60.0),
+            classic: a,
             l4s: metrics(23.0, 0.0, 0, 55.0),
             bleached: c,
         };
@@ -1117,8 +1154,8 @@ mod tests {
         };
         let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
         // RTT p99 over 25 ms (measured and the path's), classic not 10 ms worse, classic
-        // without loss or stall, no fallback.
-        assert_eq!(failed.len(), 5, "{failed:?}");
+        // without loss or stall, no bad second in it, no fallback.
+        assert_eq!(failed.len(), 7, "{failed:?}");
     }
 
     #[test]
