@@ -1,5 +1,6 @@
 //! `latencylab demo l4s`: a video call on a home line that other devices keep busy, three
-//! times: behind a FIFO with the call in classic mode, behind DualPI2 with the call in L4S mode,
+//! times: behind a FIFO with the call in classic mode (a legacy real-time sender: WebRTC's
+//! Google Congestion Control), behind DualPI2 with the call in L4S mode,
 //! and behind DualPI2 on a path that bleaches ECN (issue 7, experiment E6 of the L4S talk in
 //! `shared/seeds/002`).
 //!
@@ -828,7 +829,9 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("seconds with ≥ 25 fps (%)", &|m| {
             format!("{:.0}", m.fps_ge25_pct)
         }),
-        row("fewest frames in a second", &|m| format!("{:.0}", m.fps_min)),
+        row("fewest frames in a second", &|m| {
+            format!("{:.0}", m.fps_min)
+        }),
         row("stalls", &|m| m.stalls.to_string()),
         row("time stalled (%)", &|m| format!("{:.1}", m.stall_pct)),
         row("call video received (Mbit/s)", &|m| {
@@ -1045,7 +1048,8 @@ fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Resul
         "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
          video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
          devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
-         in classic mode. B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
+         in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
+         through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
          C: as B, but the caller's access hop clears the ECN field.",
         r.duration_s, opts.seed
     );
