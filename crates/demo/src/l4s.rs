@@ -936,7 +936,8 @@ impl Charts {
         )
         .caption(
             "As the video's sender learns it from the receiver's feedback: the FIFO drops the \
-             call's packets with the downloads'; DualPI2 marks them instead.",
+             call's packets with the downloads' (the classic call's GCC rides through a few \
+             percent without slowing down); DualPI2 marks them instead.",
         );
         let mut share = Chart::new(
             "The other devices' downloads while the call runs",
