@@ -798,6 +798,28 @@ pub fn checks(r: &Results) -> Vec<Check> {
     ]
 }
 
+/// What the page says of run A against the seed's legacy call.
+fn classic_note(a: &RunMetrics) -> String {
+    let mut note = format!(
+        "Run A's call follows WebRTC's Google Congestion Control (draft-ietf-rmcat-gcc), a \
+         legacy real-time sender: it keeps its rate through up to 10 % loss. Its worst second \
+         lost {:.1} % of its packets and still brought {:.0} frames.",
+        a.loss_pct_max_per_s, a.fps_min
+    );
+    if a.loss_pct_max_per_s < CLASSIC_WORST_LOSS_PCT || a.fps_min > 0.0 {
+        note.push_str(
+            " The seed's legacy call lost over 40 % at times and froze (0 fps). Here the FIFO \
+             drops what the CUBIC downloads make it drop, a few percent, whatever the call \
+             does; tens of percent need a bottleneck offered far more than it carries for \
+             seconds (unresponsive traffic, many flows in slow start, a link that slows down), \
+             which this lab does not have. The receiver shows every complete frame (no \
+             reference chain between frames), so a lost packet costs one frame, not a freeze \
+             until the next key frame. docs/demos.md says more.",
+        );
+    }
+    note
+}
+
 /// The side-by-side table: header and rows, for the terminal and the page alike.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let runs = [&r.classic, &r.l4s, &r.bleached];
@@ -1068,7 +1090,8 @@ fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Resul
                           from summary.json."
                     .into(),
             }))
-            .with(crate::common::findings(checks)),
+            .with(crate::common::findings(checks))
+            .with(Block::Paragraph(classic_note(&r.classic))),
     );
     page.push(
         Section::new("Round-trip time and loss").with(Block::Row(vec![
@@ -1146,6 +1169,22 @@ mod tests {
             bleached: c,
         };
         assert!(checks(&r).iter().all(|c| c.passed), "{:?}", checks(&r));
+    }
+
+    #[test]
+    fn the_page_explains_a_classic_run_short_of_the_seed_and_only_then() {
+        let mut a = metrics(45.0, 2.0, 0, 60.0);
+        a.loss_pct_max_per_s = 3.4;
+        a.fps_min = 23.0;
+        let note = classic_note(&a);
+        assert!(
+            note.contains("lost 3.4 %") && note.contains("brought 23 frames"),
+            "{note}"
+        );
+        assert!(note.contains("over 40 %"), "{note}");
+        a.loss_pct_max_per_s = 45.0;
+        a.fps_min = 0.0;
+        assert!(!classic_note(&a).contains("over 40 %"));
     }
 
     #[test]
