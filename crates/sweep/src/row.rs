@@ -175,7 +175,7 @@ fn summary_figures(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) -
             }
         }
         if let Some(d) = l.get("drops").and_then(Value::as_object) {
-            let total: f64 = d.values().filter_map(Value::as_f64).sum();
+            let total = d.values().filter_map(Value::as_f64).fold(0.0, |a, b| a + b);
             out.insert(format!("{p}drops"), total.into());
         }
         if let Some(q) = l.get("queue_delay_ms").and_then(Value::as_object) {
