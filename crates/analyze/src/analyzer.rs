@@ -239,6 +239,7 @@ impl Analyzer {
                         h: t,
                         opts: &opts,
                         ecn: h.ip.ecn,
+                        ttl: h.ip.ttl,
                     },
                 );
             }

@@ -242,6 +242,8 @@ pub struct Direction {
     /// Where the capture point sits on this direction's path (decided when the connection
     /// finishes; see [`CapturePoint`]).
     pub capture_point: CapturePoint,
+    /// What `capture_point` was decided from, and so how sure it is.
+    pub vantage_basis: VantageBasis,
     /// Diagnoses about this direction's data that could not be judged from this capture
     /// point (empty at the sender).
     pub not_judged: Vec<DiagnosisKind>,
@@ -301,6 +303,37 @@ impl CapturePoint {
                 DiagnosisKind::RwndLimited,
                 DiagnosisKind::AppLimited,
             ],
+        }
+    }
+}
+
+/// The evidence a [`CapturePoint`] was decided from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VantageBasis {
+    /// Nothing to decide from.
+    #[default]
+    None,
+    /// How the handshake's round trip (at least 1 ms) splits at the capture point.
+    Handshake,
+    /// Which side's packets still carry an initial TTL / hop limit (on a path of under 1 ms,
+    /// where the handshake's split is only the hosts' processing time).
+    Ttl,
+    /// The two directions' minimum data RTTs, when the handshake was not captured.
+    DataRtt,
+    /// A handshake round trip under 1 ms and TTLs that do not tell: the point is unknown,
+    /// but every point of such a path is within a millisecond of both ends.
+    ShortPath,
+}
+
+impl VantageBasis {
+    /// How sure the decision is: `high` from the handshake or TTLs, `medium` from data RTTs
+    /// (ACK delays and queues blur them), `low` when nothing decided it.
+    pub fn confidence(self) -> &'static str {
+        match self {
+            VantageBasis::Handshake | VantageBasis::Ttl => "high",
+            VantageBasis::DataRtt => "medium",
+            VantageBasis::None | VantageBasis::ShortPath => "low",
         }
     }
 }
