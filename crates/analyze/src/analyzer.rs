@@ -489,7 +489,10 @@ mod tests {
                     *x = v;
                 }
             }
-            let _ = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() });
+            if let Ok(a) = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() }) {
+                let _ = crate::text::summary(&a);
+                let _ = crate::text::warnings(&a);
+            }
         }
     }
 }

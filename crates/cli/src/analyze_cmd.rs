@@ -19,11 +19,12 @@ const PROGRESS_MIN_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Read pcap/pcapng captures and say where the delay came from",
-    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
+    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
 )]
 pub struct AnalyzeArgs {
-    /// Capture files: pcap or pcapng, optionally gzip-compressed. Two captures of the same
-    /// traffic (e.g. both ends) are analysed side by side, which enables `ecn_bleached`.
+    /// Capture files: pcap or pcapng, optionally gzip-compressed; `-` reads standard input
+    /// (`tcpdump -w - | latencylab analyze -`). Two captures of the same traffic (e.g. both
+    /// ends) are analysed side by side, which enables `ecn_bleached`.
     #[arg(value_name = "CAPTURE", required = true)]
     pub captures: Vec<PathBuf>,
     /// Print the analysis as JSON (schema in docs/analyze.md) instead of text.
@@ -59,6 +60,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let mut analyzer = analyze::Analyzer::new(opts);
     for path in &args.captures {
         let name = path.display().to_string();
+        if path.as_os_str() == "-" {
+            // `tcpdump -w - | latencylab analyze -`: read as a stream like any file.
+            let name = "stdin".to_string();
+            if let Err(e) = analyzer.add_capture(&name, io::stdin().lock()) {
+                return Ok(usage(&format!(
+                    "standard input: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
+                )));
+            }
+            continue;
+        }
         let file = match File::open(path) {
             Ok(f) => f,
             Err(e) => return Ok(usage(&format!("cannot open capture {name:?}: {e}"))),
@@ -100,19 +111,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
         r => r.context("writing the analysis to stdout")?,
     }
-    if args.json {
-        // Warnings are in the JSON; repeat them on stderr so they are not missed.
-        for w in &analysis.warnings {
-            let cap = analysis
-                .captures
-                .get(w.capture)
-                .map_or("", |c| c.name.as_str());
-            eprintln!(
-                "latencylab: warning: {cap}: packet {}: {}",
-                w.packet, w.message
-            );
-        }
-    }
+    // Warnings go to stderr (the JSON also carries them), so that stdout stays the report.
+    eprint!("{}", analyze::text::warnings(&analysis));
     if let Some(dir) = &args.plots {
         let files = report::analysis::write_plots(&analysis, dir)
             .with_context(|| format!("writing plots to {}", dir.display()))?;

@@ -209,3 +209,45 @@ fn the_capture_point_is_right_per_connection_and_direction_on_a_lan() {
         vec![pair("receiver", "sender"); 2]
     );
 }
+
+/// `-` reads the capture from standard input, and warnings about a damaged capture go to
+/// standard error, not into the report on standard output.
+#[test]
+fn a_capture_on_stdin_is_read_and_damage_is_warned_about_on_stderr() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let pcap = corpus().join("nagle-v4/client.pcap");
+    let bytes = fs::read(&pcap).unwrap();
+    // Cut inside a record: a partial result and one warning naming the packet.
+    let cut = &bytes[..bytes.len() / 2 + 7];
+    let mut child = Command::new(bin())
+        .args(["analyze", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(cut).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(out.contains("10.77.2.2:5001"), "{out}");
+    assert!(out.contains("nagle_delayed_ack"), "{out}");
+    assert!(!out.contains("latencylab: warning"), "{out}");
+    assert!(
+        err.contains("latencylab: warning: stdin: packet") && err.contains("file ends inside"),
+        "{err}"
+    );
+    // An empty standard input is a usage error naming it.
+    let o = Command::new(bin())
+        .args(["analyze", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("standard input"),
+        "{}",
+        text(&o.stderr)
+    );
+}
