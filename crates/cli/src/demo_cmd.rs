@@ -34,6 +34,30 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
     )]
     L4s(L4sArgs),
+    /// Screen sharing over a 400 kbit/s DSL uplink with a 120 KB send buffer: frames written
+    /// while the socket takes them, then with TCP_NOTSENT_LOWAT 16 KB (about 70 s with the
+    /// default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
+    )]
+    NotsentLowat(RunLengthArgs),
+}
+
+/// The options of a demo whose runs last `--duration`.
+#[derive(clap::Args, Debug)]
+pub struct RunLengthArgs {
+    /// Output directory [default: out/DEMO]
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Length of each run: a time (30s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -99,6 +123,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
+        Demo::NotsentLowat(a) => notsent_lowat(a),
     };
     lab::restore_signals(old);
     r
@@ -118,6 +143,25 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["classic", "l4s", "bleached"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
+    let out = a.out.clone().unwrap_or_else(|| "out/notsent-lowat".into());
+    let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
+        out_dir: out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &out,
+        &["unbounded", "lowat"],
     );
     Ok(ExitCode::SUCCESS)
 }
