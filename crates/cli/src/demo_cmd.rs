@@ -41,6 +41,34 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
     )]
     NotsentLowat(RunLengthArgs),
+    /// Many short connections with one request each over a 100 ms RTT, without and with TCP
+    /// Fast Open (about 25 s with the default number of requests)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
+    )]
+    Tfo(TfoArgs),
+}
+
+/// The options of `demo tfo`.
+#[derive(clap::Args, Debug)]
+pub struct TfoArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/tfo"
+    )]
+    pub out: PathBuf,
+    /// Requests per run, each on a connection of its own (from 3 to 1000)
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub requests: u64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The options of a demo whose runs last `--duration`.
@@ -124,6 +152,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
+        Demo::Tfo(a) => tfo(a),
     };
     lab::restore_signals(old);
     r
@@ -162,6 +191,30 @@ fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &out,
         &["unbounded", "lowat"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
+    if !(3..=1000).contains(&a.requests) {
+        return Err(lab::UsageError(format!(
+            "--requests: cannot use '{}' (from 3 to 1000; the first one fetches the cookie)",
+            a.requests
+        ))
+        .into());
+    }
+    let outcome = demo::tfo::run(&demo::tfo::Options {
+        out_dir: a.out.clone(),
+        requests: a.requests,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["plain", "tfo"],
     );
     Ok(ExitCode::SUCCESS)
 }

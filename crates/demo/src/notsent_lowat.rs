@@ -204,8 +204,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         let dir = opts.out_dir.join(v.name());
         let cfg = lab_config(v, opts.duration_s, opts.seed);
         let msg = format!("run {}/2: {}, {:.0} s", i + 1, v.short(), opts.duration_s);
-        let result = progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let _ = result;
+        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
         let data = progress.phase(&format!("analysing the {} run", v.short()), 2.0, || {
             collect(v, &dir)
         })?;
@@ -399,7 +398,10 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     let end = r.duration_s;
     let mut clicks = Chart::new(
         "From click to the frame that draws it",
-        Axis::new("time since the viewer connected (when the click happened)", "s"),
+        Axis::new(
+            "time since the viewer connected (when the click happened)",
+            "s",
+        ),
         Axis::new("click to frame", "ms").from_zero(),
     )
     .size(900, 480)
@@ -434,14 +436,26 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     .caption(format!(
         "Sampled by the server every 100 ms. Unbounded: a median of {:.0} KB of frames wait in \
          the socket, each drawn before the clicks that came while it waited. Lowat: {:.0} KB, \
-         the 16 KB mark and the frame written when the socket fell below it.",
+         under the 16 KB mark (grey): a frame is generated only when the socket falls below it.",
         r.unbounded.unsent_bytes_p50 / 1000.0,
         r.lowat.unsent_bytes_p50 / 1000.0
     ));
+    unsent.push(
+        Series::line(
+            format!("TCP_NOTSENT_LOWAT ({LOWAT})"),
+            Rgb::GREY,
+            vec![(0.0, 16.0), (end, 16.0)],
+        )
+        .keep_in_legend(),
+    );
     for run in runs {
         unsent.push(
-            Series::line(run.variant.short(), run.variant.color(), run.unsent_kb.clone())
-                .keep_in_legend(),
+            Series::line(
+                run.variant.short(),
+                run.variant.color(),
+                run.unsent_kb.clone(),
+            )
+            .keep_in_legend(),
         );
     }
     let mut cdf = Chart::new(
@@ -506,9 +520,7 @@ fn page(
         fig("click-to-frame")?,
         fig("click-to-frame-cdf")?,
     ])));
-    page.push(
-        Section::new("Where the frames wait").with(Block::Figure(fig("unsent-bytes")?)),
-    );
+    page.push(Section::new("Where the frames wait").with(Block::Figure(fig("unsent-bytes")?)));
     let analyses: Vec<(&str, &Analysis)> = runs
         .iter()
         .map(|r| (r.variant.short(), &r.analysis))
