@@ -72,6 +72,19 @@ fn frames_stale_in_the_send_buffer_delay_clicks_by_seconds_and_lowat_removes_mos
         f(&r, "unbounded", "ping_rtt_ms_p50") * 4.0 < f(&r, "unbounded", "click_to_frame_ms_p50"),
         "{r}"
     );
+    // The analyzer, which sees only the wire, does not blame the network for the delay that
+    // sits in the sender: no bufferbloat in either run's capture.
+    for run in ["unbounded", "lowat"] {
+        let pcap = dir.join(run).join("captures/server-eth0.pcap");
+        let out = common::run(&["analyze", "--json", &pcap.display().to_string()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --json");
+        for c in v["connections"].as_array().expect("connections") {
+            for d in c["diagnoses"].as_array().expect("diagnoses") {
+                assert_ne!(d["kind"], "bufferbloat", "{run}: {d}");
+            }
+        }
+    }
     for png in ["click-to-frame", "unsent-bytes", "click-to-frame-cdf"] {
         let p = dir.join(format!("{png}.png"));
         let len = std::fs::metadata(&p)
