@@ -116,7 +116,7 @@ pub fn summary(a: &Analysis) -> String {
         if c.tfo() {
             let _ = writeln!(
                 s,
-                "  TCP Fast Open: the SYN carried {} bytes of data and a {}-byte cookie",
+                "  TCP Fast Open: the SYN carried {} bytes of data and a cookie of {} bytes",
                 c.a2b.options.syn_data_bytes,
                 c.a2b.options.tfo_cookie_len.unwrap_or(0)
             );
