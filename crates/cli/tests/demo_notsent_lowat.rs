@@ -8,7 +8,6 @@ mod common;
 use common::*;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
@@ -16,21 +15,7 @@ static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 /// Runs `latencylab demo notsent-lowat --duration 15 -o DIR` once; returns DIR and stdout.
 fn demo() -> &'static (PathBuf, String) {
     DEMO.get_or_init(|| {
-        let dir = tempdir("notsent-lowat");
-        let out = Command::new(bin())
-            .args(["demo", "notsent-lowat", "--duration", "15", "--quiet", "-o"])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("latencylab runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "demo notsent-lowat failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (dir, stdout)
+        run_demo_in_tempdir("notsent-lowat", &["notsent-lowat", "--duration", "15"])
     })
 }
 

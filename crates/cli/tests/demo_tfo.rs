@@ -8,30 +8,13 @@ mod common;
 use common::*;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 
 /// Runs `latencylab demo tfo --requests 12 -o DIR` once; returns DIR and stdout.
 fn demo() -> &'static (PathBuf, String) {
-    DEMO.get_or_init(|| {
-        let dir = tempdir("tfo");
-        let out = Command::new(bin())
-            .args(["demo", "tfo", "--requests", "12", "--quiet", "-o"])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("latencylab runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "demo tfo failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (dir, stdout)
-    })
+    DEMO.get_or_init(|| run_demo_in_tempdir("tfo", &["tfo", "--requests", "12"]))
 }
 
 fn f(v: &serde_json::Value, run: &str, key: &str) -> f64 {

@@ -350,3 +350,25 @@ pub fn analyzer_findings(runs: &[(&str, &analyze::Analysis)]) -> report::Block {
     }
     report::Block::Findings(findings)
 }
+
+/// Writes a demo's files into `dir`: `results.json`, each chart as `NAME.png`, and the page as
+/// `report.html`.
+pub fn write_report_files(
+    dir: &Path,
+    results: &impl serde::Serialize,
+    charts: &[(&str, &report::Chart)],
+    page: &report::Page,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    for (name, chart) in charts {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))
+}

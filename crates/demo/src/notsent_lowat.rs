@@ -376,22 +376,10 @@ pub fn table(r: &Results) -> String {
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let dir = &opts.out_dir;
-    let json = serde_json::to_string_pretty(r).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let charts = charts(r, runs);
-    for (name, chart) in &charts {
-        let p = dir.join(format!("{name}.png"));
-        chart
-            .write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let page = page(opts, r, checks, runs, &charts)?;
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (*n, c)).collect();
+    common::write_report_files(&opts.out_dir, r, &files, &page)
 }
 
 fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {

@@ -344,20 +344,9 @@ pub fn table(r: &Results) -> String {
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let dir = &opts.out_dir;
-    let json = serde_json::to_string_pretty(r).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let chart = request_chart(r, runs);
-    let p = dir.join("request-time.png");
-    chart
-        .write_png(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
     let page = page(opts, r, checks, runs, &chart)?;
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    common::write_report_files(&opts.out_dir, r, &[("request-time", &chart)], &page)
 }
 
 fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
