@@ -508,6 +508,18 @@ mod tests {
         assert_eq!(FrameHeader::decode(&b[..10]), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_the_frame_parser_and_what_it_reads_re_encodes(
+            b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)
+        ) {
+            if let Some(h) = FrameHeader::decode(&b) {
+                proptest::prop_assert_eq!(&h.encode()[..], &b[..HEADER_BYTES]);
+                proptest::prop_assert!(h.payload_bytes <= MAX_FRAME_BYTES);
+            }
+        }
+    }
+
     #[test]
     fn a_frame_answers_every_click_it_draws_and_only_those() {
         let mut c = Clicks::default();

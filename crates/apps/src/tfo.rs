@@ -312,6 +312,19 @@ mod tests {
         assert_eq!(decode(ANSWER_MAGIC, &b), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn what_the_message_parser_reads_re_encodes_to_the_same_bytes(
+            b in proptest::array::uniform16(proptest::prelude::any::<u8>())
+        ) {
+            for magic in [REQUEST_MAGIC, ANSWER_MAGIC] {
+                if let Some((count, id)) = decode(magic, &b) {
+                    proptest::prop_assert_eq!(encode(magic, count, id), b);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_ledger_counts_actions_beyond_the_first_per_id_as_doubles() {
         let mut l = Ledger::default();
