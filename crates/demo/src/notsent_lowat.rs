@@ -570,7 +570,7 @@ mod tests {
     fn the_lowat_lab_sets_the_mode_and_waits_for_the_viewer() {
         let cfg = lab_config(Variant::Lowat, 12.0, 3);
         cfg.validate().unwrap();
-        assert_eq!(cfg.links[0].down.capacity, UPLINK);
+        assert_eq!(cfg.links[0].down.to_json()["capacity"], UPLINK);
         let server = &cfg.programs[0];
         assert!(server.run.contains("--mode lowat"), "{}", server.run);
         let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();

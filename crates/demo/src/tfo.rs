@@ -124,7 +124,7 @@ fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
 
 /// The lab of one run.
 pub fn lab_config(v: Variant, requests: u64, seed: u64) -> LabConfig {
-    let queue = lab::config::Direction::default().queue;
+    let queue = lab::config::Direction::default().queue.to_string();
     let (server_opt, client_opt) = if v.fastopen() {
         ("", " --fastopen")
     } else {
