@@ -229,6 +229,22 @@ impl Evidence {
     }
 }
 
+/// Segments any window keeps queued at its bottleneck: the one being serialized and a few
+/// behind it. Below this many a "standing queue" is the line's slowness, not a buffer.
+const FEW_SEGMENTS: f64 = 4.0;
+
+/// How long [`FEW_SEGMENTS`] full segments take at the direction's rate. On a 400 kbit/s line
+/// that is about 120 ms, tens of times the few ms it is at 10 Mbit/s: an RTT that much above
+/// its minimum is those segments, and the delay a user feels on such a line lies elsewhere
+/// (for instance in the sender's own socket buffer, which no capture shows).
+fn few_segments_time(throughput_bps: f64, mss: Option<u16>) -> Duration {
+    if throughput_bps.is_nan() || throughput_bps <= 0.0 {
+        return Duration::ZERO;
+    }
+    let bits = FEW_SEGMENTS * f64::from(mss.unwrap_or(1460)) * 8.0;
+    Duration::from_nanos((bits / throughput_bps * 1e9) as u64)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -307,8 +323,11 @@ pub(crate) fn diagnose(
             .map_or(Duration::ZERO, |(x, y)| x + y);
         let mut by_rtt = Vec::new();
         if point != CapturePoint::Receiver {
+            // Less than a few segments' time above the minimum is the line's slowness, not a
+            // queue (see `few_segments_time`).
+            let few = few_segments_time(d.stats.throughput_bps, c.dir(dir.other()).options.mss);
             let q = &e.queue_rtt;
-            bufferbloat(&mut by_rtt, dir, q, rtt_min, rtt_min, Basis::Rtt);
+            bufferbloat(&mut by_rtt, dir, q, rtt_min, rtt_min.max(few), Basis::Rtt);
         }
         let mut by_owd = Vec::new();
         if point != CapturePoint::Sender {
@@ -914,6 +933,34 @@ mod tests {
             bb[0].delay_ms
         );
         assert!((bb[0].end - bb[0].start).as_secs_f64() > 2.0);
+    }
+
+    #[test]
+    fn a_few_segments_in_flight_on_a_slow_line_are_not_bufferbloat() {
+        // 50 kB/s (a DSL uplink), 40 ms RTT: each full segment takes 29 ms to serialize, so the
+        // few segments any window keeps in flight look like tens of ms of queue. A sender whose
+        // delay is in its own socket buffer shows exactly this on the wire.
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 4;
+        b.rate_bytes_per_s = 50_000;
+        b.base_rtt_ns = 40_000_000;
+        b.bytes = 500_000;
+        let a = run(b.run());
+        let c = &a.connections[0];
+        assert!(
+            kinds(c, DiagnosisKind::Bufferbloat).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
+        // Forty segments on the same line are a real standing queue.
+        b.window_segments = 40;
+        let a = run(b.run());
+        assert_eq!(
+            kinds(&a.connections[0], DiagnosisKind::Bufferbloat).len(),
+            1,
+            "{:#?}",
+            a.connections[0].diagnoses
+        );
     }
 
     #[test]

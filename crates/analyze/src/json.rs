@@ -45,6 +45,8 @@ pub struct JsonConnection<'a> {
     pub synack_rtt_ms: Option<f64>,
     pub syn_count: u32,
     pub ecn: EcnSetup,
+    /// `a`'s SYN carried data and a Fast Open cookie (RFC 7413).
+    pub tfo: bool,
     pub state: ConnState,
     pub a_options: &'a SynOptions,
     pub b_options: &'a SynOptions,
@@ -147,6 +149,7 @@ impl Analysis {
                     synack_rtt_ms: ms(c.handshake.synack_rtt),
                     syn_count: c.handshake.syn_count,
                     ecn: c.handshake.ecn,
+                    tfo: c.tfo(),
                     state: c.state,
                     a_options: &c.a2b.options,
                     b_options: &c.b2a.options,

@@ -134,6 +134,12 @@ impl Connection {
     pub fn duration(&self) -> Duration {
         self.last_time - self.first_time
     }
+    /// Whether the connection used TCP Fast Open (RFC 7413 §3): `a`'s SYN carried data and a
+    /// cookie. A SYN that only asks for a cookie (an empty option) is not Fast Open yet.
+    pub fn tfo(&self) -> bool {
+        let o = &self.a2b.options;
+        o.syn_data_bytes > 0 && o.tfo_cookie_len.is_some_and(|n| n > 0)
+    }
     /// The direction given by `dir`.
     pub fn dir(&self, dir: Dir) -> &Direction {
         match dir {

@@ -1274,6 +1274,24 @@ mod transfer_tests {
     }
 
     #[test]
+    fn a_syn_asking_for_a_fast_open_cookie_is_not_fast_open_yet() {
+        use crate::synth::{Tcp, ACK, SYN};
+        let (c, s) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:443".parse().unwrap(),
+        );
+        let t0 = 1_000_000_000u64;
+        let mut syn = Tcp::new(c, s, 100, 0, SYN);
+        syn.options = vec![34, 2];
+        let mut sa = Tcp::new(s, c, 700, 101, SYN | ACK);
+        sa.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+        let a = run(vec![(t0, syn.build()), (t0 + 30_000_000, sa.build())]);
+        assert_eq!(a.connections[0].a2b.options.tfo_cookie_len, Some(0));
+        assert!(!a.connections[0].tfo());
+        assert!(!a.json_report().connections[0].tfo);
+    }
+
+    #[test]
     fn fast_open_data_and_accecn_negotiation_are_read_from_the_handshake() {
         use crate::synth::{Tcp, ACK, CWR, ECE, SYN};
         let (c, s) = (
@@ -1297,6 +1315,8 @@ mod transfer_tests {
         assert_eq!(conn.handshake.ecn, EcnSetup::AccEcn);
         assert_eq!(conn.a2b.options.tfo_cookie_len, Some(8));
         assert_eq!(conn.a2b.options.syn_data_bytes, 100);
+        assert!(conn.tfo());
+        assert!(a.json_report().connections[0].tfo);
         assert_eq!(conn.a2b.stats.data_bytes, 100);
         assert_eq!(conn.a2b.stats.unique_bytes, 100);
         assert!(conn.a2b.options.syn_ae);

@@ -126,6 +126,14 @@ pub fn summary(a: &Analysis) -> String {
             c.a2b.options.sack_permitted,
             c.b2a.options.sack_permitted
         );
+        if c.tfo() {
+            let _ = writeln!(
+                s,
+                "  TCP Fast Open: the SYN carried {} bytes of data and a cookie of {} bytes",
+                c.a2b.options.syn_data_bytes,
+                c.a2b.options.tfo_cookie_len.unwrap_or(0)
+            );
+        }
         for (name, dir) in [("a->b", &c.a2b), ("b->a", &c.b2a)] {
             let d = &dir.stats;
             let _ = writeln!(
