@@ -19,6 +19,7 @@ pub mod common;
 pub mod playback;
 pub mod probe;
 pub mod records;
+pub mod rr;
 pub mod stats;
 pub mod stream;
 mod sys;
@@ -60,6 +61,14 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab call --connect server:6000 --mode l4s --max-rate 8mbit --duration 30s --out call.jsonl\n\nThe other endpoint: latencylab call --listen 6000 --mode l4s --duration 40s"
     )]
     Call(call::CallArgs),
+    /// Request/response server: answers each whole 70-byte message, written as 28 + 42 bytes.
+    #[command(after_help = "Example:\n  latencylab rr-server --port 5204 --nodelay")]
+    RrServer(rr::RrServerArgs),
+    /// Request/response client: 70-byte requests written as 28 + 42 bytes, each exchange timed.
+    #[command(
+        after_help = "Example:\n  latencylab rr-client server:5204 --interval 200ms --duration 20s --out rr.jsonl"
+    )]
+    RrClient(rr::RrClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -73,6 +82,8 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::StreamServer(a) => stream::run_server(a),
         AppCommand::StreamClient(a) => stream::run_client(a),
         AppCommand::Call(a) => call::run(a),
+        AppCommand::RrServer(a) => rr::run_server(a),
+        AppCommand::RrClient(a) => rr::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),

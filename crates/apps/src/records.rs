@@ -169,6 +169,25 @@ pub enum Record {
         rx_not_ect: u64,
     },
 
+    /// One request/response exchange of `rr-client`: the request written at `sent_s`, the
+    /// whole response read at `t_s`.
+    Exchange {
+        t_s: f64,
+        seq: u64,
+        sent_s: f64,
+        exchange_ms: f64,
+    },
+    /// The end of `rr-client`: how it wrote its messages and what the exchanges took.
+    RrSummary {
+        t_s: f64,
+        nodelay: bool,
+        writev: bool,
+        exchanges: u64,
+        exchange_p50_ms: Option<f64>,
+        exchange_p95_ms: Option<f64>,
+        exchange_max_ms: Option<f64>,
+    },
+
     /// A line of a type this version does not know.
     #[serde(other)]
     Other,
@@ -196,7 +215,9 @@ impl Record {
             | CallRtt { t_s, .. }
             | CallStall { t_s, .. }
             | EcnFallback { t_s, .. }
-            | CallSummary { t_s, .. } => Some(*t_s),
+            | CallSummary { t_s, .. }
+            | Exchange { t_s, .. }
+            | RrSummary { t_s, .. } => Some(*t_s),
             Other => None,
         }
     }
