@@ -34,6 +34,34 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
     )]
     L4s(L4sArgs),
+    /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
+    /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
+    /// default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
+    )]
+    Nagle(NagleArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NagleArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/nagle"
+    )]
+    pub out: PathBuf,
+    /// How long each run's client keeps exchanging: a time (20s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "20s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -99,6 +127,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
+        Demo::Nagle(a) => nagle(a),
     };
     lab::restore_signals(old);
     r
@@ -118,6 +147,24 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["classic", "l4s", "bleached"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "an exchange takes up to 1.5 s")?;
+    let outcome = demo::nagle::run(&demo::nagle::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["nagle", "nodelay", "writev"],
     );
     Ok(ExitCode::SUCCESS)
 }
