@@ -15,6 +15,7 @@
 
 pub mod bulk;
 pub mod call;
+pub mod chunk;
 pub mod common;
 pub mod playback;
 pub mod probe;
@@ -69,6 +70,14 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab rr-client server:5204 --interval 200ms --duration 20s --out rr.jsonl"
     )]
     RrClient(rr::RrClientArgs),
+    /// Chunked upload receiver: a chosen receive buffer, optionally TCP_QUICKACK after every read.
+    #[command(after_help = "Example:\n  latencylab chunk-server --rcvbuf 4096 --quickack")]
+    ChunkServer(chunk::ChunkServerArgs),
+    /// Chunked upload sender: writes --chunk bytes per write() as fast as the socket takes them.
+    #[command(
+        after_help = "Example:\n  latencylab chunk-client server:5205 --chunk 1000 --nodelay --duration 10s --out chunk.jsonl"
+    )]
+    ChunkClient(chunk::ChunkClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -84,6 +93,8 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::Call(a) => call::run(a),
         AppCommand::RrServer(a) => rr::run_server(a),
         AppCommand::RrClient(a) => rr::run_client(a),
+        AppCommand::ChunkServer(a) => chunk::run_server(a),
+        AppCommand::ChunkClient(a) => chunk::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
