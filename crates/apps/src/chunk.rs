@@ -21,8 +21,8 @@ use anyhow::Context;
 
 use crate::bulk::{is_disconnect, is_timeout};
 use crate::common::{
-    announce_and_serve, listen_tcp, positive_time_arg, resolve, secs, size_arg, start_record,
-    time_arg, with_default_port, Clock, JsonLines, Stop,
+    announce_and_serve, connect_tcp, listen_tcp, positive_time_arg, run_client_program, secs,
+    size_arg, start_record, time_arg, Clock, JsonLines, Stop,
 };
 use crate::records::Record;
 use crate::stats::{mbps, IntervalMeter};
@@ -204,26 +204,14 @@ fn interval_record(
 
 /// `chunk-client`: one upload, then a sender `total` line.
 pub fn run_client(args: &ChunkClientArgs) -> anyhow::Result<()> {
-    let out = JsonLines::open(args.out.as_ref())?;
-    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
-    let r = client(args, &out, &Stop::new());
-    out.flush();
-    r
+    run_client_program(args.out.as_ref(), |out, stop| client(args, out, stop))
 }
 
 /// Writes `args.chunk`-byte chunks to `args.server` for `args.duration`.
 pub fn client(args: &ChunkClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Result<()> {
     let clock = Clock::start();
     out.emit(&start_record("chunk-client", &clock));
-    let target = with_default_port(&args.server, DEFAULT_PORT);
-    let addr = resolve(&target)?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
-    out.emit(&Record::Connected {
-        t_s: clock.t_s(),
-        conn: 1,
-        peer: addr.to_string(),
-    });
+    let mut stream = connect_tcp(&args.server, DEFAULT_PORT, &clock, out)?;
     stream.set_nodelay(args.nodelay)?;
     stream.set_write_timeout(Some(POLL))?;
     let chunk = vec![0u8; args.chunk as usize];

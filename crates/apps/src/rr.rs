@@ -21,8 +21,8 @@ use anyhow::Context;
 
 use crate::bulk::{is_disconnect, is_timeout};
 use crate::common::{
-    announce_and_serve, ms, positive_time_arg, resolve, start_record, time_arg, with_default_port,
-    Clock, JsonLines, Stop,
+    announce_and_serve, connect_tcp, ms, positive_time_arg, run_client_program, start_record,
+    time_arg, Clock, JsonLines, Stop,
 };
 use crate::records::Record;
 use crate::stats::Percentiles;
@@ -219,26 +219,14 @@ fn answer(mut stream: TcpStream, style: WriteStyle, stop: &Stop) -> anyhow::Resu
 
 /// `rr-client`: exchanges for `--duration`, then an `rr_summary` line.
 pub fn run_client(args: &RrClientArgs) -> anyhow::Result<()> {
-    let out = JsonLines::open(args.out.as_ref())?;
-    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
-    let r = client(args, &out, &Stop::new());
-    out.flush();
-    r
+    run_client_program(args.out.as_ref(), |out, stop| client(args, out, stop))
 }
 
 /// Request/response exchanges against `args.server`, one `exchange` line each.
 pub fn client(args: &RrClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Result<()> {
     let clock = Clock::start();
     out.emit(&start_record("rr-client", &clock));
-    let target = with_default_port(&args.server, DEFAULT_PORT);
-    let addr = resolve(&target)?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
-    out.emit(&Record::Connected {
-        t_s: clock.t_s(),
-        conn: 1,
-        peer: addr.to_string(),
-    });
+    let mut stream = connect_tcp(&args.server, DEFAULT_PORT, &clock, out)?;
     let style = WriteStyle {
         nodelay: args.nodelay,
         writev: args.writev,
