@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 use wire::Instant;
@@ -271,15 +272,18 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
             dir.display()
         );
     };
-    let caps = dir.join("captures");
+    let run_dir = RunDir::new(dir);
     let analysis = common::analyze_captures(
-        &[caps.join("client-eth0.pcap"), caps.join("server-eth0.pcap")],
+        &[
+            run_dir.capture("client", "eth0"),
+            run_dir.capture("server", "eth0"),
+        ],
         true,
     )?;
     let (ladder, ladder_s) = ladder_of(&analysis).with_context(|| {
         format!(
             "{}: the captures do not hold a whole exchange",
-            caps.display()
+            run_dir.captures().display()
         )
     })?;
     Ok(RunData {
@@ -793,7 +797,7 @@ mod tests {
         for v in Variant::ALL {
             let cfg = lab_config(v, 12.0, 1);
             cfg.validate().unwrap();
-            assert_eq!(cfg.links[0].up.delay, "250ms");
+            assert_eq!(cfg.links[0].up.to_json()["delay"], "250ms");
             let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
             assert_eq!(waited.len(), 1);
             assert!(waited[0].run.contains("--duration 12000ms"));
