@@ -60,6 +60,10 @@ pub struct JsonDirection<'a> {
     pub stats: &'a DirectionStats,
     /// "sender", "receiver", "middle", or null when it could not be decided.
     pub vantage: Option<CapturePoint>,
+    /// What `vantage` was decided from: "handshake", "ttl", "data_rtt", "short_path", "none".
+    pub vantage_basis: VantageBasis,
+    /// "high", "medium" or "low".
+    pub vantage_confidence: &'static str,
     /// Diagnoses about this direction's data that cannot be judged from this capture point.
     pub not_judged: &'a [DiagnosisKind],
 }
@@ -69,6 +73,8 @@ impl<'a> JsonDirection<'a> {
         JsonDirection {
             stats: &d.stats,
             vantage: (d.capture_point != CapturePoint::Unknown).then_some(d.capture_point),
+            vantage_basis: d.vantage_basis,
+            vantage_confidence: d.vantage_basis.confidence(),
             not_judged: &d.not_judged,
         }
     }
