@@ -84,7 +84,8 @@ pub(crate) struct ZeroWindow {
     pub total_ns: u64,
     pub longest_ns: u64,
     pub last_end: Option<Instant>,
-    /// Window probes the other side sent meanwhile.
+    /// Packets the other side sent meanwhile (window probes: Linux sends them as bare ACKs
+    /// below the window, RFC 9293 §3.8.6.1).
     pub probes: u64,
 }
 
@@ -195,7 +196,7 @@ impl Timeline {
                 _ => {}
             }
         }
-        if p.seq_space && self.zw[1 - d].since.is_some() {
+        if self.zw[1 - d].since.is_some() {
             self.zw[1 - d].probes += 1;
         }
     }
