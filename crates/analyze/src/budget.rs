@@ -17,7 +17,8 @@
 //!   (server or client). The split waits for the end, when the round trips are best known.
 //! - between utterances of the same side, a gap shorter than half a round trip is transfer;
 //!   a gap during which the other side's ACK moved the speaker's data on is a round trip
-//!   waited for (network, up to one round trip, the rest the speaker's application); a gap
+//!   waited for (network, up to one round trip, the rest the speaker's application, or
+//!   stalled when the peer's window had no room for a full segment); a gap
 //!   with data outstanding and no ACK is a timer (retransmission timeout, stalled); a gap with
 //!   nothing outstanding is the speaker's application.
 //! - any time while a side advertises a zero window is stalled.
@@ -57,6 +58,9 @@ pub(crate) struct PacketInfo<'a> {
     pub zero_window: Option<bool>,
     /// The sender had data (or a SYN/FIN) sent and not acknowledged before this packet.
     pub outstanding_before: bool,
+    /// Before this packet, the sender's receive window from the peer had no room for another
+    /// full-sized segment.
+    pub window_full_before: bool,
     /// Payload bytes as captured (may be cut by the snaplen).
     pub payload: &'a [u8],
     /// Round trip from the capture point to `a` and to `b`, as known so far.
@@ -112,6 +116,8 @@ pub(crate) struct Timeline {
     /// An ACK from the side that did not speak last moved its data on during the gap.
     pend_ack: bool,
     zw: [ZeroWindow; 2],
+    /// The utterance that ends the gap being resolved waited for the peer's window.
+    window_full: bool,
     budget: TimeBudget,
     turns: Vec<Turn>,
     exchanges: Vec<Exchange>,
@@ -244,7 +250,9 @@ impl Timeline {
             target = Some(self.exchanges.len() - 1);
         }
         let timer = p.outstanding_before && (p.retx || p.rst);
-        self.resolve_gap(Some(d), timer, target, p.rtt_to);
+        let closing = (p.fin || p.rst) && p.new_bytes == 0 && !p.retx;
+        self.window_full = p.window_full_before;
+        self.resolve_gap(Some(d), timer, closing, target, p.rtt_to);
 
         if p.new_bytes > 0 {
             self.spoke[d] = true;
@@ -278,10 +286,13 @@ impl Timeline {
     /// Attributes the pending gap, which ended with an utterance by `speaker` (None at the
     /// end of the connection). `timer`: the speaker had data unacknowledged and the gap ended
     /// with a retransmission or a reset (or, at the end, its data was never acknowledged).
+    /// `closing`: the gap ended with a bare FIN or RST, so the time before it was the other
+    /// side's turn (an answer complete and no next request, or a request never answered).
     fn resolve_gap(
         &mut self,
         speaker: Option<usize>,
         timer: bool,
+        closing: bool,
         target: Option<usize>,
         rtt_to: [Option<Duration>; 2],
     ) {
@@ -298,16 +309,23 @@ impl Timeline {
             (Some((_, s)), Some(d)) if s == d => {
                 let small =
                     rtt_path.map_or(ns(MIN_TRANSFER_GAP), |r| (r / 2).max(ns(MIN_TRANSFER_GAP)));
+                let owner = self.role(if closing { 1 - d } else { d });
                 if rest <= small {
                     add.transfer_ns += rest;
-                } else if self.pend_ack {
+                } else if self.pend_ack || self.window_full {
+                    // A round trip waited for; beyond it, a window that stayed (nearly)
+                    // shut is the same stall as a zero window.
                     let net = rest.min(rtt_path.unwrap_or(0));
                     add.network_ns += net;
-                    self.role(d).add(&mut add, rest - net);
+                    if self.window_full {
+                        add.stalled_ns += rest - net;
+                    } else {
+                        owner.add(&mut add, rest - net);
+                    }
                 } else if timer {
                     add.stalled_ns += rest;
                 } else {
-                    self.role(d).add(&mut add, rest);
+                    owner.add(&mut add, rest);
                 }
             }
             (Some(_), Some(d)) => {
@@ -347,14 +365,16 @@ impl Timeline {
 
     /// Closes the books: the tail after the last utterance and the turns' split. `rtt_to` are
     /// the final round-trip estimates to `a` and `b`; `outstanding[side]` whether a side's
-    /// data was still unacknowledged at the end.
+    /// data was still unacknowledged at the end; `at_receiver[side]` whether the capture sat
+    /// next to the receiver of that side's data.
     pub(crate) fn finish(
         mut self,
         rtt_to: [Option<Duration>; 2],
         outstanding: [bool; 2],
+        at_receiver: [bool; 2],
     ) -> (Story, Evidence) {
         let last_speaker_outstanding = self.last_utter.is_some_and(|(_, s)| outstanding[s]);
-        self.resolve_gap(None, last_speaker_outstanding, None, rtt_to);
+        self.resolve_gap(None, last_speaker_outstanding, false, None, rtt_to);
         // Zero windows still closed at the end count until the last packet.
         let end = self.last_time.unwrap_or_default();
         for z in self.zw.iter_mut() {
@@ -369,7 +389,24 @@ impl Timeline {
         let mut client_before_request = Vec::new();
         for t in turns {
             let mut add = TimeBudget::default();
-            match rtt_to[t.side] {
+            // When the server ACKed the request on its own before answering, that ACK timed
+            // this exchange's round trip (plus at most the server's delayed-ACK hold): a path
+            // slower now than at its best is network, not server. Next to the server the ACK
+            // leaves at once and its delay is the server's own.
+            let round_trip = t.exchange.and_then(|i| {
+                let e = &self.exchanges[i];
+                let ack = e.request_acked?;
+                let use_ack = self.role(t.side) == Role::Server
+                    && e.response_start.is_some_and(|r| ack < r)
+                    && ack >= e.request_end
+                    && !at_receiver[1 - t.side];
+                use_ack.then(|| ack - e.request_end)
+            });
+            let rtt = match (rtt_to[t.side], round_trip) {
+                (Some(r), Some(x)) => Some(r.max(x)),
+                (r, x) => r.or(x),
+            };
+            match rtt {
                 Some(r) => {
                     let net = ns(r).min(t.gap_ns);
                     add.network_ns = net;

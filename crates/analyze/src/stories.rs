@@ -675,6 +675,50 @@ mod tests {
     }
 
     #[test]
+    fn a_path_slower_than_its_handshake_is_network_not_server() {
+        // At the client: the handshake takes 880 ms, the request's ACK 1160 ms (the path got
+        // slower), the answer follows the ACK by 5 ms.
+        let mut t = Talk::new(0.0, 0.0, false);
+        t.client(0.0, SYN, &[], 65535);
+        t.server(880.0, SYN | ACK, 0, 65535);
+        t.client(880.0, ACK, &[], 65535);
+        t.client(881.0, ACK | PSH, GET, 65535);
+        t.server(881.0 + 1160.0, ACK, 0, 65535);
+        t.server(881.0 + 1165.0, ACK, 1448, 65535);
+        t.server(881.0 + 1165.1, ACK | PSH | FIN, 500, 65535);
+        t.client(881.0 + 1165.2, ACK | FIN, &[], 65535);
+        t.server(881.0 + 1165.2 + 880.0, ACK, 0, 65535);
+        let c = t.run();
+        assert_adds_up(&c);
+        assert_eq!(kinds(&c), [DiagnosisKind::PathDelay], "{:?}", c.diagnoses);
+        assert_eq!(largest(&c.story.budget), "network");
+        assert!(
+            c.story.budget.server_ns < 10_000_000,
+            "{:?}",
+            c.story.budget
+        );
+    }
+
+    #[test]
+    fn an_idle_keep_alive_connection_closed_by_the_server_is_the_clients_time_not_a_delay() {
+        // A quick exchange, then nothing for 5 s until the server's keep-alive timer closes.
+        for (tc, ts) in points(30.0) {
+            let mut t = Talk::new(tc, ts, false);
+            let up = t.open(0.0);
+            let at_s = t.client(up, ACK | PSH, GET, 65535);
+            let at_c = t.server(at_s + 0.2, ACK | PSH, 900, 65535);
+            t.client(at_c, ACK, &[], 65535);
+            let at_c = t.server(at_s + 5000.0, ACK | FIN, 0, 65535);
+            let at_s = t.client(at_c, ACK | FIN, &[], 65535);
+            t.server(at_s, ACK, 0, 65535);
+            let c = t.run();
+            assert_adds_up(&c);
+            assert!(c.diagnoses.is_empty(), "{tc}/{ts}: {:?}", c.diagnoses);
+            assert_eq!(largest(&c.story.budget), "client", "{:?}", c.story.budget);
+        }
+    }
+
+    #[test]
     fn a_syn_answered_by_a_reset_is_a_refused_connection() {
         let mut t = Talk::new(0.0, 0.65, true);
         let at = t.client(0.0, SYN, &[], 65535);

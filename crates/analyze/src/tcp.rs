@@ -320,6 +320,7 @@ impl TcpConn {
         }
 
         let outstanding_before = self.outstanding(d);
+        let window_full_before = self.dirs[d].window_full_since.is_some();
         // ACK first: it is about the other direction's data and must not see this packet's
         // own data as outstanding.
         let acked_new = ack && self.handle_ack(d, o, p);
@@ -348,6 +349,7 @@ impl TcpConn {
             other_all_acked: self.dirs[o].any_ack && self.dirs[o].acked >= self.dirs[o].snd_max,
             zero_window: (ack && !syn && !rst).then_some(h.window == 0),
             outstanding_before,
+            window_full_before,
             payload: p.payload,
             rtt_to: self.rtt_to(),
         };
@@ -876,7 +878,11 @@ impl TcpConn {
             self.last_synack,
         );
         let story_ev;
-        (conn.story, story_ev) = self.timeline.finish(rtt_to, outstanding);
+        let at_receiver = [
+            conn.a2b.capture_point == CapturePoint::Receiver,
+            conn.b2a.capture_point == CapturePoint::Receiver,
+        ];
+        (conn.story, story_ev) = self.timeline.finish(rtt_to, outstanding, at_receiver);
         stories::tell(&mut conn, &story_ev, rtt_to);
         conn
     }
