@@ -523,6 +523,45 @@ pub(crate) fn http_request_name(payload: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::{self, Tcp};
+    use crate::{analyze_bytes, Options};
+
+    proptest::proptest! {
+        /// Whatever the packets (any flags, sequence jumps, zero windows, bursts and long
+        /// silences), every connection's parts add up to its duration, and each exchange's to
+        /// no more than that.
+        #[test]
+        fn the_budget_adds_up_to_the_duration_of_any_conversation(
+            pkts in proptest::collection::vec(
+                (proptest::bool::ANY, 0u8..=0xff, 0u32..3000, 0usize..1500, 0u16..4, -5i64..400),
+                1..60,
+            ),
+        ) {
+            let c: std::net::SocketAddr = "10.0.0.1:40000".parse().unwrap();
+            let s: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap();
+            let (mut t, mut seq) = (1_700_000_000_000_000_000i64, [1000u32, 9000u32]);
+            let mut out = Vec::new();
+            for (from_c, flags, jump, len, win, dt_ms) in pkts {
+                t += dt_ms * 1_000_000;
+                let i = usize::from(!from_c);
+                let (src, dst) = if from_c { (c, s) } else { (s, c) };
+                let mut p = Tcp::new(src, dst, seq[i], seq[1 - i], flags);
+                p.payload_len = len;
+                p.window = win * 1000;
+                out.push((t as u64, p.build()));
+                seq[i] = seq[i].wrapping_add(jump);
+            }
+            let a = analyze_bytes("p", &synth::pcap(out), Options::default()).unwrap();
+            for c in &a.connections {
+                let d = c.duration().as_nanos() as u64;
+                proptest::prop_assert_eq!(c.story.budget.total_ns(), d);
+                for e in &c.story.exchanges {
+                    proptest::prop_assert!(e.budget.total_ns() <= d);
+                }
+                let _ = crate::text::budget_line(c);
+            }
+        }
+    }
 
     #[test]
     fn http_request_lines_are_named_by_method_and_target() {

@@ -56,8 +56,9 @@ fn vantage_note(d: &Direction) -> Option<String> {
     }
 }
 
-/// A duration for people: "1.07 s" from one second on, "67 ms" (or "0.4 ms") below.
-fn human(ns: u64) -> String {
+/// A duration in nanoseconds for people: "1.07 s" from one second on, "67 ms" (or "0.4 ms")
+/// below.
+pub fn human(ns: u64) -> String {
     let ms = ns as f64 / 1e6;
     if ms >= 1000.0 {
         format!("{:.2} s", ms / 1e3)

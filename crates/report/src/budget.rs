@@ -25,13 +25,7 @@ const COLOURS: [&str; 6] = [
 ];
 
 fn human(ms: f64) -> String {
-    if ms >= 1000.0 {
-        format!("{:.2} s", ms / 1e3)
-    } else if ms >= 10.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
+    analyze::text::human((ms * 1e6) as u64)
 }
 
 /// The bar as an SVG element (no caption).
