@@ -46,8 +46,8 @@ fn dir_of(side: usize) -> Dir {
 }
 
 /// Adds the stories to `c.diagnoses` (kept in order of start time) and removes what they
-/// replace: retransmission timeouts and loss episodes of a peer that never answered are part
-/// of `peer_unresponsive`, and a SYN never answered is `syn_timeout`, not `syn_retransmit`.
+/// replace: retransmission timeouts, loss episodes and repeated SYN-ACKs of a peer that never
+/// answered are part of `peer_unresponsive`, and a SYN never answered is `syn_timeout`, not `syn_retransmit`.
 pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>; 2]) {
     let mut out = Vec::new();
     let client_side = match c.story.client {
@@ -304,8 +304,12 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
         let replaced_by_gone = d.dir.is_some_and(|dir| {
             let side = usize::from(dir == Dir::BtoA);
             gone[side].is_some_and(|first: Instant| {
-                matches!(d.kind, DiagnosisKind::RtoStall | DiagnosisKind::LossBurst)
-                    && d.end >= first
+                matches!(
+                    d.kind,
+                    DiagnosisKind::RtoStall
+                        | DiagnosisKind::LossBurst
+                        | DiagnosisKind::SynRetransmit
+                ) && d.end >= first
             })
         });
         let replaced_by_timeout = unanswered_syn && d.kind == DiagnosisKind::SynRetransmit;
@@ -716,6 +720,28 @@ mod tests {
             assert!(c.diagnoses.is_empty(), "{tc}/{ts}: {:?}", c.diagnoses);
             assert_eq!(largest(&c.story.budget), "client", "{:?}", c.story.budget);
         }
+    }
+
+    #[test]
+    fn a_syn_ack_repeated_to_a_client_that_went_away_is_peer_unresponsive_alone() {
+        // At the server: the SYN arrives, the SYN-ACK goes out three times, nothing comes back.
+        let mut t = Talk::new(15.0, 0.0, false);
+        t.client(-15.0, SYN, &[], 65535);
+        for at in [0.0, 1000.0, 3000.0] {
+            t.sseq = 9000;
+            t.server(at, SYN | ACK, 0, 65535);
+        }
+        let c = t.run();
+        assert_adds_up(&c);
+        assert_eq!(
+            kinds(&c),
+            [DiagnosisKind::PeerUnresponsive],
+            "{:?}",
+            c.diagnoses
+        );
+        assert_eq!(c.diagnoses[0].dir, Some(Dir::BtoA));
+        assert!(within(cost(&c, DiagnosisKind::PeerUnresponsive), 3000.0));
+        assert_eq!(largest(&c.story.budget), "stalled");
     }
 
     #[test]
