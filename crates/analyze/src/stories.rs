@@ -15,8 +15,9 @@ use crate::model::*;
 /// A wait a person notices: the server's first byte, or the client's first request, this
 /// late (beyond the round trip) is a story of its own.
 const NOTICEABLE: Duration = Duration::from_millis(100);
-/// A zero window this long in all is a receiver that stopped reading, not one that briefly
-/// fell behind.
+/// A zero window held this long at once is a receiver that stopped reading, not one that
+/// keeps briefly falling behind (a tiny receive buffer closes and reopens the window every
+/// few milliseconds; that is `rwnd_limited`).
 const ZERO_WINDOW_MIN: Duration = Duration::from_millis(200);
 /// The network is the story when it took at least this long and half the connection...
 const PATH_MIN: Duration = Duration::from_millis(200);
@@ -148,7 +149,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
     // zero_window_stall: a side advertised a zero window for a noticeable time.
     for side in 0..2 {
         let z = &ev.zero_window[side];
-        if z.total_ns < ZERO_WINDOW_MIN.as_nanos() as u64 {
+        if z.longest_ns < ZERO_WINDOW_MIN.as_nanos() as u64 {
             continue;
         }
         let Some(first) = z.first else { continue };
