@@ -17,10 +17,14 @@
 //!   (server or client). The split waits for the end, when the round trips are best known.
 //! - between utterances of the same side, a gap shorter than half a round trip is transfer;
 //!   a gap during which the other side's ACK moved the speaker's data on is a round trip
-//!   waited for (network, up to one round trip, the rest the speaker's application, or
-//!   stalled when the peer's window had no room for a full segment); a gap
-//!   with data outstanding and no ACK is a timer (retransmission timeout, stalled); a gap with
-//!   nothing outstanding is the speaker's application.
+//!   waited for (network, up to one round trip; the rest is stalled when the peer's window
+//!   had no room for a full segment, transfer when the sender had more to send, so that the
+//!   path set the pace, and otherwise the speaker's application); a gap with data
+//!   outstanding and no ACK that ends in a retransmission is a timer (retransmission
+//!   timeout, stalled); any other gap is transfer when the sender had more to send and the
+//!   speaker's application when it had not. "More to send": data still in flight at the
+//!   capture point when it spoke again, or a last segment that was full-sized and not
+//!   pushed (stacks set PSH at the end of each write).
 //! - any time while a side advertises a zero window is stalled.
 
 use wire::{Duration, Instant};
@@ -30,9 +34,11 @@ use crate::model::*;
 /// Exchanges listed per connection; beyond, they still count in the connection's budget.
 const MAX_EXCHANGES: usize = 10_000;
 
-/// Gaps between one side's segments at or below this are transfer even when no round-trip
-/// estimate exists yet (segments back to back at any rate above ~12 Mbit/s).
-const MIN_TRANSFER_GAP: Duration = Duration::from_millis(1);
+/// Gaps between one side's segments at or below this are transfer even on a path whose round
+/// trip is shorter: a token bucket or a link scheduler releases data in bursts a few
+/// milliseconds apart (a 16 kB burst at 20 Mbit/s every 6.5 ms), and an application pause
+/// shorter than this is not worth a name.
+const MIN_TRANSFER_GAP: Duration = Duration::from_millis(10);
 
 /// What [`Timeline::packet`] needs from one packet.
 #[derive(Copy, Clone, Debug)]
@@ -61,6 +67,9 @@ pub(crate) struct PacketInfo<'a> {
     /// Before this packet, the sender's receive window from the peer had no room for another
     /// full-sized segment.
     pub window_full_before: bool,
+    /// The payload is a full-sized segment (the peer's MSS less options, or a larger
+    /// offloaded super-segment) without PSH: the sender had more to send right after it.
+    pub full_sized: bool,
     /// Payload bytes as captured (may be cut by the snaplen).
     pub payload: &'a [u8],
     /// Round trip from the capture point to `a` and to `b`, as known so far.
@@ -118,6 +127,11 @@ pub(crate) struct Timeline {
     zw: [ZeroWindow; 2],
     /// The utterance that ends the gap being resolved waited for the peer's window.
     window_full: bool,
+    /// The last utterance was a full-sized segment.
+    last_full: bool,
+    /// The utterance that ends the gap being resolved came from a sender with more to send
+    /// (see `utterance`).
+    busy: bool,
     budget: TimeBudget,
     turns: Vec<Turn>,
     exchanges: Vec<Exchange>,
@@ -252,6 +266,9 @@ impl Timeline {
         let timer = p.outstanding_before && (p.retx || p.rst);
         let closing = (p.fin || p.rst) && p.new_bytes == 0 && !p.retx;
         self.window_full = p.window_full_before;
+        // The speaker had more to send: data still in flight here when it spoke again, or its
+        // last segment was full-sized and not pushed.
+        self.busy = p.outstanding_before || self.last_full;
         self.resolve_gap(Some(d), timer, closing, target, p.rtt_to);
 
         if p.new_bytes > 0 {
@@ -281,6 +298,7 @@ impl Timeline {
             }
         }
         self.last_utter = Some((now, d));
+        self.last_full = p.full_sized;
     }
 
     /// Attributes the pending gap, which ended with an utterance by `speaker` (None at the
@@ -314,16 +332,22 @@ impl Timeline {
                     add.transfer_ns += rest;
                 } else if self.pend_ack || self.window_full {
                     // A round trip waited for; beyond it, a window that stayed (nearly)
-                    // shut is the same stall as a zero window.
+                    // shut is the same stall as a zero window, and after a full-sized
+                    // segment the sender had more to send: the path's pace (a bottleneck
+                    // seen from past it spaces the data out).
                     let net = rest.min(rtt_path.unwrap_or(0));
                     add.network_ns += net;
                     if self.window_full {
                         add.stalled_ns += rest - net;
+                    } else if self.busy && !closing {
+                        add.transfer_ns += rest - net;
                     } else {
                         owner.add(&mut add, rest - net);
                     }
                 } else if timer {
                     add.stalled_ns += rest;
+                } else if self.busy && !closing {
+                    add.transfer_ns += rest;
                 } else {
                     owner.add(&mut add, rest);
                 }

@@ -335,6 +335,17 @@ impl TcpConn {
                 self.hs.synack_count > 1
             };
         }
+        // Full-sized: within 40 bytes of options of the peer's MSS, or as large as anything
+        // this side sent and at least RFC 9293's default MSS (536) when no MSS was seen; and
+        // not pushed, since stacks set PSH on the last segment of a write (RFC 9293 §3.9.1),
+        // and offloads that merge segments stop at it.
+        let largest = self.dirs[d].stats.max_segment_bytes;
+        let full_sized = len > 0
+            && !h.has(TcpHeader::PSH)
+            && match self.dirs[o].options.mss {
+                Some(m) => len + 40 >= u32::from(m),
+                None => u64::from(len) >= largest && len >= 536,
+            };
         let info = PacketInfo {
             time: now,
             side: d,
@@ -350,6 +361,7 @@ impl TcpConn {
             zero_window: (ack && !syn && !rst).then_some(h.window == 0),
             outstanding_before,
             window_full_before,
+            full_sized,
             payload: p.payload,
             rtt_to: self.rtt_to(),
         };

@@ -121,7 +121,22 @@ fn evidence(c: &Connection, part: &str) -> Option<String> {
         }
         "client" => diag(DiagnosisKind::ClientDelay)
             .map(|d| format!("first request {:.0} ms after the handshake", d.delay_ms))
+            .or_else(|| {
+                diag(DiagnosisKind::NagleDelayedAck)
+                    .filter(|d| d.dir == c.story.client)
+                    .map(|_| "small writes held by Nagle until the server's delayed ACK".into())
+            })
             .or_else(|| Some("between answers and the next request".into())),
+        "transfer" => {
+            let bytes = c.a2b.stats.unique_bytes.max(c.b2a.stats.unique_bytes);
+            let secs = c.story.budget.transfer_ns as f64 / 1e9;
+            (bytes > 0 && secs > 0.0).then(|| {
+                format!(
+                    "{bytes} bytes, {} while moving",
+                    rate(bytes as f64 * 8.0 / secs)
+                )
+            })
+        }
         "network" => {
             let rtt = c.handshake.syn_rtt.zip(c.handshake.synack_rtt);
             rtt.map(|(x, y)| format!("round trip {:.0} ms from here", ms(x + y)))
