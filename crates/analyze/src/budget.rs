@@ -142,8 +142,13 @@ pub(crate) struct Timeline {
     /// Any data from each side yet.
     spoke: [bool; 2],
     pub(crate) unanswered: [Unanswered; 2],
+    /// Any packet seen from each side: silence means nothing from a side the capture never
+    /// saw (a capture of one direction only).
+    heard: [bool; 2],
     /// First SYN from `a`, and RST from `b` if one came before any SYN-ACK.
     pub(crate) syn_at: Option<Instant>,
+    /// Every SYN from `a` (the first 16).
+    syn_times: Vec<Instant>,
     pub(crate) synack_seen: bool,
     pub(crate) refused_at: Option<Instant>,
     /// Largest RTT seen for the round trip's two parts (for path_delay's "far above").
@@ -177,9 +182,13 @@ impl Timeline {
         }
         // Anything from a side means it is alive: its peer's silence is no longer unanswered.
         self.unanswered[1 - d] = Unanswered::default();
+        self.heard[d] = true;
 
         if p.syn && !p.ack && d == 0 {
             self.syn_at.get_or_insert(now);
+            if self.syn_times.len() < 16 {
+                self.syn_times.push(now);
+            }
         }
         if p.syn && p.ack && d == 1 {
             self.synack_seen = true;
@@ -291,7 +300,7 @@ impl Timeline {
         }
         let u = &mut self.unanswered[d];
         u.first_send.get_or_insert(now);
-        if p.retx {
+        if p.retx && self.heard[1 - d] {
             u.retx.push(now);
             if u.retx.len() > 64 {
                 u.retx.remove(0);
@@ -463,6 +472,7 @@ impl Timeline {
             zero_window: self.zw,
             unanswered: self.unanswered,
             syn_at: self.syn_at,
+            syn_times: self.syn_times,
             synack_seen: self.synack_seen,
             refused_at: self.refused_at,
             server_first_byte,
@@ -479,6 +489,7 @@ pub(crate) struct Evidence {
     pub zero_window: [ZeroWindow; 2],
     pub unanswered: [Unanswered; 2],
     pub syn_at: Option<Instant>,
+    pub syn_times: Vec<Instant>,
     pub synack_seen: bool,
     pub refused_at: Option<Instant>,
     /// Per exchange: the server's time from the complete request to the first byte of its
