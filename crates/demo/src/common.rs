@@ -13,6 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lab::config::{iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface};
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
+use labnet::run_dir::{LogLine, RunDir};
+use link::EventKind;
 
 /// A progress bar on stderr measured in seconds of expected work. Each phase advances it with
 /// the wall clock (a lab's length is known in advance) and snaps to the phase's end when the
@@ -94,16 +96,12 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
     }
 }
 
-/// One link direction: a rate, a one-way delay, a queue, no random loss.
-pub fn direction(capacity: &str, delay: &str, queue: &str) -> Direction {
-    Direction {
-        capacity: capacity.into(),
-        delay: delay.into(),
-        loss: "0%".into(),
-        queue: queue.into(),
-        overhead_bytes: 0,
-        bleach_ecn: false,
-    }
+/// One link direction: a rate, a one-way delay, a queue, no random loss. The values are a
+/// demo's own constants, written as a user would write them: a bad one is a bug in the demo,
+/// which its `lab_config` test finds.
+pub fn direction(rate: &str, delay: &str, queue: &str) -> Direction {
+    Direction::parse(&[("rate", rate), ("delay", delay), ("queue", queue)])
+        .unwrap_or_else(|e| panic!("a demo's link direction: {e}"))
 }
 
 /// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
@@ -135,7 +133,7 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
 
 /// The JSON lines a program of the lab wrote on its stdout.
 pub fn program_records(run_dir: &Path, program: &str) -> Result<Vec<apps::Record>> {
-    let path = run_dir.join("programs").join(format!("{program}.out"));
+    let path = RunDir::new(run_dir).program_out(program);
     apps::read_records(&path).with_context(|| format!("reading {}", path.display()))
 }
 
@@ -164,30 +162,23 @@ pub fn queue_delay_series_of(
 ) -> Result<Vec<(f64, f64)>> {
     let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
     let mut bins: Vec<f64> = Vec::new();
-    for line in BufReader::new(f).lines() {
+    for (n, line) in BufReader::new(f).lines().enumerate() {
         let line = line.with_context(|| format!("reading {}", log.display()))?;
-        if line.starts_with('#') {
-            continue;
-        }
-        let mut it = line.split('\t');
-        let (Some(t), Some("dequeue"), _, _, Some(soj), _, Some(ecn)) = (
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-        ) else {
+        let l = LogLine::parse(&line).with_context(|| format!("{}:{}", log.display(), n + 1))?;
+        let Some(LogLine {
+            time_ns,
+            event: EventKind::Dequeue,
+            sojourn_ns: Some(soj_ns),
+            ecn,
+            ..
+        }) = l
+        else {
             continue;
         };
-        if !keep(ecn) {
+        if !keep(ecn.name()) {
             continue;
         }
-        let (Ok(t_ns), Ok(soj_ns)) = (t.parse::<u64>(), soj.parse::<u64>()) else {
-            continue;
-        };
-        let i = (t_ns as f64 / 1e9 / bin_s) as usize;
+        let i = (time_ns as f64 / 1e9 / bin_s) as usize;
         if bins.len() <= i {
             bins.resize(i + 1, f64::NAN);
         }
@@ -263,6 +254,20 @@ mod tests {
     }
 
     #[test]
+    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
+        let dir = std::env::temp_dir().join(format!("demo-qd-bad-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("l.log");
+        fs::write(&log, "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n").unwrap();
+        let e = queue_delay_series(&log, 0.1).unwrap_err();
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
     fn text_table_aligns_numbers_right_under_their_header() {
         let t = text_table(
             &["".into(), "fifo".into()],
@@ -295,4 +300,80 @@ pub fn findings(checks: &[Check]) -> report::Block {
             .map(|c| (label(c).to_string(), c.what.clone()))
             .collect(),
     )
+}
+
+/// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line, so that the times of two
+/// programs of one lab can be put on one axis.
+pub fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Result<f64> {
+    recs.iter()
+        .find_map(|r| match r {
+            apps::Record::Start { monotonic_s, .. } => Some(*monotonic_s),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no start line (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
+/// The analyzer's view of one capture, with the series the charts need.
+pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series: true,
+        ..Default::default()
+    });
+    let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+    analyzer
+        .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", pcap.display()))?;
+    Ok(analyzer.finish())
+}
+
+/// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
+/// any), as a report's findings block.
+pub fn analyzer_findings(runs: &[(&str, &analyze::Analysis)]) -> report::Block {
+    let mut findings = Vec::new();
+    for (label, analysis) in runs {
+        let mut any = false;
+        for c in &analysis.connections {
+            for d in &c.diagnoses {
+                findings.push((
+                    format!("{label}: {}", d.kind.name()),
+                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                ));
+                any = true;
+            }
+        }
+        if !any {
+            findings.push((
+                format!("{label}: nothing"),
+                "the analyzer named no cause of delay".into(),
+            ));
+        }
+    }
+    report::Block::Findings(findings)
+}
+
+/// Writes a demo's files into `dir`: `results.json`, each chart as `NAME.png`, and the page as
+/// `report.html`.
+pub fn write_report_files(
+    dir: &Path,
+    results: &impl serde::Serialize,
+    charts: &[(&str, &report::Chart)],
+    page: &report::Page,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    for (name, chart) in charts {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))
 }
