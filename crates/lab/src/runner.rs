@@ -538,14 +538,14 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
                 break;
             }
             let li = link_idx[&c.link];
-            let targets: Vec<usize> = (0..fwd.dirs.len())
+            let targets: Vec<usize> = (0..fwd.dirs().len())
                 .filter(|&d| {
-                    let info = &fwd.dirs[d];
-                    info.link_index == li && c.direction.is_none_or(|x| x.name() == info.direction)
+                    let info = &fwd.dirs()[d];
+                    info.link_index == li && c.direction.is_none_or(|x| x == info.side)
                 })
                 .collect();
             for d in targets {
-                let params = c.apply(fwd.net.link(d).params());
+                let params = c.apply(fwd.params(d));
                 fwd.set_params(at, d, params);
             }
             next_change += 1;
