@@ -277,6 +277,7 @@ pub fn resolve_direction(
             overhead_bytes: d.overhead_bytes,
             up: true,
             bleach_ecn: d.bleach_ecn,
+            ..LinkParams::default()
         },
         queue,
     ))

@@ -139,9 +139,22 @@ impl Network {
         };
         match self.nodes[node].lookup(dst) {
             Some(Hop::Link(l)) => {
-                self.links[l]
-                    .0
-                    .enqueue(now, packet, &mut Tagged { link: l, obs })
+                let link = &mut self.links[l].0;
+                link.enqueue(
+                    now,
+                    packet,
+                    &mut Tagged {
+                        link: l,
+                        obs: &mut *obs,
+                    },
+                );
+                // What the router in front of a narrow link sent instead (an ICMP error back
+                // to the sender, or fragments that fit) leaves this node like any packet.
+                let mut bounced = Vec::new();
+                link.take_bounced(&mut bounced);
+                for p in bounced {
+                    self.inject(now, node, p, out, obs);
+                }
             }
             Some(Hop::Deliver(e)) => out.push((e, now, packet)),
             None => self.no_route += 1,

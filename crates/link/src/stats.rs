@@ -75,6 +75,27 @@ pub struct LinkStats {
     /// First packet in and last packet delivered, for throughput.
     pub first_in: Option<Instant>,
     pub last_out: Option<Instant>,
+    /// Copies made on the wire (counted in `packets_out` too).
+    pub duplicated: u64,
+    /// Packets sent ahead by `reorder`.
+    pub reordered: u64,
+    /// Packets with a bit flipped.
+    pub corrupted: u64,
+    /// Oversized IPv4 packets the router in front fragmented, and ICMP errors it sent back.
+    pub fragmented: u64,
+    pub icmp_too_big: u64,
+    /// Delay added on the wire to each transmitted packet: propagation, jitter, order-keeping
+    /// (0 for a packet sent ahead by `reorder`).
+    pub added_delay: DelayHistogram,
+    /// Time arrived packets waited for their slot.
+    pub slot_wait: DelayHistogram,
+    /// Time the transmitter was busy (rate mode): serialization or the packet-rate ceiling,
+    /// whichever held each packet longer. `bytes_out` over it is the rate while backlogged.
+    pub transmitting: Duration,
+    /// How late the caller delivered this link's packets against their arrival times (the
+    /// real-time shell records it with [`LinkStats::record_lateness`]; the pure link is never
+    /// late).
+    pub lateness: DelayHistogram,
 }
 
 impl LinkStats {
@@ -87,5 +108,9 @@ impl LinkStats {
     }
     pub fn total_drops(&self) -> u64 {
         self.drops.values().sum()
+    }
+    /// Records how late a packet of this link reached its host.
+    pub fn record_lateness(&mut self, late: Duration) {
+        self.lateness.record(late);
     }
 }
