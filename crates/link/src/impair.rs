@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use wire::units::{format_duration, parse_size, parse_time};
+use wire::units::{format_duration_exact, parse_size, parse_time};
 use wire::Duration;
 
 use crate::filter::Filter;
@@ -57,7 +57,7 @@ pub fn fmt_pct(p: f64) -> String {
 
 /// A probability given to four decimals of a percent, as [`fmt_pct`] prints it, so that a
 /// printed value parses back to itself.
-fn round_pct(p: f64) -> f64 {
+pub(crate) fn round_pct(p: f64) -> f64 {
     (p * 1e6).round() / 1e6
 }
 
@@ -94,7 +94,7 @@ impl fmt::Display for Duplicate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&fmt_pct(self.probability))?;
         if !self.late_by.is_zero() {
-            write!(f, " {}", format_duration(self.late_by))?;
+            write!(f, " {}", format_duration_exact(self.late_by))?;
         }
         Ok(())
     }
@@ -258,8 +258,8 @@ impl fmt::Display for Slot {
         write!(
             f,
             "{} {}",
-            format_duration(self.min),
-            format_duration(self.max)
+            format_duration_exact(self.min),
+            format_duration_exact(self.max)
         )?;
         if let Some(n) = self.max_packets {
             write!(f, " packets {n}")?;
@@ -367,5 +367,45 @@ mod tests {
         assert!(draws.iter().all(|d| (s.min..=s.max).contains(d)));
         assert!(draws.iter().any(|d| *d > Duration::from_millis(18)));
         assert!(draws.iter().any(|d| *d < Duration::from_millis(12)));
+    }
+
+    use proptest::prelude::*;
+
+    /// Text shaped like the options (numbers with units and percentages among the keywords), so
+    /// that most of it parses; the rest must be an error, never a panic.
+    fn option_text() -> impl Strategy<Value = String> {
+        let word = prop_oneof![
+            "[0-9]{1,4}(\\.[0-9]{1,6})?(ms|us|s|ns)",
+            "[0-9]{1,3}(\\.[0-9]{1,7})?%",
+            "[0-9]{1,6}(kb|mb)?",
+            Just("normal".to_string()),
+            Just("pareto".to_string()),
+            Just("paretonormal".to_string()),
+            Just("reorder".to_string()),
+            Just("packets".to_string()),
+            Just("bytes".to_string()),
+        ];
+        proptest::collection::vec(word, 1..6).prop_map(|w| w.join(" "))
+    }
+
+    proptest! {
+        #[test]
+        fn every_option_prints_what_it_parses(s in option_text()) {
+            if let Ok(v) = crate::Jitter::parse(&s) {
+                prop_assert_eq!(crate::Jitter::parse(&v.to_string()).unwrap(), v);
+            }
+            if let Ok(v) = Duplicate::parse(&s) {
+                prop_assert_eq!(Duplicate::parse(&v.to_string()).unwrap(), v);
+            }
+            if let Ok(v) = Reorder::parse(&s) {
+                prop_assert_eq!(Reorder::parse(&v.to_string()).unwrap(), v);
+            }
+            if let Ok(v) = Slot::parse(&s) {
+                prop_assert_eq!(Slot::parse(&v.to_string()).unwrap(), v);
+            }
+            if let Ok(v) = PacketRate::parse(&s) {
+                prop_assert_eq!(PacketRate::parse(&v.to_string()).unwrap(), v);
+            }
+        }
     }
 }

@@ -24,10 +24,10 @@ use std::fmt;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use wire::units::{format_duration, parse_time};
+use wire::units::{format_duration_exact, parse_time};
 use wire::Duration;
 
-use crate::impair::{fmt_pct, parse_pct, ParseError};
+use crate::impair::{fmt_pct, parse_pct, round_pct, ParseError};
 
 /// The shape of the delay variation.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -192,7 +192,7 @@ impl Jitter {
             } else if w == "reorder" && !j.reorders {
                 j.reorders = true;
             } else if w.ends_with('%') && !got_corr && !j.reorders {
-                j.correlation = parse_pct(w).map_err(|_| err())?;
+                j.correlation = round_pct(parse_pct(w).map_err(|_| err())?);
                 got_corr = true;
             } else {
                 return Err(err());
@@ -207,7 +207,7 @@ impl fmt::Display for Jitter {
         write!(
             f,
             "{} {}",
-            format_duration(self.amount),
+            format_duration_exact(self.amount),
             self.distribution.name()
         )?;
         if self.correlation > 0.0 {

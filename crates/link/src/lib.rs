@@ -29,7 +29,7 @@ pub use impair::{Duplicate, Impairments, NarrowLink, PacketRate, ParseError, Reo
 pub use jitter::{Distribution, Jitter};
 pub use link::{Event, EventKind, Link, LinkParams, Observer};
 pub use loss::{LossModel, LossState};
-pub use stats::{LinkStats, Percentiles};
+pub use stats::{Asked, Got, LinkStats, Percentiles};
 
 /// Why a packet did not cross a link.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

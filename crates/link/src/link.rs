@@ -561,6 +561,7 @@ impl Link {
                         None => tx,
                     };
                     self.stats.transmitting += hold;
+                    self.stats.wire_bytes += bytes;
                     self.busy_until = t + hold;
                     self.launch(t + tx, p, obs);
                 }

@@ -283,13 +283,7 @@ fn parse_dualpi2(w: &mut Words<'_>) -> Result<Spec, SpecError> {
 
 /// A time as the largest unit that shows it exactly, so that it parses back to itself.
 fn fmt_time(d: Duration) -> String {
-    let ns = wire::time::duration_nanos(d);
-    for (unit, per) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns.is_multiple_of(per) {
-            return format!("{}{unit}", ns / per);
-        }
-    }
-    format!("{ns}ns")
+    wire::units::format_duration_exact(d)
 }
 
 fn fmt_codel(f: &mut fmt::Formatter<'_>, p: &CodelParams) -> fmt::Result {
