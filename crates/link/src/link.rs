@@ -21,7 +21,7 @@
 //! Each impairment draws from its own seeded random stream, so turning one on does not change
 //! the choices of another (the same packets are lost with or without jitter).
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 
 use qdisc::{Qdisc, QdiscEvent};
 use rand::{Rng, SeedableRng};
@@ -173,8 +173,15 @@ pub struct Link {
     trace_next: Option<TraceCursor>,
     /// Trace mode: the packet being sent across opportunities, with the bytes it still needs.
     in_service: Option<(Packet, u64)>,
-    /// Transmitted, propagating: (arrival time at the far end, packet), sorted by arrival.
+    /// Transmitted, propagating, in line: (arrival time at the far end, packet), in order of
+    /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
+    /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
+    /// packets under reordering jitter. A heap (netem keeps an rbtree), so that overtaking costs
+    /// O(log n) and the packets in line stay a plain queue.
+    overtaking: BinaryHeap<Overtaking>,
+    /// Insertion counter: among equal arrival times, the first inserted arrives first.
+    overtaking_seq: u64,
     /// The latest arrival of a packet that keeps its place in line: a later packet in line never
     /// arrives before it (a duplicate that comes late, or a packet chosen by `reorder`, does).
     in_line_until: Instant,
@@ -188,6 +195,30 @@ pub struct Link {
     stats: LinkStats,
     /// Whether events carry the flow (see [`Link::set_event_detail`]).
     event_detail: bool,
+}
+
+/// A packet out of line, ordered for a min-heap on (arrival, insertion).
+struct Overtaking {
+    at: Instant,
+    seq: u64,
+    packet: Packet,
+}
+
+impl PartialEq for Overtaking {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Overtaking {}
+impl PartialOrd for Overtaking {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Overtaking {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 /// Independent streams, so that one impairment's draws never shift another's.
@@ -243,6 +274,8 @@ impl Link {
             trace_next: None,
             in_service: None,
             in_flight: VecDeque::new(),
+            overtaking: BinaryHeap::new(),
+            overtaking_seq: 0,
             in_line_until: Instant::ZERO,
             slotted: VecDeque::new(),
             slot: SlotState::default(),
@@ -480,10 +513,10 @@ impl Link {
             Some(r) => self.reorder_cor.next(r.correlation, &mut self.rngs.reorder) < r.probability,
             None => false,
         };
-        let at = if reordered {
+        let (at, in_line) = if reordered {
             // netem's reorder: sent at once, ahead of whatever is still propagating.
             self.stats.reordered += 1;
-            done
+            (done, false)
         } else {
             let mut at = done + self.params.delay;
             let mut keep_order = true;
@@ -496,21 +529,21 @@ impl Link {
             }
             if keep_order {
                 at = at.max(self.in_line_until);
+                self.in_line_until = at;
             }
-            self.in_line_until = self.in_line_until.max(at);
-            at
+            (at, keep_order)
         };
         self.stats.added_delay.record(at - done);
         self.stats.packets_out += 1;
         self.stats.bytes_out += p.len() as u64;
         let copy = match &impair.duplicate {
             Some(d) if self.rngs.duplicate.gen::<f64>() < d.probability => {
-                Some((at + d.late_by, p.clone()))
+                Some((at + d.late_by, d.late_by.is_zero() && in_line, p.clone()))
             }
             _ => None,
         };
-        self.fly(at, p);
-        if let Some((copy_at, copy)) = copy {
+        self.fly(at, in_line, p);
+        if let Some((copy_at, copy_in_line, copy)) = copy {
             self.stats.duplicated += 1;
             self.stats.packets_out += 1;
             self.stats.bytes_out += copy.len() as u64;
@@ -520,18 +553,57 @@ impl Link {
                 &copy,
                 self.event_detail,
             ));
-            // After its original, which is already in line at `at` ≤ `copy_at`.
-            self.fly(copy_at, copy);
+            // Right behind its original; a late copy overtakes nothing and holds back nothing.
+            self.fly(copy_at, copy_in_line, copy);
         }
     }
 
-    /// Inserts a packet into the in-flight line, after any packet arriving at the same time.
-    fn fly(&mut self, at: Instant, p: Packet) {
-        if self.in_flight.back().is_none_or(|(t, _)| *t <= at) {
-            self.in_flight.push_back((at, p));
+    /// Puts a packet on the wire to arrive at `at`: in line (`at` is never earlier than the
+    /// last packet in line) or out of line.
+    fn fly(&mut self, at: Instant, in_line: bool, packet: Packet) {
+        if in_line {
+            debug_assert!(self.in_flight.back().is_none_or(|(t, _)| *t <= at));
+            self.in_flight.push_back((at, packet));
         } else {
-            let i = self.in_flight.partition_point(|(t, _)| *t <= at);
-            self.in_flight.insert(i, (at, p));
+            self.overtaking_seq += 1;
+            self.overtaking.push(Overtaking {
+                at,
+                seq: self.overtaking_seq,
+                packet,
+            });
+        }
+    }
+
+    /// The earliest arrival on the wire, in line or not.
+    fn next_arrival(&self) -> Option<Instant> {
+        let a = self.in_flight.front().map(|(t, _)| *t);
+        let b = self.overtaking.peek().map(|o| o.at);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes the earliest arrival if it is due by `now`.
+    fn pop_arrival(&mut self, now: Instant) -> Option<(Instant, Packet)> {
+        let a = self.in_flight.front().map(|(t, _)| *t);
+        let b = self.overtaking.peek().map(|o| o.at);
+        let from_line = match (a, b) {
+            (Some(a), Some(b)) => a <= b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        if from_line {
+            if a? > now {
+                return None;
+            }
+            self.in_flight.pop_front()
+        } else {
+            if b? > now {
+                return None;
+            }
+            self.overtaking.pop().map(|o| (o.at, o.packet))
         }
     }
 
@@ -627,11 +699,7 @@ impl Link {
     pub fn poll(&mut self, now: Instant, out: &mut Vec<(Instant, Packet)>, obs: &mut dyn Observer) {
         self.advance(now, obs);
         let slotted = self.params.impair.slot.is_some();
-        while let Some((at, _)) = self.in_flight.front() {
-            if *at > now {
-                break;
-            }
-            let (at, p) = self.in_flight.pop_front().expect("peeked");
+        while let Some((at, p)) = self.pop_arrival(now) {
             if slotted {
                 let d = self.slot_for(at, p.len() as u64);
                 self.slotted.push_back((d, p));
@@ -680,7 +748,7 @@ impl Link {
 
     /// The next moment something happens on this link, if anything is pending.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        let mut next = self.in_flight.front().map(|(at, _)| *at);
+        let mut next = self.next_arrival();
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         if let Some((d, _)) = self.slotted.front() {
             consider(*d);

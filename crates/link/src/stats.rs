@@ -29,19 +29,21 @@ pub struct Percentiles {
     pub samples: u64,
 }
 
-/// A delay histogram with 3 significant digits from 1 µs to 1000 s.
+/// A delay histogram from 1 µs to 1000 s with `DIGITS` significant digits: 3 (0.1 %) by
+/// default; 2 (1 %) where a per-packet record must stay cheap, since the smaller table stays in
+/// cache when the recorded values vary (a jittered delay).
 #[derive(Clone, Debug)]
-pub struct DelayHistogram(Histogram<u64>);
+pub struct DelayHistogram<const DIGITS: u8 = 3>(Histogram<u64>);
 
-impl Default for DelayHistogram {
+impl<const DIGITS: u8> Default for DelayHistogram<DIGITS> {
     fn default() -> Self {
         DelayHistogram(
-            Histogram::new_with_bounds(1, 1_000_000_000, 3).expect("static bounds are valid"),
+            Histogram::new_with_bounds(1, 1_000_000_000, DIGITS).expect("static bounds are valid"),
         )
     }
 }
 
-impl DelayHistogram {
+impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     pub fn record(&mut self, d: Duration) {
         let us = (d.as_nanos() / 1000).clamp(1, 1_000_000_000) as u64;
         self.0.saturating_record(us);
@@ -100,9 +102,9 @@ pub struct LinkStats {
     pub icmp_too_big: u64,
     /// Delay added on the wire to each transmitted packet: propagation, jitter, order-keeping
     /// (0 for a packet sent ahead by `reorder`).
-    pub added_delay: DelayHistogram,
+    pub added_delay: DelayHistogram<2>,
     /// Time arrived packets waited for their slot.
-    pub slot_wait: DelayHistogram,
+    pub slot_wait: DelayHistogram<2>,
     /// Bytes charged to the transmitter in rate mode (IP length plus overhead).
     pub wire_bytes: u64,
     /// Time the transmitter was busy (rate mode): serialization or the packet-rate ceiling,
@@ -111,7 +113,7 @@ pub struct LinkStats {
     /// How late the caller delivered this link's packets against their arrival times (the
     /// real-time shell records it with [`LinkStats::record_lateness`]; the pure link is never
     /// late).
-    pub lateness: DelayHistogram,
+    pub lateness: DelayHistogram<2>,
 }
 
 impl LinkStats {
@@ -359,14 +361,14 @@ mod tests {
         let r = got.rate_bps.unwrap();
         assert!((r - 12e6).abs() < 1e3, "{r}");
         assert!((got.duplicate - 0.1).abs() < 0.015, "{}", got.duplicate);
-        assert!((got.added_delay.p50_ms - 10.0).abs() < 0.01);
+        assert!((got.added_delay.p50_ms - 10.0).abs() < 0.1, "1 % precision");
         assert_eq!(
             asked.to_string(),
             "100.000mbit, 10ms, duplicate 10.00%, 1000 pps"
         );
         let line = got.summary(&asked);
         assert!(
-            line.starts_with("12.000mbit, delay p50 10.01ms p99 10.01ms, duplicate "),
+            line.starts_with("12.000mbit, delay p50 10.") && line.contains(", duplicate "),
             "{line}"
         );
         assert_eq!(got.engine_warning(), None);
