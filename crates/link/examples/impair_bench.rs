@@ -86,7 +86,10 @@ fn run(impair: &Impairments) -> f64 {
     black_box(l.stats().packets_out);
     // Every packet offered was carried or deliberately dropped: none fell to the queue limit,
     // and none had to be allocated inside the timed loop.
-    assert!(l.stats().drops.get("overlimit").is_none(), "the link was the bottleneck");
+    assert!(
+        l.stats().drops.get("overlimit").is_none(),
+        "the link was the bottleneck"
+    );
     ns
 }
 
