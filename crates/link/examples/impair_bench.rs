@@ -87,7 +87,7 @@ fn run(impair: &Impairments) -> f64 {
     // Every packet offered was carried or deliberately dropped: none fell to the queue limit,
     // and none had to be allocated inside the timed loop.
     assert!(
-        l.stats().drops.get("overlimit").is_none(),
+        !l.stats().drops.contains_key("overlimit"),
         "the link was the bottleneck"
     );
     ns
