@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use lab::config::{run_file_config, shell_config, ShellOptions};
+use lab::config::Side;
+use lab::files::{self, run_file_config};
 use lab::{run_lab, RunOptions};
+use labnet::shell::{shell_config, ShellOptions};
 
 /// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
 #[derive(Args, Debug)]
@@ -61,6 +63,58 @@ pub struct ShellArgs {
     /// Clear the ECN field of every packet on the path, both ways (a middlebox that bleaches ECN).
     #[arg(long)]
     bleach_ecn: bool,
+    /// Delay variation around the delay, both ways: TIME [uniform|normal|pareto|paretonormal]
+    /// [CORR%] [reorder]. Keeps packet order unless `reorder` is given (netem reorders).
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    jitter: Vec<String>,
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    down_jitter: Vec<String>,
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    up_jitter: Vec<String>,
+    /// Duplicate PCT of packets both ways, the copy TIME after the original ('10%', '5% 200ms').
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    duplicate: Vec<String>,
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    down_duplicate: Vec<String>,
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    up_duplicate: Vec<String>,
+    /// Send PCT of packets at once, skipping the delay (netem's reorder; needs --delay).
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    reorder: Vec<String>,
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    down_reorder: Vec<String>,
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    up_reorder: Vec<String>,
+    /// Flip one random bit in PCT of packets both ways ('0.1%').
+    #[arg(long, value_name = "PCT")]
+    corrupt: Option<String>,
+    #[arg(long, value_name = "PCT")]
+    down_corrupt: Option<String>,
+    #[arg(long, value_name = "PCT")]
+    up_corrupt: Option<String>,
+    /// At most N packets per second each way, whatever their size (a router whose CPU is the
+    /// limit); combines with --rate.
+    #[arg(long, value_name = "N")]
+    pps: Option<String>,
+    #[arg(long, value_name = "N")]
+    down_pps: Option<String>,
+    #[arg(long, value_name = "N")]
+    up_pps: Option<String>,
+    /// Deliver in bursts at slot boundaries, netem's slots: MIN [MAX] [packets N] [bytes B].
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    slot: Vec<String>,
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    down_slot: Vec<String>,
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    up_slot: Vec<String>,
+    /// Drop packets matching FILTER both ways ('tcp syn', 'udp port 443', 'ipv6', 'icmp',
+    /// 'ecn ect1', combined with and/not); repeat for several.
+    #[arg(long, value_name = "FILTER")]
+    drop: Vec<String>,
+    #[arg(long, value_name = "FILTER")]
+    down_drop: Vec<String>,
+    #[arg(long, value_name = "FILTER")]
+    up_drop: Vec<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -118,36 +172,78 @@ fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
 
-/// The lab options of `shell` (and of `ipv6-check`, which shares them).
+/// The lab options of `shell` (and of `ipv6-check`, which shares them): each link option as
+/// the setting it names, for one direction or both.
 pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
-    ShellOptions {
-        rate: a.rate.clone(),
-        down: a.down.clone(),
-        up: a.up.clone(),
-        delay: a.delay.clone(),
-        rtt: a.rtt.clone(),
-        down_delay: a.down_delay.clone(),
-        up_delay: a.up_delay.clone(),
-        queue: a.queue.clone(),
-        down_queue: a.down_queue.clone(),
-        up_queue: a.up_queue.clone(),
-        loss: a.loss.clone(),
-        down_loss: a.down_loss.clone(),
-        up_loss: a.up_loss.clone(),
-        down_trace: a.down_trace.clone(),
-        up_trace: a.up_trace.clone(),
-        overhead: a.overhead,
-        bleach_ecn: a.bleach_ecn,
+    let (up, down) = (Some(Side::Up), Some(Side::Down));
+    let mut o = ShellOptions {
         cc: a.cc.clone(),
         ecn: a.ecn.clone(),
         mtu: a.mtu,
         seed: a.seed,
         nat64: a.nat64,
+        ..ShellOptions::default()
+    };
+    o.link_option("--rate", None, "rate", a.rate.as_ref());
+    o.link_option("--down", down, "rate", a.down.as_ref());
+    o.link_option("--up", up, "rate", a.up.as_ref());
+    o.link_option("--down-trace", down, "trace", a.down_trace.as_ref());
+    o.link_option("--up-trace", up, "trace", a.up_trace.as_ref());
+    o.link_option("--delay", None, "delay", a.delay.as_ref());
+    o.link_option("--rtt", None, "rtt", a.rtt.as_ref());
+    o.link_option("--down-delay", down, "delay", a.down_delay.as_ref());
+    o.link_option("--up-delay", up, "delay", a.up_delay.as_ref());
+    o.link_option("--queue", None, "queue", a.queue.as_ref());
+    o.link_option("--down-queue", down, "queue", a.down_queue.as_ref());
+    o.link_option("--up-queue", up, "queue", a.up_queue.as_ref());
+    o.link_option("--loss", None, "loss", a.loss.as_ref());
+    o.link_option("--down-loss", down, "loss", a.down_loss.as_ref());
+    o.link_option("--up-loss", up, "loss", a.up_loss.as_ref());
+    o.link_option("--overhead", None, "overhead", a.overhead);
+    o.link_option(
+        "--bleach-ecn",
+        None,
+        "bleach_ecn",
+        a.bleach_ecn.then_some(true),
+    );
+    // Options that take several words (netem's `--duplicate 10% 50ms`) or repeat (`--drop`).
+    let words = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(" "));
+    let filters = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(" or "));
+    for (name, side, key, value) in [
+        ("--jitter", None, "jitter", words(&a.jitter)),
+        ("--down-jitter", down, "jitter", words(&a.down_jitter)),
+        ("--up-jitter", up, "jitter", words(&a.up_jitter)),
+        ("--duplicate", None, "duplicate", words(&a.duplicate)),
+        (
+            "--down-duplicate",
+            down,
+            "duplicate",
+            words(&a.down_duplicate),
+        ),
+        ("--up-duplicate", up, "duplicate", words(&a.up_duplicate)),
+        ("--reorder", None, "reorder", words(&a.reorder)),
+        ("--down-reorder", down, "reorder", words(&a.down_reorder)),
+        ("--up-reorder", up, "reorder", words(&a.up_reorder)),
+        ("--corrupt", None, "corrupt", a.corrupt.clone()),
+        ("--down-corrupt", down, "corrupt", a.down_corrupt.clone()),
+        ("--up-corrupt", up, "corrupt", a.up_corrupt.clone()),
+        ("--pps", None, "pps", a.pps.clone()),
+        ("--down-pps", down, "pps", a.down_pps.clone()),
+        ("--up-pps", up, "pps", a.up_pps.clone()),
+        ("--slot", None, "slot", words(&a.slot)),
+        ("--down-slot", down, "slot", words(&a.down_slot)),
+        ("--up-slot", up, "slot", words(&a.up_slot)),
+        ("--drop", None, "drop", filters(&a.drop)),
+        ("--down-drop", down, "drop", filters(&a.down_drop)),
+        ("--up-drop", up, "drop", filters(&a.up_drop)),
+    ] {
+        o.link_option(name, side, key, value);
     }
+    o
 }
 
 pub fn shell(a: ShellArgs) -> Result<ExitCode> {
-    let cfg = shell_config(&shell_options(&a))?;
+    let cfg = shell_config(&shell_options(&a), &files::read)?;
     let command = if a.command.is_empty() {
         vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
     } else {

@@ -23,7 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program, Side};
+use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
@@ -219,7 +220,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     let lan = |name: &str, host: &str, bleach: bool| {
         // The home LAN is fast and short: the line is the only bottleneck.
         let mut up = common::direction("1gbit", "0ms", "fifo limit 1000");
-        up.bleach_ecn = bleach;
+        up.params.bleach_ecn = bleach;
         let down = up.clone();
         LinkSpec {
             name: name.into(),
@@ -500,7 +501,7 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
             .and_then(|m| m.get(q))
             .map(|s| s.queue_delay_ms.p99)
     };
-    let down_log = dir.join("links").join("line-down.log");
+    let down_log = RunDir::new(dir).link_log("line", Side::Down);
     let in_l = |ecn: &str| ecn == "ect1" || ecn == "ce";
     let to_call_time = |s: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
         s.into_iter()
@@ -623,9 +624,9 @@ fn call_datagrams(pcap: &Path) -> Result<(Media, Feedback)> {
 /// (arrival of the feedback at the remote − its departure from the caller). Both captures
 /// are stamped by the lab's one clock.
 fn path_rtts_ms(dir: &Path) -> Result<Vec<f64>> {
-    let caps = dir.join("captures");
-    let (remote_media, remote_fb) = call_datagrams(&caps.join("remote-eth0.pcap"))?;
-    let (caller_media, caller_fb) = call_datagrams(&caps.join("caller-eth0.pcap"))?;
+    let run_dir = RunDir::new(dir);
+    let (remote_media, remote_fb) = call_datagrams(&run_dir.capture("remote", "eth0"))?;
+    let (caller_media, caller_fb) = call_datagrams(&run_dir.capture("caller", "eth0"))?;
     let by_send: std::collections::HashMap<u64, (u64, u64)> = remote_media
         .iter()
         .map(|(seq, (t, send_ns))| (*send_ns, (*seq, *t)))
@@ -1128,15 +1129,13 @@ mod tests {
         let bleached: Vec<_> = cfg
             .links
             .iter()
-            .filter(|l| l.up.bleach_ecn || l.down.bleach_ecn)
+            .filter(|l| l.up.params.bleach_ecn || l.down.params.bleach_ecn)
             .map(|l| l.name.as_str())
             .collect();
         assert_eq!(bleached, ["wifi"]);
         let line = cfg.links.iter().find(|l| l.name == "line").unwrap();
-        assert_eq!(
-            (line.up.queue.as_str(), line.down.queue.as_str()),
-            (DUALQ_QUEUE, DUALQ_QUEUE)
-        );
+        let dualq = common::direction("1mbit", "0ms", DUALQ_QUEUE).queue;
+        assert_eq!((&line.up.queue, &line.down.queue), (&dualq, &dualq));
         let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
         assert_eq!(waited.len(), 1);
         assert!(waited[0].run.contains("--connect remote:6000 --mode l4s"));
@@ -1145,7 +1144,7 @@ mod tests {
         assert!(classic
             .links
             .iter()
-            .all(|l| !l.up.bleach_ecn && !l.down.bleach_ecn));
+            .all(|l| !l.up.params.bleach_ecn && !l.down.params.bleach_ecn));
         assert!(classic
             .programs
             .iter()
