@@ -31,9 +31,25 @@ fn ping_replies(out: &str) -> (Vec<(u32, f64)>, usize) {
 #[test]
 fn ping_through_jitter_shows_the_spread_and_no_reordering() {
     let _g = lock();
+    let dir = out_dir("jitter");
     let o = run(&[
-        "shell", "--delay", "20ms", "--jitter", "5ms", "normal", "--", "ping", "-n", "-c", "300",
-        "-i", "0.01", "server",
+        "shell",
+        "-o",
+        dir.to_str().unwrap(),
+        "--no-capture",
+        "--delay",
+        "20ms",
+        "--jitter",
+        "5ms",
+        "normal",
+        "--",
+        "ping",
+        "-n",
+        "-c",
+        "300",
+        "-i",
+        "0.01",
+        "server",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (replies, _) = ping_replies(&text(&o.stdout));
@@ -51,6 +67,20 @@ fn ping_through_jitter_shows_the_spread_and_no_reordering() {
     // Two crossings of 20 ms ± 5 ms (σ): the median near 40 ms, a spread of tens of ms.
     assert!((35.0..48.0).contains(&med), "median rtt {med}");
     assert!(hi - lo > 15.0, "spread {lo}..{hi}");
+    // summary.json says what each direction was asked and what it got.
+    let summary = read_json(&dir.join("summary.json"));
+    for l in summary["links"].as_array().unwrap() {
+        assert_eq!(l["asked"]["delay_ms"], 20.0, "{l}");
+        assert_eq!(l["asked"]["jitter_ms"], 5.0, "{l}");
+        assert_eq!(l["asked"]["jitter_distribution"], "normal", "{l}");
+        let p50 = l["got"]["added_delay_ms"]["p50"].as_f64().unwrap();
+        assert!((17.0..25.0).contains(&p50), "{l}");
+    }
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("asked unlimited, 20ms ± 5ms normal; got"),
+        "{err}"
+    );
     assert_nothing_left();
 }
 

@@ -414,7 +414,13 @@ impl Forwarder {
             .iter()
             .enumerate()
             .map(|(i, d)| {
-                LinkSummary::new(&d.link, d.direction, &d.queue, self.net.link(i).stats())
+                LinkSummary::new(
+                    &d.link,
+                    d.direction,
+                    &d.queue,
+                    self.net.link(i).params(),
+                    self.net.link(i).stats(),
+                )
             })
             .collect();
         Ok(Summary {
