@@ -19,19 +19,21 @@
 //! and draft-ietf-opsawg-pcapng for the file formats.
 
 pub mod analyzer;
+mod budget;
 pub mod capture;
 mod diagnose;
 pub mod filter;
 pub mod json;
 pub mod link;
 pub mod model;
+mod stories;
 pub mod synth;
 mod tcp;
 pub mod tcpopt;
 pub mod text;
 mod udp;
 
-pub use analyzer::{analyze_bytes, Analyzer, Options};
+pub use analyzer::{analyze_bytes, Analyzer, Options, Shard};
 pub use capture::CaptureError;
 pub use filter::{Filter, FilterError};
 pub use model::*;

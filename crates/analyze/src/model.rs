@@ -127,12 +127,20 @@ pub struct Connection {
     pub diagnoses: Vec<Diagnosis>,
     /// How the connection ended, as far as the capture shows.
     pub state: ConnState,
+    /// Where its time went, and its request/response exchanges (see [`Story`]).
+    pub story: Story,
 }
 
 impl Connection {
     /// `last_time - first_time`.
     pub fn duration(&self) -> Duration {
         self.last_time - self.first_time
+    }
+    /// Whether the connection used TCP Fast Open (RFC 7413 §3): `a`'s SYN carried data and a
+    /// cookie. A SYN that only asks for a cookie (an empty option) is not Fast Open yet.
+    pub fn tfo(&self) -> bool {
+        let o = &self.a2b.options;
+        o.syn_data_bytes > 0 && o.tfo_cookie_len.is_some_and(|n| n > 0)
     }
     /// The direction given by `dir`.
     pub fn dir(&self, dir: Dir) -> &Direction {
@@ -242,6 +250,8 @@ pub struct Direction {
     /// Where the capture point sits on this direction's path (decided when the connection
     /// finishes; see [`CapturePoint`]).
     pub capture_point: CapturePoint,
+    /// What `capture_point` was decided from, and so how sure it is.
+    pub vantage_basis: VantageBasis,
     /// Diagnoses about this direction's data that could not be judged from this capture
     /// point (empty at the sender).
     pub not_judged: Vec<DiagnosisKind>,
@@ -252,14 +262,15 @@ pub struct Direction {
 
 /// Where a capture was taken, relative to one direction's sender and receiver.
 ///
-/// Decided per direction from the handshake seen at the capture point: of the handshake's
-/// round trip (SYN -> SYN-ACK -> ACK, each sent once), the part beyond the capture point
-/// towards this direction's receiver is the SYN -> SYN-ACK time for `a2b` and the SYN-ACK ->
-/// ACK time for `b2a`. If that part is at least 3/4 of the whole, the capture is next to the
-/// sender; at most 1/4, next to the receiver; otherwise in the middle. Without a usable
-/// handshake, the two directions' minimum data RTTs split the round trip the same way when
-/// both directions carried data; otherwise the point is unknown. Rule and thresholds are
-/// written out in `docs/analyze.md`.
+/// Decided per direction ([`VantageBasis`] says from what): when the handshake's round trip
+/// (SYN -> SYN-ACK -> ACK, each sent once) is at least 1 ms, by the part of it beyond the
+/// capture point towards this direction's receiver (the SYN -> SYN-ACK time for `a2b`, the
+/// SYN-ACK -> ACK time for `b2a`): at least 3/4 of the whole, next to the sender; at most
+/// 1/4, next to the receiver; otherwise in the middle. On a shorter path, by which side's
+/// packets still carry an initial TTL. Without a handshake, the two directions' minimum data
+/// RTTs split the round trip the same way when both directions carried data; otherwise the
+/// point is unknown. Which diagnoses are judged from each point is `diagnose`'s business;
+/// rules and thresholds are written out in `docs/analyze.md`.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CapturePoint {
@@ -273,7 +284,8 @@ pub enum CapturePoint {
     /// bytes in flight before it are invisible.
     Middle,
     /// Next to the receiver: data as it arrives, ACKs as sent. RTT samples are the receiver's
-    /// ACK delay and bytes in flight look like zero, so sender-side diagnoses do not apply.
+    /// ACK delay and bytes in flight look like zero, so sender-side diagnoses do not apply
+    /// unless the sender is within a millisecond with no queue in between.
     Receiver,
 }
 
@@ -287,20 +299,35 @@ impl CapturePoint {
             CapturePoint::Receiver => "receiver",
         }
     }
+}
 
-    /// Diagnoses about this direction that cannot be judged from this point: they need the
-    /// sender's view of what was in flight and when ACKs arrived.
-    pub fn not_judged(self) -> &'static [DiagnosisKind] {
+/// The evidence a [`CapturePoint`] was decided from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VantageBasis {
+    /// Nothing to decide from.
+    #[default]
+    None,
+    /// How the handshake's round trip (at least 1 ms) splits at the capture point.
+    Handshake,
+    /// Which side's packets still carry an initial TTL / hop limit (on a path of under 1 ms,
+    /// where the handshake's split is only the hosts' processing time).
+    Ttl,
+    /// The two directions' minimum data RTTs, when the handshake was not captured.
+    DataRtt,
+    /// A handshake round trip under 1 ms and TTLs that do not tell: the point is unknown,
+    /// but every point of such a path is within a millisecond of both ends.
+    ShortPath,
+}
+
+impl VantageBasis {
+    /// How sure the decision is: `high` from the handshake or TTLs, `medium` from data RTTs
+    /// (ACK delays and queues blur them), `low` when nothing decided it.
+    pub fn confidence(self) -> &'static str {
         match self {
-            CapturePoint::Unknown | CapturePoint::Sender => &[],
-            // At the receiver, bufferbloat is judged from one-way delay (TCP timestamps)
-            // instead of RTT; see `Direction::not_judged` for whether that was possible.
-            CapturePoint::Middle | CapturePoint::Receiver => &[
-                DiagnosisKind::NagleDelayedAck,
-                DiagnosisKind::DelayedAckPacing,
-                DiagnosisKind::RwndLimited,
-                DiagnosisKind::AppLimited,
-            ],
+            VantageBasis::Handshake | VantageBasis::Ttl => "high",
+            VantageBasis::DataRtt => "medium",
+            VantageBasis::None | VantageBasis::ShortPath => "low",
         }
     }
 }
@@ -546,6 +573,15 @@ pub struct Diagnosis {
     pub summary: String,
 }
 
+impl Diagnosis {
+    /// What the problem cost, in milliseconds (JSON `cost_ms`): `delay_ms`, which for every
+    /// kind but `bufferbloat` is time lost; for `bufferbloat` it is the standing queue, the
+    /// delay each round trip paid.
+    pub fn cost_ms(&self) -> f64 {
+        self.delay_ms
+    }
+}
+
 /// The causes the analyzer can name. Definitions in `docs/analyze.md`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -560,6 +596,13 @@ pub enum DiagnosisKind {
     SynRetransmit,
     EcnUnused,
     EcnBleached,
+    ServerDelay,
+    ClientDelay,
+    PathDelay,
+    ZeroWindowStall,
+    PeerUnresponsive,
+    ConnectionRefused,
+    SynTimeout,
 }
 
 impl DiagnosisKind {
@@ -576,6 +619,26 @@ impl DiagnosisKind {
             DiagnosisKind::SynRetransmit => "syn_retransmit",
             DiagnosisKind::EcnUnused => "ecn_unused",
             DiagnosisKind::EcnBleached => "ecn_bleached",
+            DiagnosisKind::ServerDelay => "server_delay",
+            DiagnosisKind::ClientDelay => "client_delay",
+            DiagnosisKind::PathDelay => "path_delay",
+            DiagnosisKind::ZeroWindowStall => "zero_window_stall",
+            DiagnosisKind::PeerUnresponsive => "peer_unresponsive",
+            DiagnosisKind::ConnectionRefused => "connection_refused",
+            DiagnosisKind::SynTimeout => "syn_timeout",
+        }
+    }
+
+    /// The component this kind of diagnosis blames.
+    pub fn component(self) -> Component {
+        use DiagnosisKind::*;
+        match self {
+            NagleDelayedAck | AppLimited => Component::SenderApplication,
+            DelayedAckPacing | RwndLimited | ZeroWindowStall => Component::ReceiverApplication,
+            ServerDelay | ConnectionRefused => Component::Server,
+            ClientDelay => Component::Client,
+            Bufferbloat | LossBurst | RtoStall | SynRetransmit | EcnUnused | EcnBleached
+            | PathDelay | PeerUnresponsive | SynTimeout => Component::Network,
         }
     }
 }
@@ -584,6 +647,98 @@ impl fmt::Display for DiagnosisKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Where a connection's time went, seen from one vantage point. Every nanosecond between the
+/// connection's first and last packet is counted in exactly one part, so the parts add up to
+/// [`Connection::duration`]. Definitions in `docs/analyze.md` ("Where the time went").
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimeBudget {
+    /// Round trips the data had to wait for (handshake, request to response, ACK-clocked
+    /// rounds), up to the path's own round trip from this vantage point.
+    pub network_ns: u64,
+    /// The server's application: request complete to the first byte of the answer, beyond
+    /// the round trip, and pauses within its answers.
+    pub server_ns: u64,
+    /// The client's application: handshake or answer complete to its next request, beyond
+    /// the round trip, and pauses within its requests.
+    pub client_ns: u64,
+    /// Bytes moving at the rate the path and the sender allowed (gaps shorter than half a
+    /// round trip between one side's segments).
+    pub transfer_ns: u64,
+    /// Waiting on a timer or a closed window: retransmission timeouts (SYN included) and
+    /// zero-window periods.
+    pub stalled_ns: u64,
+    /// What this vantage point cannot attribute (no round-trip estimate, time before the
+    /// first or after the last utterance that no ACK explains).
+    pub unattributed_ns: u64,
+}
+
+impl TimeBudget {
+    /// The parts in a fixed order with their JSON names.
+    pub fn parts(&self) -> [(&'static str, u64); 6] {
+        [
+            ("network", self.network_ns),
+            ("server", self.server_ns),
+            ("client", self.client_ns),
+            ("transfer", self.transfer_ns),
+            ("stalled", self.stalled_ns),
+            ("unattributed", self.unattributed_ns),
+        ]
+    }
+
+    /// The sum of the parts.
+    pub fn total_ns(&self) -> u64 {
+        self.parts().iter().map(|p| p.1).sum()
+    }
+}
+
+/// One request/response exchange: the client speaks, then the server. Times are as seen at
+/// the vantage point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    /// First byte of the request.
+    pub start: Instant,
+    /// HTTP/1.x method and target ("GET /index.html") when the request's first bytes were
+    /// captured and are HTTP.
+    pub name: Option<String>,
+    /// Request payload bytes sent for the first time.
+    pub request_bytes: u64,
+    /// Last new byte of the request.
+    pub request_end: Instant,
+    /// When the server's ACK first covered the whole request.
+    pub request_acked: Option<Instant>,
+    /// First and last new byte of the answer (None when the server never answered).
+    pub response_start: Option<Instant>,
+    pub response_end: Option<Instant>,
+    pub response_bytes: u64,
+    /// The exchange's time, from the end of the previous answer (or the handshake) to the end
+    /// of its own answer, split as in [`TimeBudget`].
+    pub budget: TimeBudget,
+}
+
+/// The component a diagnosis blames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    Network,
+    Server,
+    Client,
+    SenderApplication,
+    ReceiverApplication,
+}
+
+/// Where a connection's time went and how it talked: [`TimeBudget`] and [`Exchange`]s.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Story {
+    /// The direction that carries the client's data: `a2b` when the handshake was seen (the
+    /// SYN's sender is the client), else the direction of the first data byte; None when no
+    /// data and no SYN were seen.
+    pub client: Option<Dir>,
+    pub budget: TimeBudget,
+    pub exchanges: Vec<Exchange>,
+    /// Exchanges beyond the listed ones (their time is still in `budget`).
+    pub exchanges_dropped: u64,
 }
 
 /// A UDP flow (one per address/port pair and vantage point).

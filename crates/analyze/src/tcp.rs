@@ -16,8 +16,10 @@ use std::net::SocketAddr;
 use wire::packet::TcpHeader;
 use wire::{Duration, Ecn, Instant};
 
+use crate::budget::{PacketInfo, Timeline};
 use crate::diagnose::{self, Evidence};
 use crate::model::*;
+use crate::stories;
 use crate::tcpopt::TcpOptions;
 
 /// Unacknowledged segments remembered per direction for RTT samples; beyond this (a capture
@@ -158,6 +160,8 @@ pub(crate) struct DirState {
     last_peer_ack: Option<(Instant, bool, bool)>,
     /// When everything sent was last acknowledged (start of an idle period).
     all_acked_at: Option<Instant>,
+    /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
+    pub(crate) ttl: Option<(u8, u8)>,
     window_full_since: Option<Instant>,
     /// Open loss-recovery episode: (start, recovery point, packets, bytes).
     recovery: Option<(Instant, u64, u64, u64)>,
@@ -180,6 +184,7 @@ pub(crate) struct TcpConn {
     fins: [bool; 2],
     pub(crate) dirs: [DirState; 2],
     keep_series: bool,
+    timeline: Timeline,
 }
 
 /// Everything `handle` needs from one packet.
@@ -188,6 +193,10 @@ pub(crate) struct TcpPacket<'a> {
     pub h: &'a TcpHeader,
     pub opts: &'a TcpOptions,
     pub ecn: Ecn,
+    /// Payload bytes as captured (cut by the snaplen, possibly empty).
+    pub payload: &'a [u8],
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
 }
 
 impl TcpConn {
@@ -221,7 +230,29 @@ impl TcpConn {
             fins: [false; 2],
             dirs,
             keep_series,
+            timeline: Timeline::default(),
         }
+    }
+
+    /// Round trip from the capture point to `a` and to `b` as known now: the handshake's part
+    /// (sent once, Karn) or the other direction's smallest data RTT, whichever is smaller.
+    fn rtt_to(&self) -> [Option<Duration>; 2] {
+        let min = |x: Option<Duration>, y: Option<f64>| {
+            let y = y.map(|ms| Duration::from_nanos((ms * 1e6) as u64));
+            match (x, y) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        };
+        [
+            min(self.hs.synack_rtt, self.dirs[1].stats.rtt_min_ms),
+            min(self.hs.syn_rtt, self.dirs[0].stats.rtt_min_ms),
+        ]
+    }
+
+    fn outstanding(&self, d: usize) -> bool {
+        let ds = &self.dirs[d];
+        ds.any_seq && (!ds.any_ack || ds.acked < ds.snd_max)
     }
 
     /// Whether a SYN from `src` starts a new connection on a reused 4-tuple.
@@ -256,6 +287,8 @@ impl TcpConn {
 
         // Counters that need no sequence space.
         {
+            let t = &mut self.dirs[d].ttl;
+            *t = Some(t.map_or((p.ttl, p.ttl), |(lo, hi)| (lo.min(p.ttl), hi.max(p.ttl))));
             let st = &mut self.dirs[d].stats;
             st.packets += 1;
             match p.ecn {
@@ -292,14 +325,53 @@ impl TcpConn {
             }
         }
 
+        let outstanding_before = self.outstanding(d);
+        let window_full_before = self.dirs[d].window_full_since.is_some();
         // ACK first: it is about the other direction's data and must not see this packet's
         // own data as outstanding.
-        if ack {
-            self.handle_ack(d, o, p);
-        }
+        let acked_new = ack && self.handle_ack(d, o, p);
+        let (mut new_bytes, mut retx) = (0, false);
         if len > 0 || syn || fin {
-            self.handle_seq(d, o, p);
+            (new_bytes, retx) = self.handle_seq(d, o, p);
         }
+        if syn {
+            retx |= if d == 0 {
+                self.hs.syn_count > 1
+            } else {
+                self.hs.synack_count > 1
+            };
+        }
+        // Full-sized: within 40 bytes of options of the peer's MSS, or as large as anything
+        // this side sent and at least RFC 9293's default MSS (536) when no MSS was seen; and
+        // not pushed, since stacks set PSH on the last segment of a write (RFC 9293 §3.9.1),
+        // and offloads that merge segments stop at it.
+        let largest = self.dirs[d].stats.max_segment_bytes;
+        let full_sized = len > 0
+            && !h.has(TcpHeader::PSH)
+            && match self.dirs[o].options.mss {
+                Some(m) => len + 40 >= u32::from(m),
+                None => u64::from(len) >= largest && len >= 536,
+            };
+        let info = PacketInfo {
+            time: now,
+            side: d,
+            syn,
+            fin,
+            rst,
+            ack,
+            retx,
+            new_bytes,
+            seq_space: len > 0 || syn || fin,
+            acked_new,
+            other_all_acked: self.dirs[o].any_ack && self.dirs[o].acked >= self.dirs[o].snd_max,
+            zero_window: (ack && !syn && !rst).then_some(h.window == 0),
+            outstanding_before,
+            window_full_before,
+            full_sized,
+            payload: p.payload,
+            rtt_to: self.rtt_to(),
+        };
+        self.timeline.packet(&info);
     }
 
     fn handle_syn(&mut self, d: usize, p: &TcpPacket) {
@@ -370,7 +442,8 @@ impl TcpConn {
         }
     }
 
-    fn handle_ack(&mut self, d: usize, o: usize, p: &TcpPacket) {
+    /// Returns whether the ACK moved the other direction's cumulative ACK forward.
+    fn handle_ack(&mut self, d: usize, o: usize, p: &TcpPacket) -> bool {
         let h = p.h;
         let now = p.time;
         let syn = h.has(TcpHeader::SYN);
@@ -449,6 +522,12 @@ impl TcpConn {
                 ds.rtt_sum_ms += ms;
                 ds.rtt_sumsq_ms += ms * ms;
                 ds.ev.rtt.add(now, rtt);
+                // Evidence of a queue only while more data was in flight behind the sampled
+                // segment: an ACK of the last byte sent may have waited for the receiver's
+                // delayed-ACK timer or its application's next write (think time).
+                if ds.snd_max > ack_rel {
+                    ds.ev.queue_rtt.add(now, rtt);
+                }
                 if keep {
                     ds.series.rtt.push(RttSample {
                         time: now,
@@ -473,6 +552,7 @@ impl TcpConn {
                         end: now,
                         packets: pk,
                         bytes: by,
+                        recovered: true,
                     });
                     ds.recovery = None;
                 }
@@ -517,9 +597,12 @@ impl TcpConn {
                 kind: MarkKind::Ece,
             });
         }
+        advanced && self.dirs[o].any_seq
     }
 
-    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) {
+    /// Returns the payload bytes sent for the first time and whether the segment was a
+    /// retransmission.
+    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) -> (u64, bool) {
         let h = p.h;
         let now = p.time;
         let syn = h.has(TcpHeader::SYN);
@@ -527,6 +610,7 @@ impl TcpConn {
         let len = h.payload_len as u32;
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
+        let peer_last_data = self.dirs[o].last_data;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
         let data_start = start + u64::from(syn);
@@ -593,21 +677,26 @@ impl TcpConn {
                     && ack_all
                     && ta > tp
                     && gap >= Duration::from_millis(1)
-                    && after_ack <= (gap / 10).max(Duration::from_micros(500))
+                    && after_ack <= (gap / 10).max(diagnose::NAGLE_SLACK) + diagnose::NEAR
                 {
                     nagle = true;
                     ds.ev.nagle.push(diagnose::NagleEvent {
                         prev_time: tp,
                         prev_len: plen,
+                        after_ack,
                         ack_time: ta,
                         time: now,
                         len,
+                        peer_window: ds.peer_window,
                     });
                 }
             }
             // Application-limited: nothing in flight, nothing sent for a while.
             if !nagle && kind == SegmentKind::New && in_flight_before == 0 {
-                if let Some(idle_from) = ds.all_acked_at {
+                // Silence before the peer's last data was waiting for the peer (a reply
+                // waits for its request); only the time since is this application's own.
+                if let Some(acked_at) = ds.all_acked_at {
+                    let idle_from = peer_last_data.map_or(acked_at, |t| t.max(acked_at));
                     let idle = now - idle_from;
                     if idle >= rtt_min.max(Duration::from_millis(1)) {
                         ds.ev.app_idle(idle_from, now);
@@ -728,10 +817,13 @@ impl TcpConn {
                 });
             }
         }
+        (new_bytes, kind == SegmentKind::Retransmit)
     }
 
     /// Closes the books: averages, throughput, series, diagnoses.
     pub(crate) fn finish(mut self) -> Connection {
+        let rtt_to = self.rtt_to();
+        let outstanding = [self.outstanding(0), self.outstanding(1)];
         let duration = self.last_time - self.first_time;
         let secs = duration.as_secs_f64();
         for ds in self.dirs.iter_mut() {
@@ -749,6 +841,7 @@ impl TcpConn {
                     end: self.last_time,
                     packets: pk,
                     bytes: by,
+                    recovered: false,
                 });
             }
             let st = &mut ds.stats;
@@ -780,6 +873,7 @@ impl TcpConn {
                 options: a2b_state.options,
                 stats: a2b_state.stats,
                 capture_point: CapturePoint::Unknown,
+                vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
                 series: a2b_state.series,
             },
@@ -788,19 +882,22 @@ impl TcpConn {
                 options: b2a_state.options,
                 stats: b2a_state.stats,
                 capture_point: CapturePoint::Unknown,
+                vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
                 series: b2a_state.series,
             },
             diagnoses: Vec::new(),
             state: self.state,
+            story: Story::default(),
         };
         let [p_a2b, p_b2a] = capture_points(
             &conn.handshake,
             conn.a2b.stats.rtt_min_ms,
             conn.b2a.stats.rtt_min_ms,
+            [a2b_state.ttl, b2a_state.ttl],
         );
-        conn.a2b.capture_point = p_a2b;
-        conn.b2a.capture_point = p_b2a;
+        (conn.a2b.capture_point, conn.a2b.vantage_basis) = p_a2b;
+        (conn.b2a.capture_point, conn.b2a.vantage_basis) = p_b2a;
         if conn.handshake.syn_count > 0
             && conn.handshake.synack_count == 0
             && self.state != ConnState::Reset
@@ -813,46 +910,82 @@ impl TcpConn {
             self.last_syn,
             self.last_synack,
         );
+        let story_ev;
+        let at_receiver = [
+            conn.a2b.capture_point == CapturePoint::Receiver,
+            conn.b2a.capture_point == CapturePoint::Receiver,
+        ];
+        (conn.story, story_ev) = self.timeline.finish(rtt_to, outstanding, at_receiver);
+        stories::tell(&mut conn, &story_ev, rtt_to);
         conn
     }
 }
 
-/// Where the capture point sits on each direction's path ([`CapturePoint`]): the share of
-/// the round trip that lies beyond it, towards that direction's receiver.
+/// Where the capture point sits on each direction's path ([`CapturePoint`]) and what that
+/// was decided from ([`VantageBasis`]).
 ///
 /// At a point X, the SYN -> SYN-ACK time is the round trip X <-> b and the SYN-ACK -> ACK
 /// time the round trip X <-> a; `a2b`'s data is ACKed after the first, `b2a`'s after the
 /// second, which is why the data RTTs can stand in for them when the handshake is missing.
+/// On a path whose whole round trip is under [`diagnose::NEAR`] (a LAN, two namespaces on one
+/// machine) the split is the hosts' own processing time and says nothing; there the IP TTLs
+/// decide: a packet still carrying its sender's initial TTL was captured on its sender's
+/// link, before any router.
 pub(crate) fn capture_points(
     hs: &Handshake,
     a2b_rtt_min_ms: Option<f64>,
     b2a_rtt_min_ms: Option<f64>,
-) -> [CapturePoint; 2] {
+    ttl: [Option<(u8, u8)>; 2],
+) -> [(CapturePoint, VantageBasis); 2] {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let parts = match (hs.syn_rtt, hs.synack_rtt) {
-        (Some(to_b), Some(to_a)) => Some((ms(to_b), ms(to_a))),
-        _ => a2b_rtt_min_ms.zip(b2a_rtt_min_ms),
+    let near_ms = ms(diagnose::NEAR);
+    let by_split = |to_b: f64, to_a: f64, basis: VantageBasis| {
+        let whole = to_b + to_a;
+        // Beyond 3/4 of the round trip on one side is "next to" the other end: close enough
+        // that bytes in flight and ACK arrival times are the sender's (or the receiver's) own.
+        let point = |beyond: f64| {
+            let share = beyond / whole;
+            if share >= 0.75 {
+                CapturePoint::Sender
+            } else if share <= 0.25 {
+                CapturePoint::Receiver
+            } else {
+                CapturePoint::Middle
+            }
+        };
+        [(point(to_b), basis), (point(to_a), basis)]
     };
-    let Some((to_b, to_a)) = parts else {
-        return [CapturePoint::Unknown; 2];
-    };
-    let whole = to_b + to_a;
-    if whole <= 0.0 {
-        return [CapturePoint::Unknown; 2];
+    let handshake = hs.syn_rtt.zip(hs.synack_rtt).map(|(b, a)| (ms(b), ms(a)));
+    if let Some((to_b, to_a)) = handshake.filter(|(b, a)| b + a >= near_ms) {
+        return by_split(to_b, to_a, VantageBasis::Handshake);
     }
-    // Beyond 3/4 of the round trip on one side is "next to" the other end: close enough that
-    // bytes in flight and ACK arrival times are the sender's (or the receiver's) own.
-    let point = |beyond: f64| {
-        let share = beyond / whole;
-        if share >= 0.75 {
-            CapturePoint::Sender
-        } else if share <= 0.25 {
-            CapturePoint::Receiver
-        } else {
-            CapturePoint::Middle
-        }
+    // Initial TTLs (and IPv6 hop limits) in common use: 64 (Linux, macOS, the BSDs), 128
+    // (Windows), 255 (network gear, Solaris), 32 (old Windows).
+    let initial = |t: Option<(u8, u8)>| {
+        t.is_some_and(|(lo, hi)| lo == hi && matches!(lo, 32 | 64 | 128 | 255))
     };
-    [point(to_b), point(to_a)]
+    let by_ttl = |s: usize| {
+        let (sender, receiver) = (initial(ttl[s]), initial(ttl[1 - s]));
+        let point = match (sender, receiver) {
+            (true, false) => CapturePoint::Sender,
+            (false, true) => CapturePoint::Receiver,
+            (false, false) if ttl[s].is_some() && ttl[1 - s].is_some() => CapturePoint::Middle,
+            _ => return None,
+        };
+        Some((point, VantageBasis::Ttl))
+    };
+    if let (Some(x), Some(y)) = (by_ttl(0), by_ttl(1)) {
+        return [x, y];
+    }
+    if handshake.is_some() {
+        // A short path whose TTLs do not tell either: the point is unknown, but every point
+        // is within a millisecond of both ends (see `diagnose`).
+        return [(CapturePoint::Unknown, VantageBasis::ShortPath); 2];
+    }
+    match a2b_rtt_min_ms.zip(b2a_rtt_min_ms) {
+        Some((to_b, to_a)) if to_b + to_a >= near_ms => by_split(to_b, to_a, VantageBasis::DataRtt),
+        _ => [(CapturePoint::Unknown, VantageBasis::None); 2],
+    }
 }
 
 /// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms).
@@ -953,34 +1086,81 @@ mod transfer_tests {
         }
     }
 
+    fn points(
+        hs: &Handshake,
+        a2b: Option<f64>,
+        b2a: Option<f64>,
+        ttl: [Option<(u8, u8)>; 2],
+    ) -> [CapturePoint; 2] {
+        capture_points(hs, a2b, b2a, ttl).map(|(p, _)| p)
+    }
+
     #[test]
     fn the_handshake_split_places_the_capture_on_each_directions_path() {
         use CapturePoint::*;
+        let no = [None, None];
         // At the client: the SYN-ACK takes the whole RTT, the client's ACK leaves at once.
         assert_eq!(
-            capture_points(&hs(Some(40), Some(0)), None, None),
+            points(&hs(Some(40), Some(0)), None, None, no),
             [Sender, Receiver]
         );
         // At the server, the other way round.
         assert_eq!(
-            capture_points(&hs(Some(0), Some(40)), None, None),
+            points(&hs(Some(0), Some(40)), None, None, no),
             [Receiver, Sender]
         );
         // Halfway along the path.
         assert_eq!(
-            capture_points(&hs(Some(20), Some(20)), None, None),
+            points(&hs(Some(20), Some(20)), None, None, no),
             [Middle, Middle]
         );
         // Without a handshake the data RTTs split the round trip the same way...
         assert_eq!(
-            capture_points(&hs(None, None), Some(40.0), Some(0.2)),
+            points(&hs(None, None), Some(40.0), Some(0.2), no),
             [Sender, Receiver]
         );
         // ...and with data one way only nothing can be said.
         assert_eq!(
-            capture_points(&hs(None, Some(3)), Some(40.0), None),
+            points(&hs(None, Some(3)), Some(40.0), None, no),
             [Unknown, Unknown]
         );
+    }
+
+    #[test]
+    fn on_a_sub_millisecond_path_the_ttls_decide_and_the_handshake_split_does_not() {
+        use CapturePoint::*;
+        let us = |b, a| Handshake {
+            syn_rtt: Some(Duration::from_micros(b)),
+            synack_rtt: Some(Duration::from_micros(a)),
+            ..Handshake::default()
+        };
+        // At the client, one router away from the server: the client's packets carry 64,
+        // the server's 63. The split (15 us vs 20 us) alone would say "middle".
+        let client = [Some((64, 64)), Some((63, 63))];
+        assert_eq!(points(&us(15, 20), None, None, client), [Sender, Receiver]);
+        let server = [Some((63, 63)), Some((64, 64))];
+        assert_eq!(points(&us(15, 20), None, None, server), [Receiver, Sender]);
+        // Behind routers on both sides.
+        let middle = [Some((62, 62)), Some((120, 120))];
+        assert_eq!(points(&us(15, 20), None, None, middle), [Middle, Middle]);
+        // Same link as both ends: unknown, from a short path.
+        let lan = [Some((64, 64)), Some((64, 64))];
+        assert_eq!(
+            capture_ptsb(&us(15, 20), lan),
+            [(Unknown, VantageBasis::ShortPath); 2]
+        );
+        // A real path's handshake outweighs the TTLs.
+        assert_eq!(
+            points(&hs(Some(0), Some(30)), None, None, client),
+            [Receiver, Sender]
+        );
+    }
+
+    fn capture_ptsb(
+        hs: &Handshake,
+        ttl: [Option<(u8, u8)>; 2],
+    ) -> [(CapturePoint, VantageBasis); 2] {
+        capture_points(hs, None, None, ttl)
     }
 
     fn lossy(client: &str, server: &str) -> Bulk {
@@ -1177,6 +1357,24 @@ mod transfer_tests {
     }
 
     #[test]
+    fn a_syn_asking_for_a_fast_open_cookie_is_not_fast_open_yet() {
+        use crate::synth::{Tcp, ACK, SYN};
+        let (c, s) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:443".parse().unwrap(),
+        );
+        let t0 = 1_000_000_000u64;
+        let mut syn = Tcp::new(c, s, 100, 0, SYN);
+        syn.options = vec![34, 2];
+        let mut sa = Tcp::new(s, c, 700, 101, SYN | ACK);
+        sa.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+        let a = run(vec![(t0, syn.build()), (t0 + 30_000_000, sa.build())]);
+        assert_eq!(a.connections[0].a2b.options.tfo_cookie_len, Some(0));
+        assert!(!a.connections[0].tfo());
+        assert!(!a.json_report().connections[0].tfo);
+    }
+
+    #[test]
     fn fast_open_data_and_accecn_negotiation_are_read_from_the_handshake() {
         use crate::synth::{Tcp, ACK, CWR, ECE, SYN};
         let (c, s) = (
@@ -1200,6 +1398,8 @@ mod transfer_tests {
         assert_eq!(conn.handshake.ecn, EcnSetup::AccEcn);
         assert_eq!(conn.a2b.options.tfo_cookie_len, Some(8));
         assert_eq!(conn.a2b.options.syn_data_bytes, 100);
+        assert!(conn.tfo());
+        assert!(a.json_report().connections[0].tfo);
         assert_eq!(conn.a2b.stats.data_bytes, 100);
         assert_eq!(conn.a2b.stats.unique_bytes, 100);
         assert!(conn.a2b.options.syn_ae);

@@ -34,25 +34,135 @@ fn vantage_note(d: &Direction) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let how = match d.vantage_basis {
+        VantageBasis::Handshake => " (from the handshake's timing)",
+        VantageBasis::Ttl => " (from the TTLs: the path is under 1 ms)",
+        VantageBasis::DataRtt => " (from the data RTTs, no handshake: medium confidence)",
+        VantageBasis::None | VantageBasis::ShortPath => "",
+    };
+    let judged = if d.not_judged.is_empty() {
+        "; within 1 ms of the sender with no queue in between, so every diagnosis applies"
+            .to_string()
+    } else {
+        format!("; not judged from here: {}", hidden(d))
+    };
     match d.capture_point {
         CapturePoint::Sender => None,
+        CapturePoint::Unknown if d.vantage_basis == VantageBasis::ShortPath => Some(format!(
+            "capture point unknown (a path under 1 ms whose TTLs do not tell){judged}"
+        )),
         CapturePoint::Unknown => Some(
             "capture point unknown (no handshake, data one way): diagnoses assume it is at the sender"
                 .to_string(),
         ),
         CapturePoint::Middle => Some(format!(
-            "captured between sender and receiver: RTTs cover only the path beyond this point; not judged from here: {}",
-            hidden(d)
+            "captured between sender and receiver{how}: RTTs cover only the path beyond this point{judged}"
         )),
         CapturePoint::Receiver => Some(format!(
-            "captured at the receiver: RTT here is the receiver's ACK delay and nothing looks in flight; not judged from here: {}{}",
-            hidden(d),
+            "captured at the receiver{how}: RTT here is the receiver's ACK delay{judged}{}",
             if d.not_judged.contains(&DiagnosisKind::Bufferbloat) {
                 " (bufferbloat needs 1 kHz TCP timestamps from the sender over at least 0.5 s)"
             } else {
                 "; bufferbloat is judged from the one-way delay (TCP timestamps)"
             }
         )),
+    }
+}
+
+/// A duration in nanoseconds for people: "1.07 s" from one second on, "67 ms" (or "0.4 ms")
+/// below.
+pub fn human(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1e3)
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// The line a newcomer reads first: the connection's duration and where it went, largest
+/// part first, with the evidence for the largest ("1.07 s: server 0.98 s (first byte 983 ms
+/// after the request was ACKed), network 67 ms, client 16 ms").
+pub fn budget_line(c: &Connection) -> String {
+    let b = &c.story.budget;
+    let total = b.total_ns();
+    let mut parts: Vec<(&str, u64)> = b.parts().into_iter().filter(|p| p.1 > 0).collect();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+    // Parts under 0.5 % of the whole are noise on this line (they stay in the JSON).
+    let shown: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i == 0 || p.1 * 200 >= total)
+        .map(|(i, &(name, ns))| {
+            let why = if i == 0 { evidence(c, name) } else { None };
+            match why {
+                Some(w) => format!("{name} {} ({w})", human(ns)),
+                None => format!("{name} {}", human(ns)),
+            }
+        })
+        .collect();
+    if shown.is_empty() {
+        return format!("{}: a single instant", human(total));
+    }
+    format!("{}: {}", human(total), shown.join(", "))
+}
+
+/// A few words of evidence for the budget part that dominates.
+fn evidence(c: &Connection, part: &str) -> Option<String> {
+    let diag = |k: DiagnosisKind| c.diagnoses.iter().find(|d| d.kind == k);
+    let ms = |d: wire::Duration| d.as_secs_f64() * 1e3;
+    match part {
+        "server" => {
+            let e = c
+                .story
+                .exchanges
+                .iter()
+                .filter_map(|e| Some((e, e.response_start?)))
+                .max_by_key(|(e, r)| *r - e.request_end)?;
+            Some(match e.0.request_acked.filter(|&a| a < e.1) {
+                Some(a) => format!(
+                    "first byte {:.0} ms after the request was ACKed",
+                    ms(e.1 - a)
+                ),
+                None => format!(
+                    "first byte {:.0} ms after the request's last byte",
+                    ms(e.1 - e.0.request_end)
+                ),
+            })
+        }
+        "client" => diag(DiagnosisKind::ClientDelay)
+            .map(|d| format!("first request {:.0} ms after the handshake", d.delay_ms))
+            .or_else(|| {
+                diag(DiagnosisKind::NagleDelayedAck)
+                    .filter(|d| d.dir == c.story.client)
+                    .map(|_| "small writes held by Nagle until the server's delayed ACK".into())
+            })
+            .or_else(|| Some("between answers and the next request".into())),
+        "transfer" => {
+            let bytes = c.a2b.stats.unique_bytes.max(c.b2a.stats.unique_bytes);
+            let secs = c.story.budget.transfer_ns as f64 / 1e9;
+            (bytes > 0 && secs > 0.0).then(|| {
+                format!(
+                    "{bytes} bytes, {} while moving",
+                    rate(bytes as f64 * 8.0 / secs)
+                )
+            })
+        }
+        "network" => {
+            let rtt = c.handshake.syn_rtt.zip(c.handshake.synack_rtt);
+            rtt.map(|(x, y)| format!("round trip {:.0} ms from here", ms(x + y)))
+        }
+        "stalled" => [
+            DiagnosisKind::PeerUnresponsive,
+            DiagnosisKind::ZeroWindowStall,
+            DiagnosisKind::SynTimeout,
+            DiagnosisKind::RtoStall,
+        ]
+        .into_iter()
+        .find_map(|k| diag(k).map(|_| k.name().replace('_', " "))),
+        _ => None,
     }
 }
 
@@ -98,6 +208,7 @@ pub fn summary(a: &Analysis) -> String {
                 String::new()
             }
         );
+        let _ = writeln!(s, "  {}", budget_line(c));
         let h = &c.handshake;
         let _ = writeln!(
             s,
@@ -113,6 +224,14 @@ pub fn summary(a: &Analysis) -> String {
             c.a2b.options.sack_permitted,
             c.b2a.options.sack_permitted
         );
+        if c.tfo() {
+            let _ = writeln!(
+                s,
+                "  TCP Fast Open: the SYN carried {} bytes of data and a cookie of {} bytes",
+                c.a2b.options.syn_data_bytes,
+                c.a2b.options.tfo_cookie_len.unwrap_or(0)
+            );
+        }
         for (name, dir) in [("a->b", &c.a2b), ("b->a", &c.b2a)] {
             let d = &dir.stats;
             let _ = writeln!(
@@ -177,13 +296,29 @@ pub fn summary(a: &Analysis) -> String {
             rate(u.b2a.rate_bps)
         );
     }
-    for w in &a.warnings {
+    // The warnings themselves go to standard error (see [`warnings`]); a count stays here so
+    // that a saved report says its input was damaged.
+    if !a.warnings.is_empty() {
         let _ = writeln!(
             s,
-            "warning: {} packet {}: {}",
+            "{} warning(s) about damaged input, listed on standard error",
+            a.warnings.len()
+        );
+    }
+    s
+}
+
+/// The warnings, one line each, for standard error.
+pub fn warnings(a: &Analysis) -> String {
+    let mut s = String::new();
+    for w in &a.warnings {
+        // Some messages already start with the packet number.
+        let prefix = format!("packet {}: ", w.packet);
+        let _ = writeln!(
+            s,
+            "latencylab: warning: {}: {prefix}{}",
             a.captures.get(w.capture).map_or("", |c| c.name.as_str()),
-            w.packet,
-            w.message
+            w.message.strip_prefix(&prefix).unwrap_or(&w.message)
         );
     }
     s

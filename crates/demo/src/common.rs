@@ -301,3 +301,143 @@ pub fn findings(checks: &[Check]) -> report::Block {
             .collect(),
     )
 }
+
+/// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line, so that the times of two
+/// programs of one lab can be put on one axis.
+pub fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Result<f64> {
+    recs.iter()
+        .find_map(|r| match r {
+            apps::Record::Start { monotonic_s, .. } => Some(*monotonic_s),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no start line (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
+/// The analyzer's view of one capture, with the series the charts need.
+pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
+    analyze_captures(&[pcap.to_path_buf()], true)
+}
+
+/// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
+/// any), as a report's findings block.
+pub fn analyzer_findings(runs: &[(&str, &analyze::Analysis)]) -> report::Block {
+    let mut findings = Vec::new();
+    for (label, analysis) in runs {
+        let mut any = false;
+        for c in &analysis.connections {
+            for d in &c.diagnoses {
+                findings.push((
+                    format!("{label}: {}", d.kind.name()),
+                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                ));
+                any = true;
+            }
+        }
+        if !any {
+            findings.push((
+                format!("{label}: nothing"),
+                "the analyzer named no cause of delay".into(),
+            ));
+        }
+    }
+    report::Block::Findings(findings)
+}
+
+/// Writes a demo's files into `dir`: `results.json`, each chart as `NAME.png`, and the page as
+/// `report.html`.
+pub fn write_report_files(
+    dir: &Path,
+    results: &impl serde::Serialize,
+    charts: &[(&str, &report::Chart)],
+    page: &report::Page,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    for (name, chart) in charts {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))
+}
+
+/// The analysis of the given captures together (one clock: the lab's captures share it), with
+/// the per-packet series when `keep_series`.
+pub fn analyze_captures(
+    pcaps: &[std::path::PathBuf],
+    keep_series: bool,
+) -> Result<analyze::Analysis> {
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series,
+        ..Default::default()
+    });
+    for pcap in pcaps {
+        let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+        analyzer
+            .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
+            .with_context(|| format!("reading {}", pcap.display()))?;
+    }
+    Ok(analyzer.finish())
+}
+
+/// The analyzer's diagnosis kinds (`nagle_delayed_ack`, …) for the connections to or from
+/// `port`, at every vantage point, each named once, in name order.
+pub fn diagnosis_kinds(a: &analyze::Analysis, port: u16) -> Vec<String> {
+    let mut kinds: Vec<String> = a
+        .connections
+        .iter()
+        .filter(|c| c.a.port() == port || c.b.port() == port)
+        .flat_map(|c| c.diagnoses.iter().map(|d| d.kind.name().to_string()))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// The report's "what the analyzer found" lines for one run: each diagnosis of the connections
+/// to or from `port` with its summary, or one line saying there was none.
+pub fn port_findings(label: &str, a: &analyze::Analysis, port: u16) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for c in a
+        .connections
+        .iter()
+        .filter(|c| c.a.port() == port || c.b.port() == port)
+    {
+        let at = a
+            .captures
+            .get(c.vantage.capture)
+            .map(|s| {
+                Path::new(&s.name)
+                    .file_name()
+                    .map_or(s.name.clone(), |f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        for d in &c.diagnoses {
+            // The direction whose data the diagnosis is about.
+            let (from, to) = match d.dir {
+                Some(analyze::Dir::BtoA) => (c.b, c.a),
+                _ => (c.a, c.b),
+            };
+            out.push((
+                format!("{label}: {}", d.kind.name()),
+                format!("{from} → {to} (seen in {at}): {}", d.summary),
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push((
+            format!("{label}: nothing"),
+            "the analyzer named no cause of delay".into(),
+        ));
+    }
+    out
+}

@@ -11,9 +11,17 @@
 //! - [`bufferbloat`]: FIFO against CoDel + ECN on a home line (issue 6, experiment E3).
 //! - [`l4s`]: a video call beside busy TCP flows: classic FIFO, L4S DualQ, and a path that
 //!   bleaches ECN (issue 7, experiment E6).
+//! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
+//!   (experiment E4).
+//! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
+//! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
+//!   (issue 12, experiment E7).
 
 pub mod bufferbloat;
 mod common;
 pub mod l4s;
+pub mod nagle;
+pub mod notsent_lowat;
+pub mod tfo;
 
 pub use common::Progress;
