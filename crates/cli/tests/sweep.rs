@@ -171,3 +171,50 @@ fn a_mistake_in_the_sweep_file_is_exit_2_and_one_line_before_anything_runs() {
     assert_eq!(r.status.code(), Some(2));
     assert!(text(&r.stderr).contains("--jobs"));
 }
+
+/// Whether any process still has `needle` in its command line.
+fn running_with(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(needle))
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn sweep_small_killed_outright_then_run_again_gives_exactly_four_rows() {
+    let _g = lock();
+    let out = out_dir("sweep-killed");
+    let t0 = Instant::now();
+    let mut child = sweep(&small(), &out)
+        .arg("--jobs")
+        .arg("1")
+        .spawn()
+        .unwrap();
+    while journal_lines(&out) < 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no run finished in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The lab under way gets SIGTERM from the kernel (its parent died) and ends cleanly.
+    let needle = out.to_string_lossy().to_string();
+    while running_with(&needle) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the orphaned lab did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let first = rows(&out);
+    assert!(!first.is_empty() && first.len() < 4, "{first:?}");
+    let again = sweep(&small(), &out).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(rows(&out).len(), 4);
+    assert_eq!(journal_lines(&out), 4, "no run recorded twice");
+    assert_nothing_left();
+}

@@ -8,6 +8,7 @@
 //!
 //! Not here: signal handlers or a progress bar (the CLI's), or Ray (the Python package's).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -174,6 +175,17 @@ fn start(sweep: &SweepFile, run: &Run, runs_dir: &Path, opts: &Options) -> Resul
     let mut cmd = Command::new(program);
     if !pre.is_empty() {
         cmd.args(pre).arg(bin);
+    }
+    // A sweep killed outright (SIGKILL) must not leave its labs running into directories
+    // that the next attempt reuses: they get the SIGTERM that ends a lab cleanly.
+    // SAFETY: prctl(2) is async-signal-safe and touches only the child being started.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     cmd.args(plan::args(sweep, run, &dir))
         .env("PATH", path)
