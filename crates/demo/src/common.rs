@@ -91,6 +91,7 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
             ipv4,
             ipv6,
         }],
+        aliases: vec![],
     }
 }
 

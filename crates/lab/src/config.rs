@@ -101,6 +101,10 @@ pub struct Host {
     #[serde(default)]
     pub family: Family,
     pub interfaces: Vec<Interface>,
+    /// More names for the host's first interface, in `/etc/hosts` and the DNS64 (a sharded
+    /// site's `img1`, `img2`, ... naming one server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
 impl Host {
@@ -465,6 +469,7 @@ pub fn shell_config(o: &ShellOptions) -> Result<LabConfig, UsageError> {
                 ipv4,
                 ipv6,
             }],
+            aliases: vec![],
         });
     }
     let cfg = LabConfig {
@@ -560,6 +565,8 @@ struct RawHost {
     cc: Option<String>,
     ecn: Option<String>,
     mtu: Option<u32>,
+    #[serde(default)]
+    aliases: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -690,6 +697,7 @@ pub fn parse_run_file(
             settings,
             family,
             interfaces,
+            aliases: h.aliases.clone(),
         });
     }
     let trace = |what: &str, t: &str| {
@@ -911,6 +919,9 @@ impl LabConfig {
             if !names.insert(h.name.clone()) {
                 return usage(format!("host '{}' is defined twice", h.name));
             }
+            for a in &h.aliases {
+                check_name(&format!("host '{}' alias", h.name), a, 32)?;
+            }
             let mut ifs = HashSet::new();
             for i in &h.interfaces {
                 check_name(&format!("host '{}' interface", h.name), &i.name, 15)?;
@@ -927,6 +938,13 @@ impl LabConfig {
             if !names.insert(r.clone()) {
                 return usage(format!(
                     "'{r}' is defined twice (host and router names share one space)"
+                ));
+            }
+        }
+        for a in self.hosts.iter().flat_map(|h| &h.aliases) {
+            if !names.insert(a.clone()) {
+                return usage(format!(
+                    "alias '{a}' is taken (host names, router names and aliases share one space)"
                 ));
             }
         }
@@ -1065,6 +1083,9 @@ impl LabConfig {
                 let mut names = format!("{}-{}", h.name, i.name);
                 if k == 0 {
                     names = format!("{} {names}", h.name);
+                    for a in &h.aliases {
+                        names = format!("{names} {a}");
+                    }
                 }
                 if v4 && h.has_ipv4() {
                     s.push_str(&format!("{}\t{names}\n", i.ipv4));
@@ -1086,7 +1107,11 @@ impl LabConfig {
             for (k, i) in h.interfaces.iter().enumerate() {
                 let own = format!("{}-{}", h.name, i.name);
                 let names: Vec<&str> = if k == 0 {
-                    vec![&h.name, &own]
+                    let aliases = h.aliases.iter().map(|a| a.as_str());
+                    [h.name.as_str(), own.as_str()]
+                        .into_iter()
+                        .chain(aliases)
+                        .collect()
                 } else {
                     vec![&own]
                 };
@@ -1344,6 +1369,28 @@ mod tests {
         assert_eq!(c.programs[0].name, "server-1");
         assert!(c.hosts_file().contains("10.77.3.1\tserver server-eth0\n"));
         assert!(c.hosts_file().contains("10.77.2.1\tphone-rmnet0\n"));
+    }
+
+    #[test]
+    fn aliases_name_a_hosts_first_address_in_etc_hosts_and_the_dns64() {
+        let mut c = shell_config(&ShellOptions::default()).unwrap();
+        c.hosts[1].aliases = vec!["img1".into(), "img2".into()];
+        c.validate().unwrap();
+        assert!(c
+            .hosts_file()
+            .contains("10.77.2.1\tserver server-eth0 img1 img2\n"));
+        let dns = nat64::dns64::Dns64::new(Default::default(), c.dns_zone());
+        let answer = dns.answer(&dns_query("img2.", 1)).unwrap();
+        assert_eq!(answer[7], 1, "one A record for the alias");
+        assert!(answer.ends_with(&[10, 77, 2, 1]));
+        c.hosts[0].aliases = vec!["img1".into()];
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("alias 'img1' is taken"));
+        c.hosts[0].aliases = vec!["server".into()];
+        assert!(c.validate().is_err());
     }
 
     #[test]
