@@ -34,6 +34,36 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
     )]
     L4s(L4sArgs),
+    /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
+    /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
+    )]
+    Pipelining(PipeliningArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PipeliningArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/pipelining"
+    )]
+    pub out: PathBuf,
+    /// The first RTT, ms (the seed's 100)
+    #[arg(long, value_name = "MS", default_value_t = 100.0)]
+    pub rtt: f64,
+    /// The second, larger RTT, ms (the seed's +200 ms)
+    #[arg(long, value_name = "MS", default_value_t = 300.0)]
+    pub rtt2: f64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -99,6 +129,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
+        Demo::Pipelining(a) => pipelining(a),
     };
     lab::restore_signals(old);
     r
@@ -118,6 +149,35 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["classic", "l4s", "bleached"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
+    for (what, v) in [("--rtt", a.rtt), ("--rtt2", a.rtt2)] {
+        if !(1.0..=2000.0).contains(&v) {
+            return Err(
+                lab::UsageError(format!("{what}: cannot use '{v}' (from 1 to 2000 ms)")).into(),
+            );
+        }
+    }
+    let outcome = demo::pipelining::run(&demo::pipelining::Options {
+        out_dir: a.out.clone(),
+        rtts_ms: [a.rtt, a.rtt2],
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &[
+            "no-pipelining",
+            "pipelining",
+            "no-pipelining-300ms",
+            "pipelining-300ms",
+        ],
     );
     Ok(ExitCode::SUCCESS)
 }
