@@ -40,6 +40,34 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
     )]
     Pipelining(PipeliningArgs),
+    /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
+    /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
+    /// (about 60 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
+    )]
+    HttpParallel(HttpParallelArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HttpParallelArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/http-parallel"
+    )]
+    pub out: PathBuf,
+    /// Do not load the page in headless Chromium even where it is installed
+    #[arg(long)]
+    pub no_chromium: bool,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -130,6 +158,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
         Demo::Pipelining(a) => pipelining(a),
+        Demo::HttpParallel(a) => http_parallel(a),
     };
     lab::restore_signals(old);
     r
@@ -149,6 +178,30 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["classic", "l4s", "bleached"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
+    let outcome = demo::http_parallel::run(&demo::http_parallel::Options {
+        out_dir: a.out.clone(),
+        seed: a.seed,
+        no_chromium: a.no_chromium,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &[
+            "36-conns",
+            "6-conns",
+            "1-conn",
+            "h2",
+            "h2-coalesced",
+            "chromium",
+        ],
     );
     Ok(ExitCode::SUCCESS)
 }

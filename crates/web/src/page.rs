@@ -271,6 +271,7 @@ impl Page {
             s.push_str(&tag);
         }
         s.push_str("</head><body>\n");
+        s.push_str(LOAD_TIME_SCRIPT);
         let tail = "</body></html>\n";
         let want = self.html.bytes as usize;
         let have = s.len() + tail.len();
@@ -282,6 +283,20 @@ impl Page {
         s.push_str(tail);
         s.into_bytes()
     }
+}
+
+/// Puts Navigation Timing's `loadEventStart` (ms since the navigation started) in the
+/// document's title when the load event fires, so that a browser run headless with
+/// `--dump-dom` reports it. `loadEventEnd` is not yet set inside a load handler; the two
+/// differ by the load handlers' run time, and this is the page's only handler.
+pub const LOAD_TIME_SCRIPT: &str = "<script>addEventListener(\"load\",function(){var n=performance.getEntriesByType(\"navigation\")[0];document.title=\"loadEventStart=\"+n.loadEventStart.toFixed(1)})</script>\n";
+
+/// The `loadEventStart` a page rendered by [`Page::render_html`] put in its title, from the
+/// DOM a headless browser dumped.
+pub fn load_time_from_dom(dom: &str) -> Option<f64> {
+    let i = dom.find("<title>loadEventStart=")? + "<title>loadEventStart=".len();
+    let end = dom[i..].find('<')?;
+    dom[i..i + end].trim().parse().ok()
 }
 
 /// A resource's body: `bytes` bytes that are valid for its type (a comment for scripts and
@@ -406,6 +421,16 @@ think_ms = 20
             .unwrap_err()
             .0
             .contains("plain characters"));
+    }
+
+    #[test]
+    fn the_load_time_is_read_back_from_the_title_of_a_dumped_dom() {
+        let dom = "<html><head><title>loadEventStart=1234.5</title></head></html>";
+        assert_eq!(load_time_from_dom(dom), Some(1234.5));
+        assert_eq!(load_time_from_dom("<title>t</title>"), None);
+        let p = Page::parse(PAGE).unwrap();
+        let html = String::from_utf8(p.render_html("http", 80)).unwrap();
+        assert!(html.contains(LOAD_TIME_SCRIPT));
     }
 
     #[test]
