@@ -394,9 +394,14 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         Axis::new("queue delay p95", "ms").from_zero(),
     )
     .caption(format!(
-        "Runs: {names}. Many connections starting at once put many initial windows into the \
-         300-packet gateway queue together; one connection's congestion control grows into it \
-         gradually."
+        "Runs: {names}. Drops at the 300-packet gateway queue: {drops}. Many connections \
+         starting at once put their initial windows into the queue together, with no shared \
+         congestion control to hold them back; the fewer connections, the less of that.",
+        drops = runs
+            .iter()
+            .map(|r| format!("{} {}", r.label, r.metrics.drops))
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
     .with(
         Series::new(
