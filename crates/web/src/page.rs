@@ -160,6 +160,17 @@ impl Page {
                 e.message()
             ))
         })?;
+        let plain_name = raw.name.len() <= 100
+            && raw
+                .name
+                .chars()
+                .all(|c| c.is_alphanumeric() || " -_.,:()".contains(c));
+        if !plain_name {
+            return Err(PageError(format!(
+                "name = {:?}: letters, digits, spaces and -_.,:() only, at most 100 characters",
+                raw.name
+            )));
+        }
         check_host("[html]", &raw.html.host)?;
         check_sizes("[html]", raw.html.bytes, raw.html.think_ms)?;
         let html = Resource {
@@ -431,6 +442,30 @@ think_ms = 20
         let p = Page::parse(PAGE).unwrap();
         let html = String::from_utf8(p.render_html("http", 80)).unwrap();
         assert!(html.contains(LOAD_TIME_SCRIPT));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_a_page_error_or_a_page_whose_html_references_every_resource(
+            text in "(name = \"[a-z<\"]{0,6}\"\n)?(\\[html\\]\nhost = \"[a-z1 ]{1,4}\"\nbytes = [0-9]{1,4}\n)?(\\[\\[resource\\]\\]\nkind = \"(image|script|html)\"\nhost = \"s\"\npath = \"/[a-z{}i\"]{0,5}\"\ncount = [0-3]\nbytes = [0-9]{1,3}\n){0,3}"
+        ) {
+            if let Ok(page) = Page::parse(&text) {
+                let html = page.render_html("http", 80);
+                proptest::prop_assert_eq!(referenced_urls(&html).len(), page.resources.len());
+            }
+        }
+
+        #[test]
+        fn any_bytes_scan_for_urls_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = referenced_urls(&bytes);
+        }
+    }
+
+    #[test]
+    fn a_page_name_that_would_break_the_html_is_refused() {
+        let e = Page::parse(&PAGE.replace("name = \"t\"", "name = \"x src=\\\"http://a/\\\"\""))
+            .unwrap_err();
+        assert!(e.0.starts_with("name = "), "{e}");
     }
 
     #[test]
