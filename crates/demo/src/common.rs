@@ -205,6 +205,20 @@ pub fn queue_delay_series_of(
         .collect())
 }
 
+/// The header of a table with one column per run: an empty corner, then the run names.
+pub fn run_header<M>(runs: &[(&str, &M)]) -> Vec<String> {
+    std::iter::once(String::new())
+        .chain(runs.iter().map(|(n, _)| n.to_string()))
+        .collect()
+}
+
+/// One row of such a table: its label, then `cell` of each run.
+pub fn run_row<M>(runs: &[(&str, &M)], label: &str, cell: &dyn Fn(&M) -> String) -> Vec<String> {
+    std::iter::once(label.to_string())
+        .chain(runs.iter().map(|(_, m)| cell(m)))
+        .collect()
+}
+
 /// A plain-text table: the first column left-aligned, the others right-aligned.
 pub fn text_table(header: &[String], rows: &[Vec<String>]) -> String {
     let cols = header.len();

@@ -14,12 +14,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::LabConfig;
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check, Progress};
-use crate::pipelining::{resource_bars, waterfall};
+use crate::web_common::{resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const PORTAL: &str = include_str!("../../../examples/pages/portal.toml");
@@ -27,7 +27,6 @@ pub const BASE_RTT_MS: f64 = 40.0;
 pub const DOWN: &str = "20mbit";
 pub const UP: &str = "2mbit";
 const QUEUE: &str = "fifo limit 300";
-const CLIENT_START_S: f64 = 0.5;
 /// The image hosts, aliases of `server`.
 pub const SHARDS: [&str; 5] = ["img1", "img2", "img3", "img4", "img5"];
 pub const CHROMIUM: &str = "/usr/bin/chromium";
@@ -91,40 +90,13 @@ pub struct Outcome {
 /// The lab of one run: `client` loads the page from `server`, also named `img1`..`img5`.
 /// `loader` is the waited-for program (name, command).
 pub fn lab_config(page_file: &Path, loader: (&str, String), seed: u64) -> LabConfig {
-    let one_way = format!("{}ms", BASE_RTT_MS / 2.0);
-    let mut server = common::host("server", 2, EcnMode::Passive);
-    server.aliases = SHARDS.iter().map(|s| s.to_string()).collect();
-    LabConfig {
-        seed,
-        duration_s: None,
-        hosts: vec![common::host("client", 1, EcnMode::Passive), server],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: common::direction(UP, &one_way, QUEUE),
-            down: common::direction(DOWN, &one_way, QUEUE),
-        }],
-        changes: vec![],
-        programs: vec![
-            Program {
-                name: "web-server".into(),
-                host: "server".into(),
-                at_s: 0.0,
-                run: format!("exec latencylab web-server --page {}", page_file.display()),
-                wait: false,
-            },
-            Program {
-                name: loader.0.into(),
-                host: "client".into(),
-                at_s: CLIENT_START_S,
-                run: loader.1,
-                wait: true,
-            },
-        ],
-        nat64: None,
-    }
+    let line = Line {
+        down: DOWN,
+        up: UP,
+        rtt_ms: BASE_RTT_MS,
+        queue: QUEUE,
+    };
+    web_lab(&line, &SHARDS, page_file, loader, seed)
 }
 
 /// Chromium's command: headless, kept in the closed world (no QUIC, no background, update or
@@ -289,13 +261,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("h2", &r.h2),
         ("h2-coalesced", &r.h2_coalesced),
     ];
-    let mut header = vec![String::new()];
-    header.extend(runs.iter().map(|(n, _)| n.to_string()));
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(runs.iter().map(|(_, m)| f(m)));
-        v
-    };
+    let header = common::run_header(&runs);
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
     let mut rows = vec![
         row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
         row("mean time to first byte (ms)", &|m| {

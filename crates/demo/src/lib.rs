@@ -21,5 +21,6 @@ mod common;
 pub mod http_parallel;
 pub mod l4s;
 pub mod pipelining;
+mod web_common;
 
 pub use common::Progress;

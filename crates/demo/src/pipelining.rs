@@ -15,12 +15,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use lab::config::LabConfig;
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
-use web::WebRecord;
 
 use crate::common::{self, Check, Progress};
+use crate::web_common::{resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWSLETTER: &str = include_str!("../../../examples/pages/newsletter.toml");
@@ -31,7 +31,6 @@ pub const PIPELINE_DEPTH: u16 = 8;
 pub const DOWN: &str = "20mbit";
 pub const UP: &str = "5mbit";
 const QUEUE: &str = "fifo limit 1000";
-const CLIENT_START_S: f64 = 0.5;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -78,48 +77,14 @@ pub struct Outcome {
 
 /// The lab of one run: client and server, one link, the server and the page load.
 pub fn lab_config(rtt_ms: f64, depth: u16, page_file: &Path, seed: u64) -> LabConfig {
-    let one_way = format!("{}ms", rtt_ms / 2.0);
-    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
+    let line = Line {
+        down: DOWN,
+        up: UP,
+        rtt_ms,
+        queue: QUEUE,
     };
-    LabConfig {
-        seed,
-        duration_s: None,
-        hosts: vec![
-            common::host("client", 1, EcnMode::Passive),
-            common::host("server", 2, EcnMode::Passive),
-        ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: common::direction(UP, &one_way, QUEUE),
-            down: common::direction(DOWN, &one_way, QUEUE),
-        }],
-        changes: vec![],
-        programs: vec![
-            prog(
-                "web-server",
-                "server",
-                0.0,
-                format!("exec latencylab web-server --page {}", page_file.display()),
-                false,
-            ),
-            prog(
-                "page-load",
-                "client",
-                CLIENT_START_S,
-                format!("exec latencylab page-load http://server/ --per-host 6 --pipeline {depth}"),
-                true,
-            ),
-        ],
-        nat64: None,
-    }
+    let load = format!("exec latencylab page-load http://server/ --per-host 6 --pipeline {depth}");
+    web_lab(&line, &[], page_file, ("page-load", load), seed)
 }
 
 /// One run's resource lines and numbers.
@@ -182,34 +147,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         checks,
         report,
     })
-}
-
-/// The page-load client's resource lines of a run.
-pub fn resource_bars(dir: &Path) -> Result<(Vec<[f64; 4]>, u64)> {
-    let path = dir.join("programs").join("page-load.out");
-    let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
-    let mut bars = Vec::new();
-    let mut conns = 0;
-    for r in &recs {
-        match r {
-            WebRecord::Resource {
-                queued_ms,
-                sent_ms,
-                first_byte_ms,
-                last_byte_ms,
-                ..
-            } => bars.push([*queued_ms, *sent_ms, *first_byte_ms, *last_byte_ms]),
-            WebRecord::Page { connections, .. } => conns = *connections,
-            _ => {}
-        }
-    }
-    if bars.is_empty() {
-        bail!(
-            "{}: the page load wrote no resource (see programs/page-load.err)",
-            path.display()
-        );
-    }
-    Ok((bars, conns))
 }
 
 fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
@@ -276,13 +213,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("no-pipelining-300ms", &r.no_pipelining_slow),
         ("pipelining-300ms", &r.pipelining_slow),
     ];
-    let mut header = vec![String::new()];
-    header.extend(runs.iter().map(|(n, _)| n.to_string()));
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(runs.iter().map(|(_, m)| f(m)));
-        v
-    };
+    let header = common::run_header(&runs);
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
     let rows = vec![
         row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms)),
         row("requests outstanding per connection", &|m| {
@@ -303,43 +235,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
     ];
     (header, rows)
-}
-
-const WAIT: Rgb = Rgb(190, 190, 190);
-const TTFB: Rgb = Rgb(230, 159, 0);
-const TRANSFER: Rgb = Rgb(0, 114, 178);
-
-/// A waterfall: one row per resource in the order the page needed and then got them, a grey
-/// bar while the request waits for a connection, orange from request to first byte, blue while
-/// the response arrives.
-pub fn waterfall(title: &str, bars: &[[f64; 4]], caption: String) -> Chart {
-    let mut sorted = bars.to_vec();
-    sorted.sort_by(|a, b| {
-        (a[1], a[3])
-            .partial_cmp(&(b[1], b[3]))
-            .expect("finite times")
-    });
-    let seg = |from: usize, to: usize| -> Vec<((f64, f64), (f64, f64))> {
-        sorted
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let y = i as f64 + 1.0;
-                ((b[from] / 1e3, y), (b[to] / 1e3, y))
-            })
-            .collect()
-    };
-    let stroke = if sorted.len() > 100 { 2 } else { 4 };
-    Chart::new(
-        title,
-        Axis::new("time since the page load started", "s").from_zero(),
-        Axis::new("resource, in the order requested", "n").from_zero(),
-    )
-    .size(900, 560)
-    .caption(caption)
-    .with(Series::new("waiting for a connection", WAIT, Marks::Segments(seg(0, 1))).stroke(stroke))
-    .with(Series::new("request → first byte", TTFB, Marks::Segments(seg(1, 2))).stroke(stroke))
-    .with(Series::new("transfer", TRANSFER, Marks::Segments(seg(2, 3))).stroke(stroke))
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
