@@ -20,8 +20,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use lab::config::{shell_config, LabConfig};
+use lab::config::LabConfig;
 use lab::{run_lab, RunOptions};
+use labnet::run_dir::RunDir;
+use labnet::shell::shell_config;
 
 use crate::shell::{shell_options, ShellArgs};
 
@@ -451,7 +453,7 @@ fn names_of_v4(cfg: &LabConfig) -> BTreeMap<Ipv4Addr, Vec<String>> {
 pub fn run(a: CheckArgs) -> Result<ExitCode> {
     let mut opts = shell_options(&a.lab);
     opts.nat64 = true;
-    let cfg = shell_config(&opts)?;
+    let cfg = shell_config(&opts, &lab::files::read)?;
     if a.lab.command.is_empty() {
         return Err(lab::UsageError(
             "ipv6-check needs a COMMAND to check (try: latencylab ipv6-check -- curl -s http://server/)".into(),
@@ -510,7 +512,7 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();
-    let (tcp, udp_unanswered) = flows(&dir.join("captures").join("client-eth0.pcap"))?;
+    let (tcp, udp_unanswered) = flows(&RunDir::new(dir).capture("client", "eth0"))?;
     let evidence = Evidence {
         calls: match &strace {
             Some(_) => Some(parse_strace(

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use lab::config::{run_file_config, shell_config, ShellOptions};
+use lab::config::Side;
+use lab::files::{self, run_file_config};
 use lab::{run_lab, RunOptions};
+use labnet::shell::{shell_config, ShellOptions};
 
 /// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
 #[derive(Args, Debug)]
@@ -118,36 +120,45 @@ fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
 
-/// The lab options of `shell` (and of `ipv6-check`, which shares them).
+/// The lab options of `shell` (and of `ipv6-check`, which shares them): each link option as
+/// the setting it names, for one direction or both.
 pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
-    ShellOptions {
-        rate: a.rate.clone(),
-        down: a.down.clone(),
-        up: a.up.clone(),
-        delay: a.delay.clone(),
-        rtt: a.rtt.clone(),
-        down_delay: a.down_delay.clone(),
-        up_delay: a.up_delay.clone(),
-        queue: a.queue.clone(),
-        down_queue: a.down_queue.clone(),
-        up_queue: a.up_queue.clone(),
-        loss: a.loss.clone(),
-        down_loss: a.down_loss.clone(),
-        up_loss: a.up_loss.clone(),
-        down_trace: a.down_trace.clone(),
-        up_trace: a.up_trace.clone(),
-        overhead: a.overhead,
-        bleach_ecn: a.bleach_ecn,
+    let (up, down) = (Some(Side::Up), Some(Side::Down));
+    let mut o = ShellOptions {
         cc: a.cc.clone(),
         ecn: a.ecn.clone(),
         mtu: a.mtu,
         seed: a.seed,
         nat64: a.nat64,
-    }
+        ..ShellOptions::default()
+    };
+    o.link_option("--rate", None, "rate", a.rate.as_ref());
+    o.link_option("--down", down, "rate", a.down.as_ref());
+    o.link_option("--up", up, "rate", a.up.as_ref());
+    o.link_option("--down-trace", down, "trace", a.down_trace.as_ref());
+    o.link_option("--up-trace", up, "trace", a.up_trace.as_ref());
+    o.link_option("--delay", None, "delay", a.delay.as_ref());
+    o.link_option("--rtt", None, "rtt", a.rtt.as_ref());
+    o.link_option("--down-delay", down, "delay", a.down_delay.as_ref());
+    o.link_option("--up-delay", up, "delay", a.up_delay.as_ref());
+    o.link_option("--queue", None, "queue", a.queue.as_ref());
+    o.link_option("--down-queue", down, "queue", a.down_queue.as_ref());
+    o.link_option("--up-queue", up, "queue", a.up_queue.as_ref());
+    o.link_option("--loss", None, "loss", a.loss.as_ref());
+    o.link_option("--down-loss", down, "loss", a.down_loss.as_ref());
+    o.link_option("--up-loss", up, "loss", a.up_loss.as_ref());
+    o.link_option("--overhead", None, "overhead", a.overhead);
+    o.link_option(
+        "--bleach-ecn",
+        None,
+        "bleach_ecn",
+        a.bleach_ecn.then_some(true),
+    );
+    o
 }
 
 pub fn shell(a: ShellArgs) -> Result<ExitCode> {
-    let cfg = shell_config(&shell_options(&a))?;
+    let cfg = shell_config(&shell_options(&a), &files::read)?;
     let command = if a.command.is_empty() {
         vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
     } else {

@@ -59,7 +59,9 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
             "call_rtt_p50_ms",
             "call_rtt_p99_ms",
             "call_loss_pct",
+            "loss_pct_max_per_s",
             "fps_ge25_pct",
+            "fps_min",
             "stalls",
             "competing_share_pct",
         ] {
@@ -67,6 +69,13 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
         }
         assert!(f(&r, run, "call_rtt_p50_ms") <= f(&r, run, "call_rtt_p99_ms"));
         assert!(f(&r, run, "call_rtt_p50_ms") >= base - 1.0, "{run}: {r}");
+        // Per second: a share of the packets, at most the 30 frames sent (a second's line can
+        // take in a frame of the next when the loop runs late).
+        assert!(
+            (0.0..=100.0).contains(&f(&r, run, "loss_pct_max_per_s")),
+            "{run}: {r}"
+        );
+        assert!((0.0..=32.0).contains(&f(&r, run, "fps_min")), "{run}: {r}");
     }
 
     // Run B: the call's packets wait almost nothing at the bottleneck, lose nothing, and the
@@ -94,6 +103,15 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     );
     assert!(
         f(&r, "classic", "call_loss_pct") >= 1.0 || f(&r, "classic", "stalls") > 0.0,
+        "{r}"
+    );
+    // Its worst second is worse than the whole call, and worse than L4S's worst.
+    assert!(
+        f(&r, "classic", "loss_pct_max_per_s") >= f(&r, "classic", "call_loss_pct"),
+        "{r}"
+    );
+    assert!(
+        f(&r, "classic", "loss_pct_max_per_s") > f(&r, "l4s", "loss_pct_max_per_s"),
         "{r}"
     );
 
@@ -125,6 +143,8 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
         assert!(dir.join(run).join("programs/call-remote.out").exists());
     }
     assert!(stdout.contains("call RTT p99"), "{stdout}");
+    assert!(stdout.contains("in the worst second"), "{stdout}");
+    assert!(stdout.contains("fewest frames in a second"), "{stdout}");
     assert!(stdout.contains("report.html"), "{stdout}");
 }
 

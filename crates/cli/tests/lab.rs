@@ -16,6 +16,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use labnet::run_dir::{parse_link_log, LogLine, RunDir};
+use labnet::spec::Side;
+use link::EventKind;
+
 fn total_goodput_mbps(lines: &[serde_json::Value], role: &str) -> f64 {
     lines
         .iter()
@@ -30,27 +34,18 @@ fn payload_mbps(link_mbit: f64) -> f64 {
     link_mbit * (1500.0 - 72.0) / 1500.0
 }
 
-#[derive(Debug)]
-struct LogLine {
-    time_s: f64,
-    event: String,
-    cause: String,
+/// Every event of one direction of a link, read through the run directory's own reader.
+fn link_log(dir: &Path, link: &str, side: Side) -> Vec<LogLine> {
+    let path = RunDir::new(dir).link_log(link, side);
+    parse_link_log(
+        &path.display().to_string(),
+        &fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap()
 }
 
-fn link_log(path: &Path) -> Vec<LogLine> {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            LogLine {
-                time_s: f[0].parse::<f64>().unwrap() / 1e9,
-                event: f[1].into(),
-                cause: f[7].into(),
-            }
-        })
-        .collect()
+fn cause(l: &LogLine) -> &str {
+    l.cause.as_deref().unwrap_or("-")
 }
 
 #[test]
@@ -121,9 +116,9 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
         let lines = text(&t.stdout).lines().count();
         assert!(lines > 5000, "{cap}: only {lines} packets");
     }
-    let resolved: lab::LabConfig =
-        serde_json::from_str(&fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap();
-    assert_eq!(resolved.links[0].down.capacity, "10mbit");
+    let resolved: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(RunDir::new(&dir).lab_json()).unwrap()).unwrap();
+    assert_eq!(resolved["links"][0]["down"]["capacity"], "10mbit");
     assert_nothing_left();
 }
 
@@ -280,21 +275,21 @@ fn loss_drops_about_the_given_share_in_the_direction_asked() {
     ]);
     // ping exits 0 when some replies came back, 1 when none did.
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let up = link_log(&dir.join("links/path-up.log"));
+    let up = link_log(&dir, "path", Side::Up);
     let offered = up
         .iter()
-        .filter(|l| l.event == "enqueue" || l.cause == "loss")
+        .filter(|l| l.event == EventKind::Enqueue || cause(l) == "loss")
         .count();
-    let lost = up.iter().filter(|l| l.cause == "loss").count();
+    let lost = up.iter().filter(|l| cause(l) == "loss").count();
     let share = lost as f64 / offered as f64;
     assert!(offered >= 2000, "{offered}");
     assert!(
         (share - 0.05).abs() < 0.015,
         "lost {lost} of {offered} = {share:.4}"
     );
-    let down = link_log(&dir.join("links/path-down.log"));
+    let down = link_log(&dir, "path", Side::Down);
     assert!(
-        down.iter().all(|l| l.cause != "loss"),
+        down.iter().all(|l| cause(l) != "loss"),
         "no loss was asked downstream"
     );
     assert_nothing_left();
@@ -332,16 +327,16 @@ fn wifi_goes_dark_between_5_and_20_seconds_while_cellular_keeps_working() {
     );
     let o = run(&["run", example, "-q", "-o", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let wifi = link_log(&dir.join("links/wifi-up.log"));
+    let wifi = link_log(&dir, "wifi", Side::Up);
     let sent: Vec<f64> = wifi
         .iter()
-        .filter(|l| l.event == "dequeue")
-        .map(|l| l.time_s)
+        .filter(|l| l.event == EventKind::Dequeue)
+        .map(|l| l.time_s())
         .collect();
     let dark: Vec<f64> = wifi
         .iter()
-        .filter(|l| l.cause == "down")
-        .map(|l| l.time_s)
+        .filter(|l| cause(l) == "down")
+        .map(|l| l.time_s())
         .collect();
     assert!(
         sent.iter().any(|t| *t < 5.0) && sent.iter().any(|t| *t > 20.0),
@@ -356,13 +351,13 @@ fn wifi_goes_dark_between_5_and_20_seconds_while_cellular_keeps_working() {
         "{} dark drops",
         dark.len()
     );
-    let cell = link_log(&dir.join("links/cell-up.log"));
+    let cell = link_log(&dir, "cell", Side::Up);
     let cell_mid = cell
         .iter()
-        .filter(|l| l.event == "dequeue" && (5.0..20.0).contains(&l.time_s))
+        .filter(|l| l.event == EventKind::Dequeue && (5.0..20.0).contains(&l.time_s()))
         .count();
     assert!(cell_mid > 100, "cellular carries on: {cell_mid}");
-    assert!(cell.iter().all(|l| l.event != "drop"));
+    assert!(cell.iter().all(|l| l.event != EventKind::Drop));
     assert_nothing_left();
 }
 

@@ -12,6 +12,10 @@ use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use labnet::run_dir::{parse_link_log, RunDir};
+use labnet::spec::Side;
+use link::EventKind;
+
 /// Two bulk downloads and a probe every 100 ms (`proto`: udp, or tcp request/response),
 /// through `queue` both ways.
 fn two_downloads_and_a_probe(name: &str, queue: &str, proto: &str, extra: &[&str]) -> PathBuf {
@@ -50,12 +54,16 @@ fn two_downloads_and_a_probe(name: &str, queue: &str, proto: &str, extra: &[&str
 /// Queueing delays (ms) of the probe's packets (from port 5202) on the server→client
 /// bottleneck.
 fn probe_queue_delays_ms(dir: &Path) -> Vec<f64> {
-    let log = fs::read_to_string(dir.join("links/path-down.log")).unwrap();
-    log.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split('\t').collect::<Vec<_>>())
-        .filter(|f| f[1] == "dequeue" && f[5].contains("]:5202 > "))
-        .map(|f| f[4].parse::<f64>().unwrap() / 1e6)
+    let path = RunDir::new(dir).link_log("path", Side::Down);
+    let log = fs::read_to_string(&path).unwrap();
+    parse_link_log(&path.display().to_string(), &log)
+        .unwrap()
+        .into_iter()
+        .filter(|l| {
+            l.event == EventKind::Dequeue
+                && l.flow.as_deref().is_some_and(|f| f.contains("]:5202 > "))
+        })
+        .map(|l| l.sojourn_ns.expect("a dequeue has a sojourn") as f64 / 1e6)
         .collect()
 }
 

@@ -11,16 +11,19 @@
 //!     one packet per vrtt, as a rate: `d(rate)/dt = MSS·8 / vrtt²` bit/s per second, which is
 //!     what a window flow with RTT vrtt gets from `cwnd += 1 MSS per RTT`. Below 25 ms every
 //!     flow so grows at the same rate per second whatever its RTT.
-//! - [`Mode::Classic`] (sends ECT(0)): CE and loss both halve the rate, at most once per RTT
-//!   (RFC 3168 §6.1.2, RFC 5681 §3.1); the same additive increase with the real srtt (Reno is
-//!   RTT-dependent).
-//! - [`Mode::NotEct`]: as classic, but marks nothing and so reacts to loss only; the fallback
-//!   when ECN validation fails.
+//! - [`Mode::Classic`] (sends ECT(0)): a legacy real-time video sender, the Google Congestion
+//!   Control of WebRTC (draft-ietf-rmcat-gcc-02, module [`crate::gcc`]): a loss-based
+//!   estimate that holds through 2–10 % of loss and a delay-based estimate from the packets'
+//!   arrival times ([`Controller::on_arrival`]); a CE mark counts as a loss (RFC 3168 §5).
+//!   It stays so after an ECN fallback (then sending Not-ECT).
+//! - [`Mode::NotEct`] (marks nothing), the fallback of an L4S sender whose ECN validation
+//!   fails: Reno on loss, halving the rate at most once per RTT (RFC 5681 §3.1), with
+//!   additive increase at the real srtt (Reno is RTT-dependent).
 //!
-//! In every mode, loss halves the rate (Reno, RFC 5681 §3.1), at most once per RTT in total
-//! with any CE cut in the same RTT; and a sender that hears no feedback for
-//! `max(4·vrtt, 200 ms)` while sending halves its rate per such period, as a retransmission
-//! timeout would collapse a window.
+//! In L4S and Reno modes loss halves the rate, at most once per RTT in total with any CE cut
+//! in the same RTT. In every mode a sender that hears no feedback for `max(4·vrtt, 200 ms)`
+//! while sending halves its rate per such period, as a retransmission timeout would collapse
+//! a window.
 //!
 //! Not here: packet formats, counting at the receiver, turning the rate into frames (the
 //! `call` program does that), slow start (a call starts at a configured rate and grows by
@@ -28,6 +31,7 @@
 
 use wire::{Duration, Ecn, Instant};
 
+use crate::gcc::{Gcc, GccParams};
 use crate::pacer::Pacer;
 use crate::validation::{EcnCounts, EcnState, EcnValidator, FailReason};
 
@@ -36,9 +40,9 @@ use crate::validation::{EcnCounts, EcnState, EcnValidator, FailReason};
 pub enum Mode {
     /// ECT(1) and the scalable (Prague-style) response.
     L4s,
-    /// ECT(0) and the RFC 3168 / Reno response.
+    /// ECT(0) and a legacy real-time sender (GCC).
     Classic,
-    /// Not-ECT and Reno on loss only.
+    /// Not-ECT; Reno on loss (or GCC, after a classic sender's fallback).
     NotEct,
 }
 
@@ -79,6 +83,8 @@ pub struct Params {
     /// RTT assumed before the first sample (RFC 6298 §2.1 uses 1 s for the RTO; a real-time
     /// flow wants a shorter guess).
     pub initial_rtt: Duration,
+    /// The classic mode's controller (draft-ietf-rmcat-gcc-02's constants).
+    pub gcc: GccParams,
 }
 
 impl Default for Params {
@@ -93,6 +99,7 @@ impl Default for Params {
             pacing_percent: 120,
             pacing_burst: Duration::from_millis(2),
             initial_rtt: Duration::from_millis(100),
+            gcc: GccParams::default(),
         }
     }
 }
@@ -151,6 +158,8 @@ pub struct Controller {
     last_feedback: Instant,
     last_sent: Option<Instant>,
     pacer: Pacer,
+    /// The classic mode's rate controller; it keeps the rate from then on.
+    gcc: Option<Gcc>,
     validator: EcnValidator,
     events: Vec<Event>,
     stats: Stats,
@@ -176,6 +185,14 @@ impl Controller {
             last_feedback: now,
             last_sent: None,
             pacer: Pacer::new(now, params.pacing_burst),
+            gcc: (mode == Mode::Classic).then(|| {
+                Gcc::new(
+                    params.gcc,
+                    start,
+                    params.min_rate_bps as f64,
+                    params.max_rate_bps as f64,
+                )
+            }),
             validator: EcnValidator::new(mode.ecn()),
             events: Vec::new(),
             stats: Stats::default(),
@@ -203,6 +220,10 @@ impl Controller {
     }
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+    /// The classic mode's GCC state, for the logs; `None` in the other modes.
+    pub fn gcc(&self) -> Option<&Gcc> {
+        self.gcc.as_ref()
     }
     /// The next event, oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -272,6 +293,17 @@ impl Controller {
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
     }
 
+    /// The peer reports that a packet sent at `send` (this sender's clock) arrived at
+    /// `arrival` (the peer's clock); `now` is when the report came in. Feeds GCC's
+    /// delay-based controller in classic mode; the other modes ignore it.
+    pub fn on_arrival(&mut self, now: Instant, send: Instant, arrival: Instant) {
+        let rtt = self.virtual_rtt();
+        if let Some(g) = self.gcc.as_mut() {
+            g.on_arrival(now, send, arrival, rtt);
+            self.rate_bps = g.target_bps();
+        }
+    }
+
     /// One feedback from the peer, at `now`.
     pub fn on_feedback(&mut self, now: Instant, fb: &Feedback) {
         if let Some(rtt) = fb.rtt {
@@ -295,6 +327,19 @@ impl Controller {
         self.stats.ce_packets += ce;
         self.stats.lost_packets += fb.lost_packets;
 
+        if let Some(g) = self.gcc.as_mut() {
+            // RFC 3168 §5: a CE mark asks for the same response as a drop, so a marked
+            // packet counts as lost.
+            let ce = ce.min(fb.acked_packets);
+            g.on_feedback(
+                now,
+                fb.acked_bytes,
+                fb.acked_packets - ce,
+                fb.lost_packets + ce,
+            );
+            self.rate_bps = g.target_bps();
+            return;
+        }
         self.update_alpha(now, fb.acked_packets, ce);
         self.additive_increase(now, fb.acked_packets);
         if fb.lost_packets > 0 {
@@ -312,6 +357,10 @@ impl Controller {
         };
         if now - self.last_feedback >= self.feedback_timeout() && last_sent > self.last_feedback {
             self.rate_bps /= 2.0;
+            if let Some(g) = self.gcc.as_mut() {
+                g.scale(0.5);
+                self.rate_bps = g.target_bps();
+            }
             self.stats.feedback_timeouts += 1;
             self.last_feedback = now;
             self.last_increase = now;
@@ -531,8 +580,8 @@ mod tests {
     }
 
     #[test]
-    fn loss_halves_the_rate_once_per_rtt_in_every_mode() {
-        for mode in [Mode::L4s, Mode::Classic, Mode::NotEct] {
+    fn loss_halves_the_rate_once_per_rtt_in_l4s_and_reno_modes() {
+        for mode in [Mode::L4s, Mode::NotEct] {
             let mut c = Controller::new(params(), mode, Instant::ZERO);
             let rtt = Duration::from_millis(40);
             let before = c.target_rate_bps();
@@ -575,28 +624,42 @@ mod tests {
     }
 
     #[test]
-    fn classic_mode_halves_on_ce_once_per_rtt() {
+    fn classic_mode_is_gcc_holding_through_moderate_loss_and_cutting_on_heavy_loss_or_ce() {
         let mut c = Controller::new(params(), Mode::Classic, Instant::ZERO);
+        assert_eq!(c.send_ecn(), Ecn::Ect0);
         let rtt = Duration::from_millis(40);
-        let before = c.target_rate_bps() as f64;
+        let before = c.target_rate_bps();
+        // 3 s of 5 % loss, a feedback every 10 ms: Reno would have halved 75 times.
         let mut now = Instant::ZERO;
-        for _ in 0..7 {
-            now += Duration::from_millis(5);
-            c.on_feedback(now, &fb(4, 1, Ecn::Ect0, rtt));
+        for k in 0..300 {
+            now += Duration::from_millis(10);
+            c.on_packet_sent(now, 1200);
+            let mut f = fb(4, 0, Ecn::Ect0, rtt);
+            f.lost_packets = u64::from(k % 5 == 0);
+            c.on_feedback(now, &f);
         }
-        assert_eq!(c.stats().ce_reductions, 1);
-        // Half, plus the additive increase of the 35 ms around the cut (Reno at 40 ms:
-        // 6 Mbit/s per second, so at most 0.21 Mbit/s).
+        assert_eq!(c.target_rate_bps(), before);
+        assert_eq!(c.stats().loss_reductions, 0);
+        // 30 % CE: counted as loss, a cut by 15 % at the first report wholly made of it.
+        for _ in 0..150 {
+            now += Duration::from_millis(10);
+            c.on_packet_sent(now, 1200);
+            c.on_feedback(now, &fb(10, 3, Ecn::Ect0, rtt));
+        }
         let after = c.target_rate_bps() as f64;
         assert!(
-            after >= before / 2.0 && after <= before / 2.0 + 210_000.0,
-            "{after}"
+            (after - 0.85 * before as f64).abs() < 1.0,
+            "{before} → {after}"
         );
-        assert_eq!(c.send_ecn(), Ecn::Ect0);
+        assert_eq!(
+            c.gcc().map(|g| g.loss_based_bps() as u64),
+            Some(after as u64)
+        );
+        assert!(Controller::new(params(), Mode::L4s, now).gcc().is_none());
     }
 
     #[test]
-    fn growth_per_second_is_the_same_for_rtts_below_the_reference_but_not_in_classic_mode() {
+    fn growth_per_second_is_the_same_for_rtts_below_the_reference_but_not_with_reno() {
         let growth = |mode: Mode, rtt_ms: u64| {
             let mut c = Controller::new(params(), mode, Instant::ZERO);
             let start = c.target_rate_bps();
@@ -612,8 +675,8 @@ mod tests {
         let (short, long) = (growth(Mode::L4s, 5), growth(Mode::L4s, 20));
         assert!((short - long).abs() < 0.05 * long, "L4S: {short} vs {long}");
         // Reno's growth depends on the RTT: the short flow grows much faster.
-        let (short, long) = (growth(Mode::Classic, 10), growth(Mode::Classic, 40));
-        assert!(short > 4.0 * long, "classic: {short} vs {long}");
+        let (short, long) = (growth(Mode::NotEct, 10), growth(Mode::NotEct, 40));
+        assert!(short > 4.0 * long, "Reno: {short} vs {long}");
     }
 
     #[test]

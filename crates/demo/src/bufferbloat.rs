@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Connection, Dir};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program, Side};
+use labnet::run_dir::RunDir;
 use report::tsg::TimeSequence;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
@@ -301,7 +302,7 @@ fn collect(
         );
     };
 
-    let pcap = dir.join("captures").join("server-eth0.pcap");
+    let pcap = RunDir::new(dir).capture("server", "eth0");
     let mut analyzer = analyze::Analyzer::new(analyze::Options {
         keep_series: true,
         ..Default::default()
@@ -332,7 +333,7 @@ fn collect(
         .cwr;
 
     let queue_delay =
-        common::queue_delay_series(&dir.join("links").join("path-down.log"), QUEUE_BIN_S)?;
+        common::queue_delay_series(&RunDir::new(dir).link_log("path", Side::Down), QUEUE_BIN_S)?;
     Ok(RunData {
         label,
         metrics: RunMetrics {
@@ -950,8 +951,8 @@ mod tests {
     fn the_fifo_lab_puts_the_queue_on_both_directions_and_waits_for_the_probe() {
         let cfg = lab_config(FIFO_QUEUE, EcnMode::Passive, 12.0, 1);
         cfg.validate().unwrap();
-        assert_eq!(cfg.links[0].down.queue, FIFO_QUEUE);
-        assert_eq!(cfg.links[0].up.capacity, "1mbit");
+        assert_eq!(cfg.links[0].down.queue.to_string(), FIFO_QUEUE);
+        assert_eq!(cfg.links[0].up.to_json()["capacity"], "1mbit");
         let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
         assert_eq!(waited.len(), 1);
         assert!(waited[0].run.contains("--duration 12000ms"));

@@ -13,6 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lab::config::{iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface};
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
+use labnet::run_dir::{LogLine, RunDir};
+use link::EventKind;
 
 /// A progress bar on stderr measured in seconds of expected work. Each phase advances it with
 /// the wall clock (a lab's length is known in advance) and snaps to the phase's end when the
@@ -95,16 +97,12 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
     }
 }
 
-/// One link direction: a rate, a one-way delay, a queue, no random loss.
-pub fn direction(capacity: &str, delay: &str, queue: &str) -> Direction {
-    Direction {
-        capacity: capacity.into(),
-        delay: delay.into(),
-        loss: "0%".into(),
-        queue: queue.into(),
-        overhead_bytes: 0,
-        bleach_ecn: false,
-    }
+/// One link direction: a rate, a one-way delay, a queue, no random loss. The values are a
+/// demo's own constants, written as a user would write them: a bad one is a bug in the demo,
+/// which its `lab_config` test finds.
+pub fn direction(rate: &str, delay: &str, queue: &str) -> Direction {
+    Direction::parse(&[("rate", rate), ("delay", delay), ("queue", queue)])
+        .unwrap_or_else(|e| panic!("a demo's link direction: {e}"))
 }
 
 /// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
@@ -136,7 +134,7 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
 
 /// The JSON lines a program of the lab wrote on its stdout.
 pub fn program_records(run_dir: &Path, program: &str) -> Result<Vec<apps::Record>> {
-    let path = run_dir.join("programs").join(format!("{program}.out"));
+    let path = RunDir::new(run_dir).program_out(program);
     apps::read_records(&path).with_context(|| format!("reading {}", path.display()))
 }
 
@@ -165,30 +163,23 @@ pub fn queue_delay_series_of(
 ) -> Result<Vec<(f64, f64)>> {
     let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
     let mut bins: Vec<f64> = Vec::new();
-    for line in BufReader::new(f).lines() {
+    for (n, line) in BufReader::new(f).lines().enumerate() {
         let line = line.with_context(|| format!("reading {}", log.display()))?;
-        if line.starts_with('#') {
-            continue;
-        }
-        let mut it = line.split('\t');
-        let (Some(t), Some("dequeue"), _, _, Some(soj), _, Some(ecn)) = (
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-        ) else {
+        let l = LogLine::parse(&line).with_context(|| format!("{}:{}", log.display(), n + 1))?;
+        let Some(LogLine {
+            time_ns,
+            event: EventKind::Dequeue,
+            sojourn_ns: Some(soj_ns),
+            ecn,
+            ..
+        }) = l
+        else {
             continue;
         };
-        if !keep(ecn) {
+        if !keep(ecn.name()) {
             continue;
         }
-        let (Ok(t_ns), Ok(soj_ns)) = (t.parse::<u64>(), soj.parse::<u64>()) else {
-            continue;
-        };
-        let i = (t_ns as f64 / 1e9 / bin_s) as usize;
+        let i = (time_ns as f64 / 1e9 / bin_s) as usize;
         if bins.len() <= i {
             bins.resize(i + 1, f64::NAN);
         }
@@ -275,6 +266,20 @@ mod tests {
         let s = queue_delay_series(&log, 0.1).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
+        let dir = std::env::temp_dir().join(format!("demo-qd-bad-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("l.log");
+        fs::write(&log, "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n").unwrap();
+        let e = queue_delay_series(&log, 0.1).unwrap_err();
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -412,7 +412,7 @@ mod tests {
     fn the_lab_runs_the_server_and_waits_for_the_page_load() {
         let cfg = lab_config(300.0, 8, Path::new("/tmp/p.toml"), 1);
         cfg.validate().unwrap();
-        assert_eq!(cfg.links[0].down.delay, "150ms");
+        assert_eq!(cfg.links[0].down.to_json()["delay"], "150ms");
         let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
         assert_eq!(waited.len(), 1);
         assert!(waited[0].run.contains("--pipeline 8"));

@@ -13,18 +13,18 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::Path;
 
 use anyhow::Result;
 use link::net::{Hop, LinkId, Network, NodeId};
 use link::{Event, Link, LinkParams};
 use wire::{Instant, Packet};
 
-use crate::config::{resolve_direction, Attach, LabConfig};
 use crate::netns::HostNs;
 use crate::output::{self, EngineSummary, LinkLog, LinkSummary, Pcap, Summary};
 use crate::sys;
 use crate::translator::{Role, Translator};
+use labnet::run_dir::RunDir;
+use labnet::spec::{Attach, LabConfig, Side, DEFAULT_MTU};
 
 /// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
 const MAX_PACKET: usize = 65_536;
@@ -122,7 +122,7 @@ impl Forwarder {
     pub fn build(
         cfg: &LabConfig,
         hosts: &[HostNs],
-        out_dir: Option<&Path>,
+        out_dir: Option<&RunDir>,
         real_start_ns: u64,
     ) -> Result<Forwarder> {
         let mut net = Network::new();
@@ -132,10 +132,7 @@ impl Forwarder {
             for (ii, iface) in h.interfaces.iter().enumerate() {
                 let node = net.add_node();
                 let pcap = match out_dir {
-                    Some(d) => Some(output::open_pcap(
-                        &d.join("captures")
-                            .join(format!("{}-{}.pcap", h.name, iface.name)),
-                    )?),
+                    Some(d) => Some(output::open_pcap(&d.capture(&h.name, &iface.name))?),
                     None => None,
                 };
                 ifaces.push(IfaceRt {
@@ -172,15 +169,17 @@ impl Forwarder {
             .iter()
             .map(|h| h.settings.mtu)
             .max()
-            .unwrap_or(crate::config::DEFAULT_MTU);
+            .unwrap_or(DEFAULT_MTU);
         for (li, l) in cfg.links.iter().enumerate() {
             let (na, nb) = (node_of(cfg.attach(&l.a)?), node_of(cfg.attach(&l.b)?));
-            for (di, (name, d, to, from)) in [("up", &l.up, nb, na), ("down", &l.down, na, nb)]
-                .into_iter()
-                .enumerate()
+            for (di, (side, d, to, from)) in
+                [(Side::Up, &l.up, nb, na), (Side::Down, &l.down, na, nb)]
+                    .into_iter()
+                    .enumerate()
             {
-                let (params, mut spec) =
-                    resolve_direction(&format!("link '{}' {name}", l.name), d)?;
+                let name = side.name();
+                let params = d.params.clone();
+                let mut spec = d.queue.clone();
                 // AQMs keep at least an MTU or two queued; the lab's largest MTU is theirs.
                 spec.set_mtu(mtu as usize);
                 let seed = dir_seed(cfg.seed, li, di);
@@ -196,9 +195,7 @@ impl Forwarder {
                     link_index: li,
                 });
                 logs.push(match out_dir {
-                    Some(o) => Some(LinkLog::create(
-                        &o.join("links").join(format!("{}-{name}.log", l.name)),
-                    )?),
+                    Some(o) => Some(LinkLog::create(&o.link_log(&l.name, side))?),
                     None => None,
                 });
             }

@@ -6,16 +6,16 @@
 //! pure crates and is tested there in simulated time. Here the tests are end to end, in real
 //! namespaces (see `tests/`).
 //!
-//! Layout: [`config`] (what a lab is: hosts, links, schedule; from shell options or a TOML run
-//! file), [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
-//! event loop), [`translator`] and [`dns_tcp`] (the NAT64 and DNS64 endpoints of `--nat64` labs), [`process`]
-//! (programs in hosts), [`output`] (pcap, link logs, summary), [`cleanup`] (leftovers of
-//! earlier labs).
+//! Layout: what a lab is comes from `labnet` (re-exported as [`config`]), its files from
+//! [`files`]; [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
+//! event loop), [`translator`] and [`dns_tcp`] (the NAT64 and DNS64 endpoints of `--nat64`
+//! labs), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary),
+//! [`cleanup`] (leftovers of earlier labs).
 
 pub mod cleanup;
-pub mod config;
 pub mod dns_tcp;
 pub mod engine;
+pub mod files;
 pub mod netns;
 pub mod output;
 pub mod process;
@@ -23,5 +23,7 @@ pub mod runner;
 mod sys;
 pub mod translator;
 
-pub use config::{LabConfig, UsageError};
+/// The lab's specification, from the pure core (kept under its old name for callers).
+pub use labnet::spec as config;
+pub use labnet::{LabConfig, UsageError};
 pub use runner::{block_stop_signals, restore_signals, run_lab, RunOptions, RunResult};

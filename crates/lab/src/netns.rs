@@ -27,8 +27,8 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
-use crate::config::Host;
 use crate::sys;
+use labnet::spec::Host;
 
 pub const NETNS_DIR: &str = "/run/netns";
 /// Namespace names start with this, then the owning process id.

@@ -23,12 +23,14 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use wire::Instant;
 
 use crate::cleanup::{self, runtime_dir};
-use crate::config::{apply_change, LabConfig, UsageError};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
 use crate::process::{self, Launch};
 use crate::sys;
+use labnet::run_dir::RunDir;
+use labnet::spec::{secs, LabConfig, UsageError};
+use labnet::Setting;
 
 /// The timer is armed this much before a deadline and the rest is busy-waited: a sleeping
 /// thread wakes tens of microseconds late, a polling one does not. Measured (docs/
@@ -314,14 +316,15 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
-    if let Some(d) = &opts.out_dir {
+    let run_dir = opts.out_dir.as_ref().map(RunDir::new);
+    if let Some(d) = &run_dir {
         output::prepare_dir(d)?;
-        output::write_json(&d.join("lab.json"), cfg)?;
+        output::write_json(&d.lab_json(), cfg)?;
     }
     let mono_start = sys::monotonic_ns();
     let real_start = sys::realtime_ns();
     let now_of = |mono: u64| Instant::from_nanos(mono.saturating_sub(mono_start));
-    let capture_dir = opts.out_dir.as_deref().filter(|_| !opts.no_capture);
+    let capture_dir = run_dir.as_ref().filter(|_| !opts.no_capture);
     let mut fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
 
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
@@ -406,11 +409,11 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         let (stdout, stderr) = match (&opts.out_dir, command) {
             (_, true) => (Stdio::inherit(), Stdio::inherit()),
             (Some(d), false) => {
-                let dir = d.join("programs");
-                fs::create_dir_all(&dir)?;
+                let d = RunDir::new(d);
+                fs::create_dir_all(d.programs())?;
                 (
-                    Stdio::from(File::create(dir.join(format!("{name}.out")))?),
-                    Stdio::from(File::create(dir.join(format!("{name}.err")))?),
+                    Stdio::from(File::create(d.program_out(name))?),
+                    Stdio::from(File::create(d.program_err(name))?),
                 )
             }
             // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
@@ -464,9 +467,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     pending_changes.sort_by(|a, b| cfg.changes[*a].at_s.total_cmp(&cfg.changes[*b].at_s));
     let (mut next_prog, mut next_change) = (0usize, 0usize);
     let link_idx = cfg.link_index();
-    let stop_at = cfg
-        .duration_s
-        .map(|s| Instant::ZERO + crate::config::secs(s));
+    let stop_at = cfg.duration_s.map(|s| Instant::ZERO + secs(s));
     let mut command_pending = opts.command.clone();
     let server_wait_until = Instant::ZERO + SERVER_READY_TIMEOUT;
 
@@ -510,7 +511,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
         while next_prog < pending_progs.len() && stopping.is_none() {
             let p = &cfg.programs[pending_progs[next_prog]];
-            if now < Instant::ZERO + crate::config::secs(p.at_s) {
+            if now < Instant::ZERO + secs(p.at_s) {
                 break;
             }
             let child = launch(
@@ -532,7 +533,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
         while next_change < pending_changes.len() {
             let c = &cfg.changes[pending_changes[next_change]];
-            let at = Instant::ZERO + crate::config::secs(c.at_s);
+            let at = Instant::ZERO + secs(c.at_s);
             if now < at {
                 break;
             }
@@ -540,12 +541,11 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             let targets: Vec<usize> = (0..fwd.dirs.len())
                 .filter(|&d| {
                     let info = &fwd.dirs[d];
-                    info.link_index == li
-                        && c.direction.as_deref().is_none_or(|x| x == info.direction)
+                    info.link_index == li && c.direction.is_none_or(|x| x.name() == info.direction)
                 })
                 .collect();
             for d in targets {
-                let params = apply_change(fwd.net.link(d).params(), c)?;
+                let params = c.apply(fwd.net.link(d).params());
                 fwd.set_params(at, d, params);
             }
             next_change += 1;
@@ -605,10 +605,10 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         let mut deadline = fwd.next_wakeup();
         let mut consider = |t: Instant| deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
         if let Some(i) = pending_progs.get(next_prog) {
-            consider(Instant::ZERO + crate::config::secs(cfg.programs[*i].at_s));
+            consider(Instant::ZERO + secs(cfg.programs[*i].at_s));
         }
         if let Some(i) = pending_changes.get(next_change) {
-            consider(Instant::ZERO + crate::config::secs(cfg.changes[*i].at_s));
+            consider(Instant::ZERO + secs(cfg.changes[*i].at_s));
         }
         if let Some(t) = stop_at {
             consider(t);
@@ -717,7 +717,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     }
     let summary = fwd.finish()?;
     if let Some(d) = &opts.out_dir {
-        output::write_json(&d.join("summary.json"), &summary)?;
+        output::write_json(&RunDir::new(d).summary_json(), &summary)?;
     }
     if !opts.quiet {
         report(&summary, opts);
@@ -752,9 +752,15 @@ fn describe(cfg: &LabConfig) {
     }
     for l in &cfg.links {
         for (name, d) in [("up", &l.up), ("down", &l.down)] {
+            let s = |x: Setting| x.to_string();
+            let p = &d.params;
             eprintln!(
                 "latencylab:   {} {name}: {} {} delay, loss {}, queue {}",
-                l.name, d.capacity, d.delay, d.loss, d.queue
+                l.name,
+                s(Setting::Capacity(p.capacity.clone())),
+                s(Setting::Delay(p.delay)),
+                s(Setting::Loss(p.loss)),
+                d.queue
             );
         }
     }

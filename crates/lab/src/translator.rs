@@ -18,9 +18,9 @@ use nat64::dns64::{self, Dns64, Dns64Params, Zone};
 use nat64::{DropReason, Nat64, Params, Verdict};
 use wire::Instant;
 
-use crate::config::Nat64Spec;
 use crate::dns_tcp::TcpDns;
 use crate::output::{DnsQuerySummary, DnsSummary, Nat64Summary};
+use labnet::spec::Nat64Spec;
 
 const IPV6_HEADER_BYTES: usize = 40;
 const UDP_HEADER_BYTES: usize = 8;
@@ -305,7 +305,7 @@ fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, payload: &[u8]) -> Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Nat64Spec, DNS64_ADDR};
+    use labnet::spec::{Nat64Spec, DNS64_ADDR};
     use std::net::Ipv4Addr;
 
     const CLIENT: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 1, 0, 0, 0, 1);

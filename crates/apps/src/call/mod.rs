@@ -36,14 +36,15 @@ use crate::records::Record;
 use crate::stats::Percentiles;
 use packet::{Media, Packet, BYE};
 use receiver::Receiver;
-use sender::{echo_rtt, FeedbackTracker, VideoParams, VideoSource};
+use sender::{echo_arrival, echo_rtt, FeedbackTracker, VideoParams, VideoSource};
 
 /// The congestion response and ECN codepoint of the call.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallMode {
     /// ECT(1) and a Prague-style scalable controller.
     L4s,
-    /// ECT(0) and the RFC 3168 / Reno response.
+    /// ECT(0) and a legacy real-time video sender: the Google Congestion Control of WebRTC
+    /// (draft-ietf-rmcat-gcc).
     Classic,
     /// Not-ECT; Reno on loss only.
     NoEcn,
@@ -470,6 +471,15 @@ impl<'a> Endpoint<'a> {
                     self.sec_lost += news.lost_packets;
                     self.sec_ce += news.ecn.map_or(0, |c| c.ce);
                     self.ctl.on_feedback(now, &news);
+                    // Each packet's send and arrival times, in arrival order (the classic
+                    // mode's delay-based controller).
+                    for e in &fb.echoes {
+                        self.ctl.on_arrival(
+                            now,
+                            wire::Instant::from_nanos(e.send_ns),
+                            echo_arrival(fb.rx_ns, e.hold_us),
+                        );
+                    }
                     self.handle_events()?;
                 }
             }

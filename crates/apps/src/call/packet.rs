@@ -3,33 +3,36 @@
 //!
 //! ```text
 //! media    (28-byte header, then zero padding to the packet size)
-//!   0  'M'   1 version=1   2 flags (bit 0: keyframe)   3 zero
+//!   0  'M'   1 version=2   2 flags (bit 0: keyframe)   3 zero
 //!   4  seq u64            per-sender packet sequence number, from 0
 //!   12 frame u32          frame number
 //!   16 index u16          packet index within the frame
 //!   18 count u16          packets in the frame
 //!   20 send_ns u64        sender's clock at sending, echoed back for the RTT
-//! feedback (68 bytes + 12 per echo)
-//!   0  'F'   1 version=1   2 flags (bit 0: ECN counts present)   3 echoes n (≤ 64)
+//! feedback (76 bytes + 12 per echo)
+//!   0  'F'   1 version=2   2 flags (bit 0: ECN counts present)   3 echoes n (≤ 64)
 //!   4  fb_seq u64         feedback sequence number (stale feedback is ignored)
 //!   12 received u64, 20 received_bytes u64, 28 lost u64,
 //!   36 not_ect u64, 44 ect1 u64, 52 ect0 u64, 60 ce u64        (cumulative)
-//!   68 n × { send_ns u64, hold_us u32 }   one per media packet received since the last
+//!   68 rx_ns u64          the receiver's clock when it made this feedback
+//!   76 n × { send_ns u64, hold_us u32 }   one per media packet received since the last
 //!                                          feedback: its send_ns and how long the
 //!                                          receiver held it before this feedback
-//! bye      'B' 1         the peer is leaving
+//! bye      'B' 2         the peer is leaving
 //! ```
 //!
 //! The echo list gives an RTT sample per media packet (RFC 8888 reports every packet's arrival
-//! for the same reason): `rtt = now − send_ns − hold`. This module does not count anything.
+//! for the same reason): `rtt = now − send_ns − hold`, and each packet's arrival time on the
+//! receiver's clock, `rx_ns − hold`, which a delay-based controller compares with the send
+//! times (as WebRTC's transport-wide feedback does). This module does not count anything.
 
 use std::fmt;
 
 use congestion::EcnCounts;
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 pub const MEDIA_HEADER_LEN: usize = 28;
-pub const FEEDBACK_FIXED_LEN: usize = 68;
+pub const FEEDBACK_FIXED_LEN: usize = 76;
 pub const ECHO_LEN: usize = 12;
 /// Most echoes in one feedback; a receiver with more pending keeps the newest.
 pub const MAX_ECHOES: usize = 64;
@@ -61,6 +64,8 @@ pub struct FeedbackPacket {
     pub lost: u64,
     /// `None` when the receiver does not report ECN.
     pub ecn: Option<EcnCounts>,
+    /// The receiver's clock, ns, when it made this feedback.
+    pub rx_ns: u64,
     pub echoes: Vec<Echo>,
 }
 
@@ -166,6 +171,7 @@ impl Packet {
                     received_bytes: u64_at(b, 20),
                     lost: u64_at(b, 28),
                     ecn,
+                    rx_ns: u64_at(b, 68),
                     echoes,
                 }))
             }
@@ -210,6 +216,7 @@ impl FeedbackPacket {
             (44, c.ect1),
             (52, c.ect0),
             (60, c.ce),
+            (68, self.rx_ns),
         ] {
             b[at..at + 8].copy_from_slice(&v.to_be_bytes());
         }
@@ -245,7 +252,7 @@ mod tests {
         assert_eq!(
             &buf[..MEDIA_HEADER_LEN],
             &[
-                b'M', 1, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 9, 0, 2, 0, 5, 0, 0, 0, 0, 0, 0x0f,
+                b'M', 2, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 9, 0, 2, 0, 5, 0, 0, 0, 0, 0, 0x0f,
                 0x42, 0x40
             ]
         );
@@ -266,6 +273,7 @@ mod tests {
                 ect0: 0,
                 ce: 10,
             }),
+            rx_ns: 0x0102_0304_0506_0708,
             echoes: vec![
                 Echo {
                     send_ns: 5,
@@ -279,6 +287,7 @@ mod tests {
         };
         let b = f.to_bytes();
         assert_eq!(b.len(), FEEDBACK_FIXED_LEN + 2 * ECHO_LEN);
+        assert_eq!(&b[68..76], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(Packet::parse(&b), Ok(Packet::Feedback(f.clone())));
         f.ecn = None;
         assert_eq!(Packet::parse(&f.to_bytes()), Ok(Packet::Feedback(f)));
@@ -287,10 +296,10 @@ mod tests {
     #[test]
     fn bad_datagrams_are_errors() {
         assert_eq!(Packet::parse(&[]), Err(PacketError::Truncated));
-        assert_eq!(Packet::parse(&[b'M', 1, 0]), Err(PacketError::Truncated));
-        assert_eq!(Packet::parse(&[b'M', 2]), Err(PacketError::Version(2)));
+        assert_eq!(Packet::parse(&[b'M', 2, 0]), Err(PacketError::Truncated));
+        assert_eq!(Packet::parse(&[b'M', 1]), Err(PacketError::Version(1)));
         assert_eq!(
-            Packet::parse(&[b'X', 1]),
+            Packet::parse(&[b'X', 2]),
             Err(PacketError::UnknownKind(b'X'))
         );
         let mut m = [0u8; MEDIA_HEADER_LEN];

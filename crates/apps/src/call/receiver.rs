@@ -170,6 +170,7 @@ impl Receiver {
             received_bytes: self.received_bytes,
             lost: expected.saturating_sub(self.received),
             ecn: (self.report_ecn && !self.ecn_unreadable).then_some(self.ecn),
+            rx_ns: now.as_nanos(),
             echoes,
         }
     }
@@ -276,6 +277,8 @@ mod tests {
             (f.fb_seq, f.received, f.received_bytes, f.lost),
             (1, 2, 2000, 2)
         );
+        // The arrival times are the feedback's time minus each hold.
+        assert_eq!(f.rx_ns, 15_000_000);
         assert_eq!(
             f.ecn,
             Some(EcnCounts {

@@ -171,6 +171,11 @@ pub fn echo_rtt(now: Instant, send_ns: u64, hold_us: u32) -> Duration {
     (now - Instant::from_nanos(send_ns)).saturating_sub(Duration::from_micros(u64::from(hold_us)))
 }
 
+/// When the echoed packet arrived, on the receiver's clock: `rx_ns − hold`.
+pub fn echo_arrival(rx_ns: u64, hold_us: u32) -> Instant {
+    Instant::from_nanos(rx_ns) - Duration::from_micros(u64::from(hold_us))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +241,7 @@ mod tests {
                 ce,
                 ..EcnCounts::default()
             }),
+            rx_ns: 0,
             echoes: vec![Echo {
                 send_ns: 1,
                 hold_us: 1,
@@ -263,5 +269,6 @@ mod tests {
             echo_rtt(Instant::from_millis(1), 10_000_000, 0),
             Duration::ZERO
         );
+        assert_eq!(echo_arrival(50_000_000, 5_000), Instant::from_millis(45));
     }
 }

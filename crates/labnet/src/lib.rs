@@ -1,0 +1,54 @@
+//! The pure core of a lab: what a lab is, as typed values parsed once at the edge and checked
+//! completely before anything is created. No sockets, clocks, threads or file reads: the
+//! shell (`lab`) reads files and hands their text in.
+//!
+//! Layout: [`spec`] (hosts, links, schedule, validation, names), [`setting`] (the settings of
+//! a link direction, one table for options, run files, changes and `lab.json`), [`shell`] (the
+//! two-host preset of `latencylab shell`), [`run_file`] (the TOML run file), [`run_dir`] (what
+//! a run leaves on disk: paths, the link-log line, the summary).
+
+pub mod run_dir;
+pub mod run_file;
+pub mod setting;
+pub mod shell;
+pub mod spec;
+
+pub use setting::{Direction, Files, Setting};
+pub use spec::{LabConfig, UsageError};
+
+/// The fuzz target `lab_spec` and its proptest twin: `text` as a run file (its traces, if
+/// any, missing) and as a link log. Either may fail; neither may panic.
+#[doc(hidden)]
+pub fn fuzz_entry(text: &str) {
+    let _ = run_file::parse_run_file(
+        "fuzz.toml",
+        text,
+        std::path::Path::new(""),
+        None,
+        &setting::no_files,
+    );
+    let _ = run_dir::parse_link_log("fuzz.log", text);
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_as_a_run_file_or_a_link_log_never_panics(s in "\\PC{0,300}") {
+            super::fuzz_entry(&s);
+        }
+
+        #[test]
+        fn run_file_like_text_never_panics(
+            key in "(rate|trace|delay|rtt|loss|queue|overhead|bleach_ecn|state|at|direction)",
+            value in "[-0-9a-z%. ]{0,20}",
+        ) {
+            let text = format!(
+                "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\nname = \"l\"\na = \"a\"\nb = \"b\"\n{key} = \"{value}\"\n[[change]]\nat = \"{value}\"\nlink = \"l\"\n{key} = \"{value}\"\n"
+            );
+            super::fuzz_entry(&text);
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! What a run leaves in its output directory, defined once: every path, the link-log line
+//! (written and read here, nowhere else), and the schema of `summary.json`. Users script
+//! against these (docs/run-dir.md); the demos, `ipv6-check`, the CLI and the tests read runs
+//! through this module only.
+//!
+//! ```text
+//! DIR/lab.json                   the lab, resolved (crate::spec)
+//! DIR/summary.json               [`Summary`]
+//! DIR/captures/HOST-IFACE.pcap   what tcpdump on that interface would see
+//! DIR/links/LINK-SIDE.log        one [`LogLine`] per packet event of a link direction
+//! DIR/programs/NAME.out, .err    a program's standard output and error
+//! ```
+//!
+//! Link log format (tab-separated, one line per packet event, a `#` header line first):
+//! `time_ns  event  id  bytes  sojourn_ns  flow  ecn  cause`, where time is nanoseconds since the
+//! lab started, event is enqueue/dequeue/drop/mark, sojourn is the time spent queued (dequeue,
+//! and drops from the queue), flow is `proto src:port > dst:port`, ecn is
+//! not-ect/ect0/ect1/ce, and cause names why a packet was dropped or marked; `-` where a field
+//! does not apply. A line that does not read so is an error, never skipped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use link::{Event, EventKind, LinkStats};
+use serde::{Deserialize, Serialize};
+use wire::Ecn;
+
+use crate::spec::Side;
+
+/// The paths of a run directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunDir {
+    pub root: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(root: impl Into<PathBuf>) -> RunDir {
+        RunDir { root: root.into() }
+    }
+    pub fn lab_json(&self) -> PathBuf {
+        self.root.join("lab.json")
+    }
+    pub fn summary_json(&self) -> PathBuf {
+        self.root.join("summary.json")
+    }
+    pub fn captures(&self) -> PathBuf {
+        self.root.join("captures")
+    }
+    /// The capture of interface `iface` of `host`.
+    pub fn capture(&self, host: &str, iface: &str) -> PathBuf {
+        self.captures().join(format!("{host}-{iface}.pcap"))
+    }
+    pub fn links(&self) -> PathBuf {
+        self.root.join("links")
+    }
+    /// The event log of one direction of a link.
+    pub fn link_log(&self, link: &str, side: Side) -> PathBuf {
+        self.links().join(format!("{link}-{}.log", side.name()))
+    }
+    pub fn programs(&self) -> PathBuf {
+        self.root.join("programs")
+    }
+    /// A program's standard output.
+    pub fn program_out(&self, program: &str) -> PathBuf {
+        self.programs().join(format!("{program}.out"))
+    }
+    /// A program's standard error.
+    pub fn program_err(&self, program: &str) -> PathBuf {
+        self.programs().join(format!("{program}.err"))
+    }
+}
+
+impl AsRef<Path> for RunDir {
+    fn as_ref(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// The first line of every link log.
+pub const LOG_HEADER: &str = "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n";
+
+/// Writes one event as a link-log line.
+pub fn write_event(out: &mut impl Write, e: &Event) -> io::Result<()> {
+    write!(
+        out,
+        "{}\t{}\t{}\t{}\t",
+        e.time.as_nanos(),
+        e.kind.name(),
+        e.id,
+        e.bytes
+    )?;
+    match e.sojourn {
+        Some(s) => write!(out, "{}\t", s.as_nanos())?,
+        None => out.write_all(b"-\t")?,
+    }
+    match e.flow {
+        Some(f) => write!(out, "{f}\t")?,
+        None => out.write_all(b"-\t")?,
+    }
+    writeln!(
+        out,
+        "{}\t{}",
+        e.ecn.name(),
+        e.cause.map_or("-", |c| c.name())
+    )
+}
+
+/// One line of a link log, read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub time_ns: u64,
+    pub event: EventKind,
+    pub id: u64,
+    pub bytes: u64,
+    pub sojourn_ns: Option<u64>,
+    /// `proto src:port > dst:port`, as [`wire::FlowKey`] prints it.
+    pub flow: Option<String>,
+    pub ecn: Ecn,
+    /// Why a packet was dropped or marked (`loss`, `down`, `overlimit`, …).
+    pub cause: Option<String>,
+}
+
+/// A link-log line that does not read; the message quotes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogError(pub String);
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LogError {}
+
+impl LogLine {
+    /// Reads one line; `None` for the header and other `#` lines.
+    pub fn parse(line: &str) -> Result<Option<LogLine>, LogError> {
+        if line.starts_with('#') {
+            return Ok(None);
+        }
+        let bad = |why: &str| LogError(format!("{why} in link-log line '{line}'"));
+        let f: Vec<&str> = line.split('\t').collect();
+        let [time, event, id, bytes, sojourn, flow, ecn, cause] = f[..] else {
+            return Err(bad(&format!("{} fields, not 8", f.len())));
+        };
+        let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} '{s}'")));
+        let opt = |s: &str| (s != "-").then(|| s.to_string());
+        Ok(Some(LogLine {
+            time_ns: num(time, "time")?,
+            event: match event {
+                "enqueue" => EventKind::Enqueue,
+                "dequeue" => EventKind::Dequeue,
+                "drop" => EventKind::Drop,
+                "mark" => EventKind::Mark,
+                _ => return Err(bad(&format!("event '{event}'"))),
+            },
+            id: num(id, "id")?,
+            bytes: num(bytes, "bytes")?,
+            sojourn_ns: match sojourn {
+                "-" => None,
+                s => Some(num(s, "sojourn")?),
+            },
+            flow: opt(flow),
+            ecn: match ecn {
+                "not-ect" => Ecn::NotEct,
+                "ect0" => Ecn::Ect0,
+                "ect1" => Ecn::Ect1,
+                "ce" => Ecn::Ce,
+                _ => return Err(bad(&format!("ecn '{ecn}'"))),
+            },
+            cause: opt(cause),
+        }))
+    }
+
+    pub fn time_s(&self) -> f64 {
+        self.time_ns as f64 / 1e9
+    }
+}
+
+/// Every event line of a link log's text; `name` is used in messages.
+pub fn parse_link_log(name: &str, text: &str) -> Result<Vec<LogLine>, LogError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        match LogLine::parse(line) {
+            Ok(Some(l)) => out.push(l),
+            Ok(None) => {}
+            Err(e) => return Err(LogError(format!("{name}:{}: {e}", i + 1))),
+        }
+    }
+    Ok(out)
+}
+
+/// Queue delay percentiles as summary.json writes them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct DelaySummary {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl From<link::Percentiles> for DelaySummary {
+    fn from(p: link::Percentiles) -> Self {
+        DelaySummary {
+            p50: p.p50_ms,
+            p95: p.p95_ms,
+            p99: p.p99_ms,
+            max: p.max_ms,
+        }
+    }
+}
+
+/// Per-queue figures of a two-queue discipline (DualPI2: `l` and `c`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SubQueueSummary {
+    pub packets: u64,
+    pub queue_delay_ms: DelaySummary,
+    pub marks: u64,
+}
+
+/// One link direction in summary.json.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LinkSummary {
+    pub name: String,
+    pub direction: String,
+    pub queue: String,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub ce_marks: u64,
+    pub queue_delay_ms: DelaySummary,
+    pub throughput_bps: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues: Option<BTreeMap<String, SubQueueSummary>>,
+}
+
+impl LinkSummary {
+    pub fn new(name: &str, direction: &str, queue: &str, s: &LinkStats) -> LinkSummary {
+        let queues = queue.starts_with("dualpi2").then(|| {
+            let sub = |class: usize| SubQueueSummary {
+                packets: s.queue_delay_by_class[class].len(),
+                queue_delay_ms: s.queue_delay_by_class[class].percentiles().into(),
+                marks: s.marks_by_class[class],
+            };
+            BTreeMap::from([("c".to_string(), sub(0)), ("l".to_string(), sub(1))])
+        });
+        LinkSummary {
+            name: name.into(),
+            direction: direction.into(),
+            queue: queue.into(),
+            packets_in: s.packets_in,
+            packets_out: s.packets_out,
+            bytes_out: s.bytes_out,
+            drops: s.drops.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ce_marks: s.ce_marks,
+            queue_delay_ms: s.queue_delay.percentiles().into(),
+            throughput_bps: s.throughput_bps().round(),
+            queues,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub links: Vec<LinkSummary>,
+    /// Packets for addresses outside the lab, dropped at the first hop.
+    pub no_route: u64,
+    pub engine: EngineSummary,
+    /// The NAT64 and DNS64 of a `--nat64` lab.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nat64: Option<Nat64Summary>,
+}
+
+/// The translator's counters (see docs/nat64.md) and what the DNS64 was asked.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Nat64Summary {
+    pub translated_6to4: u64,
+    pub translated_4to6: u64,
+    pub icmp_errors_translated: u64,
+    pub time_exceeded_sent: u64,
+    pub too_big_sent: u64,
+    pub param_problem_sent: u64,
+    /// Packets not translated, by reason (only reasons that occurred).
+    pub drops: BTreeMap<String, u64>,
+    pub sessions_created: u64,
+    pub sessions_expired: u64,
+    pub bindings_created: u64,
+    pub table_full: u64,
+    pub pool_exhausted: u64,
+    pub dns: DnsSummary,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct DnsSummary {
+    /// UDP queries answered.
+    pub answered: u64,
+    /// TCP queries answered.
+    pub answered_tcp: u64,
+    /// Packets for the DNS64 that were not a well-formed UDP query to port 53.
+    pub dropped: u64,
+    /// Every (name, type) asked, with how often.
+    pub queries: Vec<DnsQuerySummary>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DnsQuerySummary {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub qtype: String,
+    pub count: u64,
+}
+
+/// How well the real-time loop kept to the links' schedule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct EngineSummary {
+    /// Packets read from the hosts.
+    pub packets: u64,
+    /// Actual minus scheduled delivery time of every packet written into a host.
+    pub delivery_lateness_ms: DelaySummary,
+    pub write_errors: u64,
+    /// CPU time latencylab itself used (user + system), not its programs'.
+    pub cpu_s: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::{Duration, Instant};
+
+    #[test]
+    fn a_written_event_reads_back_field_for_field() {
+        let e = Event {
+            time: Instant::from_nanos(20_000_000),
+            kind: EventKind::Drop,
+            id: 7,
+            bytes: 1500,
+            flow: None,
+            ecn: Ecn::Ect1,
+            sojourn: Some(Duration::from_nanos(3_000_000)),
+            cause: Some(link::DropCause::Loss),
+            class: 0,
+        };
+        let mut out = Vec::new();
+        write_event(&mut out, &e).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, "20000000\tdrop\t7\t1500\t3000000\t-\tect1\tloss\n");
+        let l = LogLine::parse(text.trim_end()).unwrap().unwrap();
+        assert_eq!(
+            l,
+            LogLine {
+                time_ns: 20_000_000,
+                event: EventKind::Drop,
+                id: 7,
+                bytes: 1500,
+                sojourn_ns: Some(3_000_000),
+                flow: None,
+                ecn: Ecn::Ect1,
+                cause: Some("loss".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn a_line_that_does_not_read_is_an_error_naming_the_line() {
+        let text = format!("{LOG_HEADER}1\tenqueue\t1\t60\t-\t-\tnot-ect\t-\n2\tdequeue\t1\t60\n");
+        let e = parse_link_log("path-up.log", &text).unwrap_err();
+        assert_eq!(
+            e.0,
+            "path-up.log:3: 4 fields, not 8 in link-log line '2\tdequeue\t1\t60'"
+        );
+        assert!(LogLine::parse("1\tqueued\t1\t60\t-\t-\tce\t-")
+            .unwrap_err()
+            .0
+            .starts_with("event 'queued'"));
+        assert_eq!(parse_link_log("x", LOG_HEADER).unwrap(), []);
+    }
+
+    #[test]
+    fn run_dir_paths_follow_the_documented_layout() {
+        let d = RunDir::new("run1");
+        assert_eq!(
+            d.capture("client", "eth0"),
+            Path::new("run1/captures/client-eth0.pcap")
+        );
+        assert_eq!(
+            d.link_log("path", Side::Down),
+            Path::new("run1/links/path-down.log")
+        );
+        assert_eq!(d.program_out("alice"), Path::new("run1/programs/alice.out"));
+        assert_eq!(d.summary_json(), Path::new("run1/summary.json"));
+    }
+}

@@ -1,0 +1,442 @@
+//! The TOML run file of `latencylab run` (docs/run-files.md): text in, a validated
+//! [`LabConfig`] out. The file and the traces it names are read by the caller; link settings
+//! are read by [`crate::setting`], so every setting a link has is a field here too.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use wire::units::parse_time;
+
+use crate::setting::{parse_all, Direction, Files, Setting};
+use crate::spec::{
+    host_settings, iface_addrs, usage, Change, Family, Host, Interface, LabConfig, LinkSpec,
+    Nat64Spec, Program, Side, UsageError, NAT64_PREFIX,
+};
+
+fn seconds(what: &str, s: &str) -> Result<f64, UsageError> {
+    parse_time(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| UsageError(format!("{what}: {e}")))
+}
+
+/// A table of link settings: keys and values as [`Setting::parse`] reads them.
+type RawSettings = BTreeMap<String, toml::Value>;
+
+#[derive(Deserialize)]
+struct RawLink {
+    name: String,
+    a: String,
+    b: String,
+    up: Option<RawSettings>,
+    down: Option<RawSettings>,
+    #[serde(flatten)]
+    both: RawSettings,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: String,
+    interfaces: Option<Vec<String>>,
+    cc: Option<String>,
+    ecn: Option<String>,
+    mtu: Option<u32>,
+    #[serde(default)]
+    aliases: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouter {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct RawChange {
+    at: String,
+    link: String,
+    direction: Option<String>,
+    #[serde(flatten)]
+    settings: RawSettings,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProgram {
+    host: String,
+    run: String,
+    at: Option<String>,
+    name: Option<String>,
+    wait: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNat64 {
+    at: String,
+    ipv6_only: Vec<String>,
+    #[serde(default)]
+    ipv4_only: Vec<String>,
+    prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRunFile {
+    seed: Option<u64>,
+    duration: Option<String>,
+    cc: Option<String>,
+    ecn: Option<String>,
+    mtu: Option<u32>,
+    #[serde(default)]
+    host: Vec<RawHost>,
+    #[serde(default)]
+    router: Vec<RawRouter>,
+    #[serde(default)]
+    link: Vec<RawLink>,
+    #[serde(default)]
+    change: Vec<RawChange>,
+    #[serde(default)]
+    program: Vec<RawProgram>,
+    nat64: Option<RawNat64>,
+}
+
+/// Reads and validates a run file. Relative trace paths are relative to the file.
+/// Parses run-file text; `name` is used in messages, `dir` resolves relative trace paths,
+/// which are read through `files`.
+pub fn parse_run_file(
+    name: &str,
+    text: &str,
+    dir: &Path,
+    seed_override: Option<u64>,
+    files: &dyn Files,
+) -> Result<LabConfig, UsageError> {
+    let raw: RawRunFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        match line {
+            Some(l) => UsageError(format!("{name}:{l}: {msg}")),
+            None => UsageError(format!("{name}: {msg}")),
+        }
+    })?;
+    let defaults = host_settings("", None, raw.cc.as_deref(), raw.ecn.as_deref(), raw.mtu)?;
+    if raw.host.is_empty() {
+        return usage(format!(
+            "{name}: no [[host]] (a lab needs at least two hosts and a [[link]])"
+        ));
+    }
+    let mut hosts = Vec::new();
+    let mut n = 0;
+    for h in &raw.host {
+        let what = format!("{name}: host '{}'", h.name);
+        let settings = host_settings(
+            &format!("{what}: "),
+            Some(&defaults),
+            h.cc.as_deref(),
+            h.ecn.as_deref(),
+            h.mtu,
+        )?;
+        let names = h.interfaces.clone().unwrap_or_else(|| vec!["eth0".into()]);
+        if names.is_empty() {
+            return usage(format!(
+                "{what}: interfaces is empty (try interfaces = [\"eth0\"])"
+            ));
+        }
+        let mut interfaces = Vec::new();
+        for i in names {
+            n += 1;
+            let (ipv4, ipv6) = iface_addrs(n.min(250));
+            interfaces.push(Interface {
+                name: i,
+                ipv4,
+                ipv6,
+            });
+        }
+        let family = match &raw.nat64 {
+            Some(n) if n.ipv6_only.contains(&h.name) => Family::Ipv6Only,
+            Some(n) if n.ipv4_only.contains(&h.name) => Family::Ipv4Only,
+            _ => Family::Dual,
+        };
+        hosts.push(Host {
+            name: h.name.clone(),
+            settings,
+            family,
+            interfaces,
+            aliases: h.aliases.clone(),
+        });
+    }
+    let settings = |what: &str, t: &RawSettings| -> Result<Vec<Setting>, UsageError> {
+        let mut pairs = Vec::new();
+        for (k, v) in t {
+            let v = match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                    v.to_string()
+                }
+                _ => {
+                    return usage(format!(
+                        "{what}{k}: cannot read {v} (try a string such as \"10mbit\")"
+                    ))
+                }
+            };
+            pairs.push((k.as_str(), v));
+        }
+        parse_all(
+            what,
+            pairs.iter().map(|(k, v)| (*k, v.as_str())),
+            dir,
+            files,
+        )
+        .map_err(UsageError)
+    };
+    let mut links = Vec::new();
+    for l in &raw.link {
+        let what = format!("{name}: link '{}': ", l.name);
+        let mut both = Direction::default();
+        for s in settings(&what, &l.both)? {
+            s.apply(&mut both);
+        }
+        let side = |side: &str, raw: &Option<RawSettings>| -> Result<Direction, UsageError> {
+            let mut d = both.clone();
+            if let Some(t) = raw {
+                for s in settings(&format!("{what}{side}."), t)? {
+                    s.apply(&mut d);
+                }
+            }
+            Ok(d)
+        };
+        links.push(LinkSpec {
+            name: l.name.clone(),
+            a: l.a.clone(),
+            b: l.b.clone(),
+            up: side("up", &l.up)?,
+            down: side("down", &l.down)?,
+        });
+    }
+    let mut changes = Vec::new();
+    for c in &raw.change {
+        let what = format!("{name}: change at {} of link '{}': ", c.at, c.link);
+        let direction = match c.direction.as_deref() {
+            None => None,
+            Some("up") => Some(Side::Up),
+            Some("down") => Some(Side::Down),
+            Some(d) => return usage(format!("{what}direction '{d}' (try up, down)")),
+        };
+        changes.push(Change {
+            at_s: seconds(&format!("{what}at"), &c.at)?,
+            link: c.link.clone(),
+            direction,
+            settings: settings(&what, &c.settings)?,
+        });
+    }
+    let mut programs = Vec::new();
+    for (i, p) in raw.program.iter().enumerate() {
+        let pname = p
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", p.host, i + 1));
+        let what = format!("{name}: program '{pname}'");
+        programs.push(Program {
+            name: pname,
+            host: p.host.clone(),
+            at_s: p
+                .at
+                .as_deref()
+                .map(|a| seconds(&format!("{what}: at"), a))
+                .transpose()?
+                .unwrap_or(0.0),
+            run: p.run.clone(),
+            wait: p.wait.unwrap_or(false),
+        });
+    }
+    let cfg = LabConfig {
+        seed: seed_override.or(raw.seed).unwrap_or(1),
+        duration_s: raw
+            .duration
+            .as_deref()
+            .map(|d| seconds(&format!("{name}: duration"), d))
+            .transpose()?,
+        hosts,
+        routers: raw.router.iter().map(|r| r.name.clone()).collect(),
+        links,
+        changes,
+        programs,
+        nat64: raw.nat64.as_ref().map(|n| Nat64Spec {
+            prefix: n.prefix.clone().unwrap_or_else(|| NAT64_PREFIX.into()),
+            ..Nat64Spec::at(&n.at)
+        }),
+    };
+    if let Some(n) = &raw.nat64 {
+        if n.ipv6_only.is_empty() {
+            return usage(format!(
+                "{name}: [nat64] ipv6_only is empty (name the hosts behind the NAT64, e.g. ipv6_only = [\"phone\"])"
+            ));
+        }
+        for h in n.ipv6_only.iter().chain(&n.ipv4_only) {
+            if !cfg.hosts.iter().any(|x| &x.name == h) {
+                return usage(format!("{name}: [nat64]: no host '{h}'"));
+            }
+            if n.ipv6_only.contains(h) && n.ipv4_only.contains(h) {
+                return usage(format!(
+                    "{name}: [nat64]: host '{h}' is in both ipv6_only and ipv4_only"
+                ));
+            }
+        }
+    }
+    cfg.validate()
+        .map_err(|e| UsageError(format!("{name}: {e}")))?;
+    Ok(cfg)
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setting::no_files;
+    use crate::spec::Attach;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn run_file_nat64_table_sets_families_and_the_translators_place() {
+        let text = format!(
+            "{WIFI}\n[nat64]\nat = \"isp\"\nipv6_only = [\"phone\"]\nipv4_only = [\"server\"]\n"
+        );
+        let c = parse_run_file("n.toml", &text, Path::new("."), None, &no_files).unwrap();
+        assert_eq!(c.hosts[0].family, Family::Ipv6Only);
+        assert_eq!(c.hosts[1].family, Family::Ipv4Only);
+        assert_eq!(c.nat64.as_ref().unwrap().at, "isp");
+        let e = |t: &str| {
+            parse_run_file(
+                "n.toml",
+                &format!("{WIFI}\n[nat64]\n{t}"),
+                Path::new("."),
+                None,
+                &no_files,
+            )
+            .unwrap_err()
+            .0
+        };
+        assert!(e("at = \"isp\"\nipv6_only = []").contains("ipv6_only is empty"));
+        assert!(e("at = \"isp\"\nipv6_only = [\"tablet\"]").contains("no host 'tablet'"));
+        assert!(e("at = \"nowhere\"\nipv6_only = [\"phone\"]").contains("nat64: at: 'nowhere'"));
+        assert!(
+            e("at = \"isp\"\nipv6_only = [\"phone\"]\nprefix = \"2001:db8::/33\"")
+                .contains("nat64: prefix:")
+        );
+    }
+
+    #[test]
+    fn a_change_carries_its_trace_loaded_and_never_a_queue() {
+        let files = |p: &Path| -> Result<(String, String), String> {
+            match p.to_str() {
+                Some("labs/cell.trace") => Ok(("/abs/labs/cell.trace".into(), "5\n10\n".into())),
+                _ => Err("No such file or directory".into()),
+            }
+        };
+        let with = |extra: &str| {
+            let text = WIFI.replace("state = \"off\"", extra);
+            parse_run_file("w.toml", &text, Path::new("labs"), None, &files)
+        };
+        let c = with("trace = \"cell.trace\"\ndirection = \"down\"").unwrap();
+        let Setting::Capacity(link::Capacity::Trace(t)) = &c.changes[0].settings[0] else {
+            panic!("{:?}", c.changes[0])
+        };
+        assert_eq!(t.opportunities_ms, [5, 10]);
+        assert_eq!(c.changes[0].direction, Some(Side::Down));
+        let json = serde_json::to_value(&c.changes[0]).unwrap();
+        assert_eq!(json["capacity"], "trace:/abs/labs/cell.trace");
+        assert!(with("queue = \"codel\"")
+            .unwrap_err()
+            .0
+            .contains("queue cannot change while the lab runs"));
+        assert!(with("rate = \"1mbit\"\ntrace = \"cell.trace\"")
+            .unwrap_err()
+            .0
+            .contains("give rate or trace, not both"));
+    }
+
+    const WIFI: &str = r#"
+        seed = 3
+        duration = "30s"
+        [[host]]
+        name = "phone"
+        interfaces = ["wlan0", "rmnet0"]
+        [[host]]
+        name = "server"
+        [[router]]
+        name = "isp"
+        [[link]]
+        name = "wifi"
+        a = "phone.wlan0"
+        b = "isp"
+        rate = "50mbit"
+        delay = "2ms"
+        [link.down]
+        queue = "fifo limit 100"
+        [[link]]
+        name = "cell"
+        a = "phone.rmnet0"
+        b = "isp"
+        rate = "10mbit"
+        rtt = "60ms"
+        [[link]]
+        name = "core"
+        a = "isp"
+        b = "server"
+        [[change]]
+        at = "5s"
+        link = "wifi"
+        state = "off"
+        [[program]]
+        host = "server"
+        run = "sleep 1"
+    "#;
+
+    #[test]
+    fn run_file_resolves_hosts_links_and_schedule() {
+        let c = parse_run_file("wifi.toml", WIFI, Path::new("."), None, &no_files).unwrap();
+        assert_eq!(c.seed, 3);
+        assert_eq!(c.duration_s, Some(30.0));
+        assert_eq!(c.hosts[0].interfaces.len(), 2);
+        assert_eq!(c.hosts[1].interfaces[0].ipv4, Ipv4Addr::new(10, 77, 3, 1));
+        assert_eq!(c.links[0].down.queue.to_string(), "fifo limit 100");
+        assert_eq!(c.links[0].up.queue.to_string(), "fifo limit 1000");
+        assert_eq!(c.links[1].up.params.delay, wire::Duration::from_millis(30));
+        assert_eq!(c.attach("phone.rmnet0").unwrap(), Attach::Iface(0, 1));
+        assert_eq!(c.attach("isp").unwrap(), Attach::Router(0));
+        assert_eq!(c.changes[0].at_s, 5.0);
+        assert_eq!(c.programs[0].name, "server-1");
+        assert!(c.hosts_file().contains("10.77.3.1\tserver server-eth0\n"));
+        assert!(c.hosts_file().contains("10.77.2.1\tphone-rmnet0\n"));
+    }
+
+    #[test]
+    fn run_file_errors_name_the_line_or_the_thing() {
+        let e = |t: &str| {
+            parse_run_file("x.toml", t, Path::new("."), None, &no_files)
+                .unwrap_err()
+                .0
+        };
+        assert!(
+            e("sed = 1\n[[host]]\nname=\"a\"").starts_with("x.toml:1: unknown field `sed`"),
+            "{}",
+            e("sed = 1")
+        );
+        let loop_file = WIFI.replace(
+            "b = \"server\"",
+            "b = \"server\"\n[[link]]\nname = \"again\"\na = \"isp\"\nb = \"isp\"",
+        );
+        assert!(e(&loop_file).contains("link 'again'"), "{}", e(&loop_file));
+        assert!(e(&WIFI.replace("b = \"server\"", "b = \"sever\""))
+            .contains("'sever' is neither a host"));
+        assert!(
+            e(&WIFI.replace("a = \"phone.rmnet0\"", "a = \"phone.wlan0\""))
+                .contains("already on link 'wifi'")
+        );
+        assert!(e(&WIFI.replace("rate = \"10mbit\"", "rate = \"fast\""))
+            .contains("link 'cell': rate: cannot read 'fast'"));
+        assert!(e(&WIFI.replace("state = \"off\"", "state = \"dark\""))
+            .contains("state: cannot read 'dark' (try on, off)"));
+    }
+}
