@@ -11,5 +11,6 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(a) = analyze::analyze_bytes("fuzz", data, opts) {
         let _ = analyze::text::summary(&a);
+        let _ = analyze::text::warnings(&a);
     }
 });

@@ -8,7 +8,7 @@
 //! packet number; the analysis keeps what it read. It does not open files or print.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::Read;
 use std::net::SocketAddr;
 
@@ -34,6 +34,41 @@ pub struct Options {
     pub filter: Option<Filter>,
     /// Most warnings kept (the rest are counted per capture).
     pub max_warnings: usize,
+    /// Which part of the connections this analyzer keeps, for running several over the same
+    /// captures on several cores ([`Shard`]; [`Analysis::merge`] joins their results).
+    pub shard: Shard,
+}
+
+/// One of `count` disjoint parts of the connections and flows, chosen by a hash of their
+/// address pair (both directions and every vantage point of a connection fall in the same
+/// part, so `ecn_bleached` still sees both views). Every shard reads every packet, keeps the
+/// capture summaries and the epoch; only shard 0 keeps warnings, so that merged shards report
+/// each once.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard { index: 0, count: 1 }
+    }
+}
+
+impl Shard {
+    /// Whether the connection or flow between `x` and `y` belongs to this shard.
+    fn owns(self, x: SocketAddr, y: SocketAddr) -> bool {
+        if self.count <= 1 {
+            return true;
+        }
+        let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+        let mut h = FxHasher::default();
+        lo.hash(&mut h);
+        hi.hash(&mut h);
+        // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
+        ((h.finish() >> 32) % u64::from(self.count)) as u32 == self.index
+    }
 }
 
 impl Default for Options {
@@ -42,6 +77,7 @@ impl Default for Options {
             keep_series: false,
             filter: None,
             max_warnings: 100,
+            shard: Shard::default(),
         }
     }
 }
@@ -182,6 +218,9 @@ impl Analyzer {
     }
 
     fn warn(&mut self, capture: usize, packet: u64, message: String) {
+        if self.opts.shard.index != 0 {
+            return;
+        }
         if self.warnings.len() < self.opts.max_warnings {
             self.warnings.push(Warning {
                 capture,
@@ -213,6 +252,9 @@ impl Analyzer {
             Transport::Tcp(t) => {
                 let src = SocketAddr::new(h.ip.src, t.src_port);
                 let dst = SocketAddr::new(h.ip.dst, t.dst_port);
+                if !self.opts.shard.owns(src, dst) {
+                    return;
+                }
                 if let Some(f) = &self.opts.filter {
                     if !f.matches(true, src, dst) {
                         return;
@@ -239,6 +281,7 @@ impl Analyzer {
                         h: t,
                         opts: &opts,
                         ecn: h.ip.ecn,
+                        ttl: h.ip.ttl,
                     },
                 );
             }
@@ -249,6 +292,9 @@ impl Analyzer {
             } => {
                 let src = SocketAddr::new(h.ip.src, *src_port);
                 let dst = SocketAddr::new(h.ip.dst, *dst_port);
+                if !self.opts.shard.owns(src, dst) {
+                    return;
+                }
                 if let Some(f) = &self.opts.filter {
                     if !f.matches(false, src, dst) {
                         return;
@@ -285,7 +331,7 @@ impl Analyzer {
     pub fn finish(self) -> Analysis {
         let mut connections = self.tcp_done;
         connections.extend(self.tcp.into_values().map(TcpConn::finish));
-        connections.sort_by_key(|c| (c.first_time, c.vantage));
+        connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
         // ecn_bleached: the same connection at two vantage points.
         let mut by_pair: FastMap<(SocketAddr, SocketAddr), Vec<usize>> = FastMap::default();
         for (i, c) in connections.iter().enumerate() {
@@ -309,7 +355,7 @@ impl Analyzer {
             connections[j].diagnoses.sort_by_key(|d| d.start);
         }
         let mut udp: Vec<UdpFlow> = self.udp.into_iter().map(UdpState::finish).collect();
-        udp.sort_by_key(|u| (u.first_time, u.vantage));
+        udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
         Analysis {
             epoch: self.epoch.unwrap_or_default(),
             captures: self.captures,
@@ -317,6 +363,33 @@ impl Analyzer {
             udp,
             warnings: self.warnings,
         }
+    }
+}
+
+impl Analysis {
+    /// Joins the analyses of the shards of the same captures ([`Shard`]): the capture
+    /// summaries and warnings of the first, the connections and flows of all, in order of
+    /// their first packet.
+    pub fn merge(parts: Vec<Analysis>) -> Analysis {
+        let mut it = parts.into_iter();
+        let Some(mut all) = it.next() else {
+            return Analysis {
+                epoch: Instant::default(),
+                captures: Vec::new(),
+                connections: Vec::new(),
+                udp: Vec::new(),
+                warnings: Vec::new(),
+            };
+        };
+        for p in it {
+            all.epoch = all.epoch.min(p.epoch);
+            all.connections.extend(p.connections);
+            all.udp.extend(p.udp);
+        }
+        all.connections
+            .sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
+        all.udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
+        all
     }
 }
 
@@ -391,6 +464,56 @@ mod tests {
         let one = analyze_bytes("t", &bytes, opts).unwrap();
         assert_eq!(one.connections.len(), 1);
         assert_eq!(one.connections[0].b.port(), 80);
+    }
+
+    #[test]
+    fn shards_split_the_connections_and_merge_back_into_the_whole_analysis() {
+        let mut pk = Vec::new();
+        for i in 0..12u16 {
+            let mut b = Bulk::new(
+                format!("10.0.0.{}:{}", 1 + i % 3, 40000 + i)
+                    .parse()
+                    .unwrap(),
+                "10.0.0.9:5201".parse().unwrap(),
+            );
+            b.bytes = 30_000;
+            pk.extend(b.run());
+        }
+        pk.sort_by_key(|p| p.0);
+        let mut bytes = synth::pcap(pk);
+        // A damaged packet at the end: its warning must appear once after the merge.
+        bytes.extend_from_slice(&[0; 16]);
+        let n = bytes.len();
+        bytes[n - 8] = 4;
+        bytes[n - 4] = 4;
+        bytes.extend_from_slice(&[0x60, 0, 0, 0]);
+        let whole = analyze_bytes("t", &bytes, Options::default()).unwrap();
+        let parts: Vec<Analysis> = (0..3)
+            .map(|index| {
+                let shard = Shard { index, count: 3 };
+                let a = analyze_bytes(
+                    "t",
+                    &bytes,
+                    Options {
+                        shard,
+                        ..Options::default()
+                    },
+                );
+                a.unwrap()
+            })
+            .collect();
+        assert!(
+            parts.iter().filter(|p| !p.connections.is_empty()).count() >= 2,
+            "the hash spreads connections over the shards"
+        );
+        let merged = Analysis::merge(parts);
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        assert_eq!(whole.connections.len(), 12);
+        assert_eq!(whole.warnings.len(), 1);
+        assert!(
+            json(&merged) == json(&whole),
+            "merged shards differ from the whole"
+        );
     }
 
     #[test]
@@ -488,7 +611,10 @@ mod tests {
                     *x = v;
                 }
             }
-            let _ = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() });
+            if let Ok(a) = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() }) {
+                let _ = crate::text::summary(&a);
+                let _ = crate::text::warnings(&a);
+            }
         }
     }
 }

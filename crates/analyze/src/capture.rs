@@ -129,6 +129,8 @@ pub struct CaptureReader<'r> {
     format: Format,
     gzip: bool,
     buf: Vec<u8>,
+    /// Bytes of `src`'s buffer lent out as the last packet, to consume before reading on.
+    lent: usize,
     packets: u64,
     ifaces: Vec<Iface>,
     /// First index in `ifaces` of the current pcapng section (interface ids restart per SHB).
@@ -156,6 +158,7 @@ impl<'r> CaptureReader<'r> {
             format: Format::Pcapng,
             gzip,
             buf: Vec::with_capacity(64 * 1024),
+            lent: 0,
             packets: 0,
             ifaces: Vec::new(),
             section_base: 0,
@@ -233,6 +236,9 @@ impl<'r> CaptureReader<'r> {
 
     /// The next packet record, `Ok(None)` at a clean end of file.
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, CaptureError> {
+        if self.lent > 0 {
+            self.src.consume(std::mem::take(&mut self.lent));
+        }
         match self.format {
             Format::Pcap { big_endian, nanos } => self.next_pcap(big_endian, nanos),
             Format::Pcapng => self.next_pcapng(),
@@ -304,6 +310,37 @@ impl<'r> CaptureReader<'r> {
         nanos: bool,
     ) -> Result<Option<RawPacket<'_>>, CaptureError> {
         let number = self.packets + 1;
+        // Fast path: header and data whole in the reader's buffer are lent out as they are,
+        // without a copy (most records; the copy below handles those split by a refill).
+        let whole = {
+            let avail = self.src.fill_buf().map_err(|e| io_err(number, &e))?;
+            avail.len() >= 16 && {
+                let incl = rd32(&avail[8..12], big_endian) as usize;
+                incl <= MAX_RECORD_BYTES && avail.len() >= 16 + incl
+            }
+        };
+        if whole {
+            // The buffer is full already: this second fill_buf does no I/O.
+            let avail = self.src.fill_buf().map_err(|e| io_err(number, &e))?;
+            let u32_at = |o: usize| rd32(&avail[o..o + 4], big_endian);
+            let (secs, frac, incl, orig) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
+            let incl = incl as usize;
+            self.packets = number;
+            self.lent = 16 + incl;
+            let frac_ns = if nanos {
+                u64::from(frac)
+            } else {
+                u64::from(frac) * 1000
+            };
+            return Ok(Some(RawPacket {
+                number,
+                time: Instant::from_nanos(u64::from(secs) * 1_000_000_000 + frac_ns),
+                interface: 0,
+                linktype: self.ifaces[0].info.linktype,
+                data: &avail[16..16 + incl],
+                orig_len: orig,
+            }));
+        }
         let mut h = [0u8; 16];
         match self.read_full(&mut h)? {
             0 => return Ok(None),

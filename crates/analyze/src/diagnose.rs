@@ -19,14 +19,30 @@ const MAX_LISTED: usize = 10;
 /// RTT bins kept per direction before their width doubles.
 const MAX_RTT_BINS: usize = 2048;
 
+/// A round trip this short is "next to" an end for every sender-side rule: their
+/// thresholds (waits of 1 ms, ACKs held 10 ms) are at least this long.
+pub(crate) const NEAR: Duration = Duration::from_millis(1);
+
+/// How soon after the ACK a Nagle-held segment leaves its sender (the kernel sends it from
+/// the ACK's softirq: microseconds; this leaves room for a loaded host).
+pub(crate) const NAGLE_SLACK: Duration = Duration::from_micros(500);
+
+/// A one-way delay that never rose this far above its minimum shows no queue between the
+/// sender and the capture point (TSvals tick in milliseconds, so less is not measurable).
+const OWD_FLAT: Duration = Duration::from_millis(5);
+
 /// A sub-MSS segment sent right after the ACK of the previous one.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct NagleEvent {
     pub prev_time: Instant,
     pub prev_len: u32,
+    /// From the ACK to this segment, at the capture point.
+    pub after_ack: Duration,
     pub ack_time: Instant,
     pub time: Instant,
     pub len: u32,
+    /// The peer's receive window when this segment left, bytes.
+    pub peer_window: u64,
 }
 
 /// The receive window was full from `since`; the last segment went at `last_send`; an ACK
@@ -109,6 +125,10 @@ impl RttBins {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Evidence {
     pub rtt: RttBins,
+    /// RTT samples taken while more data was in flight behind the sampled segment: the only
+    /// ones that can show a queue (others may include the receiver's ACK delay or its
+    /// application's think time).
+    pub queue_rtt: RttBins,
     pub nagle: Vec<NagleEvent>,
     pub stalls: Vec<Stall>,
     pub window_full_ns: u64,
@@ -189,12 +209,40 @@ impl Evidence {
         (hz / TS_HZ - 1.0).abs() <= 0.1
     }
 
+    /// Whether the data's one-way delay stayed flat: no bin's smallest one-way delay rose
+    /// [`OWD_FLAT`] above the minimum (so no queue stood between the sender and here).
+    fn owd_flat(&self) -> bool {
+        let base = self.owd.min();
+        self.ts_clock_usable()
+            && self
+                .owd
+                .bins
+                .iter()
+                .all(|b| b.1.saturating_sub(base) < OWD_FLAT)
+    }
+
     pub fn app_idle(&mut self, from: Instant, to: Instant) {
         self.app_idle_ns += (to - from).as_nanos() as u64;
         self.app_gaps += 1;
         self.app_first.get_or_insert(from);
         self.app_last = to;
     }
+}
+
+/// Segments any window keeps queued at its bottleneck: the one being serialized and a few
+/// behind it. Below this many a "standing queue" is the line's slowness, not a buffer.
+const FEW_SEGMENTS: f64 = 4.0;
+
+/// How long [`FEW_SEGMENTS`] full segments take at the direction's rate. On a 400 kbit/s line
+/// that is about 120 ms, tens of times the few ms it is at 10 Mbit/s: an RTT that much above
+/// its minimum is those segments, and the delay a user feels on such a line lies elsewhere
+/// (for instance in the sender's own socket buffer, which no capture shows).
+fn few_segments_time(throughput_bps: f64, mss: Option<u16>) -> Duration {
+    if throughput_bps.is_nan() || throughput_bps <= 0.0 {
+        return Duration::ZERO;
+    }
+    let bits = FEW_SEGMENTS * f64::from(mss.unwrap_or(1460)) * 8.0;
+    Duration::from_nanos((bits / throughput_bps * 1e9) as u64)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -208,6 +256,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
+
+/// The diagnoses that need the sender's view of bytes in flight and ACK arrival times.
+const SENDER_SIDE: &[DiagnosisKind] = &[
+    DiagnosisKind::NagleDelayedAck,
+    DiagnosisKind::DelayedAckPacing,
+    DiagnosisKind::RwndLimited,
+    DiagnosisKind::AppLimited,
+];
 
 /// All diagnoses of one connection, ordered by start time, and per direction (`a2b`, `b2a`)
 /// the kinds that could not be judged from the capture point.
@@ -225,34 +281,68 @@ pub(crate) fn diagnose(
         let e = ev[i];
         let rtt_min = e.rtt.min();
         let point = d.capture_point;
+        // The round trip between the capture point and this direction's sender, from the
+        // handshake: the SYN-ACK -> ACK time for `a`'s data, SYN -> SYN-ACK for `b`'s.
+        let to_sender = match dir {
+            Dir::AtoB => c.handshake.synack_rtt,
+            Dir::BtoA => c.handshake.syn_rtt,
+        };
+        // Sender-side rules read bytes in flight and ACK arrival times as the sender saw
+        // them. They hold at the sender; without a handshake where nothing better is known
+        // (as tcptrace assumes); and anywhere within a millisecond of the sender, when the
+        // data's one-way delay shows no queue between it and the capture point either.
+        let near_sender = match point {
+            CapturePoint::Sender => true,
+            CapturePoint::Unknown if d.vantage_basis == VantageBasis::None => true,
+            _ => to_sender.is_some_and(|t| t <= NEAR) && e.owd_flat(),
+        };
         // Only directions that carried data have anything to judge.
-        if d.stats.data_packets > 0 {
-            not_judged[i].extend_from_slice(point.not_judged());
+        if d.stats.data_packets > 0 && !near_sender {
+            not_judged[i].extend_from_slice(SENDER_SIDE);
         }
-        let judged = |k: DiagnosisKind| !point.not_judged().contains(&k);
+        let judged = |k: DiagnosisKind| near_sender || !SENDER_SIDE.contains(&k);
         if judged(DiagnosisKind::NagleDelayedAck) {
-            nagle(&mut out, dir, d, c.dir(dir.other()).options.mss, e);
+            let slack = if point == CapturePoint::Sender {
+                Duration::ZERO
+            } else {
+                to_sender.unwrap_or(Duration::ZERO)
+            };
+            nagle(&mut out, dir, d, c.dir(dir.other()).options.mss, e, slack);
         }
         if judged(DiagnosisKind::DelayedAckPacing) {
             pacing(&mut out, dir, e, rtt_min);
         }
-        if point == CapturePoint::Receiver {
-            // The RTT seen here is the receiver's own ACK delay; a queue shows as growing
-            // one-way delay instead, readable only through the sender's TCP timestamps.
-            let path_rtt = c
-                .handshake
-                .syn_rtt
-                .zip(c.handshake.synack_rtt)
-                .map_or(Duration::ZERO, |(x, y)| x + y);
+        // bufferbloat, only from evidence of a queue: RTTs that grow while data is in flight
+        // (the queue beyond the capture point), or one-way delay that grows (the queue before
+        // it). At the sender only the first exists, at the receiver only the second; in
+        // between, or when unsure, both are looked at and the larger finding kept.
+        let path_rtt = c
+            .handshake
+            .syn_rtt
+            .zip(c.handshake.synack_rtt)
+            .map_or(Duration::ZERO, |(x, y)| x + y);
+        let mut by_rtt = Vec::new();
+        if point != CapturePoint::Receiver {
+            // Less than a few segments' time above the minimum is the line's slowness, not a
+            // queue (see `few_segments_time`).
+            let few = few_segments_time(d.stats.throughput_bps, c.dir(dir.other()).options.mss);
+            let q = &e.queue_rtt;
+            bufferbloat(&mut by_rtt, dir, q, rtt_min, rtt_min.max(few), Basis::Rtt);
+        }
+        let mut by_owd = Vec::new();
+        if point != CapturePoint::Sender {
             if e.ts_clock_usable() {
                 let base = e.owd.min();
-                let bins = &e.owd;
-                bufferbloat(&mut out, dir, bins, base, path_rtt, Basis::OneWay);
-            } else if d.stats.data_packets > 0 {
+                bufferbloat(&mut by_owd, dir, &e.owd, base, path_rtt, Basis::OneWay);
+            } else if point == CapturePoint::Receiver && d.stats.data_packets > 0 {
                 not_judged[i].push(DiagnosisKind::Bufferbloat);
             }
+        }
+        let worst = |v: &[Diagnosis]| v.iter().map(|d| d.delay_ms).fold(0.0, f64::max);
+        if worst(&by_owd) > worst(&by_rtt) {
+            out.extend(by_owd);
         } else {
-            bufferbloat(&mut out, dir, &e.rtt, rtt_min, rtt_min, Basis::Rtt);
+            out.extend(by_rtt);
         }
         // rwnd_limited: the window was the limit for a fifth of the connection or more.
         if judged(DiagnosisKind::RwndLimited)
@@ -422,7 +512,17 @@ pub(crate) fn diagnose(
 
 /// nagle_delayed_ack: sub-MSS segments that each left only when the ACK of the previous
 /// sub-MSS segment came back (RFC 896; RFC 9293 §3.7.4).
-fn nagle(out: &mut Vec<Diagnosis>, dir: Dir, d: &Direction, peer_mss: Option<u16>, e: &Evidence) {
+///
+/// `slack` is the round trip between the capture point and the sender: the held segment is
+/// seen that much later after the ACK than the sender sent it.
+fn nagle(
+    out: &mut Vec<Diagnosis>,
+    dir: Dir,
+    d: &Direction,
+    peer_mss: Option<u16>,
+    e: &Evidence,
+    slack: Duration,
+) {
     // "Full-sized" is the peer's MSS; the largest segment seen stands in when it is close
     // (options such as timestamps take 12 bytes of it) or when the MSS is unknown.
     let max_seg = d.stats.max_segment_bytes;
@@ -435,6 +535,12 @@ fn nagle(out: &mut Vec<Diagnosis>, dir: Dir, d: &Direction, peer_mss: Option<u16
         .nagle
         .iter()
         .filter(|n| u64::from(n.prev_len) < full && u64::from(n.len) < full)
+        .filter(|n| {
+            let gap = n.time - n.prev_time;
+            n.after_ack <= (gap / 10).max(NAGLE_SLACK) + slack
+        })
+        // A window with no room for a full segment makes small segments without Nagle.
+        .filter(|n| n.peer_window >= full + u64::from(n.len))
         .collect();
     let (Some(f), Some(l)) = (evs.first(), evs.last()) else {
         return;
@@ -827,6 +933,34 @@ mod tests {
             bb[0].delay_ms
         );
         assert!((bb[0].end - bb[0].start).as_secs_f64() > 2.0);
+    }
+
+    #[test]
+    fn a_few_segments_in_flight_on_a_slow_line_are_not_bufferbloat() {
+        // 50 kB/s (a DSL uplink), 40 ms RTT: each full segment takes 29 ms to serialize, so the
+        // few segments any window keeps in flight look like tens of ms of queue. A sender whose
+        // delay is in its own socket buffer shows exactly this on the wire.
+        let mut b = Bulk::new(addr("10.0.0.1:40000"), addr("10.0.0.2:5201"));
+        b.window_segments = 4;
+        b.rate_bytes_per_s = 50_000;
+        b.base_rtt_ns = 40_000_000;
+        b.bytes = 500_000;
+        let a = run(b.run());
+        let c = &a.connections[0];
+        assert!(
+            kinds(c, DiagnosisKind::Bufferbloat).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
+        // Forty segments on the same line are a real standing queue.
+        b.window_segments = 40;
+        let a = run(b.run());
+        assert_eq!(
+            kinds(&a.connections[0], DiagnosisKind::Bufferbloat).len(),
+            1,
+            "{:#?}",
+            a.connections[0].diagnoses
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct JsonConnection<'a> {
     pub synack_rtt_ms: Option<f64>,
     pub syn_count: u32,
     pub ecn: EcnSetup,
+    /// `a`'s SYN carried data and a Fast Open cookie (RFC 7413).
+    pub tfo: bool,
     pub state: ConnState,
     pub a_options: &'a SynOptions,
     pub b_options: &'a SynOptions,
@@ -60,6 +62,10 @@ pub struct JsonDirection<'a> {
     pub stats: &'a DirectionStats,
     /// "sender", "receiver", "middle", or null when it could not be decided.
     pub vantage: Option<CapturePoint>,
+    /// What `vantage` was decided from: "handshake", "ttl", "data_rtt", "short_path", "none".
+    pub vantage_basis: VantageBasis,
+    /// "high", "medium" or "low".
+    pub vantage_confidence: &'static str,
     /// Diagnoses about this direction's data that cannot be judged from this capture point.
     pub not_judged: &'a [DiagnosisKind],
 }
@@ -69,6 +75,8 @@ impl<'a> JsonDirection<'a> {
         JsonDirection {
             stats: &d.stats,
             vantage: (d.capture_point != CapturePoint::Unknown).then_some(d.capture_point),
+            vantage_basis: d.vantage_basis,
+            vantage_confidence: d.vantage_basis.confidence(),
             not_judged: &d.not_judged,
         }
     }
@@ -141,6 +149,7 @@ impl Analysis {
                     synack_rtt_ms: ms(c.handshake.synack_rtt),
                     syn_count: c.handshake.syn_count,
                     ecn: c.handshake.ecn,
+                    tfo: c.tfo(),
                     state: c.state,
                     a_options: &c.a2b.options,
                     b_options: &c.b2a.options,

@@ -31,7 +31,7 @@ pub mod tcpopt;
 pub mod text;
 mod udp;
 
-pub use analyzer::{analyze_bytes, Analyzer, Options};
+pub use analyzer::{analyze_bytes, Analyzer, Options, Shard};
 pub use capture::CaptureError;
 pub use filter::{Filter, FilterError};
 pub use model::*;

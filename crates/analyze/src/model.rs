@@ -134,6 +134,12 @@ impl Connection {
     pub fn duration(&self) -> Duration {
         self.last_time - self.first_time
     }
+    /// Whether the connection used TCP Fast Open (RFC 7413 §3): `a`'s SYN carried data and a
+    /// cookie. A SYN that only asks for a cookie (an empty option) is not Fast Open yet.
+    pub fn tfo(&self) -> bool {
+        let o = &self.a2b.options;
+        o.syn_data_bytes > 0 && o.tfo_cookie_len.is_some_and(|n| n > 0)
+    }
     /// The direction given by `dir`.
     pub fn dir(&self, dir: Dir) -> &Direction {
         match dir {
@@ -242,6 +248,8 @@ pub struct Direction {
     /// Where the capture point sits on this direction's path (decided when the connection
     /// finishes; see [`CapturePoint`]).
     pub capture_point: CapturePoint,
+    /// What `capture_point` was decided from, and so how sure it is.
+    pub vantage_basis: VantageBasis,
     /// Diagnoses about this direction's data that could not be judged from this capture
     /// point (empty at the sender).
     pub not_judged: Vec<DiagnosisKind>,
@@ -252,14 +260,15 @@ pub struct Direction {
 
 /// Where a capture was taken, relative to one direction's sender and receiver.
 ///
-/// Decided per direction from the handshake seen at the capture point: of the handshake's
-/// round trip (SYN -> SYN-ACK -> ACK, each sent once), the part beyond the capture point
-/// towards this direction's receiver is the SYN -> SYN-ACK time for `a2b` and the SYN-ACK ->
-/// ACK time for `b2a`. If that part is at least 3/4 of the whole, the capture is next to the
-/// sender; at most 1/4, next to the receiver; otherwise in the middle. Without a usable
-/// handshake, the two directions' minimum data RTTs split the round trip the same way when
-/// both directions carried data; otherwise the point is unknown. Rule and thresholds are
-/// written out in `docs/analyze.md`.
+/// Decided per direction ([`VantageBasis`] says from what): when the handshake's round trip
+/// (SYN -> SYN-ACK -> ACK, each sent once) is at least 1 ms, by the part of it beyond the
+/// capture point towards this direction's receiver (the SYN -> SYN-ACK time for `a2b`, the
+/// SYN-ACK -> ACK time for `b2a`): at least 3/4 of the whole, next to the sender; at most
+/// 1/4, next to the receiver; otherwise in the middle. On a shorter path, by which side's
+/// packets still carry an initial TTL. Without a handshake, the two directions' minimum data
+/// RTTs split the round trip the same way when both directions carried data; otherwise the
+/// point is unknown. Which diagnoses are judged from each point is `diagnose`'s business;
+/// rules and thresholds are written out in `docs/analyze.md`.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CapturePoint {
@@ -273,7 +282,8 @@ pub enum CapturePoint {
     /// bytes in flight before it are invisible.
     Middle,
     /// Next to the receiver: data as it arrives, ACKs as sent. RTT samples are the receiver's
-    /// ACK delay and bytes in flight look like zero, so sender-side diagnoses do not apply.
+    /// ACK delay and bytes in flight look like zero, so sender-side diagnoses do not apply
+    /// unless the sender is within a millisecond with no queue in between.
     Receiver,
 }
 
@@ -287,20 +297,35 @@ impl CapturePoint {
             CapturePoint::Receiver => "receiver",
         }
     }
+}
 
-    /// Diagnoses about this direction that cannot be judged from this point: they need the
-    /// sender's view of what was in flight and when ACKs arrived.
-    pub fn not_judged(self) -> &'static [DiagnosisKind] {
+/// The evidence a [`CapturePoint`] was decided from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VantageBasis {
+    /// Nothing to decide from.
+    #[default]
+    None,
+    /// How the handshake's round trip (at least 1 ms) splits at the capture point.
+    Handshake,
+    /// Which side's packets still carry an initial TTL / hop limit (on a path of under 1 ms,
+    /// where the handshake's split is only the hosts' processing time).
+    Ttl,
+    /// The two directions' minimum data RTTs, when the handshake was not captured.
+    DataRtt,
+    /// A handshake round trip under 1 ms and TTLs that do not tell: the point is unknown,
+    /// but every point of such a path is within a millisecond of both ends.
+    ShortPath,
+}
+
+impl VantageBasis {
+    /// How sure the decision is: `high` from the handshake or TTLs, `medium` from data RTTs
+    /// (ACK delays and queues blur them), `low` when nothing decided it.
+    pub fn confidence(self) -> &'static str {
         match self {
-            CapturePoint::Unknown | CapturePoint::Sender => &[],
-            // At the receiver, bufferbloat is judged from one-way delay (TCP timestamps)
-            // instead of RTT; see `Direction::not_judged` for whether that was possible.
-            CapturePoint::Middle | CapturePoint::Receiver => &[
-                DiagnosisKind::NagleDelayedAck,
-                DiagnosisKind::DelayedAckPacing,
-                DiagnosisKind::RwndLimited,
-                DiagnosisKind::AppLimited,
-            ],
+            VantageBasis::Handshake | VantageBasis::Ttl => "high",
+            VantageBasis::DataRtt => "medium",
+            VantageBasis::None | VantageBasis::ShortPath => "low",
         }
     }
 }

@@ -158,6 +158,8 @@ pub(crate) struct DirState {
     last_peer_ack: Option<(Instant, bool, bool)>,
     /// When everything sent was last acknowledged (start of an idle period).
     all_acked_at: Option<Instant>,
+    /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
+    pub(crate) ttl: Option<(u8, u8)>,
     window_full_since: Option<Instant>,
     /// Open loss-recovery episode: (start, recovery point, packets, bytes).
     recovery: Option<(Instant, u64, u64, u64)>,
@@ -188,6 +190,8 @@ pub(crate) struct TcpPacket<'a> {
     pub h: &'a TcpHeader,
     pub opts: &'a TcpOptions,
     pub ecn: Ecn,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
 }
 
 impl TcpConn {
@@ -256,6 +260,8 @@ impl TcpConn {
 
         // Counters that need no sequence space.
         {
+            let t = &mut self.dirs[d].ttl;
+            *t = Some(t.map_or((p.ttl, p.ttl), |(lo, hi)| (lo.min(p.ttl), hi.max(p.ttl))));
             let st = &mut self.dirs[d].stats;
             st.packets += 1;
             match p.ecn {
@@ -449,6 +455,12 @@ impl TcpConn {
                 ds.rtt_sum_ms += ms;
                 ds.rtt_sumsq_ms += ms * ms;
                 ds.ev.rtt.add(now, rtt);
+                // Evidence of a queue only while more data was in flight behind the sampled
+                // segment: an ACK of the last byte sent may have waited for the receiver's
+                // delayed-ACK timer or its application's next write (think time).
+                if ds.snd_max > ack_rel {
+                    ds.ev.queue_rtt.add(now, rtt);
+                }
                 if keep {
                     ds.series.rtt.push(RttSample {
                         time: now,
@@ -527,6 +539,7 @@ impl TcpConn {
         let len = h.payload_len as u32;
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
+        let peer_last_data = self.dirs[o].last_data;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
         let data_start = start + u64::from(syn);
@@ -593,21 +606,26 @@ impl TcpConn {
                     && ack_all
                     && ta > tp
                     && gap >= Duration::from_millis(1)
-                    && after_ack <= (gap / 10).max(Duration::from_micros(500))
+                    && after_ack <= (gap / 10).max(diagnose::NAGLE_SLACK) + diagnose::NEAR
                 {
                     nagle = true;
                     ds.ev.nagle.push(diagnose::NagleEvent {
                         prev_time: tp,
                         prev_len: plen,
+                        after_ack,
                         ack_time: ta,
                         time: now,
                         len,
+                        peer_window: ds.peer_window,
                     });
                 }
             }
             // Application-limited: nothing in flight, nothing sent for a while.
             if !nagle && kind == SegmentKind::New && in_flight_before == 0 {
-                if let Some(idle_from) = ds.all_acked_at {
+                // Silence before the peer's last data was waiting for the peer (a reply
+                // waits for its request); only the time since is this application's own.
+                if let Some(acked_at) = ds.all_acked_at {
+                    let idle_from = peer_last_data.map_or(acked_at, |t| t.max(acked_at));
                     let idle = now - idle_from;
                     if idle >= rtt_min.max(Duration::from_millis(1)) {
                         ds.ev.app_idle(idle_from, now);
@@ -780,6 +798,7 @@ impl TcpConn {
                 options: a2b_state.options,
                 stats: a2b_state.stats,
                 capture_point: CapturePoint::Unknown,
+                vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
                 series: a2b_state.series,
             },
@@ -788,6 +807,7 @@ impl TcpConn {
                 options: b2a_state.options,
                 stats: b2a_state.stats,
                 capture_point: CapturePoint::Unknown,
+                vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
                 series: b2a_state.series,
             },
@@ -798,9 +818,10 @@ impl TcpConn {
             &conn.handshake,
             conn.a2b.stats.rtt_min_ms,
             conn.b2a.stats.rtt_min_ms,
+            [a2b_state.ttl, b2a_state.ttl],
         );
-        conn.a2b.capture_point = p_a2b;
-        conn.b2a.capture_point = p_b2a;
+        (conn.a2b.capture_point, conn.a2b.vantage_basis) = p_a2b;
+        (conn.b2a.capture_point, conn.b2a.vantage_basis) = p_b2a;
         if conn.handshake.syn_count > 0
             && conn.handshake.synack_count == 0
             && self.state != ConnState::Reset
@@ -817,42 +838,71 @@ impl TcpConn {
     }
 }
 
-/// Where the capture point sits on each direction's path ([`CapturePoint`]): the share of
-/// the round trip that lies beyond it, towards that direction's receiver.
+/// Where the capture point sits on each direction's path ([`CapturePoint`]) and what that
+/// was decided from ([`VantageBasis`]).
 ///
 /// At a point X, the SYN -> SYN-ACK time is the round trip X <-> b and the SYN-ACK -> ACK
 /// time the round trip X <-> a; `a2b`'s data is ACKed after the first, `b2a`'s after the
 /// second, which is why the data RTTs can stand in for them when the handshake is missing.
+/// On a path whose whole round trip is under [`diagnose::NEAR`] (a LAN, two namespaces on one
+/// machine) the split is the hosts' own processing time and says nothing; there the IP TTLs
+/// decide: a packet still carrying its sender's initial TTL was captured on its sender's
+/// link, before any router.
 pub(crate) fn capture_points(
     hs: &Handshake,
     a2b_rtt_min_ms: Option<f64>,
     b2a_rtt_min_ms: Option<f64>,
-) -> [CapturePoint; 2] {
+    ttl: [Option<(u8, u8)>; 2],
+) -> [(CapturePoint, VantageBasis); 2] {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let parts = match (hs.syn_rtt, hs.synack_rtt) {
-        (Some(to_b), Some(to_a)) => Some((ms(to_b), ms(to_a))),
-        _ => a2b_rtt_min_ms.zip(b2a_rtt_min_ms),
+    let near_ms = ms(diagnose::NEAR);
+    let by_split = |to_b: f64, to_a: f64, basis: VantageBasis| {
+        let whole = to_b + to_a;
+        // Beyond 3/4 of the round trip on one side is "next to" the other end: close enough
+        // that bytes in flight and ACK arrival times are the sender's (or the receiver's) own.
+        let point = |beyond: f64| {
+            let share = beyond / whole;
+            if share >= 0.75 {
+                CapturePoint::Sender
+            } else if share <= 0.25 {
+                CapturePoint::Receiver
+            } else {
+                CapturePoint::Middle
+            }
+        };
+        [(point(to_b), basis), (point(to_a), basis)]
     };
-    let Some((to_b, to_a)) = parts else {
-        return [CapturePoint::Unknown; 2];
-    };
-    let whole = to_b + to_a;
-    if whole <= 0.0 {
-        return [CapturePoint::Unknown; 2];
+    let handshake = hs.syn_rtt.zip(hs.synack_rtt).map(|(b, a)| (ms(b), ms(a)));
+    if let Some((to_b, to_a)) = handshake.filter(|(b, a)| b + a >= near_ms) {
+        return by_split(to_b, to_a, VantageBasis::Handshake);
     }
-    // Beyond 3/4 of the round trip on one side is "next to" the other end: close enough that
-    // bytes in flight and ACK arrival times are the sender's (or the receiver's) own.
-    let point = |beyond: f64| {
-        let share = beyond / whole;
-        if share >= 0.75 {
-            CapturePoint::Sender
-        } else if share <= 0.25 {
-            CapturePoint::Receiver
-        } else {
-            CapturePoint::Middle
-        }
+    // Initial TTLs (and IPv6 hop limits) in common use: 64 (Linux, macOS, the BSDs), 128
+    // (Windows), 255 (network gear, Solaris), 32 (old Windows).
+    let initial = |t: Option<(u8, u8)>| {
+        t.is_some_and(|(lo, hi)| lo == hi && matches!(lo, 32 | 64 | 128 | 255))
     };
-    [point(to_b), point(to_a)]
+    let by_ttl = |s: usize| {
+        let (sender, receiver) = (initial(ttl[s]), initial(ttl[1 - s]));
+        let point = match (sender, receiver) {
+            (true, false) => CapturePoint::Sender,
+            (false, true) => CapturePoint::Receiver,
+            (false, false) if ttl[s].is_some() && ttl[1 - s].is_some() => CapturePoint::Middle,
+            _ => return None,
+        };
+        Some((point, VantageBasis::Ttl))
+    };
+    if let (Some(x), Some(y)) = (by_ttl(0), by_ttl(1)) {
+        return [x, y];
+    }
+    if handshake.is_some() {
+        // A short path whose TTLs do not tell either: the point is unknown, but every point
+        // is within a millisecond of both ends (see `diagnose`).
+        return [(CapturePoint::Unknown, VantageBasis::ShortPath); 2];
+    }
+    match a2b_rtt_min_ms.zip(b2a_rtt_min_ms) {
+        Some((to_b, to_a)) if to_b + to_a >= near_ms => by_split(to_b, to_a, VantageBasis::DataRtt),
+        _ => [(CapturePoint::Unknown, VantageBasis::None); 2],
+    }
 }
 
 /// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms).
@@ -953,34 +1003,81 @@ mod transfer_tests {
         }
     }
 
+    fn points(
+        hs: &Handshake,
+        a2b: Option<f64>,
+        b2a: Option<f64>,
+        ttl: [Option<(u8, u8)>; 2],
+    ) -> [CapturePoint; 2] {
+        capture_points(hs, a2b, b2a, ttl).map(|(p, _)| p)
+    }
+
     #[test]
     fn the_handshake_split_places_the_capture_on_each_directions_path() {
         use CapturePoint::*;
+        let no = [None, None];
         // At the client: the SYN-ACK takes the whole RTT, the client's ACK leaves at once.
         assert_eq!(
-            capture_points(&hs(Some(40), Some(0)), None, None),
+            points(&hs(Some(40), Some(0)), None, None, no),
             [Sender, Receiver]
         );
         // At the server, the other way round.
         assert_eq!(
-            capture_points(&hs(Some(0), Some(40)), None, None),
+            points(&hs(Some(0), Some(40)), None, None, no),
             [Receiver, Sender]
         );
         // Halfway along the path.
         assert_eq!(
-            capture_points(&hs(Some(20), Some(20)), None, None),
+            points(&hs(Some(20), Some(20)), None, None, no),
             [Middle, Middle]
         );
         // Without a handshake the data RTTs split the round trip the same way...
         assert_eq!(
-            capture_points(&hs(None, None), Some(40.0), Some(0.2)),
+            points(&hs(None, None), Some(40.0), Some(0.2), no),
             [Sender, Receiver]
         );
         // ...and with data one way only nothing can be said.
         assert_eq!(
-            capture_points(&hs(None, Some(3)), Some(40.0), None),
+            points(&hs(None, Some(3)), Some(40.0), None, no),
             [Unknown, Unknown]
         );
+    }
+
+    #[test]
+    fn on_a_sub_millisecond_path_the_ttls_decide_and_the_handshake_split_does_not() {
+        use CapturePoint::*;
+        let us = |b, a| Handshake {
+            syn_rtt: Some(Duration::from_micros(b)),
+            synack_rtt: Some(Duration::from_micros(a)),
+            ..Handshake::default()
+        };
+        // At the client, one router away from the server: the client's packets carry 64,
+        // the server's 63. The split (15 us vs 20 us) alone would say "middle".
+        let client = [Some((64, 64)), Some((63, 63))];
+        assert_eq!(points(&us(15, 20), None, None, client), [Sender, Receiver]);
+        let server = [Some((63, 63)), Some((64, 64))];
+        assert_eq!(points(&us(15, 20), None, None, server), [Receiver, Sender]);
+        // Behind routers on both sides.
+        let middle = [Some((62, 62)), Some((120, 120))];
+        assert_eq!(points(&us(15, 20), None, None, middle), [Middle, Middle]);
+        // Same link as both ends: unknown, from a short path.
+        let lan = [Some((64, 64)), Some((64, 64))];
+        assert_eq!(
+            capture_ptsb(&us(15, 20), lan),
+            [(Unknown, VantageBasis::ShortPath); 2]
+        );
+        // A real path's handshake outweighs the TTLs.
+        assert_eq!(
+            points(&hs(Some(0), Some(30)), None, None, client),
+            [Receiver, Sender]
+        );
+    }
+
+    fn capture_ptsb(
+        hs: &Handshake,
+        ttl: [Option<(u8, u8)>; 2],
+    ) -> [(CapturePoint, VantageBasis); 2] {
+        capture_points(hs, None, None, ttl)
     }
 
     fn lossy(client: &str, server: &str) -> Bulk {
@@ -1177,6 +1274,24 @@ mod transfer_tests {
     }
 
     #[test]
+    fn a_syn_asking_for_a_fast_open_cookie_is_not_fast_open_yet() {
+        use crate::synth::{Tcp, ACK, SYN};
+        let (c, s) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:443".parse().unwrap(),
+        );
+        let t0 = 1_000_000_000u64;
+        let mut syn = Tcp::new(c, s, 100, 0, SYN);
+        syn.options = vec![34, 2];
+        let mut sa = Tcp::new(s, c, 700, 101, SYN | ACK);
+        sa.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+        let a = run(vec![(t0, syn.build()), (t0 + 30_000_000, sa.build())]);
+        assert_eq!(a.connections[0].a2b.options.tfo_cookie_len, Some(0));
+        assert!(!a.connections[0].tfo());
+        assert!(!a.json_report().connections[0].tfo);
+    }
+
+    #[test]
     fn fast_open_data_and_accecn_negotiation_are_read_from_the_handshake() {
         use crate::synth::{Tcp, ACK, CWR, ECE, SYN};
         let (c, s) = (
@@ -1200,6 +1315,8 @@ mod transfer_tests {
         assert_eq!(conn.handshake.ecn, EcnSetup::AccEcn);
         assert_eq!(conn.a2b.options.tfo_cookie_len, Some(8));
         assert_eq!(conn.a2b.options.syn_data_bytes, 100);
+        assert!(conn.tfo());
+        assert!(a.json_report().connections[0].tfo);
         assert_eq!(conn.a2b.stats.data_bytes, 100);
         assert_eq!(conn.a2b.stats.unique_bytes, 100);
         assert!(conn.a2b.options.syn_ae);

@@ -34,19 +34,32 @@ fn vantage_note(d: &Direction) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let how = match d.vantage_basis {
+        VantageBasis::Handshake => " (from the handshake's timing)",
+        VantageBasis::Ttl => " (from the TTLs: the path is under 1 ms)",
+        VantageBasis::DataRtt => " (from the data RTTs, no handshake: medium confidence)",
+        VantageBasis::None | VantageBasis::ShortPath => "",
+    };
+    let judged = if d.not_judged.is_empty() {
+        "; within 1 ms of the sender with no queue in between, so every diagnosis applies"
+            .to_string()
+    } else {
+        format!("; not judged from here: {}", hidden(d))
+    };
     match d.capture_point {
         CapturePoint::Sender => None,
+        CapturePoint::Unknown if d.vantage_basis == VantageBasis::ShortPath => Some(format!(
+            "capture point unknown (a path under 1 ms whose TTLs do not tell){judged}"
+        )),
         CapturePoint::Unknown => Some(
             "capture point unknown (no handshake, data one way): diagnoses assume it is at the sender"
                 .to_string(),
         ),
         CapturePoint::Middle => Some(format!(
-            "captured between sender and receiver: RTTs cover only the path beyond this point; not judged from here: {}",
-            hidden(d)
+            "captured between sender and receiver{how}: RTTs cover only the path beyond this point{judged}"
         )),
         CapturePoint::Receiver => Some(format!(
-            "captured at the receiver: RTT here is the receiver's ACK delay and nothing looks in flight; not judged from here: {}{}",
-            hidden(d),
+            "captured at the receiver{how}: RTT here is the receiver's ACK delay{judged}{}",
             if d.not_judged.contains(&DiagnosisKind::Bufferbloat) {
                 " (bufferbloat needs 1 kHz TCP timestamps from the sender over at least 0.5 s)"
             } else {
@@ -113,6 +126,14 @@ pub fn summary(a: &Analysis) -> String {
             c.a2b.options.sack_permitted,
             c.b2a.options.sack_permitted
         );
+        if c.tfo() {
+            let _ = writeln!(
+                s,
+                "  TCP Fast Open: the SYN carried {} bytes of data and a cookie of {} bytes",
+                c.a2b.options.syn_data_bytes,
+                c.a2b.options.tfo_cookie_len.unwrap_or(0)
+            );
+        }
         for (name, dir) in [("a->b", &c.a2b), ("b->a", &c.b2a)] {
             let d = &dir.stats;
             let _ = writeln!(
@@ -177,13 +198,29 @@ pub fn summary(a: &Analysis) -> String {
             rate(u.b2a.rate_bps)
         );
     }
-    for w in &a.warnings {
+    // The warnings themselves go to standard error (see [`warnings`]); a count stays here so
+    // that a saved report says its input was damaged.
+    if !a.warnings.is_empty() {
         let _ = writeln!(
             s,
-            "warning: {} packet {}: {}",
+            "{} warning(s) about damaged input, listed on standard error",
+            a.warnings.len()
+        );
+    }
+    s
+}
+
+/// The warnings, one line each, for standard error.
+pub fn warnings(a: &Analysis) -> String {
+    let mut s = String::new();
+    for w in &a.warnings {
+        // Some messages already start with the packet number.
+        let prefix = format!("packet {}: ", w.packet);
+        let _ = writeln!(
+            s,
+            "latencylab: warning: {}: {prefix}{}",
             a.captures.get(w.capture).map_or("", |c| c.name.as_str()),
-            w.packet,
-            w.message
+            w.message.strip_prefix(&prefix).unwrap_or(&w.message)
         );
     }
     s

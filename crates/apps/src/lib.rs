@@ -19,9 +19,11 @@ pub mod common;
 pub mod playback;
 pub mod probe;
 pub mod records;
+pub mod screen;
 pub mod stats;
 pub mod stream;
 mod sys;
+pub mod tfo;
 
 use std::process::ExitCode;
 
@@ -60,6 +62,25 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab call --connect server:6000 --mode l4s --max-rate 8mbit --duration 30s --out call.jsonl\n\nThe other endpoint: latencylab call --listen 6000 --mode l4s --duration 40s"
     )]
     Call(call::CallArgs),
+    /// Screen-sharing server: sends frames drawing the latest click, unbounded or with
+    /// TCP_NOTSENT_LOWAT, and samples its unsent bytes.
+    #[command(
+        after_help = "Example:\n  latencylab screen-server --mode lowat --lowat 16kb --sndbuf 120kb --out screen-server.jsonl"
+    )]
+    ScreenServer(screen::ScreenServerArgs),
+    /// Screen-sharing viewer: clicks at seeded random moments, measures click-to-frame.
+    #[command(
+        after_help = "Example:\n  latencylab screen-viewer server:5204 --click-every 1s --duration 30s --out viewer.jsonl"
+    )]
+    ScreenViewer(screen::ScreenViewerArgs),
+    /// Request/response server for TCP Fast Open: counts how often it acts on each request.
+    #[command(after_help = "Example:\n  latencylab tfo-server --port 5205 --out tfo-server.jsonl")]
+    TfoServer(tfo::TfoServerArgs),
+    /// Request/response client: one request per connection, with or without TCP Fast Open.
+    #[command(
+        after_help = "Example:\n  latencylab tfo-client server:5205 --fastopen --count 30 --interval 200ms --out tfo.jsonl"
+    )]
+    TfoClient(tfo::TfoClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -73,6 +94,10 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::StreamServer(a) => stream::run_server(a),
         AppCommand::StreamClient(a) => stream::run_client(a),
         AppCommand::Call(a) => call::run(a),
+        AppCommand::ScreenServer(a) => screen::run_server(a),
+        AppCommand::ScreenViewer(a) => screen::run_viewer(a),
+        AppCommand::TfoServer(a) => tfo::run_server(a),
+        AppCommand::TfoClient(a) => tfo::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -169,6 +169,84 @@ pub enum Record {
         rx_not_ect: u64,
     },
 
+    /// A sample of a `screen-server` connection's send buffer: `queued_bytes` not yet
+    /// acknowledged, of which `unsent_bytes` not yet sent (SIOCOUTQ, SIOCOUTQNSD).
+    SendQueue {
+        t_s: f64,
+        conn: u64,
+        queued_bytes: u64,
+        unsent_bytes: u64,
+    },
+    /// The end of a `screen-server` connection; percentiles over its `send_queue` samples.
+    ScreenServerSummary {
+        t_s: f64,
+        conn: u64,
+        mode: String,
+        frames: u64,
+        bytes: u64,
+        unsent_bytes_p50: Option<f64>,
+        unsent_bytes_max: Option<f64>,
+    },
+    /// A click of `screen-viewer` at `t_s`; the first frame that drew it was complete
+    /// `click_to_frame_ms` later (`null`: none came before the end).
+    Click {
+        t_s: f64,
+        click: u64,
+        click_to_frame_ms: Option<f64>,
+    },
+    /// The end of a `screen-viewer`.
+    ScreenSummary {
+        t_s: f64,
+        frames: u64,
+        bytes: u64,
+        clicks: u64,
+        answered: u64,
+        click_to_frame_ms_p50: Option<f64>,
+        click_to_frame_ms_p95: Option<f64>,
+        click_to_frame_ms_max: Option<f64>,
+    },
+
+    /// One request of `tfo-client`, on a connection of its own opened at `t_s`: `request_ms`
+    /// from `connect` to the whole response; `tfo` when the request rode in the SYN.
+    Request {
+        t_s: f64,
+        request: u64,
+        request_ms: f64,
+        tfo: bool,
+    },
+    /// A request of `tfo-client` that failed (no connection, no answer).
+    RequestFailed {
+        t_s: f64,
+        request: u64,
+        error: String,
+    },
+    /// The end of a `tfo-client`.
+    RequestSummary {
+        t_s: f64,
+        requests: u64,
+        failed: u64,
+        tfo: u64,
+        request_ms_p50: Option<f64>,
+        request_ms_p95: Option<f64>,
+    },
+    /// `tfo-server` acted on a request: the `count`-th time for this request id; `tfo` when
+    /// the request came in the SYN.
+    Action {
+        t_s: f64,
+        request: u64,
+        count: u64,
+        tfo: bool,
+        peer: String,
+    },
+    /// The end of a `tfo-server`: distinct request ids, actions taken, and actions beyond the
+    /// first for an id (a request done twice).
+    ActionSummary {
+        t_s: f64,
+        requests: u64,
+        actions: u64,
+        double_actions: u64,
+    },
+
     /// A line of a type this version does not know.
     #[serde(other)]
     Other,
@@ -196,7 +274,16 @@ impl Record {
             | CallRtt { t_s, .. }
             | CallStall { t_s, .. }
             | EcnFallback { t_s, .. }
-            | CallSummary { t_s, .. } => Some(*t_s),
+            | CallSummary { t_s, .. }
+            | SendQueue { t_s, .. }
+            | ScreenServerSummary { t_s, .. }
+            | Click { t_s, .. }
+            | ScreenSummary { t_s, .. }
+            | Request { t_s, .. }
+            | RequestFailed { t_s, .. }
+            | RequestSummary { t_s, .. }
+            | Action { t_s, .. }
+            | ActionSummary { t_s, .. } => Some(*t_s),
             Other => None,
         }
     }

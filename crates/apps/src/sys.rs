@@ -217,6 +217,145 @@ pub fn wait_readable_precise(fd: BorrowedFd<'_>, timeout: Duration) -> io::Resul
     }
 }
 
+/// `SIOCOUTQNSD` from `linux/sockios.h`: bytes in a TCP socket's send queue not yet sent.
+const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+
+/// What a TCP socket holds in its send buffer: `queued` bytes not yet acknowledged (SIOCOUTQ),
+/// of which `unsent` have not been sent at all (SIOCOUTQNSD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendQueue {
+    pub queued_bytes: u64,
+    pub unsent_bytes: u64,
+}
+
+/// Reads a TCP socket's send queue.
+pub fn send_queue(fd: BorrowedFd<'_>) -> io::Result<SendQueue> {
+    let mut outq: libc::c_int = 0;
+    let mut notsent: libc::c_int = 0;
+    // SAFETY: both ioctls write one c_int through the pointer, which points to a live local.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ as _, &mut outq) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCOUTQNSD as _, &mut notsent) })?;
+    Ok(SendQueue {
+        queued_bytes: u64::try_from(outq).unwrap_or(0),
+        unsent_bytes: u64::try_from(notsent).unwrap_or(0),
+    })
+}
+
+/// `TCPI_OPT_SYN_DATA` of `tcpi_options` (`linux/tcp.h`): the SYN carried data that the other
+/// side acknowledged (a client) or accepted (a server): the connection used TCP Fast Open.
+const TCPI_OPT_SYN_DATA: u8 = 32;
+
+/// Whether a connected TCP socket exchanged data in its SYN (TCP Fast Open, RFC 7413), from
+/// `TCP_INFO`.
+pub fn syn_data_acked(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: tcp_info is plain data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `info`, a live local of that size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(info.tcpi_options & TCPI_OPT_SYN_DATA != 0)
+}
+
+/// A TCP connection to `addr` that, with `fastopen`, sends its first write in the SYN when it
+/// holds a cookie for the server (`TCP_FASTOPEN_CONNECT`, Linux 4.11; without a cookie the SYN
+/// asks for one and the data follows the handshake). `connect` then returns before the
+/// handshake, and the first write performs it.
+pub fn connect_tcp(addr: &SocketAddr, fastopen: bool) -> io::Result<std::net::TcpStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: plain socket(2); the descriptor is owned right below.
+    let raw = cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    if fastopen {
+        set_int_option(fd.as_fd(), libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT, 1)?;
+    }
+    let (storage, len) = std_to_sockaddr(addr);
+    // SAFETY: `storage` holds a socket address of `len` bytes for the duration of the call.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    };
+    loop_on_eintr(r)?;
+    Ok(std::net::TcpStream::from(fd))
+}
+
+/// `connect` interrupted by a signal goes on in the background; anything else is an error.
+fn loop_on_eintr(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::Interrupted {
+        return Ok(());
+    }
+    Err(e)
+}
+
+/// A `sockaddr_storage` holding `addr`, and its length.
+fn std_to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            (storage, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            (storage, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// Waits until `fd` is writable (for a socket with TCP_NOTSENT_LOWAT: until its unsent bytes
+/// fell below the mark) or `timeout` passes; `Ok(false)` on timeout or a signal.
+pub fn wait_writable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
 /// Set by the SIGTERM/SIGINT handler; read by [`signal_received`].
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 

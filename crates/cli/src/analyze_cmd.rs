@@ -19,11 +19,12 @@ const PROGRESS_MIN_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Read pcap/pcapng captures and say where the delay came from",
-    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
+    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
 )]
 pub struct AnalyzeArgs {
-    /// Capture files: pcap or pcapng, optionally gzip-compressed. Two captures of the same
-    /// traffic (e.g. both ends) are analysed side by side, which enables `ecn_bleached`.
+    /// Capture files: pcap or pcapng, optionally gzip-compressed; `-` reads standard input
+    /// (`tcpdump -w - | latencylab analyze -`). Two captures of the same traffic (e.g. both
+    /// ends) are analysed side by side, which enables `ecn_bleached`.
     #[arg(value_name = "CAPTURE", required = true)]
     pub captures: Vec<PathBuf>,
     /// Print the analysis as JSON (schema in docs/analyze.md) instead of text.
@@ -42,6 +43,10 @@ pub struct AnalyzeArgs {
     /// `tcp and port 443 or udp`.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
+    /// Analyse on N threads, each reading the captures and keeping the connections whose
+    /// address pair hashes to it (default: one per core; standard input uses one).
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
 }
 
 /// Runs `latencylab analyze`.
@@ -56,35 +61,38 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         filter,
         ..analyze::Options::default()
     };
-    let mut analyzer = analyze::Analyzer::new(opts);
-    for path in &args.captures {
-        let name = path.display().to_string();
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) => return Ok(usage(&format!("cannot open capture {name:?}: {e}"))),
-        };
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let result = if len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
-            let bar = indicatif::ProgressBar::new(len).with_message(name.clone());
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            let r = analyzer.add_capture(&name, bar.wrap_read(file));
-            bar.finish_and_clear();
-            r
-        } else {
-            analyzer.add_capture(&name, file)
-        };
-        if let Err(e) = result {
-            return Ok(usage(&format!(
-                "{name:?}: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
-            )));
+    let stdin = args.captures.iter().any(|p| p.as_os_str() == "-");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let jobs = if stdin { 1 } else { args.jobs.unwrap_or(cores) };
+    // Connections are independent: each thread reads every capture and keeps its share of
+    // them (`analyze::Shard`); the shards' results are merged.
+    let results: Vec<Result<analyze::Analysis, String>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..jobs)
+            .map(|index| {
+                let shard = analyze::Shard { index, count: jobs };
+                let opts = analyze::Options {
+                    shard,
+                    ..opts.clone()
+                };
+                s.spawn(move || read_all(args, opts))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("an analysis thread failed".into()))
+            })
+            .collect()
+    });
+    let mut parts = Vec::new();
+    for r in results {
+        match r {
+            Ok(a) => parts.push(a),
+            Err(line) => return Ok(usage(&line)),
         }
     }
-    let analysis = analyzer.finish();
+    let analysis = analyze::Analysis::merge(parts);
 
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -100,19 +108,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
         r => r.context("writing the analysis to stdout")?,
     }
-    if args.json {
-        // Warnings are in the JSON; repeat them on stderr so they are not missed.
-        for w in &analysis.warnings {
-            let cap = analysis
-                .captures
-                .get(w.capture)
-                .map_or("", |c| c.name.as_str());
-            eprintln!(
-                "latencylab: warning: {cap}: packet {}: {}",
-                w.packet, w.message
-            );
-        }
-    }
+    // Warnings go to stderr (the JSON also carries them), so that stdout stays the report.
+    eprint!("{}", analyze::text::warnings(&analysis));
     if let Some(dir) = &args.plots {
         let files = report::analysis::write_plots(&analysis, dir)
             .with_context(|| format!("writing plots to {}", dir.display()))?;
@@ -137,6 +134,48 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("latencylab: wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads every capture into one analyzer (one shard of the connections); an error is the
+/// usage line to print.
+fn read_all(args: &AnalyzeArgs, opts: analyze::Options) -> Result<analyze::Analysis, String> {
+    let first_shard = opts.shard.index == 0;
+    let mut analyzer = analyze::Analyzer::new(opts);
+    for path in &args.captures {
+        let name = path.display().to_string();
+        if path.as_os_str() == "-" {
+            // `tcpdump -w - | latencylab analyze -`: read as a stream like any file.
+            let name = "stdin".to_string();
+            if let Err(e) = analyzer.add_capture(&name, io::stdin().lock()) {
+                return Err(format!(
+                    "standard input: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
+                ));
+            }
+            continue;
+        }
+        let file = File::open(path).map_err(|e| format!("cannot open capture {name:?}: {e}"))?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let result = if first_shard && len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(len).with_message(name.clone());
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let r = analyzer.add_capture(&name, bar.wrap_read(file));
+            bar.finish_and_clear();
+            r
+        } else {
+            analyzer.add_capture(&name, file)
+        };
+        if let Err(e) = result {
+            return Err(format!(
+                "{name:?}: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
+            ));
+        }
+    }
+    Ok(analyzer.finish())
 }
 
 /// Prints a usage error (one line) and gives exit status 2.

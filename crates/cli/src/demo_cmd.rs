@@ -34,6 +34,19 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
     )]
     L4s(L4sArgs),
+    /// Screen sharing over a 400 kbit/s DSL uplink with a 120 KB send buffer: frames written
+    /// while the socket takes them, then with TCP_NOTSENT_LOWAT 16 KB (about 70 s with the
+    /// default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
+    )]
+    NotsentLowat(RunLengthArgs),
+    /// Many short connections with one request each over a 100 ms RTT, without and with TCP
+    /// Fast Open (about 25 s with the default number of requests)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
+    )]
+    Tfo(TfoArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
     #[command(
@@ -47,6 +60,45 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
     HttpParallel(HttpParallelArgs),
+}
+
+/// The options of `demo tfo`.
+#[derive(clap::Args, Debug)]
+pub struct TfoArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/tfo"
+    )]
+    pub out: PathBuf,
+    /// Requests per run, each on a connection of its own (from 3 to 1000)
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub requests: u64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The options of a demo whose runs last `--duration`.
+#[derive(clap::Args, Debug)]
+pub struct RunLengthArgs {
+    /// Output directory [default: out/DEMO]
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Length of each run: a time (30s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -157,6 +209,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
+        Demo::NotsentLowat(a) => notsent_lowat(a),
+        Demo::Tfo(a) => tfo(a),
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
     };
@@ -178,6 +232,49 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["classic", "l4s", "bleached"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
+    let out = a.out.clone().unwrap_or_else(|| "out/notsent-lowat".into());
+    let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
+        out_dir: out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &out,
+        &["unbounded", "lowat"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
+    if !(3..=1000).contains(&a.requests) {
+        return Err(lab::UsageError(format!(
+            "--requests: cannot use '{}' (from 3 to 1000; the first one fetches the cookie)",
+            a.requests
+        ))
+        .into());
+    }
+    let outcome = demo::tfo::run(&demo::tfo::Options {
+        out_dir: a.out.clone(),
+        requests: a.requests,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["plain", "tfo"],
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -316,3 +316,79 @@ pub fn findings(checks: &[Check]) -> report::Block {
             .collect(),
     )
 }
+
+/// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line, so that the times of two
+/// programs of one lab can be put on one axis.
+pub fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Result<f64> {
+    recs.iter()
+        .find_map(|r| match r {
+            apps::Record::Start { monotonic_s, .. } => Some(*monotonic_s),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no start line (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
+/// The analyzer's view of one capture, with the series the charts need.
+pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series: true,
+        ..Default::default()
+    });
+    let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+    analyzer
+        .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", pcap.display()))?;
+    Ok(analyzer.finish())
+}
+
+/// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
+/// any), as a report's findings block.
+pub fn analyzer_findings(runs: &[(&str, &analyze::Analysis)]) -> report::Block {
+    let mut findings = Vec::new();
+    for (label, analysis) in runs {
+        let mut any = false;
+        for c in &analysis.connections {
+            for d in &c.diagnoses {
+                findings.push((
+                    format!("{label}: {}", d.kind.name()),
+                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                ));
+                any = true;
+            }
+        }
+        if !any {
+            findings.push((
+                format!("{label}: nothing"),
+                "the analyzer named no cause of delay".into(),
+            ));
+        }
+    }
+    report::Block::Findings(findings)
+}
+
+/// Writes a demo's files into `dir`: `results.json`, each chart as `NAME.png`, and the page as
+/// `report.html`.
+pub fn write_report_files(
+    dir: &Path,
+    results: &impl serde::Serialize,
+    charts: &[(&str, &report::Chart)],
+    page: &report::Page,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    for (name, chart) in charts {
+        let p = dir.join(format!("{name}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))
+}

@@ -372,21 +372,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     })
 }
 
-/// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line.
-fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Result<f64> {
-    recs.iter()
-        .find_map(|r| match r {
-            apps::Record::Start { monotonic_s, .. } => Some(*monotonic_s),
-            _ => None,
-        })
-        .with_context(|| {
-            format!(
-                "{}: {program} wrote no start line (see programs/{program}.err)",
-                dir.display()
-            )
-        })
-}
-
 /// A call endpoint's summary line.
 fn call_summary(recs: &[apps::Record], dir: &Path, program: &str) -> Result<apps::Record> {
     recs.iter()
@@ -413,9 +398,9 @@ fn fallback_of(summary: &apps::Record) -> Option<f64> {
 fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     let caller = common::program_records(dir, "call-caller")?;
     let remote = common::program_records(dir, "call-remote")?;
-    let t0 = monotonic_start(&caller, dir, "call-caller")?;
+    let t0 = common::monotonic_start(&caller, dir, "call-caller")?;
     // The remote's clock started before the call: shift its times onto the caller's.
-    let remote_shift = monotonic_start(&remote, dir, "call-remote")? - t0;
+    let remote_shift = common::monotonic_start(&remote, dir, "call-remote")? - t0;
 
     let caller_sum = call_summary(&caller, dir, "call-caller")?;
     let remote_sum = call_summary(&remote, dir, "call-remote")?;
@@ -673,7 +658,7 @@ fn competing(dir: &Path, t0: f64, call_s: f64) -> Result<(Vec<(f64, f64)>, f64)>
     for i in 1..=DOWNLOADS {
         let name = format!("download-{i}");
         let recs = common::program_records(dir, &name)?;
-        let shift = monotonic_start(&recs, dir, &name)? - t0;
+        let shift = common::monotonic_start(&recs, dir, &name)? - t0;
         let (mut bytes, mut covered_s) = (0u64, 0.0);
         for r in &recs {
             let apps::Record::Interval {

@@ -15,12 +15,17 @@
 //!   HTTP/2, beside headless Chromium (issue 15, experiment E10).
 //! - [`pipelining`]: a 159-resource page over 6 HTTP/1.1 connections with and without
 //!   pipelining, at two RTTs (issue 15, experiment E11).
+//! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
+//!   (experiment E4).
+//! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
 
 pub mod bufferbloat;
 mod common;
 pub mod http_parallel;
 pub mod l4s;
+pub mod notsent_lowat;
 pub mod pipelining;
+pub mod tfo;
 mod web_common;
 
 pub use common::Progress;

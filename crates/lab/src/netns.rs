@@ -122,6 +122,10 @@ fn configure(name: &str, host: &Host, path: &Path) -> Result<HostNs> {
     sysctl("net/ipv4/tcp_congestion_control", &host.settings.cc)
         .with_context(|| format!("setting congestion control '{}'", host.settings.cc))?;
     sysctl("net/ipv4/tcp_ecn", host.settings.ecn.sysctl_value())?;
+    // TCP Fast Open (RFC 7413) allowed to clients and servers (bits 1 and 2); a program still
+    // opts in per socket (TCP_FASTOPEN, MSG_FASTOPEN, TCP_FASTOPEN_CONNECT), so nothing else
+    // changes. A new namespace starts at 1, which would refuse data in a lab server's SYNs.
+    sysctl("net/ipv4/tcp_fastopen", "3")?;
 
     let mut rtnl = Rtnl::new()?;
     rtnl.link_up(sys::if_index("lo").context("finding lo")?, None)?;

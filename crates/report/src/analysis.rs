@@ -745,6 +745,7 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
                 direction_stem(i, dir),
                 match d.capture_point {
                     CapturePoint::Middle => "middle",
+                    CapturePoint::Unknown => "unknown point",
                     _ => "receiver end",
                 },
                 kinds.join(", ")

@@ -259,3 +259,25 @@ pub fn check_renders(page: &Path, figures: &[&str]) -> String {
     }
     dom
 }
+
+/// Runs `latencylab demo ARGS --quiet -o DIR` in a fresh directory named after `name` and
+/// fails with its output unless it succeeds; returns DIR and stdout.
+pub fn run_demo_in_tempdir(name: &str, args: &[&str]) -> (PathBuf, String) {
+    let dir = tempdir(name);
+    let out = Command::new(bin())
+        .arg("demo")
+        .args(args)
+        .args(["--quiet", "-o"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("latencylab runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "demo {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, stdout)
+}

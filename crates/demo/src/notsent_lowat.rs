@@ -1,0 +1,580 @@
+//! `latencylab demo notsent-lowat`: screen sharing over a slow DSL uplink, once with the
+//! classic sender that writes frames while its socket takes them and once with
+//! TCP_NOTSENT_LOWAT and one frame per writable event (experiment E4 of the 2015 talk in
+//! `shared/seeds/001`).
+//!
+//! The line: the screen's host (the server) sends over 400 kbit/s (50 KB/s) with 20 ms each
+//! way (40 ms base RTT); the viewer's clicks go the other way over 4 Mbit/s. The bottleneck
+//! runs CoDel so that the network's own queue stays short (the talk's ping was 35 ms while the
+//! menu took seconds): what remains is the delay in the sending host. The server's socket
+//! send buffer is 120 KB (SO_SNDBUF), its frames 4 KB at up to 30 per second (more than the
+//! line carries, as while dragging a window). The viewer clicks about once a second at seeded
+//! random moments and times each click until the first complete frame that draws it; a probe
+//! pings beside it, to show the network's RTT while the clicks wait.
+//!
+//! This module runs and presents; it does not judge: the criteria are printed as checks, and
+//! the end-to-end test asserts them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use analyze::Analysis;
+use anyhow::{bail, Context, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Check, Progress};
+
+/// Round-trip propagation delay of the line, ms (20 ms each way).
+pub const BASE_RTT_MS: f64 = 40.0;
+/// The uplink the frames cross.
+pub const UPLINK: &str = "400kbit";
+/// The uplink's queue: CoDel with Linux's defaults, so that the line itself does not bloat.
+pub const UPLINK_QUEUE: &str = "codel target 5ms interval 100ms";
+/// The server's socket send buffer (SO_SNDBUF), as in the talk.
+pub const SNDBUF: &str = "120kb";
+/// TCP_NOTSENT_LOWAT of the lowat run.
+pub const LOWAT: &str = "16kb";
+/// When the viewer and the probe start, s after the lab: the servers listen by then.
+const CLIENT_START_S: f64 = 0.5;
+/// No clicks in the viewer's first seconds: the send buffer fills meanwhile.
+const WARMUP_S: f64 = 2.0;
+
+/// The two runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Unbounded,
+    Lowat,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Unbounded => "unbounded",
+            Variant::Lowat => "lowat",
+        }
+    }
+    fn short(self) -> &'static str {
+        match self {
+            Variant::Unbounded => "unbounded",
+            Variant::Lowat => "lowat",
+        }
+    }
+    fn color(self) -> Rgb {
+        match self {
+            Variant::Unbounded => Rgb(213, 94, 0),
+            Variant::Lowat => Rgb(0, 114, 178),
+        }
+    }
+}
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// Length of each run's screen sharing, s.
+    pub duration_s: f64,
+    pub seed: u64,
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    pub click_to_frame_ms_p50: f64,
+    pub click_to_frame_ms_p95: f64,
+    /// The server's unsent bytes (SIOCOUTQNSD), median of its samples every 100 ms.
+    pub unsent_bytes_p50: f64,
+    pub clicks: u64,
+    /// Clicks whose frame came before the end.
+    pub answered: u64,
+    pub frames: u64,
+    /// The probe's UDP round trips beside the screen sharing.
+    pub ping_rtt_ms_p50: f64,
+}
+
+/// `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub base_rtt_ms: f64,
+    pub duration_s: f64,
+    pub unbounded: RunMetrics,
+    pub lowat: RunMetrics,
+}
+
+/// What the demo leaves.
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+struct RunData {
+    variant: Variant,
+    metrics: RunMetrics,
+    analysis: Analysis,
+    /// (s since the viewer started, ms) per answered click.
+    clicks: Vec<(f64, f64)>,
+    /// (s since the viewer started, KB) per server sample.
+    unsent_kb: Vec<(f64, f64)>,
+}
+
+fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
+    Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
+    }
+}
+
+/// The lab of one run.
+pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+    let ms = (duration_s * 1000.0).round();
+    LabConfig {
+        seed,
+        // The lab ends with the viewer; the others then get SIGTERM and write their summaries.
+        duration_s: None,
+        hosts: vec![
+            common::host("viewer", 1, EcnMode::Passive),
+            common::host("server", 2, EcnMode::Passive),
+        ],
+        routers: vec![],
+        links: vec![LinkSpec {
+            name: "dsl".into(),
+            a: "viewer".into(),
+            b: "server".into(),
+            up: common::direction("4mbit", "20ms", UPLINK_QUEUE),
+            down: common::direction(UPLINK, "20ms", UPLINK_QUEUE),
+        }],
+        changes: vec![],
+        // `exec`: the lab signals the program itself, which then writes its summary.
+        programs: vec![
+            prog(
+                "screen-server",
+                "server",
+                0.0,
+                format!(
+                    "exec latencylab screen-server --mode {} --sndbuf {SNDBUF} --lowat {LOWAT}",
+                    v.name()
+                ),
+                false,
+            ),
+            prog("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
+            prog(
+                "screen-viewer",
+                "viewer",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab screen-viewer server --warmup {WARMUP_S}s --seed {seed} --duration {ms}ms"
+                ),
+                true,
+            ),
+            prog(
+                "probe-client",
+                "viewer",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab probe-client server --proto udp --interval 200ms --duration {ms}ms"
+                ),
+                false,
+            ),
+        ],
+        nat64: None,
+    }
+}
+
+/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(5.0..=600.0).contains(&opts.duration_s) {
+        bail!(
+            "--duration: {} s is outside 5 s to 600 s (the send buffer needs seconds to fill)",
+            opts.duration_s
+        );
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
+    let mut progress = Progress::new(2.0 * lab_s + 2.0 * 2.0 + 3.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, v) in [Variant::Unbounded, Variant::Lowat].into_iter().enumerate() {
+        let dir = opts.out_dir.join(v.name());
+        let cfg = lab_config(v, opts.duration_s, opts.seed);
+        let msg = format!("run {}/2: {}, {:.0} s", i + 1, v.short(), opts.duration_s);
+        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("analysing the {} run", v.short()), 2.0, || {
+            collect(v, &dir)
+        })?;
+        runs.push(data);
+    }
+    let results = Results {
+        base_rtt_ms: BASE_RTT_MS,
+        duration_s: opts.duration_s,
+        unbounded: runs[0].metrics.clone(),
+        lowat: runs[1].metrics.clone(),
+    };
+    let checks = checks(&results);
+    let table = table(&results);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 3.0, || {
+        write_outputs(opts, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+/// Reads one run's outputs back.
+fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+    let viewer = common::program_records(dir, "screen-viewer")?;
+    let server = common::program_records(dir, "screen-server")?;
+    let probe = common::program_records(dir, "probe-client")?;
+    let Some(apps::Record::ScreenSummary {
+        frames,
+        clicks,
+        answered,
+        click_to_frame_ms_p50,
+        click_to_frame_ms_p95,
+        ..
+    }) = viewer
+        .iter()
+        .rev()
+        .find(|r| matches!(r, apps::Record::ScreenSummary { .. }))
+        .cloned()
+    else {
+        bail!(
+            "{}: the viewer wrote no screen_summary (see programs/screen-viewer.err)",
+            dir.display()
+        );
+    };
+    let (Some(p50), Some(p95)) = (click_to_frame_ms_p50, click_to_frame_ms_p95) else {
+        bail!(
+            "{}: no click was answered by a frame ({clicks} clicks; see programs/screen-viewer.out)",
+            dir.display()
+        );
+    };
+    let viewer_t0 = common::monotonic_start(&viewer, dir, "screen-viewer")?;
+    let server_t0 = common::monotonic_start(&server, dir, "screen-server")?;
+    let shift = server_t0 - viewer_t0;
+    let click_points = viewer
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::Click {
+                t_s,
+                click_to_frame_ms: Some(ms),
+                ..
+            } => Some((*t_s, *ms)),
+            _ => None,
+        })
+        .collect();
+    let samples: Vec<(f64, u64)> = server
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::SendQueue {
+                t_s, unsent_bytes, ..
+            } => Some((t_s + shift, *unsent_bytes)),
+            _ => None,
+        })
+        .collect();
+    let unsent: Vec<f64> = samples.iter().map(|s| s.1 as f64).collect();
+    let Some(unsent_pct) = apps::Percentiles::of(&unsent) else {
+        bail!(
+            "{}: the server sampled no send queue (see programs/screen-server.err)",
+            dir.display()
+        );
+    };
+    let pings: Vec<f64> = probe
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::Rtt { rtt_ms, .. } => Some(*rtt_ms),
+            _ => None,
+        })
+        .collect();
+    let ping = apps::Percentiles::of(&pings).map_or(f64::NAN, |p| p.p50);
+    let analysis = common::analyze_pcap(&dir.join("captures").join("server-eth0.pcap"))?;
+    Ok(RunData {
+        variant: v,
+        metrics: RunMetrics {
+            click_to_frame_ms_p50: p50,
+            click_to_frame_ms_p95: p95,
+            unsent_bytes_p50: unsent_pct.p50,
+            clicks,
+            answered,
+            frames,
+            ping_rtt_ms_p50: ping,
+        },
+        analysis,
+        clicks: click_points,
+        unsent_kb: samples
+            .iter()
+            .map(|(t, b)| (*t, *b as f64 / 1000.0))
+            .collect(),
+    })
+}
+
+/// The issue's criteria, on these numbers (the talk: ~2.5 s from click to menu, falling to
+/// about the network's RTT).
+pub fn checks(r: &Results) -> Vec<Check> {
+    let (a, b) = (&r.unbounded, &r.lowat);
+    vec![
+        Check {
+            what: format!(
+                "unbounded: click-to-frame p50 {:.0} ms above a second",
+                a.click_to_frame_ms_p50
+            ),
+            passed: a.click_to_frame_ms_p50 > 1000.0,
+        },
+        Check {
+            what: format!(
+                "lowat: click-to-frame p50 {:.0} ms at most a quarter of unbounded's ({:.0} ms)",
+                b.click_to_frame_ms_p50,
+                a.click_to_frame_ms_p50 / 4.0
+            ),
+            passed: b.click_to_frame_ms_p50 <= a.click_to_frame_ms_p50 / 4.0,
+        },
+    ]
+}
+
+/// The side-by-side table: header and rows.
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = vec![String::new(), "unbounded".into(), "lowat".into()];
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
+        vec![name.to_string(), f(&r.unbounded), f(&r.lowat)]
+    };
+    let rows = vec![
+        row("click-to-frame p50 (ms)", &|m| {
+            format!("{:.0}", m.click_to_frame_ms_p50)
+        }),
+        row("click-to-frame p95 (ms)", &|m| {
+            format!("{:.0}", m.click_to_frame_ms_p95)
+        }),
+        row("unsent bytes in the sender, p50", &|m| {
+            format!("{:.0}", m.unsent_bytes_p50)
+        }),
+        row("clicks (answered)", &|m| {
+            format!("{} ({})", m.clicks, m.answered)
+        }),
+        row("frames received", &|m| m.frames.to_string()),
+        row("ping RTT beside it, p50 (ms)", &|m| {
+            format!("{:.1}", m.ping_rtt_ms_p50)
+        }),
+    ];
+    (header, rows)
+}
+
+/// The side-by-side table for the terminal.
+pub fn table(r: &Results) -> String {
+    let (header, rows) = table_rows(r);
+    common::text_table(&header, &rows)
+}
+
+fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let charts = charts(r, runs);
+    let page = page(opts, r, checks, runs, &charts)?;
+    let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (*n, c)).collect();
+    common::write_report_files(&opts.out_dir, r, &files, &page)
+}
+
+fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
+    let end = r.duration_s;
+    let mut clicks = Chart::new(
+        "From click to the frame that draws it",
+        Axis::new(
+            "time since the viewer connected (when the click happened)",
+            "s",
+        ),
+        Axis::new("click to frame", "ms").from_zero(),
+    )
+    .size(900, 480)
+    .caption(format!(
+        "Each dot is a click. Unbounded: {:.1} s from click to frame, the time the line needs to \
+         send the frames already waiting in the server's socket buffer. With TCP_NOTSENT_LOWAT \
+         and one frame per writable event: {:.0} ms. The grey line is the network's base RTT \
+         ({BASE_RTT_MS:.0} ms).",
+        r.unbounded.click_to_frame_ms_p50 / 1000.0,
+        r.lowat.click_to_frame_ms_p50
+    ));
+    for run in runs {
+        clicks.push(
+            Series::scatter(run.variant.short(), run.variant.color(), run.clicks.clone())
+                .keep_in_legend(),
+        );
+    }
+    clicks.push(
+        Series::line(
+            format!("base RTT ({BASE_RTT_MS:.0} ms)"),
+            Rgb::GREY,
+            vec![(0.0, BASE_RTT_MS), (end, BASE_RTT_MS)],
+        )
+        .keep_in_legend(),
+    );
+    let mut unsent = Chart::new(
+        "Bytes the server has written but TCP has not yet sent",
+        Axis::new("time since the viewer connected", "s"),
+        Axis::new("unsent bytes in the socket (SIOCOUTQNSD)", "KB").from_zero(),
+    )
+    .size(900, 480)
+    .caption(format!(
+        "Sampled by the server every 100 ms. Unbounded: a median of {:.0} KB of frames wait in \
+         the socket, each drawn before the clicks that came while it waited. Lowat: {:.0} KB, \
+         under the 16 KB mark (grey): a frame is generated only when the socket falls below it.",
+        r.unbounded.unsent_bytes_p50 / 1000.0,
+        r.lowat.unsent_bytes_p50 / 1000.0
+    ));
+    unsent.push(
+        Series::line(
+            format!("TCP_NOTSENT_LOWAT ({LOWAT})"),
+            Rgb::GREY,
+            vec![(0.0, 16.0), (end, 16.0)],
+        )
+        .keep_in_legend(),
+    );
+    for run in runs {
+        unsent.push(
+            Series::line(
+                run.variant.short(),
+                run.variant.color(),
+                run.unsent_kb.clone(),
+            )
+            .keep_in_legend(),
+        );
+    }
+    let mut cdf = Chart::new(
+        "Click to frame, distribution",
+        Axis::new("click to frame", "ms").from_zero(),
+        Axis::new("share of clicks at or below", "%").with_range(0.0, 100.0),
+    )
+    .caption(
+        "A point (x, y) says y % of the clicks were drawn within x ms: the unbounded curve \
+         lies seconds to the right of the lowat one.",
+    );
+    for run in runs {
+        let v: Vec<f64> = run.clicks.iter().map(|p| p.1).collect();
+        cdf.push(Series::cdf(run.variant.short(), run.variant.color(), &v));
+    }
+    vec![
+        ("click-to-frame", clicks),
+        ("unsent-bytes", unsent),
+        ("click-to-frame-cdf", cdf),
+    ]
+}
+
+fn page(
+    opts: &Options,
+    r: &Results,
+    checks: &[Check],
+    runs: &[RunData],
+    charts: &[(&'static str, Chart)],
+) -> Result<Page> {
+    let fig = |id: &str| -> Result<Figure> {
+        let c = &charts
+            .iter()
+            .find(|(n, _)| *n == id)
+            .expect("a chart of this demo")
+            .1;
+        Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
+    };
+    let mut page = Page::new("TCP_NOTSENT_LOWAT: stale frames in the sender's socket buffer");
+    page.subtitle = format!(
+        "Screen sharing over a DSL uplink of {UPLINK} (50 KB/s) with a {BASE_RTT_MS:.0} ms base \
+         RTT and CoDel at the bottleneck; the server's send buffer is {SNDBUF}, its frames 4 KB \
+         at up to 30 per second; the viewer clicks about once a second. {:.0} s per run, seed \
+         {}. A: the server writes frames while the socket takes them. B: TCP_NOTSENT_LOWAT \
+         {LOWAT}, one frame generated and written per writable event.",
+        r.duration_s, opts.seed
+    );
+    let (header, rows) = table_rows(r);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Click to frame is timed by the viewer, from sending a click to the \
+                          first complete frame that draws it; unsent bytes are the server's, \
+                          sampled from its socket; the ping is a UDP probe beside the screen \
+                          sharing, over the same line."
+                    .into(),
+            }))
+            .with(common::findings(checks)),
+    );
+    page.push(Section::new("Click to frame").with(Block::Row(vec![
+        fig("click-to-frame")?,
+        fig("click-to-frame-cdf")?,
+    ])));
+    page.push(Section::new("Where the frames wait").with(Block::Figure(fig("unsent-bytes")?)));
+    let analyses: Vec<(&str, &Analysis)> = runs
+        .iter()
+        .map(|r| (r.variant.short(), &r.analysis))
+        .collect();
+    page.push(
+        Section::new("What the analyzer found")
+            .with(Block::Paragraph(
+                "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
+                 shows the network, not the socket buffer: the delay of the unbounded run is \
+                 not in it."
+                    .into(),
+            ))
+            .with(common::analyzer_findings(&analyses)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "*.png: every chart of this page".into(),
+        "unbounded/, lowat/: each run's lab output: captures/*.pcap, links/*.log, \
+         summary.json, lab.json, programs/*.out (screen-viewer.out has every click, \
+         screen-server.out every send-queue sample)"
+            .into(),
+    ])));
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(p50: f64) -> RunMetrics {
+        RunMetrics {
+            click_to_frame_ms_p50: p50,
+            click_to_frame_ms_p95: p50 * 1.2,
+            unsent_bytes_p50: 1000.0,
+            clicks: 20,
+            answered: 19,
+            frames: 300,
+            ping_rtt_ms_p50: 45.0,
+        }
+    }
+
+    #[test]
+    fn checks_pass_for_seconds_against_a_fraction_and_fail_otherwise() {
+        let r = |a, b| Results {
+            base_rtt_ms: BASE_RTT_MS,
+            duration_s: 30.0,
+            unbounded: metrics(a),
+            lowat: metrics(b),
+        };
+        assert!(checks(&r(2500.0, 300.0)).iter().all(|c| c.passed));
+        let failed: Vec<_> = checks(&r(900.0, 300.0))
+            .into_iter()
+            .filter(|c| !c.passed)
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+    }
+
+    #[test]
+    fn the_lowat_lab_sets_the_mode_and_waits_for_the_viewer() {
+        let cfg = lab_config(Variant::Lowat, 12.0, 3);
+        cfg.validate().unwrap();
+        assert_eq!(cfg.links[0].down.to_json()["capacity"], UPLINK);
+        let server = &cfg.programs[0];
+        assert!(server.run.contains("--mode lowat"), "{}", server.run);
+        let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0].run.contains("--seed 3 --duration 12000ms"));
+    }
+}

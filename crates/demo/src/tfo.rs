@@ -1,0 +1,481 @@
+//! `latencylab demo tfo`: one round trip instead of two with TCP Fast Open, and why only for
+//! idempotent requests (experiment E5 of the 2015 talk in `shared/seeds/001`).
+//!
+//! The line: 10 Mbit/s each way, 50 ms each way (100 ms base RTT). The client makes many short
+//! connections, one request each (`tfo-client`), to a server that acts on each request and
+//! counts how many times it acted per request id (`tfo-server`). Run `plain`: no Fast Open, so
+//! the handshake costs a round trip before the request can go. Run `tfo`: the first connection
+//! fetches a cookie, the next ones carry their request in the SYN. Both hosts allow Fast Open
+//! (the lab sets `net.ipv4.tcp_fastopen` = 3); the programs opt in per socket.
+//!
+//! Measured: each request's time from `connect` to the whole answer (the client), whether its
+//! SYN carried the request (the client's and the server's `TCP_INFO`, and the analyzer on the
+//! server's capture), and the server's actions per request id.
+//!
+//! This module runs and presents; it does not judge: the criteria are printed as checks, and
+//! the end-to-end test asserts them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use analyze::Analysis;
+use anyhow::{bail, Context, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Check, Progress};
+
+/// Round-trip propagation delay of the line, ms (50 ms each way).
+pub const BASE_RTT_MS: f64 = 100.0;
+/// When the client starts, s after the lab: the server listens by then.
+const CLIENT_START_S: f64 = 0.5;
+/// Time from one request's start to the next one's.
+const INTERVAL_MS: u64 = 300;
+/// The server's port (tfo-server's default).
+const PORT: u16 = 5205;
+
+/// The runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Plain,
+    Tfo,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Plain => "plain",
+            Variant::Tfo => "tfo",
+        }
+    }
+    fn fastopen(self) -> bool {
+        self == Variant::Tfo
+    }
+    fn color(self) -> Rgb {
+        match self {
+            Variant::Plain => Rgb(213, 94, 0),
+            Variant::Tfo => Rgb(0, 114, 178),
+        }
+    }
+}
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// Requests (connections) per run.
+    pub requests: u64,
+    pub seed: u64,
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    /// Median time from `connect` to the whole answer; in the `tfo` run without the first
+    /// request, which fetched the cookie.
+    pub request_ms_p50: f64,
+    pub request_ms_p95: f64,
+    /// Requests answered.
+    pub requests: u64,
+    /// Connections whose SYN carried the request, as the client saw them (TCP_INFO).
+    pub tfo_requests: u64,
+    /// Connections the analyzer recognised as Fast Open in the server's capture.
+    pub tfo_in_capture: u64,
+    /// The server's actions, and those beyond the first for a request id.
+    pub server_actions: u64,
+    pub double_actions: u64,
+}
+
+/// `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub base_rtt_ms: f64,
+    pub plain: RunMetrics,
+    pub tfo: RunMetrics,
+}
+
+/// What the demo leaves.
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+struct RunData {
+    variant: Variant,
+    metrics: RunMetrics,
+    analysis: Analysis,
+    /// (request number, ms).
+    times: Vec<(f64, f64)>,
+}
+
+fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
+    Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
+    }
+}
+
+/// The lab of one run.
+pub fn lab_config(v: Variant, requests: u64, seed: u64) -> LabConfig {
+    let queue = lab::config::Direction::default().queue.to_string();
+    let (server_opt, client_opt) = if v.fastopen() {
+        ("", " --fastopen")
+    } else {
+        (" --no-fastopen", "")
+    };
+    LabConfig {
+        seed,
+        // The lab ends with the client; the server then gets SIGTERM and writes its totals.
+        duration_s: None,
+        hosts: vec![
+            common::host("client", 1, EcnMode::Passive),
+            common::host("server", 2, EcnMode::Passive),
+        ],
+        routers: vec![],
+        links: vec![LinkSpec {
+            name: "path".into(),
+            a: "client".into(),
+            b: "server".into(),
+            up: common::direction("10mbit", "50ms", &queue),
+            down: common::direction("10mbit", "50ms", &queue),
+        }],
+        changes: vec![],
+        programs: vec![
+            prog(
+                "tfo-server",
+                "server",
+                0.0,
+                format!("exec latencylab tfo-server{server_opt}"),
+                false,
+            ),
+            prog(
+                "tfo-client",
+                "client",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab tfo-client server{client_opt} --count {requests} --interval {INTERVAL_MS}ms"
+                ),
+                true,
+            ),
+        ],
+        nat64: None,
+    }
+}
+
+/// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(3..=1000).contains(&opts.requests) {
+        bail!(
+            "--requests: {} is outside 3 to 1000 (the first one fetches the cookie)",
+            opts.requests
+        );
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
+    let mut progress = Progress::new(2.0 * lab_s + 2.0 + 2.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, v) in [Variant::Plain, Variant::Tfo].into_iter().enumerate() {
+        let dir = opts.out_dir.join(v.name());
+        let cfg = lab_config(v, opts.requests, opts.seed);
+        let msg = format!("run {}/2: {}, {} requests", i + 1, v.name(), opts.requests);
+        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("analysing the {} run", v.name()), 1.0, || {
+            collect(v, &dir)
+        })?;
+        runs.push(data);
+    }
+    let results = Results {
+        base_rtt_ms: BASE_RTT_MS,
+        plain: runs[0].metrics.clone(),
+        tfo: runs[1].metrics.clone(),
+    };
+    let checks = checks(&results);
+    let table = table(&results);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 2.0, || {
+        write_outputs(opts, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+/// Reads one run's outputs back.
+fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+    let client = common::program_records(dir, "tfo-client")?;
+    let server = common::program_records(dir, "tfo-server")?;
+    let requests: Vec<(u64, f64, bool)> = client
+        .iter()
+        .filter_map(|r| match r {
+            apps::Record::Request {
+                request,
+                request_ms,
+                tfo,
+                ..
+            } => Some((*request, *request_ms, *tfo)),
+            _ => None,
+        })
+        .collect();
+    // The first request of a Fast Open client fetches the cookie: a plain handshake.
+    let skip = usize::from(v.fastopen());
+    let timed: Vec<f64> = requests.iter().skip(skip).map(|r| r.1).collect();
+    let Some(p) = apps::Percentiles::of(&timed) else {
+        bail!(
+            "{}: the client made no request (see programs/tfo-client.err)",
+            dir.display()
+        );
+    };
+    let Some(apps::Record::ActionSummary {
+        actions,
+        double_actions,
+        ..
+    }) = server
+        .iter()
+        .rev()
+        .find(|r| matches!(r, apps::Record::ActionSummary { .. }))
+        .cloned()
+    else {
+        bail!(
+            "{}: the server wrote no action_summary (see programs/tfo-server.err)",
+            dir.display()
+        );
+    };
+    let analysis = common::analyze_pcap(&dir.join("captures").join("server-eth0.pcap"))?;
+    let tfo_in_capture = analysis
+        .connections
+        .iter()
+        .filter(|c| c.b.port() == PORT && c.tfo())
+        .count() as u64;
+    Ok(RunData {
+        variant: v,
+        metrics: RunMetrics {
+            request_ms_p50: p.p50,
+            request_ms_p95: p.p95,
+            requests: requests.len() as u64,
+            tfo_requests: requests.iter().filter(|r| r.2).count() as u64,
+            tfo_in_capture,
+            server_actions: actions,
+            double_actions,
+        },
+        analysis,
+        times: requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, r.1))
+            .collect(),
+    })
+}
+
+/// The issue's criteria, on these numbers (the talk: two round trips become one).
+pub fn checks(r: &Results) -> Vec<Check> {
+    let rtt = r.base_rtt_ms;
+    let (a, b) = (&r.plain, &r.tfo);
+    vec![
+        Check {
+            what: format!(
+                "plain: a request takes about 2 RTT (p50 {:.0} ms, within {:.0} to {:.0} ms)",
+                a.request_ms_p50,
+                1.9 * rtt,
+                2.5 * rtt
+            ),
+            passed: (1.9 * rtt..=2.5 * rtt).contains(&a.request_ms_p50),
+        },
+        Check {
+            what: format!(
+                "tfo: a request takes about 1 RTT (p50 {:.0} ms, within {:.0} to {:.0} ms)",
+                b.request_ms_p50,
+                0.9 * rtt,
+                1.5 * rtt
+            ),
+            passed: (0.9 * rtt..=1.5 * rtt).contains(&b.request_ms_p50),
+        },
+        Check {
+            what: format!(
+                "tfo: every request after the first rode in the SYN ({} of {}; the analyzer saw {})",
+                b.tfo_requests,
+                b.requests.saturating_sub(1),
+                b.tfo_in_capture
+            ),
+            passed: b.requests > 1
+                && b.tfo_requests == b.requests - 1
+                && b.tfo_in_capture == b.tfo_requests,
+        },
+    ]
+}
+
+/// The side-by-side table: header and rows.
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = vec![String::new(), "plain".into(), "tfo".into()];
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
+        vec![name.to_string(), f(&r.plain), f(&r.tfo)]
+    };
+    let rows = vec![
+        row("request p50 (ms)", &|m| format!("{:.1}", m.request_ms_p50)),
+        row("request p95 (ms)", &|m| format!("{:.1}", m.request_ms_p95)),
+        row("requests", &|m| m.requests.to_string()),
+        row("request in the SYN (client)", &|m| {
+            m.tfo_requests.to_string()
+        }),
+        row("Fast Open in the capture", &|m| {
+            m.tfo_in_capture.to_string()
+        }),
+        row("server actions", &|m| m.server_actions.to_string()),
+        row("double actions", &|m| m.double_actions.to_string()),
+    ];
+    (header, rows)
+}
+
+/// The side-by-side table for the terminal.
+pub fn table(r: &Results) -> String {
+    let (header, rows) = table_rows(r);
+    common::text_table(&header, &rows)
+}
+
+fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let chart = request_chart(r, runs);
+    let page = page(opts, r, checks, runs, &chart)?;
+    common::write_report_files(&opts.out_dir, r, &[("request-time", &chart)], &page)
+}
+
+fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
+    let n = runs.iter().map(|r| r.times.len()).max().unwrap_or(1).max(1) as f64;
+    let rtt = r.base_rtt_ms;
+    let mut c = Chart::new(
+        "Time from connect to the whole answer, one connection per request",
+        Axis::new("request", "number"),
+        Axis::new("request time", "ms").from_zero(),
+    )
+    .size(900, 480)
+    .caption(format!(
+        "Plain TCP: the handshake, then the request: about two round trips ({:.0} ms). With \
+         Fast Open the first connection fetches a cookie (its request still takes two round \
+         trips); every later one sends its request in the SYN and has the answer after one \
+         round trip ({:.0} ms). The grey lines are 1 and 2 × the {rtt:.0} ms base RTT.",
+        r.plain.request_ms_p50, r.tfo.request_ms_p50
+    ));
+    // The reference lines first, so that the runs are drawn over them.
+    c.push(Series::line("1 RTT", Rgb::GREY, vec![(1.0, rtt), (n, rtt)]));
+    c.push(Series::line(
+        "2 RTT",
+        Rgb::GREY,
+        vec![(1.0, 2.0 * rtt), (n, 2.0 * rtt)],
+    ));
+    for run in runs {
+        c.push(
+            Series::line(run.variant.name(), run.variant.color(), run.times.clone())
+                .keep_in_legend(),
+        );
+    }
+    c
+}
+
+fn page(
+    opts: &Options,
+    r: &Results,
+    checks: &[Check],
+    runs: &[RunData],
+    chart: &Chart,
+) -> Result<Page> {
+    let mut page = Page::new("TCP Fast Open: one round trip instead of two");
+    page.subtitle = format!(
+        "10 Mbit/s each way, {:.0} ms base RTT; {} requests per run, each on a new \
+         connection, {INTERVAL_MS} ms apart; seed {}. Run plain: no Fast Open. Run tfo: \
+         TCP_FASTOPEN on the server's listener, TCP_FASTOPEN_CONNECT on the client.",
+        r.base_rtt_ms, opts.requests, opts.seed
+    );
+    let (header, rows) = table_rows(r);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Request times are the client's, from connect to the whole answer (the \
+                          tfo run's p50 leaves out the first request, which fetched the cookie). \
+                          \"In the SYN\" is TCP_INFO's TCPI_OPT_SYN_DATA at the client; the \
+                          capture column is the analyzer's count of SYNs with data and a cookie \
+                          at the server. Actions are the server's, per request id."
+                    .into(),
+            }))
+            .with(common::findings(checks)),
+    );
+    page.push(Section::new("Request time").with(Block::Figure(
+        Figure::from_chart("request-time", chart, false).context("drawing request-time")?,
+    )));
+    let analyses: Vec<(&str, &Analysis)> = runs
+        .iter()
+        .map(|r| (r.variant.name(), &r.analysis))
+        .collect();
+    page.push(
+        Section::new("What the analyzer found")
+            .with(Block::Paragraph(
+                "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
+                 tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line."
+                    .into(),
+            ))
+            .with(common::analyzer_findings(&analyses)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "request-time.png: the chart of this page".into(),
+        "plain/, tfo/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
+         programs/*.out (tfo-client.out has every request, tfo-server.out every action)"
+            .into(),
+    ])));
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(p50: f64, requests: u64, tfo: u64) -> RunMetrics {
+        RunMetrics {
+            request_ms_p50: p50,
+            request_ms_p95: p50 + 5.0,
+            requests,
+            tfo_requests: tfo,
+            tfo_in_capture: tfo,
+            server_actions: requests,
+            double_actions: 0,
+        }
+    }
+
+    #[test]
+    fn checks_pass_for_two_round_trips_against_one_and_fail_when_tfo_saves_nothing() {
+        let r = |tfo_ms, tfo| Results {
+            base_rtt_ms: 100.0,
+            plain: metrics(203.0, 30, 0),
+            tfo: metrics(tfo_ms, 30, tfo),
+        };
+        assert!(checks(&r(104.0, 29)).iter().all(|c| c.passed));
+        let failed: Vec<_> = checks(&r(203.0, 0))
+            .into_iter()
+            .filter(|c| !c.passed)
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+    }
+
+    #[test]
+    fn only_the_tfo_lab_opts_in_on_both_sides() {
+        let plain = lab_config(Variant::Plain, 10, 1);
+        let tfo = lab_config(Variant::Tfo, 10, 1);
+        plain.validate().unwrap();
+        tfo.validate().unwrap();
+        assert!(plain.programs[0].run.contains("--no-fastopen"));
+        assert!(!plain.programs[1].run.contains("--fastopen"));
+        assert!(!tfo.programs[0].run.contains("--no-fastopen"));
+        assert!(tfo.programs[1].run.contains("--fastopen --count 10"));
+    }
+}
