@@ -281,6 +281,9 @@ impl Analyzer {
                         h: t,
                         opts: &opts,
                         ecn: h.ip.ecn,
+                        payload: ip
+                            .get(o1..)
+                            .map_or(&[][..], |b| &b[..b.len().min(t.payload_len)]),
                         ttl: h.ip.ttl,
                     },
                 );

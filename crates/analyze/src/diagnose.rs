@@ -70,6 +70,8 @@ pub(crate) struct Recovery {
     pub end: Instant,
     pub packets: u64,
     pub bytes: u64,
+    /// An ACK passed the recovery point; false when the capture ended first.
+    pub recovered: bool,
 }
 
 /// Minimum and maximum RTT per time bin.
@@ -415,12 +417,21 @@ pub(crate) fn diagnose(
                 start: r.start,
                 end: r.end,
                 delay_ms: ms(r.end - r.start),
-                summary: format!(
-                    "{} segments ({} bytes) were retransmitted in one loss episode; recovery took {:.1} ms",
-                    r.packets,
-                    r.bytes,
-                    ms(r.end - r.start)
-                ),
+                summary: if r.recovered {
+                    format!(
+                        "{} segments ({} bytes) were retransmitted in one loss episode; recovery took {:.1} ms",
+                        r.packets,
+                        r.bytes,
+                        ms(r.end - r.start)
+                    )
+                } else {
+                    format!(
+                        "{} segments ({} bytes) were retransmitted in one loss episode; no ACK covered them in the {:.1} ms until the capture ended, so no recovery was seen",
+                        r.packets,
+                        r.bytes,
+                        ms(r.end - r.start)
+                    )
+                },
             });
         }
         for (k, r) in e.rto.iter().enumerate() {
@@ -452,7 +463,8 @@ pub(crate) fn diagnose(
         }
     }
     // syn_retransmit: the SYN (or SYN-ACK) went more than once.
-    if c.handshake.syn_count >= 2 {
+    // Only a SYN that was answered in the end: an unanswered one is the `syn_timeout` story.
+    if c.handshake.syn_count >= 2 && c.handshake.synack_count > 0 {
         if let (Some(f), Some(l)) = (c.handshake.syn_time, last_syn) {
             out.push(Diagnosis {
                 kind: DiagnosisKind::SynRetransmit,

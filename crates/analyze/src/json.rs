@@ -53,6 +53,53 @@ pub struct JsonConnection<'a> {
     pub a2b: JsonDirection<'a>,
     pub b2a: JsonDirection<'a>,
     pub diagnoses: Vec<JsonDiagnosis<'a>>,
+    /// Where the connection's time went; the parts add up to `duration_s`.
+    pub time_budget_ms: JsonBudget,
+    /// "a2b" or "b2a": the direction of the client's data (null when unknown).
+    pub client: Option<Dir>,
+    pub exchanges: Vec<JsonExchange<'a>>,
+    pub exchanges_dropped: u64,
+}
+
+/// A [`TimeBudget`] in milliseconds.
+#[derive(Serialize)]
+pub struct JsonBudget {
+    pub network: f64,
+    pub server: f64,
+    pub client: f64,
+    pub transfer: f64,
+    pub stalled: f64,
+    pub unattributed: f64,
+}
+
+impl From<&TimeBudget> for JsonBudget {
+    fn from(b: &TimeBudget) -> JsonBudget {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        JsonBudget {
+            network: ms(b.network_ns),
+            server: ms(b.server_ns),
+            client: ms(b.client_ns),
+            transfer: ms(b.transfer_ns),
+            stalled: ms(b.stalled_ns),
+            unattributed: ms(b.unattributed_ns),
+        }
+    }
+}
+
+/// One request/response exchange.
+#[derive(Serialize)]
+pub struct JsonExchange<'a> {
+    pub start_s: f64,
+    pub name: Option<&'a str>,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// First request byte to the server's ACK covering the request.
+    pub request_acked_ms: Option<f64>,
+    /// Last request byte to the first byte of the answer.
+    pub first_byte_ms: Option<f64>,
+    /// First to last byte of the answer.
+    pub response_ms: Option<f64>,
+    pub time_budget_ms: JsonBudget,
 }
 
 /// One direction: the counters, and where the capture sat on this direction's path.
@@ -89,6 +136,11 @@ pub struct JsonDiagnosis<'a> {
     pub start_s: f64,
     pub end_s: f64,
     pub delay_ms: f64,
+    /// What it blames: "network", "server", "client", "sender_application",
+    /// "receiver_application".
+    pub component: Component,
+    /// What it cost, in milliseconds.
+    pub cost_ms: f64,
     pub summary: &'a str,
 }
 
@@ -164,9 +216,34 @@ impl Analysis {
                             start_s: self.rel_secs(d.start),
                             end_s: self.rel_secs(d.end),
                             delay_ms: d.delay_ms,
+                            component: d.kind.component(),
+                            cost_ms: d.cost_ms(),
                             summary: &d.summary,
                         })
                         .collect(),
+                    time_budget_ms: (&c.story.budget).into(),
+                    client: c.story.client,
+                    exchanges: c
+                        .story
+                        .exchanges
+                        .iter()
+                        .map(|e| {
+                            let gap = |x: wire::Instant, y: Option<wire::Instant>| {
+                                y.filter(|&y| y >= x).map(|y| (y - x).as_secs_f64() * 1e3)
+                            };
+                            JsonExchange {
+                                start_s: self.rel_secs(e.start),
+                                name: e.name.as_deref(),
+                                request_bytes: e.request_bytes,
+                                response_bytes: e.response_bytes,
+                                request_acked_ms: gap(e.start, e.request_acked),
+                                first_byte_ms: gap(e.request_end, e.response_start),
+                                response_ms: e.response_start.and_then(|s| gap(s, e.response_end)),
+                                time_budget_ms: (&e.budget).into(),
+                            }
+                        })
+                        .collect(),
+                    exchanges_dropped: c.story.exchanges_dropped,
                 })
                 .collect(),
             udp: self

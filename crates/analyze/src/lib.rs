@@ -19,12 +19,14 @@
 //! and draft-ietf-opsawg-pcapng for the file formats.
 
 pub mod analyzer;
+mod budget;
 pub mod capture;
 mod diagnose;
 pub mod filter;
 pub mod json;
 pub mod link;
 pub mod model;
+mod stories;
 pub mod synth;
 mod tcp;
 pub mod tcpopt;

@@ -127,6 +127,8 @@ pub struct Connection {
     pub diagnoses: Vec<Diagnosis>,
     /// How the connection ended, as far as the capture shows.
     pub state: ConnState,
+    /// Where its time went, and its request/response exchanges (see [`Story`]).
+    pub story: Story,
 }
 
 impl Connection {
@@ -571,6 +573,15 @@ pub struct Diagnosis {
     pub summary: String,
 }
 
+impl Diagnosis {
+    /// What the problem cost, in milliseconds (JSON `cost_ms`): `delay_ms`, which for every
+    /// kind but `bufferbloat` is time lost; for `bufferbloat` it is the standing queue, the
+    /// delay each round trip paid.
+    pub fn cost_ms(&self) -> f64 {
+        self.delay_ms
+    }
+}
+
 /// The causes the analyzer can name. Definitions in `docs/analyze.md`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -585,6 +596,13 @@ pub enum DiagnosisKind {
     SynRetransmit,
     EcnUnused,
     EcnBleached,
+    ServerDelay,
+    ClientDelay,
+    PathDelay,
+    ZeroWindowStall,
+    PeerUnresponsive,
+    ConnectionRefused,
+    SynTimeout,
 }
 
 impl DiagnosisKind {
@@ -601,6 +619,26 @@ impl DiagnosisKind {
             DiagnosisKind::SynRetransmit => "syn_retransmit",
             DiagnosisKind::EcnUnused => "ecn_unused",
             DiagnosisKind::EcnBleached => "ecn_bleached",
+            DiagnosisKind::ServerDelay => "server_delay",
+            DiagnosisKind::ClientDelay => "client_delay",
+            DiagnosisKind::PathDelay => "path_delay",
+            DiagnosisKind::ZeroWindowStall => "zero_window_stall",
+            DiagnosisKind::PeerUnresponsive => "peer_unresponsive",
+            DiagnosisKind::ConnectionRefused => "connection_refused",
+            DiagnosisKind::SynTimeout => "syn_timeout",
+        }
+    }
+
+    /// The component this kind of diagnosis blames.
+    pub fn component(self) -> Component {
+        use DiagnosisKind::*;
+        match self {
+            NagleDelayedAck | AppLimited => Component::SenderApplication,
+            DelayedAckPacing | RwndLimited | ZeroWindowStall => Component::ReceiverApplication,
+            ServerDelay | ConnectionRefused => Component::Server,
+            ClientDelay => Component::Client,
+            Bufferbloat | LossBurst | RtoStall | SynRetransmit | EcnUnused | EcnBleached
+            | PathDelay | PeerUnresponsive | SynTimeout => Component::Network,
         }
     }
 }
@@ -609,6 +647,98 @@ impl fmt::Display for DiagnosisKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Where a connection's time went, seen from one vantage point. Every nanosecond between the
+/// connection's first and last packet is counted in exactly one part, so the parts add up to
+/// [`Connection::duration`]. Definitions in `docs/analyze.md` ("Where the time went").
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimeBudget {
+    /// Round trips the data had to wait for (handshake, request to response, ACK-clocked
+    /// rounds), up to the path's own round trip from this vantage point.
+    pub network_ns: u64,
+    /// The server's application: request complete to the first byte of the answer, beyond
+    /// the round trip, and pauses within its answers.
+    pub server_ns: u64,
+    /// The client's application: handshake or answer complete to its next request, beyond
+    /// the round trip, and pauses within its requests.
+    pub client_ns: u64,
+    /// Bytes moving at the rate the path and the sender allowed (gaps shorter than half a
+    /// round trip between one side's segments).
+    pub transfer_ns: u64,
+    /// Waiting on a timer or a closed window: retransmission timeouts (SYN included) and
+    /// zero-window periods.
+    pub stalled_ns: u64,
+    /// What this vantage point cannot attribute (no round-trip estimate, time before the
+    /// first or after the last utterance that no ACK explains).
+    pub unattributed_ns: u64,
+}
+
+impl TimeBudget {
+    /// The parts in a fixed order with their JSON names.
+    pub fn parts(&self) -> [(&'static str, u64); 6] {
+        [
+            ("network", self.network_ns),
+            ("server", self.server_ns),
+            ("client", self.client_ns),
+            ("transfer", self.transfer_ns),
+            ("stalled", self.stalled_ns),
+            ("unattributed", self.unattributed_ns),
+        ]
+    }
+
+    /// The sum of the parts.
+    pub fn total_ns(&self) -> u64 {
+        self.parts().iter().map(|p| p.1).sum()
+    }
+}
+
+/// One request/response exchange: the client speaks, then the server. Times are as seen at
+/// the vantage point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    /// First byte of the request.
+    pub start: Instant,
+    /// HTTP/1.x method and target ("GET /index.html") when the request's first bytes were
+    /// captured and are HTTP.
+    pub name: Option<String>,
+    /// Request payload bytes sent for the first time.
+    pub request_bytes: u64,
+    /// Last new byte of the request.
+    pub request_end: Instant,
+    /// When the server's ACK first covered the whole request.
+    pub request_acked: Option<Instant>,
+    /// First and last new byte of the answer (None when the server never answered).
+    pub response_start: Option<Instant>,
+    pub response_end: Option<Instant>,
+    pub response_bytes: u64,
+    /// The exchange's time, from the end of the previous answer (or the handshake) to the end
+    /// of its own answer, split as in [`TimeBudget`].
+    pub budget: TimeBudget,
+}
+
+/// The component a diagnosis blames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    Network,
+    Server,
+    Client,
+    SenderApplication,
+    ReceiverApplication,
+}
+
+/// Where a connection's time went and how it talked: [`TimeBudget`] and [`Exchange`]s.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Story {
+    /// The direction that carries the client's data: `a2b` when the handshake was seen (the
+    /// SYN's sender is the client), else the direction of the first data byte; None when no
+    /// data and no SYN were seen.
+    pub client: Option<Dir>,
+    pub budget: TimeBudget,
+    pub exchanges: Vec<Exchange>,
+    /// Exchanges beyond the listed ones (their time is still in `budget`).
+    pub exchanges_dropped: u64,
 }
 
 /// A UDP flow (one per address/port pair and vantage point).

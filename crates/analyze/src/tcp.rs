@@ -16,8 +16,10 @@ use std::net::SocketAddr;
 use wire::packet::TcpHeader;
 use wire::{Duration, Ecn, Instant};
 
+use crate::budget::{PacketInfo, Timeline};
 use crate::diagnose::{self, Evidence};
 use crate::model::*;
+use crate::stories;
 use crate::tcpopt::TcpOptions;
 
 /// Unacknowledged segments remembered per direction for RTT samples; beyond this (a capture
@@ -182,6 +184,7 @@ pub(crate) struct TcpConn {
     fins: [bool; 2],
     pub(crate) dirs: [DirState; 2],
     keep_series: bool,
+    timeline: Timeline,
 }
 
 /// Everything `handle` needs from one packet.
@@ -190,6 +193,8 @@ pub(crate) struct TcpPacket<'a> {
     pub h: &'a TcpHeader,
     pub opts: &'a TcpOptions,
     pub ecn: Ecn,
+    /// Payload bytes as captured (cut by the snaplen, possibly empty).
+    pub payload: &'a [u8],
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
 }
@@ -225,7 +230,29 @@ impl TcpConn {
             fins: [false; 2],
             dirs,
             keep_series,
+            timeline: Timeline::default(),
         }
+    }
+
+    /// Round trip from the capture point to `a` and to `b` as known now: the handshake's part
+    /// (sent once, Karn) or the other direction's smallest data RTT, whichever is smaller.
+    fn rtt_to(&self) -> [Option<Duration>; 2] {
+        let min = |x: Option<Duration>, y: Option<f64>| {
+            let y = y.map(|ms| Duration::from_nanos((ms * 1e6) as u64));
+            match (x, y) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        };
+        [
+            min(self.hs.synack_rtt, self.dirs[1].stats.rtt_min_ms),
+            min(self.hs.syn_rtt, self.dirs[0].stats.rtt_min_ms),
+        ]
+    }
+
+    fn outstanding(&self, d: usize) -> bool {
+        let ds = &self.dirs[d];
+        ds.any_seq && (!ds.any_ack || ds.acked < ds.snd_max)
     }
 
     /// Whether a SYN from `src` starts a new connection on a reused 4-tuple.
@@ -298,14 +325,53 @@ impl TcpConn {
             }
         }
 
+        let outstanding_before = self.outstanding(d);
+        let window_full_before = self.dirs[d].window_full_since.is_some();
         // ACK first: it is about the other direction's data and must not see this packet's
         // own data as outstanding.
-        if ack {
-            self.handle_ack(d, o, p);
-        }
+        let acked_new = ack && self.handle_ack(d, o, p);
+        let (mut new_bytes, mut retx) = (0, false);
         if len > 0 || syn || fin {
-            self.handle_seq(d, o, p);
+            (new_bytes, retx) = self.handle_seq(d, o, p);
         }
+        if syn {
+            retx |= if d == 0 {
+                self.hs.syn_count > 1
+            } else {
+                self.hs.synack_count > 1
+            };
+        }
+        // Full-sized: within 40 bytes of options of the peer's MSS, or as large as anything
+        // this side sent and at least RFC 9293's default MSS (536) when no MSS was seen; and
+        // not pushed, since stacks set PSH on the last segment of a write (RFC 9293 §3.9.1),
+        // and offloads that merge segments stop at it.
+        let largest = self.dirs[d].stats.max_segment_bytes;
+        let full_sized = len > 0
+            && !h.has(TcpHeader::PSH)
+            && match self.dirs[o].options.mss {
+                Some(m) => len + 40 >= u32::from(m),
+                None => u64::from(len) >= largest && len >= 536,
+            };
+        let info = PacketInfo {
+            time: now,
+            side: d,
+            syn,
+            fin,
+            rst,
+            ack,
+            retx,
+            new_bytes,
+            seq_space: len > 0 || syn || fin,
+            acked_new,
+            other_all_acked: self.dirs[o].any_ack && self.dirs[o].acked >= self.dirs[o].snd_max,
+            zero_window: (ack && !syn && !rst).then_some(h.window == 0),
+            outstanding_before,
+            window_full_before,
+            full_sized,
+            payload: p.payload,
+            rtt_to: self.rtt_to(),
+        };
+        self.timeline.packet(&info);
     }
 
     fn handle_syn(&mut self, d: usize, p: &TcpPacket) {
@@ -376,7 +442,8 @@ impl TcpConn {
         }
     }
 
-    fn handle_ack(&mut self, d: usize, o: usize, p: &TcpPacket) {
+    /// Returns whether the ACK moved the other direction's cumulative ACK forward.
+    fn handle_ack(&mut self, d: usize, o: usize, p: &TcpPacket) -> bool {
         let h = p.h;
         let now = p.time;
         let syn = h.has(TcpHeader::SYN);
@@ -485,6 +552,7 @@ impl TcpConn {
                         end: now,
                         packets: pk,
                         bytes: by,
+                        recovered: true,
                     });
                     ds.recovery = None;
                 }
@@ -529,9 +597,12 @@ impl TcpConn {
                 kind: MarkKind::Ece,
             });
         }
+        advanced && self.dirs[o].any_seq
     }
 
-    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) {
+    /// Returns the payload bytes sent for the first time and whether the segment was a
+    /// retransmission.
+    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) -> (u64, bool) {
         let h = p.h;
         let now = p.time;
         let syn = h.has(TcpHeader::SYN);
@@ -746,10 +817,13 @@ impl TcpConn {
                 });
             }
         }
+        (new_bytes, kind == SegmentKind::Retransmit)
     }
 
     /// Closes the books: averages, throughput, series, diagnoses.
     pub(crate) fn finish(mut self) -> Connection {
+        let rtt_to = self.rtt_to();
+        let outstanding = [self.outstanding(0), self.outstanding(1)];
         let duration = self.last_time - self.first_time;
         let secs = duration.as_secs_f64();
         for ds in self.dirs.iter_mut() {
@@ -767,6 +841,7 @@ impl TcpConn {
                     end: self.last_time,
                     packets: pk,
                     bytes: by,
+                    recovered: false,
                 });
             }
             let st = &mut ds.stats;
@@ -813,6 +888,7 @@ impl TcpConn {
             },
             diagnoses: Vec::new(),
             state: self.state,
+            story: Story::default(),
         };
         let [p_a2b, p_b2a] = capture_points(
             &conn.handshake,
@@ -834,6 +910,13 @@ impl TcpConn {
             self.last_syn,
             self.last_synack,
         );
+        let story_ev;
+        let at_receiver = [
+            conn.a2b.capture_point == CapturePoint::Receiver,
+            conn.b2a.capture_point == CapturePoint::Receiver,
+        ];
+        (conn.story, story_ev) = self.timeline.finish(rtt_to, outstanding, at_receiver);
+        stories::tell(&mut conn, &story_ev, rtt_to);
         conn
     }
 }

@@ -69,6 +69,103 @@ fn vantage_note(d: &Direction) -> Option<String> {
     }
 }
 
+/// A duration in nanoseconds for people: "1.07 s" from one second on, "67 ms" (or "0.4 ms")
+/// below.
+pub fn human(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1e3)
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// The line a newcomer reads first: the connection's duration and where it went, largest
+/// part first, with the evidence for the largest ("1.07 s: server 0.98 s (first byte 983 ms
+/// after the request was ACKed), network 67 ms, client 16 ms").
+pub fn budget_line(c: &Connection) -> String {
+    let b = &c.story.budget;
+    let total = b.total_ns();
+    let mut parts: Vec<(&str, u64)> = b.parts().into_iter().filter(|p| p.1 > 0).collect();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+    // Parts under 0.5 % of the whole are noise on this line (they stay in the JSON).
+    let shown: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i == 0 || p.1 * 200 >= total)
+        .map(|(i, &(name, ns))| {
+            let why = if i == 0 { evidence(c, name) } else { None };
+            match why {
+                Some(w) => format!("{name} {} ({w})", human(ns)),
+                None => format!("{name} {}", human(ns)),
+            }
+        })
+        .collect();
+    if shown.is_empty() {
+        return format!("{}: a single instant", human(total));
+    }
+    format!("{}: {}", human(total), shown.join(", "))
+}
+
+/// A few words of evidence for the budget part that dominates.
+fn evidence(c: &Connection, part: &str) -> Option<String> {
+    let diag = |k: DiagnosisKind| c.diagnoses.iter().find(|d| d.kind == k);
+    let ms = |d: wire::Duration| d.as_secs_f64() * 1e3;
+    match part {
+        "server" => {
+            let e = c
+                .story
+                .exchanges
+                .iter()
+                .filter_map(|e| Some((e, e.response_start?)))
+                .max_by_key(|(e, r)| *r - e.request_end)?;
+            Some(match e.0.request_acked.filter(|&a| a < e.1) {
+                Some(a) => format!(
+                    "first byte {:.0} ms after the request was ACKed",
+                    ms(e.1 - a)
+                ),
+                None => format!(
+                    "first byte {:.0} ms after the request's last byte",
+                    ms(e.1 - e.0.request_end)
+                ),
+            })
+        }
+        "client" => diag(DiagnosisKind::ClientDelay)
+            .map(|d| format!("first request {:.0} ms after the handshake", d.delay_ms))
+            .or_else(|| {
+                diag(DiagnosisKind::NagleDelayedAck)
+                    .filter(|d| d.dir == c.story.client)
+                    .map(|_| "small writes held by Nagle until the server's delayed ACK".into())
+            })
+            .or_else(|| Some("between answers and the next request".into())),
+        "transfer" => {
+            let bytes = c.a2b.stats.unique_bytes.max(c.b2a.stats.unique_bytes);
+            let secs = c.story.budget.transfer_ns as f64 / 1e9;
+            (bytes > 0 && secs > 0.0).then(|| {
+                format!(
+                    "{bytes} bytes, {} while moving",
+                    rate(bytes as f64 * 8.0 / secs)
+                )
+            })
+        }
+        "network" => {
+            let rtt = c.handshake.syn_rtt.zip(c.handshake.synack_rtt);
+            rtt.map(|(x, y)| format!("round trip {:.0} ms from here", ms(x + y)))
+        }
+        "stalled" => [
+            DiagnosisKind::PeerUnresponsive,
+            DiagnosisKind::ZeroWindowStall,
+            DiagnosisKind::SynTimeout,
+            DiagnosisKind::RtoStall,
+        ]
+        .into_iter()
+        .find_map(|k| diag(k).map(|_| k.name().replace('_', " "))),
+        _ => None,
+    }
+}
+
 /// Renders the whole analysis as text.
 pub fn summary(a: &Analysis) -> String {
     let mut s = String::new();
@@ -111,6 +208,7 @@ pub fn summary(a: &Analysis) -> String {
                 String::new()
             }
         );
+        let _ = writeln!(s, "  {}", budget_line(c));
         let h = &c.handshake;
         let _ = writeln!(
             s,

@@ -19,8 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::common::{
-    announce_and_serve, positive_time_arg, resolve, secs, start_record, time_arg,
-    with_default_port, Clock, JsonLines, Stop,
+    announce_and_serve, positive_time_arg, secs, start_record, time_arg, Clock, JsonLines, Stop,
 };
 use crate::records::Record;
 use crate::stats::{mbps, IntervalMeter};
@@ -155,26 +154,14 @@ fn server_connection(
 
 /// `bulk-client`: one transfer, then a `total` line.
 pub fn run_client(args: &BulkClientArgs) -> anyhow::Result<()> {
-    let out = JsonLines::open(args.out.as_ref())?;
-    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
-    let r = client(args, &out, &Stop::new());
-    out.flush();
-    r
+    crate::common::run_client_program(args.out.as_ref(), |out, stop| client(args, out, stop))
 }
 
 /// One bulk transfer against `args.server`.
 pub fn client(args: &BulkClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Result<()> {
     let clock = Clock::start();
     out.emit(&start_record("bulk-client", &clock));
-    let target = with_default_port(&args.server, DEFAULT_PORT);
-    let addr = resolve(&target)?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
-    out.emit(&Record::Connected {
-        t_s: clock.t_s(),
-        conn: 1,
-        peer: addr.to_string(),
-    });
+    let mut stream = crate::common::connect_tcp(&args.server, DEFAULT_PORT, &clock, out)?;
     let mut req = [0u8; 16];
     req[..4].copy_from_slice(MAGIC);
     req[4] = match args.direction {

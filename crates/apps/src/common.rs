@@ -289,6 +289,39 @@ pub fn run_tcp_server_program(
     r
 }
 
+/// The outer shell of a client program: opens its JSON-lines output, installs the stop
+/// signals, runs `client` until it returns, and flushes the output.
+pub fn run_client_program(
+    out_path: Option<&PathBuf>,
+    client: impl FnOnce(&JsonLines, &Stop) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let out = JsonLines::open(out_path)?;
+    crate::sys::install_stop_signals().context("cannot install signal handlers")?;
+    let r = client(&out, &Stop::new());
+    out.flush();
+    r
+}
+
+/// Connects a client to `server` (`HOST` or `HOST:PORT`, `default_port` when none is given)
+/// within 10 s and writes its `connected` line (connection 1).
+pub fn connect_tcp(
+    server: &str,
+    default_port: u16,
+    clock: &Clock,
+    out: &JsonLines,
+) -> anyhow::Result<std::net::TcpStream> {
+    let target = with_default_port(server, default_port);
+    let addr = resolve(&target)?;
+    let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .with_context(|| format!("cannot connect to '{target}'"))?;
+    out.emit(&Record::Connected {
+        t_s: clock.t_s(),
+        conn: 1,
+        peer: addr.to_string(),
+    });
+    Ok(stream)
+}
+
 /// Runs a TCP server program: announces it (its `start` and `listening` lines), then serves
 /// each connection on its own thread with `connection(stream, conn, clock, out, stop)` until
 /// `stop` or `deadline`. A connection that fails is reported on stderr, not fatal.

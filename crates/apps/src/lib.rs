@@ -15,10 +15,12 @@
 
 pub mod bulk;
 pub mod call;
+pub mod chunk;
 pub mod common;
 pub mod playback;
 pub mod probe;
 pub mod records;
+pub mod rr;
 pub mod screen;
 pub mod stats;
 pub mod stream;
@@ -81,6 +83,22 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab tfo-client server:5205 --fastopen --count 30 --interval 200ms --out tfo.jsonl"
     )]
     TfoClient(tfo::TfoClientArgs),
+    /// Request/response server: answers each whole 70-byte message, written as 28 + 42 bytes.
+    #[command(after_help = "Example:\n  latencylab rr-server --port 5206 --nodelay")]
+    RrServer(rr::RrServerArgs),
+    /// Request/response client: 70-byte requests written as 28 + 42 bytes, each exchange timed.
+    #[command(
+        after_help = "Example:\n  latencylab rr-client server:5206 --interval 200ms --duration 20s --out rr.jsonl"
+    )]
+    RrClient(rr::RrClientArgs),
+    /// Chunked upload receiver: a chosen receive buffer, optionally TCP_QUICKACK after every read.
+    #[command(after_help = "Example:\n  latencylab chunk-server --rcvbuf 4096 --quickack")]
+    ChunkServer(chunk::ChunkServerArgs),
+    /// Chunked upload sender: writes --chunk bytes per write() as fast as the socket takes them.
+    #[command(
+        after_help = "Example:\n  latencylab chunk-client server:5207 --chunk 1000 --nodelay --duration 10s --out chunk.jsonl"
+    )]
+    ChunkClient(chunk::ChunkClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -98,6 +116,10 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::ScreenViewer(a) => screen::run_viewer(a),
         AppCommand::TfoServer(a) => tfo::run_server(a),
         AppCommand::TfoClient(a) => tfo::run_client(a),
+        AppCommand::RrServer(a) => rr::run_server(a),
+        AppCommand::RrClient(a) => rr::run_client(a),
+        AppCommand::ChunkServer(a) => chunk::run_server(a),
+        AppCommand::ChunkClient(a) => chunk::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -246,6 +246,24 @@ pub enum Record {
         actions: u64,
         double_actions: u64,
     },
+    /// One request/response exchange of `rr-client`: the request written at `sent_s`, the
+    /// whole response read at `t_s`.
+    Exchange {
+        t_s: f64,
+        seq: u64,
+        sent_s: f64,
+        exchange_ms: f64,
+    },
+    /// The end of `rr-client`: how it wrote its messages and what the exchanges took.
+    RrSummary {
+        t_s: f64,
+        nodelay: bool,
+        writev: bool,
+        exchanges: u64,
+        exchange_p50_ms: Option<f64>,
+        exchange_p95_ms: Option<f64>,
+        exchange_max_ms: Option<f64>,
+    },
 
     /// A line of a type this version does not know.
     #[serde(other)]
@@ -283,7 +301,9 @@ impl Record {
             | RequestFailed { t_s, .. }
             | RequestSummary { t_s, .. }
             | Action { t_s, .. }
-            | ActionSummary { t_s, .. } => Some(*t_s),
+            | ActionSummary { t_s, .. }
+            | Exchange { t_s, .. }
+            | RrSummary { t_s, .. } => Some(*t_s),
             Other => None,
         }
     }

@@ -47,6 +47,7 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
     )]
     Tfo(TfoArgs),
+<<<<<<< HEAD
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
     #[command(
@@ -60,6 +61,15 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
     HttpParallel(HttpParallelArgs),
+=======
+    /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
+    /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
+    /// default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
+    )]
+    Nagle(NagleArgs),
+>>>>>>> main
 }
 
 /// The options of `demo tfo`.
@@ -76,6 +86,28 @@ pub struct TfoArgs {
     /// Requests per run, each on a connection of its own (from 3 to 1000)
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub requests: u64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The options of `demo nagle`.
+#[derive(clap::Args, Debug)]
+pub struct NagleArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/nagle"
+    )]
+    pub out: PathBuf,
+    /// How long each run's client keeps exchanging: a time (20s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "20s")]
+    pub duration: String,
     /// Seed for every random choice in the labs
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -211,8 +243,12 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
         Demo::Tfo(a) => tfo(a),
+<<<<<<< HEAD
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
+=======
+        Demo::Nagle(a) => nagle(a),
+>>>>>>> main
     };
     lab::restore_signals(old);
     r
@@ -251,6 +287,24 @@ fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &out,
         &["unbounded", "lowat"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "an exchange takes up to 1.5 s")?;
+    let outcome = demo::nagle::run(&demo::nagle::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["nagle", "nodelay", "writev"],
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -335,15 +335,7 @@ pub fn monotonic_start(recs: &[apps::Record], dir: &Path, program: &str) -> Resu
 
 /// The analyzer's view of one capture, with the series the charts need.
 pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
-    let mut analyzer = analyze::Analyzer::new(analyze::Options {
-        keep_series: true,
-        ..Default::default()
-    });
-    let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
-    analyzer
-        .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
-        .with_context(|| format!("reading {}", pcap.display()))?;
-    Ok(analyzer.finish())
+    analyze_captures(&[pcap.to_path_buf()], true)
 }
 
 /// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
@@ -391,4 +383,76 @@ pub fn write_report_files(
     let p = dir.join("report.html");
     page.write(&p)
         .with_context(|| format!("writing {}", p.display()))
+}
+
+/// The analysis of the given captures together (one clock: the lab's captures share it), with
+/// the per-packet series when `keep_series`.
+pub fn analyze_captures(
+    pcaps: &[std::path::PathBuf],
+    keep_series: bool,
+) -> Result<analyze::Analysis> {
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series,
+        ..Default::default()
+    });
+    for pcap in pcaps {
+        let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+        analyzer
+            .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
+            .with_context(|| format!("reading {}", pcap.display()))?;
+    }
+    Ok(analyzer.finish())
+}
+
+/// The analyzer's diagnosis kinds (`nagle_delayed_ack`, …) for the connections to or from
+/// `port`, at every vantage point, each named once, in name order.
+pub fn diagnosis_kinds(a: &analyze::Analysis, port: u16) -> Vec<String> {
+    let mut kinds: Vec<String> = a
+        .connections
+        .iter()
+        .filter(|c| c.a.port() == port || c.b.port() == port)
+        .flat_map(|c| c.diagnoses.iter().map(|d| d.kind.name().to_string()))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// The report's "what the analyzer found" lines for one run: each diagnosis of the connections
+/// to or from `port` with its summary, or one line saying there was none.
+pub fn port_findings(label: &str, a: &analyze::Analysis, port: u16) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for c in a
+        .connections
+        .iter()
+        .filter(|c| c.a.port() == port || c.b.port() == port)
+    {
+        let at = a
+            .captures
+            .get(c.vantage.capture)
+            .map(|s| {
+                Path::new(&s.name)
+                    .file_name()
+                    .map_or(s.name.clone(), |f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        for d in &c.diagnoses {
+            // The direction whose data the diagnosis is about.
+            let (from, to) = match d.dir {
+                Some(analyze::Dir::BtoA) => (c.b, c.a),
+                _ => (c.a, c.b),
+            };
+            out.push((
+                format!("{label}: {}", d.kind.name()),
+                format!("{from} → {to} (seen in {at}): {}", d.summary),
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push((
+            format!("{label}: nothing"),
+            "the analyzer named no cause of delay".into(),
+        ));
+    }
+    out
 }

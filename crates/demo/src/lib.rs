@@ -18,11 +18,14 @@
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
+//! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
+//!   (issue 12, experiment E7).
 
 pub mod bufferbloat;
 mod common;
 pub mod http_parallel;
 pub mod l4s;
+pub mod nagle;
 pub mod notsent_lowat;
 pub mod pipelining;
 pub mod tfo;

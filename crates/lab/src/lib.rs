@@ -8,12 +8,10 @@
 //!
 //! Layout: what a lab is comes from `labnet` (re-exported as [`config`]), its files from
 //! [`files`]; [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
-//! event loop), [`translator`] and [`dns_tcp`] (the NAT64 and DNS64 endpoints of `--nat64`
-//! labs), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary),
+//! event loop, which drives the NAT64 and DNS64 endpoints of `labnet`), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary),
 //! [`cleanup`] (leftovers of earlier labs).
 
 pub mod cleanup;
-pub mod dns_tcp;
 pub mod engine;
 pub mod files;
 pub mod netns;
@@ -21,9 +19,8 @@ pub mod output;
 pub mod process;
 pub mod runner;
 mod sys;
-pub mod translator;
 
 /// The lab's specification, from the pure core (kept under its old name for callers).
 pub use labnet::spec as config;
-pub use labnet::{LabConfig, UsageError};
+pub use labnet::{dns_tcp, translator, LabConfig, UsageError};
 pub use runner::{block_stop_signals, restore_signals, run_lab, RunOptions, RunResult};

@@ -29,6 +29,7 @@ use crate::output::{self, Summary};
 use crate::process::{self, Launch};
 use crate::sys;
 use labnet::run_dir::RunDir;
+use labnet::schedule::{programs_done, Action, ProgramState, Schedule};
 use labnet::spec::{secs, LabConfig, UsageError};
 use labnet::Setting;
 
@@ -460,14 +461,9 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         });
         server_idx = Some(progs.len() - 1);
     }
-    // The schedule: programs and link changes, in time order.
-    let mut pending_progs: Vec<usize> = (0..cfg.programs.len()).collect();
-    pending_progs.sort_by(|a, b| cfg.programs[*a].at_s.total_cmp(&cfg.programs[*b].at_s));
-    let mut pending_changes: Vec<usize> = (0..cfg.changes.len()).collect();
-    pending_changes.sort_by(|a, b| cfg.changes[*a].at_s.total_cmp(&cfg.changes[*b].at_s));
-    let (mut next_prog, mut next_change) = (0usize, 0usize);
+    let mut schedule = Schedule::new(cfg);
+    let mut duration_over = false;
     let link_idx = cfg.link_index();
-    let stop_at = cfg.duration_s.map(|s| Instant::ZERO + secs(s));
     let mut command_pending = opts.command.clone();
     let server_wait_until = Instant::ZERO + SERVER_READY_TIMEOUT;
 
@@ -509,56 +505,51 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
                 command_pending = None;
             }
         }
-        while next_prog < pending_progs.len() && stopping.is_none() {
-            let p = &cfg.programs[pending_progs[next_prog]];
-            if now < Instant::ZERO + secs(p.at_s) {
-                break;
-            }
-            let child = launch(
-                &p.host,
-                vec!["sh".into(), "-c".into(), p.run.clone()],
-                true,
-                &p.name,
-                false,
-            )?;
-            progs.push(Prog {
-                name: p.name.clone(),
-                child,
-                own_group: true,
-                wait: p.wait,
-                is_command: false,
-                status: None,
-            });
-            next_prog += 1;
+        if stopping.is_some() {
+            schedule.hold_starts();
         }
-        while next_change < pending_changes.len() {
-            let c = &cfg.changes[pending_changes[next_change]];
-            let at = Instant::ZERO + secs(c.at_s);
-            if now < at {
-                break;
+        while let Some(action) = schedule.poll_action(now) {
+            match action {
+                Action::Start(i) => {
+                    let p = &cfg.programs[i];
+                    let child = launch(
+                        &p.host,
+                        vec!["sh".into(), "-c".into(), p.run.clone()],
+                        true,
+                        &p.name,
+                        false,
+                    )?;
+                    progs.push(Prog {
+                        name: p.name.clone(),
+                        child,
+                        own_group: true,
+                        wait: p.wait,
+                        is_command: false,
+                        status: None,
+                    });
+                }
+                Action::Change(i) => {
+                    let c = &cfg.changes[i];
+                    let li = link_idx[&c.link];
+                    for d in 0..fwd.dirs().len() {
+                        let info = &fwd.dirs()[d];
+                        if info.link_index == li && c.direction.is_none_or(|x| x == info.side) {
+                            let params = c.apply(fwd.params(d));
+                            fwd.set_params(Instant::ZERO + secs(c.at_s), d, params);
+                        }
+                    }
+                }
+                Action::DurationOver => duration_over = true,
             }
-            let li = link_idx[&c.link];
-            let targets: Vec<usize> = (0..fwd.dirs.len())
-                .filter(|&d| {
-                    let info = &fwd.dirs[d];
-                    info.link_index == li && c.direction.is_none_or(|x| x.name() == info.direction)
-                })
-                .collect();
-            for d in targets {
-                let params = c.apply(fwd.net.link(d).params());
-                fwd.set_params(at, d, params);
-            }
-            next_change += 1;
         }
 
         fwd.poll(now);
 
         // Has the lab reached its end?
-        let all_started = command_pending.is_none() && next_prog >= pending_progs.len();
+        let all_started = command_pending.is_none() && schedule.all_started();
         let running = |p: &Prog| p.status.is_none();
         if stopping.is_none() {
             let command_done = progs.iter().any(|p| p.is_command && !running(p));
-            let waited = progs.iter().any(|p| p.wait);
             let end = if command_done {
                 exit_code = progs
                     .iter()
@@ -566,14 +557,17 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
                     .and_then(|p| p.status)
                     .unwrap_or(0);
                 true
-            } else if stop_at.is_some_and(|t| now >= t) {
+            } else if duration_over {
                 true
-            } else if opts.command.is_none() && stop_at.is_none() && all_started {
-                if waited {
-                    progs.iter().filter(|p| p.wait).all(|p| !running(p))
-                } else {
-                    progs.iter().all(|p| !running(p))
-                }
+            } else if opts.command.is_none() && !schedule.has_duration() {
+                let states: Vec<ProgramState> = progs
+                    .iter()
+                    .map(|p| ProgramState {
+                        wait: p.wait,
+                        running: running(p),
+                    })
+                    .collect();
+                programs_done(all_started, &states)
             } else {
                 false
             };
@@ -604,13 +598,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         // Sleep until the next thing: a packet, a signal, a deadline.
         let mut deadline = fwd.next_wakeup();
         let mut consider = |t: Instant| deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
-        if let Some(i) = pending_progs.get(next_prog) {
-            consider(Instant::ZERO + secs(cfg.programs[*i].at_s));
-        }
-        if let Some(i) = pending_changes.get(next_change) {
-            consider(Instant::ZERO + secs(cfg.changes[*i].at_s));
-        }
-        if let Some(t) = stop_at {
+        if let Some(t) = schedule.next_wakeup() {
             consider(t);
         }
         if let Some((t, _)) = stopping {

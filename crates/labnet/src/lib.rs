@@ -5,13 +5,21 @@
 //! Layout: [`spec`] (hosts, links, schedule, validation, names), [`setting`] (the settings of
 //! a link direction, one table for options, run files, changes and `lab.json`), [`shell`] (the
 //! two-host preset of `latencylab shell`), [`run_file`] (the TOML run file), [`run_dir`] (what
-//! a run leaves on disk: paths, the link-log line, the summary).
+//! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
+//! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`forwarder`] (the lab's
+//! network as a state machine), [`schedule`] (program starts, link changes, the lab's end)
+//! and [`sim`] (whole labs in simulated time).
 
+pub mod dns_tcp;
+pub mod forwarder;
 pub mod run_dir;
 pub mod run_file;
+pub mod schedule;
 pub mod setting;
 pub mod shell;
+pub mod sim;
 pub mod spec;
+pub mod translator;
 
 pub use setting::{Direction, Files, Setting};
 pub use spec::{LabConfig, UsageError};

@@ -729,6 +729,7 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
         )),
         format!("{:?}", hs.ecn).to_lowercase(),
     )));
+    s.push(Block::Figure(crate::budget::bar(i, c)));
     let mut items = diagnosis_items(a, i, c);
     // Say what this capture cannot show, so that an empty findings list is not read as "no
     // problem" when the capture was taken at the receiver.
@@ -756,6 +757,9 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
         s.push(Block::Findings(items));
     }
     s.push(Block::Table(stats_table(c)));
+    if let Some(t) = crate::budget::exchanges_table(a, c) {
+        s.push(Block::Table(t));
+    }
     // The direction that carried more data first: in a download, the 16-byte request would
     // otherwise push the graph the reader came for below the fold.
     let dirs = if c.b2a.stats.data_bytes > c.a2b.stats.data_bytes {

@@ -11,11 +11,13 @@
 //!   units, a legend and a caption; SVG and PNG.
 //! - `tsg`: the time-sequence graph in the tcptrace tradition, built on `chart`, and its xplot form.
 //! - `xplot`: the `.xpl` text format that xplot and tcptrace use.
+//! - `budget`: the time-budget bar and the exchanges table of one connection.
 //! - `html`: a page builder (sections of text, tables and figures) with zoom and pan.
 //! - `analysis`: `analyze::Analysis` → plots, xplot files and the analyzer's HTML page.
 
 pub mod analysis;
 mod bitmap_text;
+pub mod budget;
 pub mod chart;
 mod font;
 pub mod html;

@@ -31,6 +31,7 @@ fn conn(a: &str, b: &str) -> Connection {
         b2a: Direction::default(),
         diagnoses: Vec::new(),
         state: ConnState::Closed,
+        story: Story::default(),
     }
 }
 

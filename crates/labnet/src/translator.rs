@@ -13,14 +13,13 @@
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 
-use anyhow::{anyhow, Result};
 use nat64::dns64::{self, Dns64, Dns64Params, Zone};
 use nat64::{DropReason, Nat64, Params, Verdict};
 use wire::Instant;
 
 use crate::dns_tcp::TcpDns;
-use crate::output::{DnsQuerySummary, DnsSummary, Nat64Summary};
-use labnet::spec::Nat64Spec;
+use crate::run_dir::{DnsQuerySummary, DnsSummary, Nat64Summary};
+use crate::spec::{Nat64Spec, UsageError};
 
 const IPV6_HEADER_BYTES: usize = 40;
 const UDP_HEADER_BYTES: usize = 8;
@@ -54,17 +53,17 @@ pub struct Translator {
 }
 
 impl Translator {
-    pub fn new(spec: &Nat64Spec, zone: Zone, seed: u64) -> Result<Translator> {
+    pub fn new(spec: &Nat64Spec, zone: Zone, seed: u64) -> Result<Translator, UsageError> {
         let prefix: nat64::Prefix = spec
             .prefix
             .parse()
-            .map_err(|e| anyhow!("nat64 prefix: {e}"))?;
+            .map_err(|e| UsageError(format!("nat64 prefix: {e}")))?;
         let params = Params {
             prefix,
             pool4: vec![spec.pool4],
             ..Params::default()
         };
-        let nat = Nat64::new(params, seed).map_err(|e| anyhow!("nat64: {e}"))?;
+        let nat = Nat64::new(params, seed).map_err(|e| UsageError(format!("nat64: {e}")))?;
         let dns = Dns64::new(
             Dns64Params {
                 prefix,
@@ -305,7 +304,7 @@ fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, payload: &[u8]) -> Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use labnet::spec::{Nat64Spec, DNS64_ADDR};
+    use crate::spec::{Nat64Spec, DNS64_ADDR};
     use std::net::Ipv4Addr;
 
     const CLIENT: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 1, 0, 0, 0, 1);
@@ -387,15 +386,7 @@ mod tests {
 
     /// A TCP segment from the client to the DNS64 with a right checksum.
     fn tcp_to_dns(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-        let mut tcp = crate::dns_tcp::Segment {
-            sport: 40000,
-            dport: 53,
-            seq,
-            ack,
-            flags,
-            payload: payload.to_vec(),
-        }
-        .to_bytes();
+        let mut tcp = crate::dns_tcp::tests::seg(seq, ack, flags, payload);
         let c = transport_checksum(&CLIENT, &DNS64_ADDR, PROTO_TCP, &tcp);
         tcp[16..18].copy_from_slice(&c.to_be_bytes());
         ipv6_packet(CLIENT, DNS64_ADDR, PROTO_TCP, &tcp)

@@ -240,12 +240,13 @@ fn initial_seq(remote: Ipv6Addr, port: u16, their_seq: u32) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const CLIENT: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 1, 0, 0, 0, 1);
 
-    fn seg(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    /// A segment from the client's port 40000 to port 53, its checksum left to the caller.
+    pub(crate) fn seg(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
         Segment {
             sport: 40000,
             dport: 53,
