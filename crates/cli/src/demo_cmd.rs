@@ -47,7 +47,6 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
     )]
     Tfo(TfoArgs),
-<<<<<<< HEAD
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
     #[command(
@@ -61,7 +60,6 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
     HttpParallel(HttpParallelArgs),
-=======
     /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
     /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
     /// default duration)
@@ -69,7 +67,6 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
     )]
     Nagle(NagleArgs),
->>>>>>> main
 }
 
 /// The options of `demo tfo`.
@@ -243,12 +240,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
         Demo::Tfo(a) => tfo(a),
-<<<<<<< HEAD
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
-=======
         Demo::Nagle(a) => nagle(a),
->>>>>>> main
     };
     lab::restore_signals(old);
     r
