@@ -63,6 +63,58 @@ pub struct ShellArgs {
     /// Clear the ECN field of every packet on the path, both ways (a middlebox that bleaches ECN).
     #[arg(long)]
     bleach_ecn: bool,
+    /// Delay variation around the delay, both ways: TIME [uniform|normal|pareto|paretonormal]
+    /// [CORR%] [reorder]. Keeps packet order unless `reorder` is given (netem reorders).
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    jitter: Vec<String>,
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    down_jitter: Vec<String>,
+    #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
+    up_jitter: Vec<String>,
+    /// Duplicate PCT of packets both ways, the copy TIME after the original ('10%', '5% 200ms').
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    duplicate: Vec<String>,
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    down_duplicate: Vec<String>,
+    #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
+    up_duplicate: Vec<String>,
+    /// Send PCT of packets at once, skipping the delay (netem's reorder; needs --delay).
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    reorder: Vec<String>,
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    down_reorder: Vec<String>,
+    #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
+    up_reorder: Vec<String>,
+    /// Flip one random bit in PCT of packets both ways ('0.1%').
+    #[arg(long, value_name = "PCT")]
+    corrupt: Option<String>,
+    #[arg(long, value_name = "PCT")]
+    down_corrupt: Option<String>,
+    #[arg(long, value_name = "PCT")]
+    up_corrupt: Option<String>,
+    /// At most N packets per second each way, whatever their size (a router whose CPU is the
+    /// limit); combines with --rate.
+    #[arg(long, value_name = "N")]
+    pps: Option<String>,
+    #[arg(long, value_name = "N")]
+    down_pps: Option<String>,
+    #[arg(long, value_name = "N")]
+    up_pps: Option<String>,
+    /// Deliver in bursts at slot boundaries, netem's slots: MIN [MAX] [packets N] [bytes B].
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    slot: Vec<String>,
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    down_slot: Vec<String>,
+    #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
+    up_slot: Vec<String>,
+    /// Drop packets matching FILTER both ways ('tcp syn', 'udp port 443', 'ipv6', 'icmp',
+    /// 'ecn ect1', combined with and/not); repeat for several.
+    #[arg(long, value_name = "FILTER")]
+    drop: Vec<String>,
+    #[arg(long, value_name = "FILTER")]
+    down_drop: Vec<String>,
+    #[arg(long, value_name = "FILTER")]
+    up_drop: Vec<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -154,6 +206,39 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         "bleach_ecn",
         a.bleach_ecn.then_some(true),
     );
+    // Options that take several words (netem's `--duplicate 10% 50ms`) or repeat (`--drop`).
+    let words = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(" "));
+    let filters = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(" or "));
+    for (name, side, key, value) in [
+        ("--jitter", None, "jitter", words(&a.jitter)),
+        ("--down-jitter", down, "jitter", words(&a.down_jitter)),
+        ("--up-jitter", up, "jitter", words(&a.up_jitter)),
+        ("--duplicate", None, "duplicate", words(&a.duplicate)),
+        (
+            "--down-duplicate",
+            down,
+            "duplicate",
+            words(&a.down_duplicate),
+        ),
+        ("--up-duplicate", up, "duplicate", words(&a.up_duplicate)),
+        ("--reorder", None, "reorder", words(&a.reorder)),
+        ("--down-reorder", down, "reorder", words(&a.down_reorder)),
+        ("--up-reorder", up, "reorder", words(&a.up_reorder)),
+        ("--corrupt", None, "corrupt", a.corrupt.clone()),
+        ("--down-corrupt", down, "corrupt", a.down_corrupt.clone()),
+        ("--up-corrupt", up, "corrupt", a.up_corrupt.clone()),
+        ("--pps", None, "pps", a.pps.clone()),
+        ("--down-pps", down, "pps", a.down_pps.clone()),
+        ("--up-pps", up, "pps", a.up_pps.clone()),
+        ("--slot", None, "slot", words(&a.slot)),
+        ("--down-slot", down, "slot", words(&a.down_slot)),
+        ("--up-slot", up, "slot", words(&a.up_slot)),
+        ("--drop", None, "drop", filters(&a.drop)),
+        ("--down-drop", down, "drop", filters(&a.down_drop)),
+        ("--up-drop", up, "drop", filters(&a.up_drop)),
+    ] {
+        o.link_option(name, side, key, value);
+    }
     o
 }
 

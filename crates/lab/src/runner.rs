@@ -773,6 +773,18 @@ fn report(summary: &Summary, opts: &RunOptions) {
             drops,
             l.ce_marks
         );
+        let _ = writeln!(err, "latencylab:   {}", l.check_line);
+    }
+    // The engine itself was the bottleneck: say so, so that nobody blames the emulated link.
+    let late = &summary.engine.delivery_lateness_ms;
+    if late.p99 > 1.0 {
+        let _ = writeln!(
+            err,
+            "latencylab: warning: the emulator delivered packets {:.1} ms late at the 99th \
+             percentile (the machine was too busy for these settings): delays and rates above \
+             include its own",
+            late.p99
+        );
     }
     if let Some(n) = &summary.nat64 {
         let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();

@@ -165,11 +165,15 @@ impl Forwarder {
                     .into_iter()
                     .enumerate()
             {
+                let mut params = d.params.clone();
+                if let Some(n) = &mut params.impair.narrow {
+                    (n.router_v4, n.router_v6) = crate::spec::link_router_addrs(li);
+                }
                 let mut spec = d.queue.clone();
                 // AQMs keep at least an MTU or two queued; the lab's largest MTU is theirs.
                 spec.set_mtu(mtu as usize);
                 let seed = dir_seed(cfg.seed, li, di);
-                let mut link = Link::new(now, d.params.clone(), spec.build(seed), seed);
+                let mut link = Link::new(now, params, spec.build(seed), seed);
                 // Only the link log reads an event's flow.
                 link.set_event_detail(keep_events);
                 let id = net.add_link(link, to);
@@ -311,7 +315,14 @@ impl Forwarder {
             .iter()
             .enumerate()
             .map(|(i, d)| {
-                LinkSummary::new(&d.link, d.side.name(), &d.queue, self.net.link(i).stats())
+                let link = self.net.link(i);
+                LinkSummary::new(
+                    &d.link,
+                    d.side.name(),
+                    &d.queue,
+                    link.params(),
+                    link.stats(),
+                )
             })
             .collect()
     }

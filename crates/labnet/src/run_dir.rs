@@ -235,10 +235,60 @@ pub struct LinkSummary {
     pub throughput_bps: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queues: Option<BTreeMap<String, SubQueueSummary>>,
+    /// What the direction was configured to do, and what it did (the run's self-check).
+    #[serde(default)]
+    pub asked: AskedSummary,
+    #[serde(default)]
+    pub got: GotSummary,
+    /// The self-check as one line for the end of a run ("asked …; got …").
+    #[serde(skip)]
+    pub check_line: String,
+}
+
+/// A link direction's configured values, as summary.json writes them (`asked`). Probabilities
+/// are fractions (0.1 for 10 %).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AskedSummary {
+    pub rate_bps: Option<u64>,
+    pub delay_ms: f64,
+    pub jitter_ms: Option<f64>,
+    pub jitter_distribution: Option<String>,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+    pub pps: Option<u32>,
+    pub drop: Vec<String>,
+    pub mtu: Option<u32>,
+}
+
+/// What a link direction did, as summary.json writes it (`got`): the rate while its
+/// transmitter was busy, the delay added on the wire, and the impairments' realised fractions
+/// and counts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct GotSummary {
+    pub rate_bps: Option<f64>,
+    pub added_delay_ms: DelaySummary,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+    pub filtered: u64,
+    pub too_big: u64,
+    pub blackholed: u64,
 }
 
 impl LinkSummary {
-    pub fn new(name: &str, direction: &str, queue: &str, s: &LinkStats) -> LinkSummary {
+    pub fn new(
+        name: &str,
+        direction: &str,
+        queue: &str,
+        params: &link::LinkParams,
+        s: &LinkStats,
+    ) -> LinkSummary {
+        let asked = link::Asked::of(params);
+        let got = link::Got::of(s);
+        let check_line = format!("asked {asked}; got {}", got.summary(&asked));
         let queues = queue.starts_with("dualpi2").then(|| {
             let sub = |class: usize| SubQueueSummary {
                 packets: s.queue_delay_by_class[class].len(),
@@ -259,6 +309,31 @@ impl LinkSummary {
             queue_delay_ms: s.queue_delay.percentiles().into(),
             throughput_bps: s.throughput_bps().round(),
             queues,
+            asked: AskedSummary {
+                rate_bps: asked.rate_bps,
+                delay_ms: asked.delay_ms,
+                jitter_ms: asked.jitter_ms,
+                jitter_distribution: asked.jitter_distribution.map(str::to_string),
+                loss: asked.loss,
+                duplicate: asked.duplicate,
+                reorder: asked.reorder,
+                corrupt: asked.corrupt,
+                pps: asked.pps,
+                drop: asked.filters,
+                mtu: asked.mtu_bytes,
+            },
+            got: GotSummary {
+                rate_bps: got.rate_bps.map(f64::round),
+                added_delay_ms: got.added_delay.into(),
+                loss: got.loss,
+                duplicate: got.duplicate,
+                reorder: got.reorder,
+                corrupt: got.corrupt,
+                filtered: got.filtered,
+                too_big: got.too_big,
+                blackholed: got.blackholed,
+            },
+            check_line,
         }
     }
 }

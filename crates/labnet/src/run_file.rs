@@ -437,6 +437,6 @@ mod tests {
         assert!(e(&WIFI.replace("rate = \"10mbit\"", "rate = \"fast\""))
             .contains("link 'cell': rate: cannot read 'fast'"));
         assert!(e(&WIFI.replace("state = \"off\"", "state = \"dark\""))
-            .contains("state: cannot read 'dark' (try on, off)"));
+            .contains("state: cannot read 'dark' (try on, off, blackhole)"));
     }
 }

@@ -15,7 +15,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use link::{Capacity, LinkParams, LossModel, Trace};
+use link::impair::{parse_corrupt, Impairments, NarrowLink};
+use link::{
+    Capacity, Duplicate, Filter, Jitter, LinkParams, LossModel, PacketRate, Reorder, Slot, Trace,
+};
 use wire::units::{format_duration, parse_rate, parse_time};
 use wire::Duration;
 
@@ -60,12 +63,64 @@ pub enum Setting {
     Overhead(u32),
     /// `bleach_ecn`: clear the ECN field of packets leaving the direction.
     BleachEcn(bool),
-    /// `state`: `on`, or `off` (the link drops everything, a Wi-Fi gone dark).
-    State(bool),
+    /// `state`: `on`, `off` (the link drops everything, a Wi-Fi gone dark) or `blackhole` (up,
+    /// but nothing gets through: a Wi-Fi associated to a dead access point).
+    State(LinkState),
+    /// `jitter`: `TIME [DIST] [CORR%] [reorder]`, or `none`.
+    Jitter(Option<Jitter>),
+    /// `duplicate`: `PCT [TIME]` (a late copy), `0%` for none.
+    Duplicate(Option<Duplicate>),
+    /// `reorder`: `PCT [CORR%]`, netem's, `0%` for none.
+    Reorder(Option<Reorder>),
+    /// `corrupt`: the probability that one bit of a packet flips.
+    Corrupt(f64),
+    /// `pps`: a packets-per-second ceiling, or `unlimited`.
+    Pps(Option<PacketRate>),
+    /// `slot`: `MIN [MAX] [packets N] [bytes B]`, or `none`.
+    Slot(Option<Slot>),
+    /// `drop`: filters joined by `or` (`tcp syn or udp port 443`), or `none`.
+    Drop(Vec<Filter>),
+    /// `mtu`: the largest packet the link carries (a narrow link), or `none`.
+    Mtu(Option<u32>),
+}
+
+/// What a link direction does with what it is offered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    On,
+    Off,
+    Blackhole,
+}
+
+impl LinkState {
+    pub const fn name(self) -> &'static str {
+        match self {
+            LinkState::On => "on",
+            LinkState::Off => "off",
+            LinkState::Blackhole => "blackhole",
+        }
+    }
+}
+
+/// The smallest link MTU the lab accepts (IPv4's minimum, RFC 791); an IPv6 packet needs 1280.
+const MIN_MTU: u32 = 68;
+
+/// Reads an option whose absence is written `none` (or a zero the parser maps to `None`).
+fn optional<T, E: fmt::Display>(
+    value: &str,
+    off: &[&str],
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> Result<Option<T>, String> {
+    if off.contains(&value.trim()) {
+        Ok(None)
+    } else {
+        parse(value).map(Some).map_err(|e| e.to_string())
+    }
 }
 
 /// The keys [`Setting::parse`] reads, for messages.
-pub const KEYS: &str = "rate, trace, delay, rtt, loss, queue, overhead, bleach_ecn, state";
+pub const KEYS: &str = "rate, trace, delay, rtt, loss, queue, overhead, bleach_ecn, state, \
+     jitter, duplicate, reorder, corrupt, pps, slot, drop, mtu";
 
 /// The tc and netem words of the settings that have them, for messages.
 const BOOL_EXAMPLES: &str = "true, false";
@@ -103,10 +158,34 @@ impl Setting {
                 _ => return Err(format!("cannot read '{value}' (try {BOOL_EXAMPLES})")),
             }),
             "state" => Setting::State(match value {
-                "on" => true,
-                "off" => false,
-                _ => return Err(format!("cannot read '{value}' (try on, off)")),
+                "on" => LinkState::On,
+                "off" => LinkState::Off,
+                "blackhole" => LinkState::Blackhole,
+                _ => return Err(format!("cannot read '{value}' (try on, off, blackhole)")),
             }),
+            "jitter" => Setting::Jitter(optional(value, &["none", "0ms", "0"], Jitter::parse)?),
+            "duplicate" => Setting::Duplicate(optional(value, &["none", "0%"], Duplicate::parse)?),
+            "reorder" => Setting::Reorder(optional(value, &["none", "0%"], Reorder::parse)?),
+            "corrupt" => Setting::Corrupt(parse_corrupt(value).map_err(|x| e(&x))?),
+            "pps" => Setting::Pps(optional(value, &["unlimited"], PacketRate::parse)?),
+            "slot" => Setting::Slot(optional(value, &["none"], Slot::parse)?),
+            "drop" => Setting::Drop(if value.trim() == "none" {
+                Vec::new()
+            } else {
+                value
+                    .split(" or ")
+                    .map(Filter::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|x| e(&x))?
+            }),
+            "mtu" => Setting::Mtu(optional(value, &["none"], |v: &str| {
+                match v.trim().parse::<u32>() {
+                    Ok(n) if (MIN_MTU..=65535).contains(&n) => Ok(n),
+                    _ => Err(format!(
+                        "cannot read '{v}' (try a byte count 68..65535, e.g. 1400, or none)"
+                    )),
+                }
+            })?),
             _ => return Err(format!("unknown setting '{key}' (known: {KEYS})")),
         })
     }
@@ -122,6 +201,14 @@ impl Setting {
             Setting::Overhead(_) => "overhead_bytes",
             Setting::BleachEcn(_) => "bleach_ecn",
             Setting::State(_) => "state",
+            Setting::Jitter(_) => "jitter",
+            Setting::Duplicate(_) => "duplicate",
+            Setting::Reorder(_) => "reorder",
+            Setting::Corrupt(_) => "corrupt",
+            Setting::Pps(_) => "pps",
+            Setting::Slot(_) => "slot",
+            Setting::Drop(_) => "drop",
+            Setting::Mtu(_) => "mtu",
         }
     }
 
@@ -141,7 +228,29 @@ impl Setting {
             Setting::Queue(q) => d.queue = q.clone(),
             Setting::Overhead(b) => p.overhead_bytes = *b,
             Setting::BleachEcn(b) => p.bleach_ecn = *b,
-            Setting::State(on) => p.up = *on,
+            Setting::State(st) => {
+                p.up = *st != LinkState::Off;
+                p.blackhole = *st == LinkState::Blackhole;
+            }
+            Setting::Jitter(j) => p.impair.jitter = j.clone(),
+            Setting::Duplicate(x) => p.impair.duplicate = x.clone(),
+            Setting::Reorder(x) => p.impair.reorder = x.clone(),
+            Setting::Corrupt(x) => p.impair.corrupt = *x,
+            Setting::Pps(x) => p.impair.pps = *x,
+            Setting::Slot(x) => p.impair.slot = x.clone(),
+            Setting::Drop(x) => p.impair.drop = x.clone(),
+            // The router's addresses are the lab's to give (the engine fills them in); a
+            // narrow link that already has them keeps them.
+            Setting::Mtu(m) => {
+                p.impair.narrow = m.map(|mtu_bytes| NarrowLink {
+                    mtu_bytes,
+                    ..p.impair.narrow.clone().unwrap_or(NarrowLink {
+                        mtu_bytes,
+                        router_v4: std::net::Ipv4Addr::UNSPECIFIED,
+                        router_v6: std::net::Ipv6Addr::UNSPECIFIED,
+                    })
+                })
+            }
         }
     }
 
@@ -158,7 +267,23 @@ impl Setting {
             Setting::Queue(q) => q.to_string().into(),
             Setting::Overhead(b) => Value::from(*b),
             Setting::BleachEcn(b) => Value::from(*b),
-            Setting::State(on) => if *on { "on" } else { "off" }.into(),
+            Setting::State(st) => st.name().into(),
+            Setting::Jitter(j) => j.as_ref().map_or("none".into(), |j| j.to_string()).into(),
+            Setting::Duplicate(x) => x.as_ref().map_or("0%".into(), |x| x.to_string()).into(),
+            Setting::Reorder(x) => x.as_ref().map_or("0%".into(), |x| x.to_string()).into(),
+            Setting::Corrupt(x) => link::impair::fmt_pct(*x).into(),
+            Setting::Pps(x) => {
+                x.map_or(Value::from("unlimited"), |x| Value::from(x.packets_per_sec))
+            }
+            Setting::Slot(x) => x.as_ref().map_or("none".into(), |x| x.to_string()).into(),
+            Setting::Drop(x) if x.is_empty() => "none".into(),
+            Setting::Drop(x) => x
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+                .into(),
+            Setting::Mtu(m) => m.map_or(Value::from("none"), Value::from),
         }
     }
 }
@@ -184,15 +309,40 @@ impl Direction {
             overhead_bytes,
             up,
             bleach_ecn,
+            blackhole,
+            impair,
         } = &self.params;
+        let Impairments {
+            jitter,
+            duplicate,
+            reorder,
+            corrupt,
+            pps,
+            slot,
+            drop,
+            narrow,
+        } = impair;
+        let state = match (*up, *blackhole) {
+            (false, _) => LinkState::Off,
+            (true, true) => LinkState::Blackhole,
+            (true, false) => LinkState::On,
+        };
         vec![
             Setting::Capacity(capacity.clone()),
             Setting::Delay(*delay),
+            Setting::Jitter(jitter.clone()),
             Setting::Loss(*loss),
+            Setting::Duplicate(duplicate.clone()),
+            Setting::Reorder(reorder.clone()),
+            Setting::Corrupt(*corrupt),
+            Setting::Pps(*pps),
+            Setting::Slot(slot.clone()),
+            Setting::Drop(drop.clone()),
+            Setting::Mtu(narrow.as_ref().map(|n| n.mtu_bytes)),
             Setting::Queue(self.queue.clone()),
             Setting::Overhead(*overhead_bytes),
             Setting::BleachEcn(*bleach_ecn),
-            Setting::State(*up),
+            Setting::State(state),
         ]
     }
 
@@ -265,6 +415,14 @@ mod tests {
             ("overhead", "14"),
             ("bleach_ecn", "true"),
             ("state", "off"),
+            ("jitter", "5ms normal 25%"),
+            ("duplicate", "10% 200ms"),
+            ("reorder", "25%"),
+            ("corrupt", "0.1%"),
+            ("pps", "1000"),
+            ("slot", "10ms 20ms packets 8"),
+            ("drop", "tcp syn or udp port 443"),
+            ("mtu", "1400"),
         ] {
             parse(k, v).unwrap().apply(&mut d);
         }
@@ -273,10 +431,19 @@ mod tests {
             j,
             serde_json::json!({
                 "capacity": "8mbit", "delay": "20ms", "loss": "1%", "queue": "fifo limit 50",
-                "overhead_bytes": 14, "bleach_ecn": true, "state": "off"
+                "overhead_bytes": 14, "bleach_ecn": true, "state": "off",
+                "jitter": "5ms normal 25%", "duplicate": "10% 200ms", "reorder": "25%",
+                "corrupt": "0.1%", "pps": 1000, "slot": "10ms 20ms packets 8",
+                "drop": "tcp syn or udp port 443", "mtu": 1400
             })
         );
         assert!(!d.params.up);
+        assert_eq!(d.params.impair.drop.len(), 2);
+        parse("state", "blackhole").unwrap().apply(&mut d);
+        assert!(d.params.up && d.params.blackhole);
+        assert_eq!(d.to_json()["state"], "blackhole");
+        parse("state", "on").unwrap().apply(&mut d);
+        assert!(d.params.up && !d.params.blackhole);
     }
 
     #[test]
@@ -301,11 +468,26 @@ mod tests {
         );
         assert_eq!(
             parse("state", "dark").unwrap_err(),
-            "cannot read 'dark' (try on, off)"
+            "cannot read 'dark' (try on, off, blackhole)"
         );
-        assert!(parse("jitter", "1ms")
+        assert_eq!(
+            parse("drop", "tcp syn or sctp").unwrap_err(),
+            "cannot read filter 'sctp': 'sctp' where one of tcp, udp, icmp, icmpv6, ipv4, ipv6, \
+             ecn, not was expected"
+        );
+        assert!(parse("jitter", "5ms gaussian")
             .unwrap_err()
-            .starts_with("unknown setting 'jitter' (known: rate, trace"));
+            .contains("'5ms gaussian'"));
+        assert!(parse("duplicate", "10").unwrap_err().contains("'10'"));
+        assert!(parse("pps", "-3").unwrap_err().contains("'-3'"));
+        assert!(parse("mtu", "40").unwrap_err().contains("'40'"));
+        assert!(parse("slot", "20ms 10ms")
+            .unwrap_err()
+            .contains("'20ms 10ms'"));
+        assert!(parse("corrupt", "2").unwrap_err().contains("'2'"));
+        assert!(parse("wobble", "1ms")
+            .unwrap_err()
+            .starts_with("unknown setting 'wobble' (known: rate, trace"));
         assert!(parse("overhead", "-1").unwrap_err().contains("'-1'"));
     }
 
@@ -319,6 +501,15 @@ mod tests {
             ("queue", "codel ecn"),
             ("overhead", "38"),
             ("bleach_ecn", "true"),
+            ("jitter", "2ms pareto reorder"),
+            ("duplicate", "5%"),
+            ("reorder", "10% 50%"),
+            ("corrupt", "1%"),
+            ("pps", "250"),
+            ("slot", "1ms"),
+            ("drop", "not ipv4 and ecn ect1 or icmp"),
+            ("mtu", "9000"),
+            ("state", "blackhole"),
         ] {
             parse(k, v).unwrap().apply(&mut d);
         }

@@ -260,6 +260,18 @@ pub fn iface_addrs(i: usize) -> (Ipv4Addr, Ipv6Addr) {
     )
 }
 
+/// The address the router in front of link `li` (0-based) answers from when the link is too
+/// narrow for a packet (ICMP fragmentation needed, Packet Too Big): in the lab's own ranges,
+/// where no interface is (interfaces use 10.77.i.1 with i ≥ 1, the translator 10.77.0.64).
+/// It needs no route: nothing is ever sent to it.
+pub fn link_router_addrs(li: usize) -> (Ipv4Addr, Ipv6Addr) {
+    let i = (128 + li % 100) as u8;
+    (
+        Ipv4Addr::new(10, 77, 0, i),
+        Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 0xfffe, 0, 0, 0, u16::from(i)),
+    )
+}
+
 /// Host and interface names become namespace, device and file names: keep them plain.
 fn check_name(what: &str, name: &str, max: usize) -> Result<(), UsageError> {
     let ok = !name.is_empty()

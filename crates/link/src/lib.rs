@@ -1,8 +1,10 @@
 //! One direction of an emulated link, as a pure state machine, and a routed network of them.
 //!
-//! A [`Link`] is what a packet crosses between two nodes: an entry check (link down, the loss
-//! model), the queue discipline, the transmitter (a constant rate with exact serialization time,
-//! or a Mahimahi packet-delivery trace), then propagation delay. It is fed with
+//! A [`Link`] is what a packet crosses between two nodes: an entry check (link down or black
+//! hole, drop filters, a narrow MTU, the loss model), the queue discipline, the transmitter (a
+//! constant rate with exact serialization time, or a Mahimahi packet-delivery trace, and a
+//! packets-per-second ceiling), then the wire (corruption, propagation delay with jitter,
+//! reordering, duplication) and slots at the far end ([`impair`] has the parameters). It is fed with
 //! `enqueue(now, packet)`, asked with `poll(now)` for the packets that have arrived at the far
 //! end, and tells the caller when to come back with `next_wakeup()`. Every packet event goes to an
 //! observer, so the lab can log it.
@@ -12,15 +14,22 @@
 //! of its path with that link's queue. Nothing here reads a clock or touches a socket.
 
 pub mod capacity;
+pub mod filter;
+pub mod impair;
+pub mod jitter;
 pub mod link;
 pub mod loss;
+pub mod mtu;
 pub mod net;
 pub mod stats;
 
 pub use capacity::{Capacity, Trace, TraceError};
+pub use filter::{Filter, FilterError};
+pub use impair::{Duplicate, Impairments, NarrowLink, PacketRate, ParseError, Reorder, Slot};
+pub use jitter::{Distribution, Jitter};
 pub use link::{Event, EventKind, Link, LinkParams, Observer};
 pub use loss::{LossModel, LossState};
-pub use stats::{LinkStats, Percentiles};
+pub use stats::{Asked, Got, LinkStats, Percentiles};
 
 /// Why a packet did not cross a link.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,6 +38,12 @@ pub enum DropCause {
     Loss,
     /// The link was down (switched off by a run file's schedule).
     Down,
+    /// The link was a black hole: up, but carrying nothing.
+    Blackhole,
+    /// A drop filter matched it.
+    Filter,
+    /// Larger than a narrow link's MTU (the router in front answered or fragmented it).
+    TooBig,
     /// The node had no route for its destination (it was not for a lab host).
     NoRoute,
     /// The queue discipline dropped it.
@@ -40,6 +55,9 @@ impl DropCause {
         match self {
             DropCause::Loss => "loss",
             DropCause::Down => "down",
+            DropCause::Blackhole => "blackhole",
+            DropCause::Filter => "filter",
+            DropCause::TooBig => "too_big",
             DropCause::NoRoute => "no_route",
             DropCause::Qdisc(c) => c.name(),
         }

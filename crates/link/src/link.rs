@@ -5,16 +5,34 @@
 //! a late event loop does not change what the queue sees. Serialization of `len + overhead`
 //! bytes at rate R takes exactly ⌈(len + overhead)·8·10⁹ / R⌉ ns. Packets leave in the order
 //! they were transmitted, even if the delay is lowered while they are in flight.
+//!
+//! The path of a packet, with the impairments of [`Impairments`] where they act:
+//!
+//! 1. entry: a down link (`down`), a black hole (`blackhole`), the drop filters (`filter`), the
+//!    narrow link's MTU (`too_big`, with an ICMP error or IPv4 fragments for the caller to route),
+//!    the loss model (`loss`);
+//! 2. the queue discipline, then the transmitter: the rate, the trace, and the packets-per-second
+//!    ceiling (each packet holds the transmitter for at least 1/N s);
+//! 3. the wire: corruption (one bit flipped), ECN bleaching, then the arrival time: delay plus
+//!    jitter, kept in order unless the jitter says `reorder`; a packet chosen by `reorder` skips
+//!    the delay; a duplicate follows its original, `late_by` later;
+//! 4. the far end: slots gather arrivals and let them out in bursts.
+//!
+//! Each impairment draws from its own seeded random stream, so turning one on does not change
+//! the choices of another (the same packets are lost with or without jitter).
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 
 use qdisc::{Qdisc, QdiscEvent};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use wire::{Duration, Ecn, FlowKey, Instant, Packet};
 
 use crate::capacity::{Capacity, TRACE_OPPORTUNITY_BYTES};
+use crate::impair::Impairments;
+use crate::jitter::Correlated;
 use crate::loss::{LossModel, LossState};
+use crate::mtu::{self, TooBig};
 use crate::stats::LinkStats;
 use crate::DropCause;
 
@@ -33,6 +51,12 @@ pub struct LinkParams {
     /// Clear the ECN field of every packet leaving the link (a middlebox that bleaches ECN,
     /// RFC 9000 §13.4.2's reason for ECN validation). The link's own queue still sees it.
     pub bleach_ecn: bool,
+    /// A link that is up (nothing tells the hosts otherwise) but drops everything offered
+    /// (cause `blackhole`): a Wi-Fi associated to a dead access point.
+    pub blackhole: bool,
+    /// Jitter, duplication, reordering, corruption, the packet-rate ceiling, slots, drop
+    /// filters, a narrow MTU.
+    pub impair: Impairments,
 }
 
 impl Default for LinkParams {
@@ -44,6 +68,8 @@ impl Default for LinkParams {
             overhead_bytes: 0,
             up: true,
             bleach_ecn: false,
+            blackhole: false,
+            impair: Impairments::default(),
         }
     }
 }
@@ -71,6 +97,10 @@ pub enum EventKind {
     Dequeue,
     Drop,
     Mark,
+    /// A copy of the packet was made on the wire (it arrives `late_by` after the original).
+    Duplicate,
+    /// A bit of the packet was flipped on the wire.
+    Corrupt,
 }
 
 impl EventKind {
@@ -80,6 +110,8 @@ impl EventKind {
             EventKind::Dequeue => "dequeue",
             EventKind::Drop => "drop",
             EventKind::Mark => "mark",
+            EventKind::Duplicate => "duplicate",
+            EventKind::Corrupt => "corrupt",
         }
     }
 }
@@ -128,6 +160,12 @@ pub struct Link {
     qdisc: Box<dyn Qdisc>,
     rng: ChaCha8Rng,
     loss_state: LossState,
+    /// One random stream per impairment (see the module docs).
+    rngs: ImpairRngs,
+    jitter_cor: Correlated,
+    reorder_cor: Correlated,
+    /// Where the packet-rate ceiling is in its cycle of N packets per second.
+    pps_phase: u32,
     /// Rate mode: when the transmitter is free again.
     busy_until: Instant,
     /// Trace mode: when loop 0 of the trace started, and the next opportunity to use.
@@ -135,28 +173,113 @@ pub struct Link {
     trace_next: Option<TraceCursor>,
     /// Trace mode: the packet being sent across opportunities, with the bytes it still needs.
     in_service: Option<(Packet, u64)>,
-    /// Transmitted, propagating: (arrival time at the far end, packet), in order.
+    /// Transmitted, propagating, in line: (arrival time at the far end, packet), in order of
+    /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
+    /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
+    /// packets under reordering jitter. A heap (netem keeps an rbtree), so that overtaking costs
+    /// O(log n) and the packets in line stay a plain queue.
+    overtaking: BinaryHeap<Overtaking>,
+    /// Insertion counter: among equal arrival times, the first inserted arrives first.
+    overtaking_seq: u64,
+    /// The latest arrival of a packet that keeps its place in line: a later packet in line never
+    /// arrives before it (a duplicate that comes late, or a packet chosen by `reorder`, does).
+    in_line_until: Instant,
+    /// Slots: arrived packets with the moment their slot lets them out, in order.
+    slotted: VecDeque<(Instant, Packet)>,
+    slot: SlotState,
+    /// Packets the router in front of the link sends back or on: ICMP errors and IPv4
+    /// fragments (see [`Link::take_bounced`]).
+    bounced: Vec<Packet>,
     events: Vec<QdiscEvent>,
     stats: LinkStats,
     /// Whether events carry the flow (see [`Link::set_event_detail`]).
     event_detail: bool,
 }
 
+/// A packet out of line, ordered for a min-heap on (arrival, insertion).
+struct Overtaking {
+    at: Instant,
+    seq: u64,
+    packet: Packet,
+}
+
+impl PartialEq for Overtaking {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Overtaking {}
+impl PartialOrd for Overtaking {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Overtaking {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// Independent streams, so that one impairment's draws never shift another's.
+struct ImpairRngs {
+    jitter: ChaCha8Rng,
+    reorder: ChaCha8Rng,
+    duplicate: ChaCha8Rng,
+    corrupt: ChaCha8Rng,
+    slot: ChaCha8Rng,
+}
+
+impl ImpairRngs {
+    fn new(seed: u64) -> ImpairRngs {
+        let stream = |n: u64| {
+            let mut r = ChaCha8Rng::seed_from_u64(seed);
+            r.set_stream(n);
+            r
+        };
+        ImpairRngs {
+            jitter: stream(1),
+            reorder: stream(2),
+            duplicate: stream(3),
+            corrupt: stream(4),
+            slot: stream(5),
+        }
+    }
+}
+
+/// netem's slot bookkeeping: when the current slot opens and what it may still let out.
+#[derive(Clone, Debug, Default)]
+struct SlotState {
+    /// `None` until a packet first asks for a slot.
+    opens_at: Option<Instant>,
+    packets_left: u32,
+    bytes_left: u64,
+}
+
 impl Link {
     /// A link that starts at `now` (a trace's loop 0 starts then), with a discipline and a
-    /// seed for its loss model.
+    /// seed for its loss model and impairments.
     pub fn new(now: Instant, params: LinkParams, qdisc: Box<dyn Qdisc>, seed: u64) -> Link {
         Link {
             params,
             qdisc,
             rng: ChaCha8Rng::seed_from_u64(seed),
             loss_state: LossState::Good,
+            rngs: ImpairRngs::new(seed),
+            jitter_cor: Correlated::default(),
+            reorder_cor: Correlated::default(),
+            pps_phase: 0,
             busy_until: now,
             trace_epoch: now,
             trace_next: None,
             in_service: None,
             in_flight: VecDeque::new(),
+            overtaking: BinaryHeap::new(),
+            overtaking_seq: 0,
+            in_line_until: Instant::ZERO,
+            slotted: VecDeque::new(),
+            slot: SlotState::default(),
+            bounced: Vec::new(),
             events: Vec::new(),
             stats: LinkStats::default(),
             event_detail: true,
@@ -174,6 +297,11 @@ impl Link {
     }
     pub fn stats(&self) -> &LinkStats {
         &self.stats
+    }
+    /// Records how late the caller delivered one of this link's packets (see
+    /// [`LinkStats::lateness`]).
+    pub fn record_lateness(&mut self, late: Duration) {
+        self.stats.record_lateness(late);
     }
     pub fn qdisc(&self) -> &dyn Qdisc {
         self.qdisc.as_ref()
@@ -199,14 +327,26 @@ impl Link {
         self.advance(now, obs);
     }
 
-    /// Offers a packet to the link at `now`.
-    pub fn enqueue(&mut self, now: Instant, mut packet: Packet, obs: &mut dyn Observer) {
+    /// Offers a packet to the link at `now`. Afterwards, [`Link::take_bounced`] has what the
+    /// router in front of a narrow link sent instead of an oversized packet.
+    pub fn enqueue(&mut self, now: Instant, packet: Packet, obs: &mut dyn Observer) {
         self.advance(now, obs);
         self.stats.packets_in += 1;
         self.stats.bytes_in += packet.len() as u64;
         self.stats.first_in.get_or_insert(now);
+        let impair = &self.params.impair;
         let entry_drop = if !self.params.up {
             Some(DropCause::Down)
+        } else if self.params.blackhole {
+            Some(DropCause::Blackhole)
+        } else if impair.drop.iter().any(|f| f.matches(&packet.data)) {
+            Some(DropCause::Filter)
+        } else if impair
+            .narrow
+            .as_ref()
+            .is_some_and(|n| packet.len() > n.mtu_bytes as usize)
+        {
+            Some(DropCause::TooBig)
         } else if self.params.loss.lose(&mut self.loss_state, &mut self.rng) {
             Some(DropCause::Loss)
         } else {
@@ -218,8 +358,47 @@ impl Link {
                 cause: Some(cause),
                 ..event_of(now, EventKind::Drop, &packet, self.event_detail)
             });
+            if cause == DropCause::TooBig {
+                self.bounce(&packet);
+            }
             return;
         }
+        self.admit(now, packet, obs);
+        self.advance(now, obs);
+    }
+
+    /// What the router in front of a narrow link does instead of forwarding `p`.
+    fn bounce(&mut self, p: &Packet) {
+        let Some(n) = &self.params.impair.narrow else {
+            return;
+        };
+        match mtu::too_big(&p.data, n.mtu_bytes, n.router_v4, n.router_v6) {
+            TooBig::Fragments(frags) => {
+                self.stats.fragmented += 1;
+                self.bounced
+                    .extend(frags.into_iter().map(|data| Packet { data, ..p.clone() }));
+            }
+            TooBig::Icmp(data) => {
+                self.stats.icmp_too_big += 1;
+                self.bounced.push(Packet {
+                    data,
+                    id: p.id,
+                    ..Packet::default()
+                });
+            }
+            TooBig::Silent => {}
+        }
+    }
+
+    /// Moves out the packets the router in front of the link produced at the last
+    /// [`Link::enqueue`]: ICMP errors towards the sender, or the fragments of an IPv4 packet
+    /// without DF (which fit the link). The caller routes them from the node before the link.
+    pub fn take_bounced(&mut self, out: &mut Vec<Packet>) {
+        out.append(&mut self.bounced);
+    }
+
+    /// Puts a packet that passed the entry checks into the queue.
+    fn admit(&mut self, now: Instant, mut packet: Packet, obs: &mut dyn Observer) {
         // An idle transmitter starts on this packet now, not when it last finished.
         if self.idle() && self.busy_until < now {
             self.busy_until = now;
@@ -232,7 +411,6 @@ impl Link {
             obs.event(&ev);
         }
         self.drain_events(now, Some(&ev), obs);
-        self.advance(now, obs);
     }
 
     fn idle(&self) -> bool {
@@ -311,19 +489,122 @@ impl Link {
         p
     }
 
-    /// Puts a transmitted packet on the wire: it arrives `delay` after `done`, in order.
-    fn launch(&mut self, done: Instant, mut p: Packet) {
+    /// Puts a transmitted packet on the wire at `done`: corruption, ECN bleaching, then its
+    /// arrival time (delay, jitter, reordering) and any duplicate.
+    fn launch(&mut self, done: Instant, mut p: Packet, obs: &mut dyn Observer) {
+        let impair = &self.params.impair;
+        if impair.corrupt > 0.0
+            && !p.data.is_empty()
+            && self.rngs.corrupt.gen::<f64>() < impair.corrupt
+        {
+            // netem's corruption: one random bit of the datagram, headers included.
+            let byte = self.rngs.corrupt.gen_range(0..p.data.len());
+            let bit = self.rngs.corrupt.gen_range(0..8);
+            p.data[byte] ^= 1 << bit;
+            self.stats.corrupted += 1;
+            obs.event(&event_of(done, EventKind::Corrupt, &p, false));
+        }
         if self.params.bleach_ecn && p.ecn() != Ecn::NotEct {
             // Only a readable IP header has an ECN field to clear.
             let _ = p.set_ecn(Ecn::NotEct);
         }
-        let mut at = done + self.params.delay;
-        if let Some((last, _)) = self.in_flight.back() {
-            at = at.max(*last);
-        }
+        let impair = &self.params.impair;
+        let reordered = match &impair.reorder {
+            Some(r) => self.reorder_cor.next(r.correlation, &mut self.rngs.reorder) < r.probability,
+            None => false,
+        };
+        let (at, in_line) = if reordered {
+            // netem's reorder: sent at once, ahead of whatever is still propagating.
+            self.stats.reordered += 1;
+            (done, false)
+        } else {
+            let mut at = done + self.params.delay;
+            let mut keep_order = true;
+            if let Some(j) = &impair.jitter {
+                let offset = j.sample_nanos(&mut self.jitter_cor, &mut self.rngs.jitter);
+                let ns = at.as_nanos().saturating_add_signed(offset);
+                // The variation never makes a packet arrive before it was sent.
+                at = Instant::from_nanos(ns).max(done);
+                keep_order = !j.reorders;
+            }
+            if keep_order {
+                at = at.max(self.in_line_until);
+                self.in_line_until = at;
+            }
+            (at, keep_order)
+        };
+        self.stats.added_delay.record(at - done);
         self.stats.packets_out += 1;
         self.stats.bytes_out += p.len() as u64;
-        self.in_flight.push_back((at, p));
+        let copy = match &impair.duplicate {
+            Some(d) if self.rngs.duplicate.gen::<f64>() < d.probability => {
+                Some((at + d.late_by, d.late_by.is_zero() && in_line, p.clone()))
+            }
+            _ => None,
+        };
+        self.fly(at, in_line, p);
+        if let Some((copy_at, copy_in_line, copy)) = copy {
+            self.stats.duplicated += 1;
+            self.stats.packets_out += 1;
+            self.stats.bytes_out += copy.len() as u64;
+            obs.event(&event_of(
+                done,
+                EventKind::Duplicate,
+                &copy,
+                self.event_detail,
+            ));
+            // Right behind its original; a late copy overtakes nothing and holds back nothing.
+            self.fly(copy_at, copy_in_line, copy);
+        }
+    }
+
+    /// Puts a packet on the wire to arrive at `at`: in line (`at` is never earlier than the
+    /// last packet in line) or out of line.
+    fn fly(&mut self, at: Instant, in_line: bool, packet: Packet) {
+        if in_line {
+            debug_assert!(self.in_flight.back().is_none_or(|(t, _)| *t <= at));
+            self.in_flight.push_back((at, packet));
+        } else {
+            self.overtaking_seq += 1;
+            self.overtaking.push(Overtaking {
+                at,
+                seq: self.overtaking_seq,
+                packet,
+            });
+        }
+    }
+
+    /// The earliest arrival on the wire, in line or not.
+    fn next_arrival(&self) -> Option<Instant> {
+        let a = self.in_flight.front().map(|(t, _)| *t);
+        let b = self.overtaking.peek().map(|o| o.at);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes the earliest arrival if it is due by `now`.
+    fn pop_arrival(&mut self, now: Instant) -> Option<(Instant, Packet)> {
+        let a = self.in_flight.front().map(|(t, _)| *t);
+        let b = self.overtaking.peek().map(|o| o.at);
+        let from_line = match (a, b) {
+            (Some(a), Some(b)) => a <= b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        if from_line {
+            if a? > now {
+                return None;
+            }
+            self.in_flight.pop_front()
+        } else {
+            if b? > now {
+                return None;
+            }
+            self.overtaking.pop().map(|o| (o.at, o.packet))
+        }
     }
 
     /// Does everything due up to `now`: timers, dequeues and transmissions.
@@ -340,8 +621,21 @@ impl Link {
                         Capacity::Rate(r) => r.serialization_time(bytes),
                         _ => Duration::ZERO,
                     };
-                    self.busy_until = t + tx;
-                    self.launch(self.busy_until, p);
+                    // A packet-rate ceiling is a forwarding engine in front of the wire: it
+                    // holds each packet for 1/N s while the wire serializes the one before, so
+                    // the slower of the two sets the pace and the packet leaves after `tx`.
+                    let hold = match self.params.impair.pps {
+                        Some(pps) => {
+                            let h = pps.hold(self.pps_phase);
+                            self.pps_phase = pps.next_phase(self.pps_phase);
+                            tx.max(h)
+                        }
+                        None => tx,
+                    };
+                    self.stats.transmitting += hold;
+                    self.stats.wire_bytes += bytes;
+                    self.busy_until = t + hold;
+                    self.launch(t + tx, p, obs);
                 }
             }
             Capacity::Trace(trace) => loop {
@@ -379,7 +673,7 @@ impl Link {
                     budget -= used;
                     if *need == 0 {
                         let (p, _) = self.in_service.take().expect("set above");
-                        self.launch(t, p);
+                        self.launch(t, p, obs);
                     }
                 }
                 self.busy_until = t;
@@ -404,20 +698,61 @@ impl Link {
     /// arrival time (≤ `now`).
     pub fn poll(&mut self, now: Instant, out: &mut Vec<(Instant, Packet)>, obs: &mut dyn Observer) {
         self.advance(now, obs);
-        while let Some((at, _)) = self.in_flight.front() {
-            if *at > now {
+        let slotted = self.params.impair.slot.is_some();
+        while let Some((at, p)) = self.pop_arrival(now) {
+            if slotted {
+                let d = self.slot_for(at, p.len() as u64);
+                self.slotted.push_back((d, p));
+            } else {
+                self.stats.last_out = Some(at);
+                out.push((at, p));
+            }
+        }
+        while let Some((d, _)) = self.slotted.front() {
+            if *d > now {
                 break;
             }
-            let (at, p) = self.in_flight.pop_front().expect("peeked");
-            self.stats.last_out = Some(at);
-            out.push((at, p));
+            let (d, p) = self.slotted.pop_front().expect("peeked");
+            self.stats.last_out = Some(d);
+            out.push((d, p));
         }
+    }
+
+    /// When the slot that lets out a packet ready at `ready` opens (netem's `get_slot_next`):
+    /// a slot opened before the packet was ready is stale, so a new one is asked for, opening
+    /// a random [min, max] later; a slot that has let out its packets or bytes closes, and the
+    /// next opens a new draw after it. Packets are taken in arrival order, so the answer does
+    /// not depend on when the caller polls.
+    fn slot_for(&mut self, ready: Instant, bytes: u64) -> Instant {
+        let Some(slot) = &self.params.impair.slot else {
+            return ready;
+        };
+        let fresh = |opens: Instant, st: &mut SlotState| {
+            st.opens_at = Some(opens);
+            st.packets_left = slot.max_packets.unwrap_or(u32::MAX);
+            st.bytes_left = slot.max_bytes.unwrap_or(u64::MAX);
+        };
+        match self.slot.opens_at {
+            Some(t) if t >= ready => {}
+            _ => fresh(ready + slot.draw(&mut self.rngs.slot), &mut self.slot),
+        }
+        let opens = self.slot.opens_at.expect("set above");
+        self.stats.slot_wait.record(opens - ready);
+        self.slot.packets_left = self.slot.packets_left.saturating_sub(1);
+        self.slot.bytes_left = self.slot.bytes_left.saturating_sub(bytes);
+        if self.slot.packets_left == 0 || self.slot.bytes_left == 0 {
+            fresh(opens + slot.draw(&mut self.rngs.slot), &mut self.slot);
+        }
+        opens
     }
 
     /// The next moment something happens on this link, if anything is pending.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        let mut next = self.in_flight.front().map(|(at, _)| *at);
+        let mut next = self.next_arrival();
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        if let Some((d, _)) = self.slotted.front() {
+            consider(*d);
+        }
         if let Some(t) = self.qdisc.next_timer() {
             consider(t);
         }
@@ -731,5 +1066,351 @@ pub(crate) mod tests {
             drain(&mut l, &mut ()).len() as u64 + l.stats().drops["loss"],
             20_000
         );
+    }
+
+    fn impaired(delay_ms: u64, impair: Impairments) -> Link {
+        let params = LinkParams {
+            delay: Duration::from_millis(delay_ms),
+            impair,
+            ..LinkParams::default()
+        };
+        Link::new(Instant::ZERO, params, fifo(1_000_000), 1)
+    }
+
+    /// Sends `n` packets, one every `gap_us`, and returns (arrival, id) of everything delivered.
+    fn stream(l: &mut Link, n: u64, gap_us: u64, len: usize) -> Vec<(Instant, u64)> {
+        let mut got = Vec::new();
+        let mut out = Vec::new();
+        for id in 0..n {
+            let t = Instant::from_micros(id * gap_us);
+            l.poll(t, &mut out, &mut ());
+            l.enqueue(t, udp(id, len, 1), &mut ());
+        }
+        got.extend(out.drain(..).map(|(at, p)| (at, p.id)));
+        got.extend(drain(l, &mut ()));
+        got
+    }
+
+    fn inversions(got: &[(Instant, u64)]) -> usize {
+        got.windows(2).filter(|w| w[1].1 < w[0].1).count()
+    }
+
+    fn jitter(spec: &str) -> Impairments {
+        Impairments {
+            jitter: Some(crate::Jitter::parse(spec).unwrap()),
+            ..Impairments::default()
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_the_delay_but_keeps_order_by_default() {
+        // As `ping -i 0.01`: a packet every 10 ms, 20 ms ± 5 ms.
+        let mut l = impaired(20, jitter("5ms normal"));
+        let got = stream(&mut l, 10_000, 10_000, 100);
+        assert_eq!(got.len(), 10_000);
+        assert_eq!(inversions(&got), 0, "a real link delivers in order");
+        let delays: Vec<u64> = got
+            .iter()
+            .map(|(t, id)| (t.as_nanos() - id * 10_000_000) / 1000)
+            .collect();
+        let (lo, hi) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+        // 20 ± 4σ = 0..40 ms; with σ = 5 ms and 10 000 packets the extremes reach well past ±2σ.
+        assert!(*lo < 12_000 && *hi > 28_000, "{lo} {hi}");
+        let p = l.stats().added_delay.percentiles();
+        assert!((p.p50_ms - 20.0).abs() < 1.5, "{p:?}");
+    }
+
+    #[test]
+    fn jitter_with_reorder_lets_packets_overtake_as_netem_does() {
+        let mut l = impaired(20, jitter("5ms normal reorder"));
+        let got = stream(&mut l, 10_000, 1_000, 100);
+        assert_eq!(got.len(), 10_000);
+        assert!(inversions(&got) > 1_000, "{}", inversions(&got));
+        // Without order-keeping the added delay is the distribution itself: median 20 ms.
+        let p = l.stats().added_delay.percentiles();
+        assert!((p.p50_ms - 20.0).abs() < 0.3, "{p:?}");
+    }
+
+    #[test]
+    fn duplicates_come_in_their_proportion_and_a_late_copy_comes_late() {
+        let imp = Impairments {
+            duplicate: Some(crate::Duplicate::parse("10% 50ms").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(10, imp);
+        let mut kinds = Vec::new();
+        let mut out = Vec::new();
+        for id in 0..100_000u64 {
+            let t = Instant::from_micros(id * 10);
+            l.enqueue(t, udp(id, 100, 1), &mut |e: &Event| {
+                if e.kind == EventKind::Duplicate {
+                    kinds.push(e.id)
+                }
+            });
+            l.poll(t, &mut out, &mut ());
+        }
+        let mut got: Vec<(Instant, u64)> = out.drain(..).map(|(t, p)| (t, p.id)).collect();
+        got.extend(drain(&mut l, &mut ()));
+        let dups = l.stats().duplicated;
+        assert_eq!(dups as usize, kinds.len());
+        assert_eq!(got.len() as u64, 100_000 + dups);
+        let frac = dups as f64 / 100_000.0;
+        assert!((frac - 0.10).abs() < 0.005, "{frac}");
+        // Each copy arrives 50 ms after its original: 10 µs·id + 10 ms + 50 ms.
+        let mut seen = std::collections::HashMap::new();
+        for (t, id) in &got {
+            seen.entry(*id).or_insert_with(Vec::new).push(*t);
+        }
+        for id in &kinds {
+            let ts = &seen[id];
+            assert_eq!(ts.len(), 2);
+            assert_eq!(ts[1] - ts[0], Duration::from_millis(50));
+            assert_eq!(ts[0], Instant::from_micros(id * 10 + 10_000));
+        }
+        // The copies never held back the packets behind their originals.
+        let originals: Vec<_> = (0..100_000u64).map(|id| seen[&id][0]).collect();
+        assert!(originals.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn reorder_sends_its_fraction_ahead_without_the_delay() {
+        let imp = Impairments {
+            reorder: Some(crate::Reorder::parse("25%").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(10, imp);
+        let got = stream(&mut l, 40_000, 1_000, 100);
+        let frac = l.stats().reordered as f64 / 40_000.0;
+        assert!((frac - 0.25).abs() < 0.01, "{frac}");
+        let immediate = got
+            .iter()
+            .filter(|(t, id)| t.as_nanos() == id * 1_000_000)
+            .count();
+        assert_eq!(immediate as u64, l.stats().reordered);
+        assert!(inversions(&got) > 5_000);
+    }
+
+    #[test]
+    fn a_packet_rate_ceiling_is_exact_over_a_second_whatever_the_sizes() {
+        use rand::Rng;
+        let mut sizes = ChaCha8Rng::seed_from_u64(5);
+        for capacity in [Capacity::Unlimited, Capacity::Rate(Rate::from_mbit(1000))] {
+            let params = LinkParams {
+                capacity,
+                impair: Impairments {
+                    pps: Some(crate::PacketRate::parse("1000").unwrap()),
+                    ..Impairments::default()
+                },
+                ..LinkParams::default()
+            };
+            let mut l = Link::new(Instant::ZERO, params, fifo(10_000), 1);
+            for id in 0..3000 {
+                l.enqueue(
+                    Instant::ZERO,
+                    udp(id, sizes.gen_range(40..9000), 1),
+                    &mut (),
+                );
+            }
+            let got = drain(&mut l, &mut ());
+            let in_first_second = got
+                .iter()
+                .filter(|(t, _)| *t < Instant::from_secs(1))
+                .count();
+            assert_eq!(in_first_second, 1000);
+            let in_two = got
+                .iter()
+                .filter(|(t, _)| *t < Instant::from_secs(2))
+                .count();
+            assert_eq!(in_two, 2000);
+        }
+    }
+
+    #[test]
+    fn with_both_a_rate_and_a_packet_rate_the_slower_sets_the_pace() {
+        // 12 Mbit/s: a 1500-byte packet takes 1 ms, a 9000-byte one 6 ms; the ceiling is 2 ms.
+        for (len, per_ms) in [(100usize, 2u64), (1500, 2), (9000, 6)] {
+            let params = LinkParams {
+                capacity: Capacity::Rate(Rate::from_mbit(12)),
+                impair: Impairments {
+                    pps: Some(crate::PacketRate::parse("500").unwrap()),
+                    ..Impairments::default()
+                },
+                ..LinkParams::default()
+            };
+            let mut l = Link::new(Instant::ZERO, params, fifo(100), 1);
+            for id in 0..10 {
+                l.enqueue(Instant::ZERO, udp(id, len, 1), &mut ());
+            }
+            let got = drain(&mut l, &mut ());
+            let gaps: Vec<u64> = got
+                .windows(2)
+                .map(|w| (w[1].0 - w[0].0).as_nanos() as u64 / 1000)
+                .collect();
+            assert!(gaps.iter().all(|g| *g == per_ms * 1000), "{len}: {gaps:?}");
+        }
+    }
+
+    #[test]
+    fn slots_let_packets_out_in_bursts_at_slot_boundaries() {
+        let imp = Impairments {
+            slot: Some(crate::Slot::parse("10ms").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(0, imp);
+        let got = stream(&mut l, 100, 1_000, 100);
+        assert_eq!(got.len(), 100);
+        assert_eq!(inversions(&got), 0);
+        // Packet 0 asks for a slot at 0 ms: it opens at 10 ms and takes packets 0..=10 (ready by
+        // then); packet 11 asks at 11 ms for the slot at 21 ms, and so on.
+        let mut bursts: Vec<(u64, usize)> = Vec::new();
+        for (t, _) in &got {
+            let ms = t.as_nanos() / 1_000_000;
+            match bursts.last_mut() {
+                Some((m, n)) if *m == ms => *n += 1,
+                _ => bursts.push((ms, 1)),
+            }
+        }
+        assert_eq!(&bursts[..3], &[(10, 11), (21, 11), (32, 11)]);
+        // A packet limit splits a slot: the next opens a slot time after the one that closed.
+        let imp = Impairments {
+            slot: Some(crate::Slot::parse("10ms packets 4").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(0, imp);
+        let mut l_out = Vec::new();
+        for id in 0..8 {
+            l.enqueue(Instant::ZERO, udp(id, 100, 1), &mut ());
+        }
+        l.poll(Instant::ZERO, &mut l_out, &mut ());
+        let got = drain(&mut l, &mut ());
+        let ms: Vec<u64> = got.iter().map(|(t, _)| t.as_nanos() / 1_000_000).collect();
+        assert_eq!(ms, [10, 10, 10, 10, 20, 20, 20, 20]);
+    }
+
+    #[test]
+    fn corruption_flips_exactly_one_bit_of_a_chosen_packet() {
+        let imp = Impairments {
+            corrupt: 0.2,
+            ..Impairments::default()
+        };
+        let mut l = impaired(0, imp);
+        let mut out = Vec::new();
+        let mut corrupt_events = 0;
+        for id in 0..20_000 {
+            l.enqueue(Instant::ZERO, udp(id, 200, 1), &mut |e: &Event| {
+                corrupt_events += usize::from(e.kind == EventKind::Corrupt)
+            });
+        }
+        l.poll(Instant::ZERO, &mut out, &mut ());
+        let mut flipped = 0;
+        for (_, p) in &out {
+            let clean = udp(p.id, 200, 1);
+            let bits: u32 = p
+                .data
+                .iter()
+                .zip(&clean.data)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+            assert!(bits <= 1);
+            flipped += bits as u64;
+        }
+        assert_eq!(flipped, l.stats().corrupted);
+        assert_eq!(corrupt_events as u64, flipped);
+        let frac = flipped as f64 / 20_000.0;
+        assert!((frac - 0.2).abs() < 0.01, "{frac}");
+    }
+
+    #[test]
+    fn filters_and_a_black_hole_drop_with_their_own_causes() {
+        let imp = Impairments {
+            drop: vec![crate::Filter::parse("udp port 443").unwrap()],
+            ..Impairments::default()
+        };
+        let mut l = impaired(0, imp);
+        let mut causes = Vec::new();
+        for (id, port) in [(0, 443u16), (1, 53), (2, 443)] {
+            l.enqueue(Instant::ZERO, udp(id, 100, port), &mut |e: &Event| {
+                causes.extend(e.cause.map(|c| c.name()))
+            });
+        }
+        assert_eq!(causes, ["filter", "filter"]);
+        assert_eq!(
+            drain(&mut l, &mut ())
+                .iter()
+                .map(|x| x.1)
+                .collect::<Vec<_>>(),
+            [1]
+        );
+        let mut p = l.params().clone();
+        p.blackhole = true;
+        l.set_params(Instant::ZERO, p, &mut ());
+        l.enqueue(Instant::ZERO, udp(3, 100, 53), &mut ());
+        assert!(drain(&mut l, &mut ()).is_empty());
+        assert_eq!(l.stats().drops.get("blackhole"), Some(&1));
+        assert_eq!(l.stats().drops.get("filter"), Some(&2));
+    }
+
+    #[test]
+    fn a_narrow_link_refuses_big_packets_and_hands_back_the_routers_answer() {
+        let imp = Impairments {
+            narrow: Some(crate::NarrowLink {
+                mtu_bytes: 1400,
+                router_v4: "10.9.0.1".parse().unwrap(),
+                router_v6: "fd00::9:1".parse().unwrap(),
+            }),
+            ..Impairments::default()
+        };
+        let mut l = impaired(0, imp);
+        let mut big = udp(0, 1500, 1);
+        big.data[6] = 0x40; // DF
+        l.enqueue(Instant::ZERO, big, &mut ());
+        l.enqueue(Instant::ZERO, udp(1, 1400, 1), &mut ());
+        let mut bounced = Vec::new();
+        l.take_bounced(&mut bounced);
+        assert_eq!(bounced.len(), 1);
+        let h = wire::packet::parse(&bounced[0].data).unwrap();
+        assert_eq!(h.ip.src.to_string(), "10.9.0.1");
+        assert_eq!(l.stats().drops.get("too_big"), Some(&1));
+        assert_eq!(
+            drain(&mut l, &mut ())
+                .iter()
+                .map(|x| x.1)
+                .collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
+    #[test]
+    fn turning_on_an_impairment_does_not_change_which_packets_are_lost() {
+        let lost = |imp: Impairments| {
+            let params = LinkParams {
+                loss: LossModel::Bernoulli { p: 0.1 },
+                delay: Duration::from_millis(5),
+                impair: imp,
+                ..LinkParams::default()
+            };
+            let mut l = Link::new(Instant::ZERO, params, fifo(10_000), 9);
+            let mut ids = Vec::new();
+            for id in 0..2000 {
+                l.enqueue(
+                    Instant::from_micros(id * 100),
+                    udp(id, 100, 1),
+                    &mut |e: &Event| {
+                        if e.kind == EventKind::Drop {
+                            ids.push(e.id)
+                        }
+                    },
+                );
+            }
+            ids
+        };
+        let plain = lost(Impairments::default());
+        let noisy = lost(Impairments {
+            corrupt: 0.5,
+            duplicate: Some(crate::Duplicate::parse("30%").unwrap()),
+            ..jitter("2ms pareto 25%")
+        });
+        assert!(!plain.is_empty());
+        assert_eq!(plain, noisy);
     }
 }

@@ -139,9 +139,22 @@ impl Network {
         };
         match self.nodes[node].lookup(dst) {
             Some(Hop::Link(l)) => {
-                self.links[l]
-                    .0
-                    .enqueue(now, packet, &mut Tagged { link: l, obs })
+                let link = &mut self.links[l].0;
+                link.enqueue(
+                    now,
+                    packet,
+                    &mut Tagged {
+                        link: l,
+                        obs: &mut *obs,
+                    },
+                );
+                // What the router in front of a narrow link sent instead (an ICMP error back
+                // to the sender, or fragments that fit) leaves this node like any packet.
+                let mut bounced = Vec::new();
+                link.take_bounced(&mut bounced);
+                for p in bounced {
+                    self.inject(now, node, p, out, obs);
+                }
             }
             Some(Hop::Deliver(e)) => out.push((e, now, packet)),
             None => self.no_route += 1,
@@ -303,5 +316,93 @@ mod tests {
         assert_eq!(net.no_route, 1);
         assert!(prefix_eq(&[0b1010_0000], &[0b1011_1111], 3));
         assert!(!prefix_eq(&[0b1010_0000], &[0b1000_0000], 3));
+    }
+
+    /// client --(path)--> router --(narrow, MTU 1400)--> server, and back over `back` links.
+    /// Returns what reached the client (endpoint 0) and the server (endpoint 1).
+    fn narrow_path(df: bool, icmp_filtered: bool) -> (Vec<Packet>, Vec<Packet>) {
+        use crate::impair::{Impairments, NarrowLink};
+        let mut net = Network::new();
+        let (c, r, s) = (net.add_node(), net.add_node(), net.add_node());
+        let narrow = LinkParams {
+            impair: Impairments {
+                narrow: Some(NarrowLink {
+                    mtu_bytes: 1400,
+                    router_v4: "10.0.9.1".parse().unwrap(),
+                    router_v6: "fd00::9:1".parse().unwrap(),
+                }),
+                ..Impairments::default()
+            },
+            ..LinkParams::default()
+        };
+        let back = LinkParams {
+            impair: Impairments {
+                drop: if icmp_filtered {
+                    vec![crate::Filter::parse("icmp").unwrap()]
+                } else {
+                    Vec::new()
+                },
+                ..Impairments::default()
+            },
+            ..LinkParams::default()
+        };
+        let fifo = || Box::new(Fifo::new(Limit::Packets(100)));
+        let up1 = net.add_link(link(100, 1), r);
+        let up2 = net.add_link(Link::new(Instant::ZERO, narrow, fifo(), 1), s);
+        let down = net.add_link(Link::new(Instant::ZERO, back, fifo(), 1), c);
+        let (client, server): (IpAddr, IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        net.add_route(c, server, 32, Hop::Link(up1));
+        net.add_route(r, server, 32, Hop::Link(up2));
+        net.add_route(r, client, 32, Hop::Link(down));
+        net.add_route(s, server, 32, Hop::Deliver(1));
+        net.add_route(c, client, 32, Hop::Deliver(0));
+        let mut out = Vec::new();
+        let mut big = udp(0, 1500, 1);
+        if df {
+            big.data[6] = 0x40;
+            big.data[10..12].copy_from_slice(&[0, 0]);
+            let sum = wire::checksum::checksum(&big.data[..20], 0);
+            big.data[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        net.inject(Instant::ZERO, c, big, &mut out, &mut |_, _| {});
+        while let Some(t) = net.next_wakeup() {
+            net.poll(t, &mut out, &mut |_, _| {});
+        }
+        let (mut to_client, mut to_server) = (Vec::new(), Vec::new());
+        for (e, _, p) in out {
+            if e == 0 {
+                to_client.push(p)
+            } else {
+                to_server.push(p)
+            }
+        }
+        (to_client, to_server)
+    }
+
+    #[test]
+    fn a_narrow_link_sends_the_router_s_icmp_back_unless_icmp_is_filtered() {
+        let (to_client, to_server) = narrow_path(true, false);
+        assert!(to_server.is_empty());
+        assert_eq!(to_client.len(), 1);
+        let h = wire::packet::parse(&to_client[0].data).unwrap();
+        assert_eq!(h.ip.src.to_string(), "10.0.9.1");
+        assert_eq!(
+            h.transport,
+            wire::packet::Transport::Icmpv4 {
+                icmp_type: 3,
+                code: 4
+            }
+        );
+        // The PMTU black hole: the error is filtered on the way back; nothing arrives anywhere.
+        let (to_client, to_server) = narrow_path(true, true);
+        assert!(to_client.is_empty() && to_server.is_empty());
+        // Without DF, the router fragments and the fragments go on.
+        let (to_client, to_server) = narrow_path(false, true);
+        assert!(to_client.is_empty());
+        assert_eq!(
+            to_server.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [1396, 124]
+        );
     }
 }

@@ -55,6 +55,9 @@ pub(crate) struct Mtus {
 
 /// RFC 1191 §7 table 7-1: the plateaus a host tries when a Fragmentation Needed message
 /// carries no MTU (an RFC 792 router).
+/// IPv6's minimum link MTU (RFC 8200 §5).
+const IPV6_MIN_MTU: u32 = 1280;
+
 const PLATEAUS: [u16; 11] = [
     65535, 32000, 17914, 8166, 4352, 2002, 1492, 1006, 508, 296, 68,
 ];
@@ -109,9 +112,12 @@ pub(crate) fn map_4to6(
             }),
             3 => plain(v6::DEST_UNREACH, 4),
             // Fragmentation Needed → Packet Too Big:
-            //   MTU6 = min(advertised + 20, MTU of the IPv6 next hop, MTU of the IPv4 next hop + 20)
+            //   MTU6 = max(1280, min(advertised + 20, MTU of the IPv6 next hop,
+            //                        MTU of the IPv4 next hop + 20))
             // and, when the advertised MTU is zero (RFC 792 routers), the RFC 1191 plateau below
-            // the packet's Total Length stands in for it.
+            // the packet's Total Length stands in for it. IPv6's minimum link MTU is 1280
+            // (RFC 8200 §5): a smaller figure is never advertised; the IPv4 side fragments what
+            // it must (the translator sends IPv4 packets of up to 1260 bytes without DF, RFC 7915 §5.1).
             4 => {
                 let adv = u16::from_be_bytes([rest[2], rest[3]]);
                 let adv = if adv == 0 {
@@ -121,7 +127,8 @@ pub(crate) fn map_4to6(
                 };
                 let m = (u32::from(adv) + 20)
                     .min(u32::from(mtu.v6_bytes))
-                    .min(u32::from(mtu.v4_bytes) + 20);
+                    .min(u32::from(mtu.v4_bytes) + 20)
+                    .max(IPV6_MIN_MTU);
                 Some(Mapped {
                     ty: v6::PACKET_TOO_BIG,
                     code: 0,
@@ -264,13 +271,25 @@ mod tests {
     }
 
     #[test]
+    fn a_small_next_hop_mtu_never_becomes_a_packet_too_big_below_1280() {
+        for adv in [68u16, 576, 1000, 1259] {
+            let b = adv.to_be_bytes();
+            let m = map_4to6(3, 4, [0, 0, b[0], b[1]], 1500, MTU).unwrap();
+            assert_eq!(u32::from_be_bytes(m.rest), 1280, "advertised {adv}");
+        }
+        // 1260 + 20 is exactly the minimum; 1261 + 20 goes through.
+        let m = map_4to6(3, 4, [0, 0, 0x04, 0xed], 1500, MTU).unwrap();
+        assert_eq!(u32::from_be_bytes(m.rest), 1281);
+    }
+
+    #[test]
     fn fragmentation_needed_with_zero_mtu_uses_the_plateau_below_the_packet() {
         // A 1500-byte packet in error: plateau 1492, +20 = 1512, capped at the IPv6 hop 1500.
         let m = map_4to6(3, 4, [0; 4], 1500, MTU).unwrap();
         assert_eq!(u32::from_be_bytes(m.rest), 1500);
-        // A 1200-byte packet: plateau 1006 → 1026.
+        // A 1200-byte packet: plateau 1006 → 1026, raised to IPv6's minimum.
         let m = map_4to6(3, 4, [0; 4], 1200, MTU).unwrap();
-        assert_eq!(u32::from_be_bytes(m.rest), 1026);
+        assert_eq!(u32::from_be_bytes(m.rest), 1280);
         assert_eq!(plateau_below(68), 68);
         assert_eq!(plateau_below(2002), 1492);
     }

@@ -1794,18 +1794,18 @@ mod tests {
             1,
         )
         .unwrap();
-        let big = forward(n.translate_6to4(now(), &udp6(x(), y(), 5000, 53, 64, &[0; 1172])));
-        assert_eq!(big.len(), 1200);
+        let big = forward(n.translate_6to4(now(), &udp6(x(), y(), 5000, 53, 64, &[0; 1572])));
+        assert_eq!(big.len(), 1600);
         let err = icmp4_error(3, 4, [0; 4], &big[..28]);
         let out = forward(n.translate_4to6(now(), &err));
         let (_, tr, _) = check6(&out);
         let TransportHeader::Icmpv6(i) = tr else {
             panic!()
         };
-        // Total Length 1200 → plateau 1006 (RFC 1191) → 1026.
+        // Total Length 1600 → plateau 1492 (RFC 1191) → 1512.
         assert_eq!(
             i.icmp_type,
-            etherparse::Icmpv6Type::PacketTooBig { mtu: 1026 }
+            etherparse::Icmpv6Type::PacketTooBig { mtu: 1512 }
         );
     }
 

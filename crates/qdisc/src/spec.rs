@@ -86,12 +86,14 @@ impl<'a> Words<'a> {
         ))
     }
 
-    /// A packet count: a positive integer.
+    /// A packet count: a positive integer that fits Linux's 32-bit netlink attribute (and so
+    /// keeps every figure derived from it, such as dualpi2's memory limit, printable as a
+    /// value this parser accepts).
     pub(crate) fn count(&mut self, keyword: &str, example: &str) -> Result<usize, SpecError> {
         let v = self.value(keyword, example)?;
-        match v.parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(self.bad(keyword, v, example)),
+        match v.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n as usize),
+            _ => Err(self.bad(keyword, v, &format!("{example}; 1..=4294967295"))),
         }
     }
 
@@ -173,7 +175,8 @@ const FQ_CODEL_WORDS: &str = "limit PACKETS, flows N, quantum BYTES, target TIME
      memory_limit BYTES, drop_batch N, ecn, noecn, ce_threshold TIME";
 const PIE_WORDS: &str = "limit PACKETS, target TIME, tupdate TIME, alpha 0..32, beta 0..32, \
      ecn, noecn, bytemode, nobytemode, dq_rate_estimator, no_dq_rate_estimator";
-const DUALPI2_WORDS: &str = "limit PACKETS, memlimit BYTES, target TIME, tupdate TIME, \
+const DUALPI2_WORDS: &str =
+    "limit PACKETS, memlimit BYTES, max_rtt TIME, typical_rtt TIME, target TIME, tupdate TIME, \
      alpha HZ, beta HZ, step_thresh TIME|PACKETSp, min_qlen_step PACKETS, coupling_factor K, \
      drop_on_overload, overflow, drop_enqueue, drop_dequeue, classic_protection PERCENT, \
      l4s_ect, any_ect";
@@ -239,8 +242,11 @@ fn parse_pie(w: &mut Words<'_>) -> Result<Spec, SpecError> {
 fn parse_dualpi2(w: &mut Words<'_>) -> Result<Spec, SpecError> {
     let mut p = dualpi2::Params::default();
     let mut memlimit = None;
+    let (mut max_rtt, mut typical_rtt) = (None, None);
     while let Some(word) = w.next() {
         match word {
+            "max_rtt" => max_rtt = Some(w.time("max_rtt", "100ms", false)?),
+            "typical_rtt" => typical_rtt = Some(w.time("typical_rtt", "15ms", false)?),
             "limit" => p.limit_packets = w.count("limit", "10000")?,
             "memlimit" => memlimit = Some(w.size("memlimit", "30mb")?),
             "target" => p.target = w.time("target", "15ms", false)?,
@@ -275,21 +281,70 @@ fn parse_dualpi2(w: &mut Words<'_>) -> Result<Spec, SpecError> {
             _ => return Err(w.unknown(word, DUALPI2_WORDS)),
         }
     }
+    if max_rtt.is_some() || typical_rtt.is_some() {
+        derive_from_rtts(w, &mut p, max_rtt, typical_rtt)?;
+    }
     // Linux sizes the memory limit from the packet limit unless told otherwise.
     p.memory_limit_bytes = memlimit
         .unwrap_or_else(|| dualpi2::Params::default_memory_limit(p.limit_packets, p.mtu_bytes));
     Ok(Spec::DualPi2(p))
 }
 
+/// tc's dualpi2 ratio of the maximum to the typical RTT when only one is given.
+const RTT_TYP_TO_MAX: u32 = 6;
+
+/// tc-dualpi2(8)'s `max_rtt` and `typical_rtt`: the PI2 parameters derived as tc derives them
+/// (after RFC 9332 Appendix A.1), replacing any target, tupdate, alpha and beta given:
+///
+///   typical = max / 6 or max = typical × 6 when only one is given (typical ≤ max otherwise)
+///   target  = typical
+///   tupdate = min(typical, max / 3)
+///   alpha   = 0.1 × tupdate / max²   (Hz)
+///   beta    = 0.3 / max              (Hz)
+///
+/// The gains are kept in 1/256 Hz, truncated as tc truncates them.
+fn derive_from_rtts(
+    w: &Words<'_>,
+    p: &mut dualpi2::Params,
+    max_rtt: Option<Duration>,
+    typical_rtt: Option<Duration>,
+) -> Result<(), SpecError> {
+    let (max, typical) = match (max_rtt, typical_rtt) {
+        (Some(m), None) => (m, (m / RTT_TYP_TO_MAX).max(Duration::from_micros(1))),
+        (None, Some(t)) => (t * RTT_TYP_TO_MAX, t),
+        (Some(m), Some(t)) if t <= m => (m, t),
+        (Some(m), Some(t)) => {
+            return Err(SpecError(format!(
+                "dualpi2: typical_rtt {} is above max_rtt {} (typical_rtt must be at most max_rtt)",
+                fmt_time(t),
+                fmt_time(m)
+            )))
+        }
+        (None, None) => return Ok(()),
+    };
+    let tupdate = typical.min(max / 3).max(Duration::from_micros(1));
+    // In integer nanoseconds, so that the truncation is exact: alpha·256 = 25.6·10⁹·tupdate /
+    // max², beta·256 = 76.8·10⁹ / max.
+    let max_ns = max.as_nanos().max(1);
+    let alpha_256 = 25_600_000_000u128 * tupdate.as_nanos() / (max_ns * max_ns);
+    let beta_256 = 76_800_000_000u128 / max_ns;
+    if alpha_256 == 0 || beta_256 == 0 || beta_256 > u128::from(MAX_HZ_256) {
+        return Err(w.bad(
+            "max_rtt",
+            &fmt_time(max),
+            "a time that keeps alpha and beta in range, e.g. 10ms..10s",
+        ));
+    }
+    p.target = typical;
+    p.tupdate = tupdate;
+    p.alpha_256 = alpha_256.min(u128::from(MAX_HZ_256)) as u32;
+    p.beta_256 = beta_256 as u32;
+    Ok(())
+}
+
 /// A time as the largest unit that shows it exactly, so that it parses back to itself.
 fn fmt_time(d: Duration) -> String {
-    let ns = wire::time::duration_nanos(d);
-    for (unit, per) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns.is_multiple_of(per) {
-            return format!("{}{unit}", ns / per);
-        }
-    }
-    format!("{ns}ns")
+    wire::units::format_duration_exact(d)
 }
 
 fn fmt_codel(f: &mut fmt::Formatter<'_>, p: &CodelParams) -> fmt::Result {
@@ -527,7 +582,10 @@ mod tests {
             e("fifo limit"),
             "fifo: 'limit' needs a value (e.g. 'limit 1000')"
         );
-        assert_eq!(e("fifo limit 0"), "fifo: cannot read limit '0' (try 1000)");
+        assert_eq!(
+            e("fifo limit 0"),
+            "fifo: cannot read limit '0' (try 1000; 1..=4294967295)"
+        );
         assert_eq!(
             e("bfifo limit lots"),
             "bfifo: cannot read limit 'lots' (try 150kb)"
@@ -800,5 +858,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn dualpi2_of(spec: &str) -> dualpi2::Params {
+        match parse(spec).unwrap() {
+            Spec::DualPi2(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn dualpi2_derives_its_controller_from_the_rtts_as_tc_does() {
+        // max 100 ms alone: typical 100/6 ms; tupdate min(typical, 33.3 ms);
+        // alpha 0.1 × 16.67 ms / (100 ms)² = 0.1667 Hz → 42/256; beta 0.3 / 100 ms = 3 Hz → 768/256.
+        let p = dualpi2_of("dualpi2 max_rtt 100ms");
+        assert_eq!(p.target, Duration::from_nanos(16_666_666));
+        assert_eq!(p.tupdate, Duration::from_nanos(16_666_666));
+        assert_eq!((p.alpha_256, p.beta_256), (42, 768));
+        // typical 15 ms alone: max 90 ms; alpha 0.1 × 15 ms / (90 ms)² = 0.1852 Hz → 47;
+        // beta 3.333 Hz → 853. Given target and gains are replaced, whatever their order.
+        let p = dualpi2_of("dualpi2 typical_rtt 15ms target 1ms alpha 9");
+        assert_eq!(
+            (p.target, p.tupdate),
+            (Duration::from_millis(15), Duration::from_millis(15))
+        );
+        assert_eq!((p.alpha_256, p.beta_256), (47, 853));
+        // Both: a short typical RTT sets tupdate below max/3.
+        let p = dualpi2_of("dualpi2 max_rtt 300ms typical_rtt 20ms");
+        assert_eq!(
+            (p.target, p.tupdate),
+            (Duration::from_millis(20), Duration::from_millis(20))
+        );
+        // What is printed is what was derived, and it parses back to itself.
+        let spec = parse("dualpi2 max_rtt 100ms").unwrap();
+        assert_eq!(parse(&spec.to_string()).unwrap(), spec);
+        let e = parse("dualpi2 typical_rtt 50ms max_rtt 20ms").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("typical_rtt 50ms is above max_rtt 20ms"),
+            "{e}"
+        );
+        assert!(
+            parse("dualpi2 max_rtt 1h").is_err(),
+            "alpha would round to 0"
+        );
+    }
+
+    #[test]
+    fn the_printer_prints_only_what_the_parser_accepts_even_at_the_largest_limit() {
+        let spec = parse("dualpi2 limit 4294967295").unwrap();
+        assert_eq!(parse(&spec.to_string()).unwrap(), spec);
+        let e = parse("dualpi2 limit 4294967296").unwrap_err().to_string();
+        assert!(
+            e.contains("'4294967296'") && e.contains("1..=4294967295"),
+            "{e}"
+        );
+        assert!(parse("fifo limit 99999999999").is_err());
     }
 }

@@ -194,6 +194,18 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Formats a duration in the largest unit that shows it exactly (`5ms`, `1500us`, `7ns`), so
+/// that [`parse_time`] reads back the same value: for specs printed to be parsed again.
+pub fn format_duration_exact(d: Duration) -> String {
+    let ns = crate::time::duration_nanos(d);
+    for (unit, per) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns.is_multiple_of(per) {
+            return format!("{}{unit}", ns / per);
+        }
+    }
+    format!("{ns}ns")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
