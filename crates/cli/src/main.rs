@@ -37,6 +37,8 @@ enum Command {
     Sweep(sweep_cmd::SweepArgs),
     #[command(flatten)]
     App(apps::AppCommand),
+    #[command(flatten)]
+    Web(web::WebCommand),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo_cmd::run(&a),
         Command::Sweep(a) => sweep_cmd::run(&a),
         Command::App(a) => apps::run(a),
+        Command::Web(a) => web::run(a),
     };
     match result {
         Ok(code) => code,
