@@ -35,6 +35,8 @@ enum Command {
     Demo(demo_cmd::DemoArgs),
     #[command(flatten)]
     App(apps::AppCommand),
+    #[command(flatten)]
+    Web(web::WebCommand),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Demo(a) => demo_cmd::run(&a),
         Command::App(a) => apps::run(a),
+        Command::Web(a) => web::run(a),
     };
     match result {
         Ok(code) => code,
