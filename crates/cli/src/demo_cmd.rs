@@ -42,9 +42,10 @@ pub enum Demo {
     )]
     NotsentLowat(RunLengthArgs),
     /// Many short connections with one request each over a 100 ms RTT, without and with TCP
-    /// Fast Open (about 25 s with the default number of requests)
+    /// Fast Open, then both again with late duplicates of the client's packets (about 50 s
+    /// with the default number of requests)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
+        after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo."
     )]
     Tfo(TfoArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
@@ -322,7 +323,7 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         &outcome.checks,
         &outcome.report,
         &a.out,
-        &["plain", "tfo"],
+        &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
     );
     Ok(ExitCode::SUCCESS)
 }

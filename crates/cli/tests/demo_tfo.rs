@@ -1,6 +1,7 @@
 //! End-to-end test of `latencylab demo tfo`: a shortened demo runs for real, in namespaces,
 //! and its `results.json` must show the round trip that TCP Fast Open saves, with the margins
-//! of the "Done when". The report is then opened in headless Chromium. Needs root,
+//! of the "Done when", and the late duplicate SYNs that Fast Open makes the server act
+//! on twice. The report is then opened in headless Chromium. Needs root,
 //! /dev/net/tun and /usr/bin/chromium.
 
 mod common;
@@ -65,6 +66,21 @@ fn fast_open_answers_in_one_round_trip_where_plain_tcp_needs_two() {
         .collect();
     assert_eq!(tfo.len(), 12, "{tfo:?}");
     assert!(!tfo[0] && tfo[1..].iter().all(|t| *t), "{tfo:?}");
+
+    // Late copies of the client's packets: each SYN with data is done again (all but the
+    // cookie's), a plain SYN does nothing.
+    let d = &r["duplicate"];
+    for run in ["plain", "tfo"] {
+        assert_eq!(f(d, run, "requests"), 12.0, "{r}");
+    }
+    assert_eq!(f(d, "plain", "server_actions"), 12.0, "{r}");
+    assert_eq!(f(d, "plain", "double_actions"), 0.0, "{r}");
+    assert_eq!(f(d, "tfo", "server_actions"), 23.0, "{r}");
+    assert_eq!(f(d, "tfo", "double_actions"), 11.0, "{r}");
+    assert!(
+        stdout.contains("ok  duplicate, tfo: a late SYN with data is done again"),
+        "{stdout}"
+    );
 
     assert!(dir.join("request-time.png").exists());
     assert!(

@@ -8,6 +8,12 @@
 //! fetches a cookie, the next ones carry their request in the SYN. Both hosts allow Fast Open
 //! (the lab sets `net.ipv4.tcp_fastopen` = 3); the programs opt in per socket.
 //!
+//! Then the same two runs with the path copying every packet from the client and delivering
+//! the copy a second late, long after its connection has ended (`duplicate = "100% 1s"` on the
+//! client→server direction). The late copy of a SYN with data is a valid Fast Open request and
+//! the server acts on it again; a plain SYN carries nothing, and the copies of the other
+//! segments find no connection.
+//!
 //! Measured: each request's time from `connect` to the whole answer (the client), whether its
 //! SYN carried the request (the client's and the server's `TCP_INFO`, and the analyzer on the
 //! server's capture), and the server's actions per request id.
@@ -34,6 +40,12 @@ const CLIENT_START_S: f64 = 0.5;
 const INTERVAL_MS: u64 = 300;
 /// The server's port (tfo-server's default).
 const PORT: u16 = 5205;
+/// The duplicate runs: the client→server direction's copy of every packet, this late. A
+/// connection lives about 3 RTT (handshake, request and answer, close).
+const LATE_COPY: &str = "100% 1s";
+/// How long the client stays after its last request in the duplicate runs, s: the lab ends
+/// with the client, and the last SYN's copy must reach the server (1 s) and be answered first.
+const LINGER_S: f64 = 1.5;
 
 /// The runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +106,35 @@ pub struct Results {
     pub base_rtt_ms: f64,
     pub plain: RunMetrics,
     pub tfo: RunMetrics,
+    /// The runs with late copies of the client's packets.
+    pub duplicate: DuplicateResults,
+}
+
+/// The duplicate runs' numbers.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DuplicateResults {
+    pub plain: DuplicateMetrics,
+    pub tfo: DuplicateMetrics,
+}
+
+/// One duplicate run's numbers: what the server did with the late copies.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DuplicateMetrics {
+    /// Requests answered (the client's count).
+    pub requests: u64,
+    /// The server's actions, and those beyond the first for a request id.
+    pub server_actions: u64,
+    pub double_actions: u64,
+}
+
+impl DuplicateMetrics {
+    fn of(m: &RunMetrics) -> DuplicateMetrics {
+        DuplicateMetrics {
+            requests: m.requests,
+            server_actions: m.server_actions,
+            double_actions: m.double_actions,
+        }
+    }
 }
 
 /// What the demo leaves.
@@ -122,14 +163,27 @@ fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
     }
 }
 
-/// The lab of one run.
-pub fn lab_config(v: Variant, requests: u64, seed: u64) -> LabConfig {
+/// The lab of one run; with `late_copies` the path delivers a late copy of every packet from
+/// the client.
+pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> LabConfig {
     let queue = lab::config::Direction::default().queue.to_string();
     let (server_opt, client_opt) = if v.fastopen() {
         ("", " --fastopen")
     } else {
         (" --no-fastopen", "")
     };
+    let mut up = vec![
+        ("rate", "10mbit"),
+        ("delay", "50ms"),
+        ("queue", queue.as_str()),
+    ];
+    let mut client = format!(
+        "exec latencylab tfo-client server{client_opt} --count {requests} --interval {INTERVAL_MS}ms"
+    );
+    if late_copies {
+        up.push(("duplicate", LATE_COPY));
+        client = format!("{} && sleep {LINGER_S}", client.trim_start_matches("exec "));
+    }
     LabConfig {
         seed,
         // The lab ends with the client; the server then gets SIGTERM and writes its totals.
@@ -143,7 +197,8 @@ pub fn lab_config(v: Variant, requests: u64, seed: u64) -> LabConfig {
             name: "path".into(),
             a: "client".into(),
             b: "server".into(),
-            up: common::direction("10mbit", "50ms", &queue),
+            up: lab::config::Direction::parse(&up)
+                .unwrap_or_else(|e| panic!("the tfo demo's client→server direction: {e}")),
             down: common::direction("10mbit", "50ms", &queue),
         }],
         changes: vec![],
@@ -155,15 +210,7 @@ pub fn lab_config(v: Variant, requests: u64, seed: u64) -> LabConfig {
                 format!("exec latencylab tfo-server{server_opt}"),
                 false,
             ),
-            prog(
-                "tfo-client",
-                "client",
-                CLIENT_START_S,
-                format!(
-                    "exec latencylab tfo-client server{client_opt} --count {requests} --interval {INTERVAL_MS}ms"
-                ),
-                true,
-            ),
+            prog("tfo-client", "client", CLIENT_START_S, client, true),
         ],
         nat64: None,
     }
@@ -180,22 +227,39 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     fs::create_dir_all(&opts.out_dir)
         .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
-    let mut progress = Progress::new(2.0 * lab_s + 2.0 + 2.0, opts.quiet);
+    let mut progress = Progress::new(4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0, opts.quiet);
     let mut runs = Vec::new();
-    for (i, v) in [Variant::Plain, Variant::Tfo].into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.requests, opts.seed);
-        let msg = format!("run {}/2: {}, {} requests", i + 1, v.name(), opts.requests);
-        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.name()), 1.0, || {
+    let labs = [
+        (Variant::Plain, false),
+        (Variant::Tfo, false),
+        (Variant::Plain, true),
+        (Variant::Tfo, true),
+    ];
+    for (i, (v, late_copies)) in labs.into_iter().enumerate() {
+        let name = if late_copies {
+            format!("duplicate-{}", v.name())
+        } else {
+            v.name().to_string()
+        };
+        let dir = opts.out_dir.join(&name);
+        let cfg = lab_config(v, late_copies, opts.requests, opts.seed);
+        let msg = format!("run {}/4: {name}, {} requests", i + 1, opts.requests);
+        let s = lab_s + if late_copies { LINGER_S } else { 0.0 };
+        progress.phase(&msg, s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("analysing the {name} run"), 1.0, || {
             collect(v, &dir)
         })?;
         runs.push(data);
     }
+    let dup = runs.split_off(2);
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         plain: runs[0].metrics.clone(),
         tfo: runs[1].metrics.clone(),
+        duplicate: DuplicateResults {
+            plain: DuplicateMetrics::of(&dup[0].metrics),
+            tfo: DuplicateMetrics::of(&dup[1].metrics),
+        },
     };
     let checks = checks(&results);
     let table = table(&results);
@@ -312,6 +376,20 @@ pub fn checks(r: &Results) -> Vec<Check> {
                 && b.tfo_requests == b.requests - 1
                 && b.tfo_in_capture == b.tfo_requests,
         },
+        Check {
+            what: format!(
+                "duplicate, tfo: a late SYN with data is done again (double actions {} > 0)",
+                r.duplicate.tfo.double_actions
+            ),
+            passed: r.duplicate.tfo.double_actions > 0,
+        },
+        Check {
+            what: format!(
+                "duplicate, plain: a late plain SYN does nothing (double actions {} = 0)",
+                r.duplicate.plain.double_actions
+            ),
+            passed: r.duplicate.plain.double_actions == 0,
+        },
     ]
 }
 
@@ -321,7 +399,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
         vec![name.to_string(), f(&r.plain), f(&r.tfo)]
     };
-    let rows = vec![
+    let mut rows = vec![
         row("request p50 (ms)", &|m| format!("{:.1}", m.request_ms_p50)),
         row("request p95 (ms)", &|m| format!("{:.1}", m.request_ms_p95)),
         row("requests", &|m| m.requests.to_string()),
@@ -334,6 +412,19 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("server actions", &|m| m.server_actions.to_string()),
         row("double actions", &|m| m.double_actions.to_string()),
     ];
+    let d = &r.duplicate;
+    let dup_row = |name: &str, f: &dyn Fn(&DuplicateMetrics) -> String| {
+        vec![name.to_string(), f(&d.plain), f(&d.tfo)]
+    };
+    rows.extend([
+        dup_row("late copies: requests", &|m| m.requests.to_string()),
+        dup_row("late copies: server actions", &|m| {
+            m.server_actions.to_string()
+        }),
+        dup_row("late copies: double actions", &|m| {
+            m.double_actions.to_string()
+        }),
+    ]);
     (header, rows)
 }
 
@@ -413,6 +504,28 @@ fn page(
     page.push(Section::new("Request time").with(Block::Figure(
         Figure::from_chart("request-time", chart, false).context("drawing request-time")?,
     )));
+    let d = &r.duplicate;
+    page.push(
+        Section::new("Late duplicate SYNs: why only idempotent requests").with(Block::Paragraph(
+            format!(
+                "Two more runs, the same but for the path, which copies every packet from the \
+                 client and delivers the copy 1 s late, after its connection has ended. The \
+                 server acts on every request it reads (think \"send a pair of shoes\"). With \
+                 Fast Open the late copy of a SYN with data is a valid new request: the \
+                 server acted {} times on {} requests, {} of them twice. Without it, a SYN \
+                 carries no data; the server answers the late SYN, the client (whose \
+                 connection is long closed) does not complete the handshake, and nothing is \
+                 done: {} actions on {} requests, {} twice. The table's \"late copies\" rows; \
+                 each run's files are in duplicate-plain/ and duplicate-tfo/.",
+                d.tfo.server_actions,
+                d.tfo.requests,
+                d.tfo.double_actions,
+                d.plain.server_actions,
+                d.plain.requests,
+                d.plain.double_actions
+            ),
+        )),
+    );
     let analyses: Vec<(&str, &Analysis)> = runs
         .iter()
         .map(|r| (r.variant.name(), &r.analysis))
@@ -429,7 +542,7 @@ fn page(
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "request-time.png: the chart of this page".into(),
-        "plain/, tfo/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
+        "plain/, tfo/, duplicate-plain/, duplicate-tfo/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
          programs/*.out (tfo-client.out has every request, tfo-server.out every action)"
             .into(),
     ])));
@@ -454,28 +567,88 @@ mod tests {
 
     #[test]
     fn checks_pass_for_two_round_trips_against_one_and_fail_when_tfo_saves_nothing() {
-        let r = |tfo_ms, tfo| Results {
+        let r = |tfo_ms, tfo, doubles| Results {
             base_rtt_ms: 100.0,
             plain: metrics(203.0, 30, 0),
             tfo: metrics(tfo_ms, 30, tfo),
+            duplicate: DuplicateResults {
+                plain: duplicate(30, 0),
+                tfo: duplicate(30, doubles),
+            },
         };
-        assert!(checks(&r(104.0, 29)).iter().all(|c| c.passed));
-        let failed: Vec<_> = checks(&r(203.0, 0))
+        assert!(checks(&r(104.0, 29, 29)).iter().all(|c| c.passed));
+        let failed: Vec<_> = checks(&r(203.0, 0, 29))
             .into_iter()
             .filter(|c| !c.passed)
             .collect();
         assert_eq!(failed.len(), 2, "{failed:?}");
     }
 
+    fn duplicate(requests: u64, doubles: u64) -> DuplicateMetrics {
+        DuplicateMetrics {
+            requests,
+            server_actions: requests + doubles,
+            double_actions: doubles,
+        }
+    }
+
+    #[test]
+    fn checks_want_doubles_with_fast_open_and_none_without() {
+        let r = |plain, tfo| Results {
+            base_rtt_ms: 100.0,
+            plain: metrics(203.0, 30, 0),
+            tfo: metrics(104.0, 30, 29),
+            duplicate: DuplicateResults {
+                plain: duplicate(30, plain),
+                tfo: duplicate(30, tfo),
+            },
+        };
+        assert!(checks(&r(0, 29)).iter().all(|c| c.passed));
+        let failed = |r: &Results| -> Vec<String> {
+            checks(r)
+                .into_iter()
+                .filter(|c| !c.passed)
+                .map(|c| c.what)
+                .collect()
+        };
+        let f = failed(&r(0, 0));
+        assert!(f.len() == 1 && f[0].starts_with("duplicate, tfo"), "{f:?}");
+        let f = failed(&r(1, 29));
+        assert!(
+            f.len() == 1 && f[0].starts_with("duplicate, plain"),
+            "{f:?}"
+        );
+    }
+
     #[test]
     fn only_the_tfo_lab_opts_in_on_both_sides() {
-        let plain = lab_config(Variant::Plain, 10, 1);
-        let tfo = lab_config(Variant::Tfo, 10, 1);
+        let plain = lab_config(Variant::Plain, false, 10, 1);
+        let tfo = lab_config(Variant::Tfo, false, 10, 1);
         plain.validate().unwrap();
         tfo.validate().unwrap();
         assert!(plain.programs[0].run.contains("--no-fastopen"));
         assert!(!plain.programs[1].run.contains("--fastopen"));
         assert!(!tfo.programs[0].run.contains("--no-fastopen"));
         assert!(tfo.programs[1].run.contains("--fastopen --count 10"));
+    }
+
+    #[test]
+    fn only_the_duplicate_labs_copy_the_clients_packets_late() {
+        for v in [Variant::Plain, Variant::Tfo] {
+            let plain = lab_config(v, false, 10, 1);
+            let dup = lab_config(v, true, 10, 1);
+            dup.validate().unwrap();
+            assert_eq!(plain.links[0].up.params.impair.duplicate, None);
+            let copy = dup.links[0].up.params.impair.duplicate.clone().unwrap();
+            assert_eq!(copy.probability, 1.0);
+            assert_eq!(copy.late_by, std::time::Duration::from_secs(1));
+            // Only the client's packets are copied; the client outstays the last copy.
+            assert_eq!(dup.links[0].down, plain.links[0].down);
+            assert!(dup.programs[1].run.ends_with("&& sleep 1.5"));
+            assert_eq!(
+                dup.programs[1].run.replace(" && sleep 1.5", ""),
+                plain.programs[1].run.replace("exec ", "")
+            );
+        }
     }
 }
