@@ -47,6 +47,19 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain and DIR/tfo."
     )]
     Tfo(TfoArgs),
+    /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
+    /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
+    )]
+    Pipelining(PipeliningArgs),
+    /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
+    /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
+    /// (about 60 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
+    )]
+    HttpParallel(HttpParallelArgs),
     /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
     /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
     /// default duration)
@@ -149,6 +162,51 @@ pub struct RunLengthArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct HttpParallelArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/http-parallel"
+    )]
+    pub out: PathBuf,
+    /// Do not load the page in headless Chromium even where it is installed
+    #[arg(long)]
+    pub no_chromium: bool,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PipeliningArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/pipelining"
+    )]
+    pub out: PathBuf,
+    /// The first RTT, ms (the seed's 100)
+    #[arg(long, value_name = "MS", default_value_t = 100.0)]
+    pub rtt: f64,
+    /// The second, larger RTT, ms (the seed's +200 ms)
+    #[arg(long, value_name = "MS", default_value_t = 300.0)]
+    pub rtt2: f64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct L4sArgs {
     /// Output directory
     #[arg(
@@ -213,6 +271,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
         Demo::Tfo(a) => tfo(a),
+        Demo::Pipelining(a) => pipelining(a),
+        Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
     };
@@ -321,6 +381,59 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["plain", "tfo"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
+    let outcome = demo::http_parallel::run(&demo::http_parallel::Options {
+        out_dir: a.out.clone(),
+        seed: a.seed,
+        no_chromium: a.no_chromium,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &[
+            "36-conns",
+            "6-conns",
+            "1-conn",
+            "h2",
+            "h2-coalesced",
+            "chromium",
+        ],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
+    for (what, v) in [("--rtt", a.rtt), ("--rtt2", a.rtt2)] {
+        if !(1.0..=2000.0).contains(&v) {
+            return Err(
+                lab::UsageError(format!("{what}: cannot use '{v}' (from 1 to 2000 ms)")).into(),
+            );
+        }
+    }
+    let outcome = demo::pipelining::run(&demo::pipelining::Options {
+        out_dir: a.out.clone(),
+        rtts_ms: [a.rtt, a.rtt2],
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &[
+            "no-pipelining",
+            "pipelining",
+            "no-pipelining-300ms",
+            "pipelining-300ms",
+        ],
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ mod analyze_cmd;
 mod demo_cmd;
 mod ipv6_check;
 mod shell;
+mod sweep_cmd;
 
 use std::process::ExitCode;
 
@@ -33,8 +34,11 @@ enum Command {
     Ipv6Check(Box<ipv6_check::CheckArgs>),
     Analyze(analyze_cmd::AnalyzeArgs),
     Demo(demo_cmd::DemoArgs),
+    Sweep(sweep_cmd::SweepArgs),
     #[command(flatten)]
     App(apps::AppCommand),
+    #[command(flatten)]
+    Web(web::WebCommand),
 }
 
 fn main() -> ExitCode {
@@ -52,7 +56,9 @@ fn main() -> ExitCode {
         Command::Ipv6Check(a) => ipv6_check::run(*a),
         Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Demo(a) => demo_cmd::run(&a),
+        Command::Sweep(a) => sweep_cmd::run(&a),
         Command::App(a) => apps::run(a),
+        Command::Web(a) => web::run(a),
     };
     match result {
         Ok(code) => code,

@@ -93,6 +93,7 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
             ipv4,
             ipv6,
         }],
+        aliases: vec![],
     }
 }
 
@@ -193,6 +194,20 @@ pub fn queue_delay_series_of(
         .filter(|(_, v)| !v.is_nan())
         .map(|(i, v)| (i as f64 * bin_s, *v))
         .collect())
+}
+
+/// The header of a table with one column per run: an empty corner, then the run names.
+pub fn run_header<M>(runs: &[(&str, &M)]) -> Vec<String> {
+    std::iter::once(String::new())
+        .chain(runs.iter().map(|(n, _)| n.to_string()))
+        .collect()
+}
+
+/// One row of such a table: its label, then `cell` of each run.
+pub fn run_row<M>(runs: &[(&str, &M)], label: &str, cell: &dyn Fn(&M) -> String) -> Vec<String> {
+    std::iter::once(label.to_string())
+        .chain(runs.iter().map(|(_, m)| cell(m)))
+        .collect()
 }
 
 /// A plain-text table: the first column left-aligned, the others right-aligned.

@@ -11,6 +11,10 @@
 //! - [`bufferbloat`]: FIFO against CoDel + ECN on a home line (issue 6, experiment E3).
 //! - [`l4s`]: a video call beside busy TCP flows: classic FIFO, L4S DualQ, and a path that
 //!   bleaches ECN (issue 7, experiment E6).
+//! - [`http_parallel`]: a sharded page over 36, 6 and 1 HTTP/1.1 connections and over
+//!   HTTP/2, beside headless Chromium (issue 15, experiment E10).
+//! - [`pipelining`]: a 159-resource page over 6 HTTP/1.1 connections with and without
+//!   pipelining, at two RTTs (issue 15, experiment E11).
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
@@ -21,10 +25,13 @@
 
 pub mod bufferbloat;
 mod common;
+pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;
 pub mod notsent_lowat;
+pub mod pipelining;
 pub mod pps;
 pub mod tfo;
+mod web_common;
 
 pub use common::Progress;

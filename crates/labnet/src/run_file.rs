@@ -42,6 +42,8 @@ struct RawHost {
     cc: Option<String>,
     ecn: Option<String>,
     mtu: Option<u32>,
+    #[serde(default)]
+    aliases: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -163,6 +165,7 @@ pub fn parse_run_file(
             settings,
             family,
             interfaces,
+            aliases: h.aliases.clone(),
         });
     }
     let settings = |what: &str, t: &RawSettings| -> Result<Vec<Setting>, UsageError> {

@@ -105,6 +105,7 @@ pub fn shell_config(o: &ShellOptions, files: &dyn Files) -> Result<LabConfig, Us
                 ipv4,
                 ipv6,
             }],
+            aliases: vec![],
         });
     }
     let cfg = LabConfig {

@@ -102,6 +102,10 @@ pub struct Host {
     #[serde(default)]
     pub family: Family,
     pub interfaces: Vec<Interface>,
+    /// More names for the host's first interface, in `/etc/hosts` and the DNS64 (a sharded
+    /// site's `img1`, `img2`, ... naming one server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
 impl Host {
@@ -375,6 +379,9 @@ impl LabConfig {
             if !names.insert(h.name.clone()) {
                 return usage(format!("host '{}' is defined twice", h.name));
             }
+            for a in &h.aliases {
+                check_name(&format!("host '{}' alias", h.name), a, 32)?;
+            }
             let mut ifs = HashSet::new();
             for i in &h.interfaces {
                 check_name(&format!("host '{}' interface", h.name), &i.name, 15)?;
@@ -391,6 +398,13 @@ impl LabConfig {
             if !names.insert(r.clone()) {
                 return usage(format!(
                     "'{r}' is defined twice (host and router names share one space)"
+                ));
+            }
+        }
+        for a in self.hosts.iter().flat_map(|h| &h.aliases) {
+            if !names.insert(a.clone()) {
+                return usage(format!(
+                    "alias '{a}' is taken (host names, router names and aliases share one space)"
                 ));
             }
         }
@@ -524,6 +538,9 @@ impl LabConfig {
                 let mut names = format!("{}-{}", h.name, i.name);
                 if k == 0 {
                     names = format!("{} {names}", h.name);
+                    for a in &h.aliases {
+                        names = format!("{names} {a}");
+                    }
                 }
                 if v4 && h.has_ipv4() {
                     s.push_str(&format!("{}\t{names}\n", i.ipv4));
@@ -545,7 +562,11 @@ impl LabConfig {
             for (k, i) in h.interfaces.iter().enumerate() {
                 let own = format!("{}-{}", h.name, i.name);
                 let names: Vec<&str> = if k == 0 {
-                    vec![&h.name, &own]
+                    let aliases = h.aliases.iter().map(|a| a.as_str());
+                    [h.name.as_str(), own.as_str()]
+                        .into_iter()
+                        .chain(aliases)
+                        .collect()
                 } else {
                     vec![&own]
                 };
@@ -588,6 +609,28 @@ mod tests {
         let mut o = ShellOptions::default();
         f(&mut o);
         shell_config(&o, &no_files)
+    }
+
+    #[test]
+    fn aliases_name_a_hosts_first_address_in_etc_hosts_and_the_dns64() {
+        let mut c = shell(|_| {}).unwrap();
+        c.hosts[1].aliases = vec!["img1".into(), "img2".into()];
+        c.validate().unwrap();
+        assert!(c
+            .hosts_file()
+            .contains("10.77.2.1\tserver server-eth0 img1 img2\n"));
+        let dns = nat64::dns64::Dns64::new(Default::default(), c.dns_zone());
+        let answer = dns.answer(&dns_query("img2.", 1)).unwrap();
+        assert_eq!(answer[7], 1, "one A record for the alias");
+        assert!(answer.ends_with(&[10, 77, 2, 1]));
+        c.hosts[0].aliases = vec!["img1".into()];
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("alias 'img1' is taken"));
+        c.hosts[0].aliases = vec!["server".into()];
+        assert!(c.validate().is_err());
     }
 
     #[test]

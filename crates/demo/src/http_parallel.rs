@@ -1,0 +1,487 @@
+//! `latencylab demo http-parallel`: a sharded portal page (six host names naming one server)
+//! over a 40 ms RTT broadband line, loaded with 36 parallel HTTP/1.1 connections, with 6,
+//! with 1, and over HTTP/2 (one connection per origin, and one in all with the names
+//! coalesced) (experiment E10 of `shared/seeds/004`, "SPDY: What I Like About You").
+//! Where Chromium is installed, it loads the same page in the same lab (HTTP/1.1, its own 6
+//! connections per host) so that the model is checked against a real browser.
+//!
+//! The line: 20 Mbit/s down, 2 Mbit/s up (the seed's author browses on "premium cable
+//! broadband"), 20 ms each way, a 300-packet FIFO on both directions
+//! (a home gateway's buffer, as in `demo bufferbloat`), so that many connections' initial
+//! windows at once queue or overflow there, and one connection's congestion control does not.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use lab::config::LabConfig;
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Check, Progress};
+use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+
+/// The page, shipped in `examples/pages/`.
+pub const PORTAL: &str = include_str!("../../../examples/pages/portal.toml");
+pub const BASE_RTT_MS: f64 = 40.0;
+pub const DOWN: &str = "20mbit";
+pub const UP: &str = "2mbit";
+const QUEUE: &str = "fifo limit 300";
+/// The image hosts, aliases of `server`.
+pub const SHARDS: [&str; 5] = ["img1", "img2", "img3", "img4", "img5"];
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The runs: name, page-load options.
+pub const RUNS: [(&str, &str); 5] = [
+    ("36-conns", "--per-host 6"),
+    ("6-conns", "--per-host 1"),
+    ("1-conn", "--per-host 1 --max-connections 1"),
+    ("h2", "--http 2"),
+    ("h2-coalesced", "--http 2 --coalesce"),
+];
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    pub seed: u64,
+    /// Skip the Chromium run even where Chromium is installed.
+    pub no_chromium: bool,
+    pub quiet: bool,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    pub page_load_s: f64,
+    /// Request sent → first byte, over every resource.
+    pub ttfb_ms_mean: f64,
+    pub connections: u64,
+    /// The downlink queue's sojourn.
+    pub queue_delay_p95_ms: f64,
+    /// Packets the downlink's queue dropped.
+    pub drops: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub base_rtt_ms: f64,
+    #[serde(rename = "36-conns")]
+    pub conns36: RunMetrics,
+    #[serde(rename = "6-conns")]
+    pub conns6: RunMetrics,
+    #[serde(rename = "1-conn")]
+    pub conn1: RunMetrics,
+    pub h2: RunMetrics,
+    #[serde(rename = "h2-coalesced")]
+    pub h2_coalesced: RunMetrics,
+    /// Chromium's Navigation Timing `loadEventStart`, s; null where it did not run.
+    pub chromium_page_load_s: Option<f64>,
+    /// Why Chromium did not run, when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chromium_note: Option<String>,
+}
+
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// The lab of one run: `client` loads the page from `server`, also named `img1`..`img5`.
+/// `loader` is the waited-for program (name, command).
+pub fn lab_config(page_file: &Path, loader: (&str, String), seed: u64) -> LabConfig {
+    let line = Line {
+        down: DOWN,
+        up: UP,
+        rtt_ms: BASE_RTT_MS,
+        queue: QUEUE,
+    };
+    web_lab(&line, &SHARDS, page_file, loader, seed)
+}
+
+/// Chromium's command: headless, kept in the closed world (no QUIC, no background, update or
+/// sync traffic, a fresh profile), printing the DOM after the load event.
+pub fn chromium_command(profile: &Path) -> String {
+    format!(
+        "exec {CHROMIUM} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+         --disable-background-networking --disable-component-update --disable-sync \
+         --user-data-dir={} --dump-dom http://server/",
+        profile.display()
+    )
+}
+
+struct RunData {
+    label: &'static str,
+    metrics: RunMetrics,
+    bars: Vec<[f64; 4]>,
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let page_file = opts.out_dir.join("portal.toml");
+    fs::write(&page_file, PORTAL).with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
+    let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
+    let total: f64 = expected.iter().sum::<f64>() + if chromium { 10.0 } else { 0.0 };
+    let mut progress = Progress::new(total + 4.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, ((name, args), exp)) in RUNS.iter().zip(expected).enumerate() {
+        let dir = opts.out_dir.join(name);
+        let cmd = format!("exec latencylab page-load http://server/ {args}");
+        let cfg = lab_config(&page_file, ("page-load", cmd), opts.seed);
+        let msg = format!("run {}/{}: {name}", i + 1, RUNS.len());
+        let result = progress.phase(&msg, exp, || common::run_lab_in(&cfg, &dir))?;
+        runs.push(collect(name, &dir, &result)?);
+    }
+    let (chromium_page_load_s, chromium_note) = if chromium {
+        let dir = opts.out_dir.join("chromium");
+        let profile = opts.out_dir.join("chromium-profile");
+        let _ = fs::remove_dir_all(&profile);
+        fs::create_dir_all(&profile)?;
+        let profile = profile.canonicalize()?;
+        let cfg = lab_config(
+            &page_file,
+            ("chromium", chromium_command(&profile)),
+            opts.seed,
+        );
+        progress.phase("run 6/6: headless Chromium", 10.0, || {
+            common::run_lab_in(&cfg, &dir)
+        })?;
+        let _ = fs::remove_dir_all(&profile);
+        let dom_path = dir.join("programs").join("chromium.out");
+        let dom = fs::read_to_string(&dom_path).unwrap_or_default();
+        match web::page::load_time_from_dom(&dom) {
+            Some(ms) => (Some(ms / 1e3), None),
+            None => (
+                None,
+                Some(format!(
+                    "Chromium ran but its DOM had no load time (see {})",
+                    dir.join("programs").join("chromium.err").display()
+                )),
+            ),
+        }
+    } else if opts.no_chromium {
+        (None, Some("--no-chromium".into()))
+    } else {
+        (None, Some(format!("{CHROMIUM} is not installed")))
+    };
+    let m = |i: usize| runs[i].metrics.clone();
+    let results = Results {
+        base_rtt_ms: BASE_RTT_MS,
+        conns36: m(0),
+        conns6: m(1),
+        conn1: m(2),
+        h2: m(3),
+        h2_coalesced: m(4),
+        chromium_page_load_s,
+        chromium_note,
+    };
+    let checks = checks(&results);
+    let (header, rows) = table_rows(&results);
+    let table = common::text_table(&header, &rows);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 4.0, || {
+        write_outputs(&opts.out_dir, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+fn collect(label: &'static str, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
+    let (bars, connections) = resource_bars(dir)?;
+    let down = common::link_summary(result, "path", "down")?;
+    let n = bars.len() as f64;
+    if bars.len() < 2 {
+        bail!("{}: the page load fetched only the HTML", dir.display());
+    }
+    Ok(RunData {
+        label,
+        metrics: RunMetrics {
+            page_load_s: bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3,
+            ttfb_ms_mean: bars.iter().map(|b| b[2] - b[1]).sum::<f64>() / n,
+            connections,
+            queue_delay_p95_ms: down.queue_delay_ms.p95,
+            drops: down.drops.values().sum(),
+        },
+        bars,
+    })
+}
+
+/// Issue 15's "Done when" for E10, and the seed's ordering.
+pub fn checks(r: &Results) -> Vec<Check> {
+    let c = |what: String, passed: bool| Check { what, passed };
+    let (a, b, one) = (&r.conns36, &r.conns6, &r.conn1);
+    let mut v = vec![
+        c(
+            format!(
+                "1-conn {:.1} s ≥ 3 × 36-conns {:.1} s (seed: 94 s against 16.5 s, 5.7 ×)",
+                one.page_load_s, a.page_load_s
+            ),
+            one.page_load_s >= 3.0 * a.page_load_s,
+        ),
+        c(
+            format!(
+                "36-conns {:.1} s < 6-conns {:.1} s < 1-conn {:.1} s (seed: 16.5, 27.7, 94 s)",
+                a.page_load_s, b.page_load_s, one.page_load_s
+            ),
+            a.page_load_s < b.page_load_s && b.page_load_s < one.page_load_s,
+        ),
+        c(
+            format!(
+                "h2 on one connection {:.1} s at par with 36-conns {:.1} s or better (≤ 1.25 ×; seed: SPDY about at par)",
+                r.h2_coalesced.page_load_s, a.page_load_s
+            ),
+            r.h2_coalesced.page_load_s <= 1.25 * a.page_load_s,
+        ),
+    ];
+    if let Some(cr) = r.chromium_page_load_s {
+        v.push(c(
+            format!(
+                "Chromium (6 per host) {cr:.2} s within 25 % of the model's 36-conns (6 per host) {:.2} s",
+                a.page_load_s
+            ),
+            (cr - a.page_load_s).abs() <= 0.25 * a.page_load_s,
+        ));
+    }
+    v
+}
+
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let runs = [
+        ("36-conns", &r.conns36),
+        ("6-conns", &r.conns6),
+        ("1-conn", &r.conn1),
+        ("h2", &r.h2),
+        ("h2-coalesced", &r.h2_coalesced),
+    ];
+    let header = common::run_header(&runs);
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
+    let mut rows = vec![
+        row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
+        row("mean time to first byte (ms)", &|m| {
+            format!("{:.0}", m.ttfb_ms_mean)
+        }),
+        row("connections", &|m| m.connections.to_string()),
+        row("queue delay p95 (ms)", &|m| {
+            format!("{:.1}", m.queue_delay_p95_ms)
+        }),
+        row("drops at the bottleneck", &|m| m.drops.to_string()),
+    ];
+    let mut cr = vec![
+        "headless Chromium, 6 per host (s)".to_string(),
+        match (r.chromium_page_load_s, &r.chromium_note) {
+            (Some(s), _) => format!("{s:.2}"),
+            (None, Some(n)) => format!("not run: {n}"),
+            (None, None) => "not run".into(),
+        },
+    ];
+    cr.resize(runs.len() + 1, String::new());
+    rows.push(cr);
+    (header, rows)
+}
+
+fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    let mut waterfalls: Vec<Chart> = runs
+        .iter()
+        .map(|r| {
+            let m = &r.metrics;
+            waterfall(
+                &format!("Waterfall, {}", r.label),
+                &r.bars,
+                format!(
+                    "{}: {} resources over {} connection{}, page loaded in {:.2} s; the \
+                     bottleneck queue's delay reached {:.0} ms (p95) with {} drops.",
+                    r.label,
+                    r.bars.len(),
+                    m.connections,
+                    if m.connections == 1 { "" } else { "s" },
+                    m.page_load_s,
+                    m.queue_delay_p95_ms,
+                    m.drops
+                ),
+            )
+        })
+        .collect();
+    report::same_scale(&mut waterfalls);
+    // Bars as thick vertical segments, one per run at x = 1, 2, ...
+    let bar_pts = |f: &dyn Fn(&RunMetrics) -> f64| -> Marks {
+        Marks::Segments(
+            runs.iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let x = i as f64 + 1.0;
+                    ((x, 0.0), (x, f(&r.metrics)))
+                })
+                .collect(),
+        )
+    };
+    let names = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| format!("{} = {}", i + 1, r.label))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut plt = Chart::new(
+        "Page-load time per run",
+        Axis::new("run", "see caption").with_range(0.5, runs.len() as f64 + 0.5),
+        Axis::new("page-load time", "s").from_zero(),
+    )
+    .caption(format!(
+        "Runs: {names}. The seed's trace: 16.5 s, 27.7 s and 94 s for the first three \
+         (ratios, not seconds, are what compares: the page and line differ).{}",
+        match results.chromium_page_load_s {
+            Some(s) => format!(" Orange, beside run 1: headless Chromium, {s:.2} s."),
+            None => String::new(),
+        }
+    ))
+    .with(Series::new("page load", Rgb(0, 114, 178), bar_pts(&|m| m.page_load_s)).stroke(24));
+    if let Some(s) = results.chromium_page_load_s {
+        plt.push(
+            Series::new(
+                "headless Chromium (6 per host, as run 1)",
+                Rgb(213, 94, 0),
+                Marks::Segments(vec![((1.3, 0.0), (1.3, s))]),
+            )
+            .stroke(12),
+        );
+    }
+    let qd = Chart::new(
+        "Bottleneck queue delay per run (p95)",
+        Axis::new("run", "see caption").with_range(0.5, runs.len() as f64 + 0.5),
+        Axis::new("queue delay p95", "ms").from_zero(),
+    )
+    .caption(format!(
+        "Runs: {names}. Drops at the 300-packet gateway queue: {drops}. Many connections \
+         starting at once put their initial windows into the queue together, with no shared \
+         congestion control to hold them back; the fewer connections, the less of that.",
+        drops = runs
+            .iter()
+            .map(|r| format!("{} {}", r.label, r.metrics.drops))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .with(
+        Series::new(
+            "queue delay p95",
+            Rgb(213, 94, 0),
+            bar_pts(&|m| m.queue_delay_p95_ms),
+        )
+        .stroke(24),
+    );
+    let mut files: Vec<(String, &Chart)> = runs
+        .iter()
+        .zip(&waterfalls)
+        .map(|(r, c)| (format!("waterfall-{}", r.label), c))
+        .collect();
+    files.push(("page-load".into(), &plt));
+    files.push(("queue-delay".into(), &qd));
+    for (name, c) in &files {
+        let p = dir.join(format!("{name}.png"));
+        c.write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let fig = |id: &str, c: &Chart| -> Result<Figure> {
+        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
+    };
+    let mut page = Page::new("Parallel connections, sharding and HTTP/2: a portal page");
+    page.subtitle = format!(
+        "examples/pages/portal.toml: 193 resources over 6 host names naming one server; \
+         {DOWN} down / {UP} up, {BASE_RTT_MS:.0} ms RTT, a 300-packet FIFO at the gateway."
+    );
+    let (header, rows) = table_rows(results);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Page load: the last byte of the last resource (Chromium: Navigation \
+                          Timing's loadEventStart). Time to first byte: request sent to first \
+                          byte. Queue delay and drops: the downlink's gateway queue."
+                    .into(),
+            }))
+            .with(common::findings(checks)),
+    );
+    page.push(Section::new("Side by side").with(Block::Row(vec![
+        fig("page-load", &plt)?,
+        fig("queue-delay", &qd)?,
+    ])));
+    let mut s = Section::new("Waterfalls (same scale)");
+    for (r, c) in runs.iter().zip(&waterfalls) {
+        s.push(Block::Figure(fig(&format!("waterfall-{}", r.label), c)?));
+    }
+    page.push(s);
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "*.png: every chart of this page".into(),
+        "36-conns/, 6-conns/, 1-conn/, h2/, h2-coalesced/, chromium/: each run's lab output \
+         (captures/*.pcap, links/*.log, programs/*.out)"
+            .into(),
+    ])));
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(s: f64) -> RunMetrics {
+        RunMetrics {
+            page_load_s: s,
+            ttfb_ms_mean: 50.0,
+            connections: 6,
+            queue_delay_p95_ms: 10.0,
+            drops: 0,
+        }
+    }
+
+    #[test]
+    fn checks_want_the_seeds_order_and_h2_at_par_and_judge_chromium_when_it_ran() {
+        let mut r = Results {
+            base_rtt_ms: 40.0,
+            conns36: m(3.0),
+            conns6: m(4.0),
+            conn1: m(12.0),
+            h2: m(3.2),
+            h2_coalesced: m(3.3),
+            chromium_page_load_s: None,
+            chromium_note: Some("x".into()),
+        };
+        assert_eq!(checks(&r).len(), 3);
+        assert!(checks(&r).iter().all(|c| c.passed));
+        r.chromium_page_load_s = Some(5.0);
+        r.conn1 = m(8.0);
+        let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+    }
+
+    #[test]
+    fn the_lab_names_the_server_img1_to_img5_and_waits_for_the_loader() {
+        let cfg = lab_config(
+            Path::new("/tmp/p.toml"),
+            ("page-load", "exec true".into()),
+            1,
+        );
+        cfg.validate().unwrap();
+        assert!(cfg
+            .hosts_file()
+            .contains("server server-eth0 img1 img2 img3 img4 img5"));
+        assert_eq!(cfg.programs.iter().filter(|p| p.wait).count(), 1);
+        let page = web::page::Page::parse(PORTAL).unwrap();
+        let mut hosts = page.hosts();
+        hosts.sort();
+        assert_eq!(hosts, ["img1", "img2", "img3", "img4", "img5", "server"]);
+    }
+}

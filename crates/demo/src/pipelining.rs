@@ -1,0 +1,421 @@
+//! `latencylab demo pipelining`: the seed's newsletter page (159 resources from one host) over
+//! 6 persistent HTTP/1.1 connections, with and without pipelining, at 100 ms RTT and again at
+//! 300 ms (experiment E11 of `shared/seeds/004`, "The Apex of Pipelines").
+//!
+//! The line: 20 Mbit/s down, 5 Mbit/s up, the RTT split evenly over both directions, a
+//! 1000-packet FIFO. The server is `latencylab web-server`, the browser `latencylab page-load`
+//! with `--per-host 6`, once with one request per connection at a time, once with up to
+//! [`PIPELINE_DEPTH`] outstanding.
+//!
+//! Times are counted as the seed's browser counts them: from when the page needed the resource
+//! (its HTML arrived) to its first byte (`ttfb`) and its last (`transaction`), so a request
+//! waiting for a free connection waits in the number, as it waits in front of the user.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use lab::config::LabConfig;
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Check, Progress};
+use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+
+/// The page, shipped in `examples/pages/`.
+pub const NEWSLETTER: &str = include_str!("../../../examples/pages/newsletter.toml");
+/// Requests outstanding per connection when pipelining. Firefox's pipelining let up to 32
+/// (`network.http.pipelining.maxrequests`); 8 is a moderate depth, enough that the 159
+/// requests over 6 connections (27 each) need a few refills.
+pub const PIPELINE_DEPTH: u16 = 8;
+pub const DOWN: &str = "20mbit";
+pub const UP: &str = "5mbit";
+const QUEUE: &str = "fifo limit 1000";
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// The two RTTs, ms (100 and 300 by default).
+    pub rtts_ms: [f64; 2],
+    pub seed: u64,
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    pub rtt_ms: f64,
+    pub pipeline_depth: u16,
+    pub resources: usize,
+    pub connections: u64,
+    /// Page needed the resource → its first byte.
+    pub ttfb_ms_mean: f64,
+    /// Page needed the resource → its last byte.
+    pub transaction_ms_mean: f64,
+    /// Request sent → first byte (what the wire alone costs).
+    pub wire_ttfb_ms_mean: f64,
+    pub page_load_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    #[serde(rename = "no-pipelining")]
+    pub no_pipelining: RunMetrics,
+    pub pipelining: RunMetrics,
+    #[serde(rename = "no-pipelining-300ms")]
+    pub no_pipelining_slow: RunMetrics,
+    #[serde(rename = "pipelining-300ms")]
+    pub pipelining_slow: RunMetrics,
+}
+
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// The lab of one run: client and server, one link, the server and the page load.
+pub fn lab_config(rtt_ms: f64, depth: u16, page_file: &Path, seed: u64) -> LabConfig {
+    let line = Line {
+        down: DOWN,
+        up: UP,
+        rtt_ms,
+        queue: QUEUE,
+    };
+    let load = format!("exec latencylab page-load http://server/ --per-host 6 --pipeline {depth}");
+    web_lab(&line, &[], page_file, ("page-load", load), seed)
+}
+
+/// One run's resource lines and numbers.
+struct RunData {
+    label: String,
+    metrics: RunMetrics,
+    /// (queued, sent, first byte, last byte) ms, in the order the client finished them.
+    bars: Vec<[f64; 4]>,
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    for r in opts.rtts_ms {
+        if !(1.0..=2000.0).contains(&r) {
+            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
+        }
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let page_file = opts.out_dir.join("newsletter.toml");
+    fs::write(&page_file, NEWSLETTER)
+        .with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let [fast, slow] = opts.rtts_ms;
+    let plan = [
+        ("no-pipelining", fast, 1),
+        ("pipelining", fast, PIPELINE_DEPTH),
+        ("no-pipelining-300ms", slow, 1),
+        ("pipelining-300ms", slow, PIPELINE_DEPTH),
+    ];
+    // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
+    let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
+    let total: f64 = plan.iter().map(|p| expect(p.1, p.2)).sum();
+    let mut progress = Progress::new(total + 4.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, (name, rtt, depth)) in plan.into_iter().enumerate() {
+        let dir = opts.out_dir.join(name);
+        let cfg = lab_config(rtt, depth, &page_file, opts.seed);
+        let msg = format!("run {}/4: {name} ({rtt:.0} ms RTT)", i + 1);
+        progress.phase(&msg, expect(rtt, depth), || common::run_lab_in(&cfg, &dir))?;
+        runs.push(collect(name, rtt, depth, &dir)?);
+    }
+    let m = |i: usize| runs[i].metrics.clone();
+    let results = Results {
+        no_pipelining: m(0),
+        pipelining: m(1),
+        no_pipelining_slow: m(2),
+        pipelining_slow: m(3),
+    };
+    let checks = checks(&results);
+    let (header, rows) = table_rows(&results);
+    let table = common::text_table(&header, &rows);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 4.0, || {
+        write_outputs(&opts.out_dir, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
+    let (bars, connections) = resource_bars(dir)?;
+    // The HTML (needed at 0) is the page's start, not one of its subresources.
+    let sub: Vec<&[f64; 4]> = bars.iter().filter(|b| b[0] > 0.0).collect();
+    let n = sub.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&[f64; 4]) -> f64| sub.iter().map(|b| f(b)).sum::<f64>() / n;
+    Ok(RunData {
+        label: name.into(),
+        metrics: RunMetrics {
+            rtt_ms,
+            pipeline_depth: depth,
+            resources: bars.len(),
+            connections,
+            ttfb_ms_mean: mean(&|b| b[2] - b[0]),
+            transaction_ms_mean: mean(&|b| b[3] - b[0]),
+            wire_ttfb_ms_mean: mean(&|b| b[2] - b[1]),
+            page_load_s: bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3,
+        },
+        bars,
+    })
+}
+
+/// Issue 15's "Done when" for E11: pipelining at most halves the mean TTFB, and the gap in ms
+/// grows with the RTT.
+pub fn checks(r: &Results) -> Vec<Check> {
+    let c = |what: String, passed: bool| Check { what, passed };
+    let gap = |a: &RunMetrics, b: &RunMetrics| a.ttfb_ms_mean - b.ttfb_ms_mean;
+    vec![
+        c(
+            format!(
+                "{:.0} ms RTT: pipelining's mean TTFB {:.0} ms ≤ half of {:.0} ms (seed: 1697 → 626 ms)",
+                r.pipelining.rtt_ms, r.pipelining.ttfb_ms_mean, r.no_pipelining.ttfb_ms_mean
+            ),
+            r.pipelining.ttfb_ms_mean <= 0.5 * r.no_pipelining.ttfb_ms_mean,
+        ),
+        c(
+            format!(
+                "{:.0} ms RTT: pipelining's mean TTFB {:.0} ms ≤ half of {:.0} ms",
+                r.pipelining_slow.rtt_ms,
+                r.pipelining_slow.ttfb_ms_mean,
+                r.no_pipelining_slow.ttfb_ms_mean
+            ),
+            r.pipelining_slow.ttfb_ms_mean <= 0.5 * r.no_pipelining_slow.ttfb_ms_mean,
+        ),
+        c(
+            format!(
+                "the saving grows with the RTT: {:.0} ms at {:.0} ms RTT > {:.0} ms at {:.0} ms",
+                gap(&r.no_pipelining_slow, &r.pipelining_slow),
+                r.pipelining_slow.rtt_ms,
+                gap(&r.no_pipelining, &r.pipelining),
+                r.pipelining.rtt_ms
+            ),
+            gap(&r.no_pipelining_slow, &r.pipelining_slow) > gap(&r.no_pipelining, &r.pipelining),
+        ),
+    ]
+}
+
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let runs = [
+        ("no-pipelining", &r.no_pipelining),
+        ("pipelining", &r.pipelining),
+        ("no-pipelining-300ms", &r.no_pipelining_slow),
+        ("pipelining-300ms", &r.pipelining_slow),
+    ];
+    let header = common::run_header(&runs);
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
+    let rows = vec![
+        row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms)),
+        row("requests outstanding per connection", &|m| {
+            m.pipeline_depth.to_string()
+        }),
+        row("resources / connections", &|m| {
+            format!("{} / {}", m.resources, m.connections)
+        }),
+        row("mean time to first byte (ms)", &|m| {
+            format!("{:.0}", m.ttfb_ms_mean)
+        }),
+        row("mean transaction time (ms)", &|m| {
+            format!("{:.0}", m.transaction_ms_mean)
+        }),
+        row("  of which on the wire: TTFB (ms)", &|m| {
+            format!("{:.0}", m.wire_ttfb_ms_mean)
+        }),
+        row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
+    ];
+    (header, rows)
+}
+
+fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
+    let path = dir.join("results.json");
+    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    let mut charts: Vec<(String, Chart)> = Vec::new();
+    for r in runs {
+        let m = &r.metrics;
+        let caption = format!(
+            "{}: {} resources over {} connections at {:.0} ms RTT, {} request{} outstanding per \
+             connection; mean time to first byte {:.0} ms. {}",
+            r.label,
+            m.resources,
+            m.connections,
+            m.rtt_ms,
+            m.pipeline_depth,
+            if m.pipeline_depth == 1 { "" } else { "s" },
+            m.ttfb_ms_mean,
+            if m.pipeline_depth == 1 {
+                "The grey staircase is the queue: each connection takes the next request only \
+                 after the last response, one round trip per resource."
+            } else {
+                "Requests leave in batches; the orange bars are the responses queued ahead on \
+                 the same connection, not idle round trips."
+            }
+        );
+        charts.push((
+            format!("waterfall-{}", r.label),
+            waterfall(&format!("Waterfall, {}", r.label), &r.bars, caption),
+        ));
+    }
+    let mut same = [charts[0].1.clone(), charts[1].1.clone()];
+    report::same_scale(&mut same);
+    let mut same_slow = [charts[2].1.clone(), charts[3].1.clone()];
+    report::same_scale(&mut same_slow);
+    charts[0].1 = same[0].clone();
+    charts[1].1 = same[1].clone();
+    charts[2].1 = same_slow[0].clone();
+    charts[3].1 = same_slow[1].clone();
+    let pts = |f: &dyn Fn(&RunMetrics) -> f64, a: &RunMetrics, b: &RunMetrics| {
+        vec![(a.rtt_ms, f(a)), (b.rtt_ms, f(b))]
+    };
+    let ttfb = Chart::new(
+        "Mean time to first byte against RTT",
+        Axis::new("round-trip time", "ms").from_zero(),
+        Axis::new("mean time to first byte", "ms").from_zero(),
+    )
+    .caption(
+        "Without pipelining each of the ~27 requests per connection costs a round trip in \
+         turn, so the mean grows by many times the added RTT; pipelined, the requests travel \
+         together and it grows by a few times the added RTT. Black dots: the seed's Firefox \
+         at 100 ms RTT.",
+    )
+    .with(
+        Series::line(
+            "no pipelining",
+            Rgb(213, 94, 0),
+            pts(
+                &|m| m.ttfb_ms_mean,
+                &results.no_pipelining,
+                &results.no_pipelining_slow,
+            ),
+        )
+        .stroke(3),
+    )
+    .with(
+        Series::line(
+            "pipelining",
+            Rgb(0, 114, 178),
+            pts(
+                &|m| m.ttfb_ms_mean,
+                &results.pipelining,
+                &results.pipelining_slow,
+            ),
+        )
+        .stroke(3),
+    )
+    .with(Series::scatter(
+        "seed, 100 ms RTT",
+        Rgb(0, 0, 0),
+        vec![(100.0, 1697.0), (100.0, 626.0)],
+    ));
+    charts.push(("ttfb-vs-rtt".into(), ttfb));
+    for (name, c) in &charts {
+        let p = dir.join(format!("{name}.png"));
+        c.write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let fig = |id: &str, c: &Chart| -> Result<Figure> {
+        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
+    };
+    let mut page = Page::new("HTTP/1.1 pipelining: the newsletter page over 6 connections");
+    page.subtitle = format!(
+        "159 resources from one host (examples/pages/newsletter.toml), 6 persistent \
+         connections, {DOWN} down / {UP} up; without pipelining and with up to \
+         {PIPELINE_DEPTH} requests outstanding per connection, at {:.0} and {:.0} ms RTT.",
+        results.no_pipelining.rtt_ms, results.no_pipelining_slow.rtt_ms
+    );
+    let (header, rows) = table_rows(results);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Times per subresource, from the moment the HTML arrived and the page \
+                          needed it, as the seed's browser counts; 'on the wire' is from the \
+                          request leaving to its first byte."
+                    .into(),
+            }))
+            .with(common::findings(checks)),
+    );
+    page.push(Section::new("Waterfalls").with(Block::Row(vec![
+        fig("waterfall-no-pipelining", &charts[0].1)?,
+        fig("waterfall-pipelining", &charts[1].1)?,
+    ])));
+    page.push(
+        Section::new("Waterfalls at the larger RTT").with(Block::Row(vec![
+            fig("waterfall-no-pipelining-300ms", &charts[2].1)?,
+            fig("waterfall-pipelining-300ms", &charts[3].1)?,
+        ])),
+    );
+    page.push(
+        Section::new("The gap grows with the RTT")
+            .with(Block::Figure(fig("ttfb-vs-rtt", &charts[4].1)?)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "*.png: every chart of this page".into(),
+        "no-pipelining/, pipelining/, ...: each run's lab output: captures/*.pcap, \
+         programs/page-load.out (a JSON line per connection and per resource)"
+            .into(),
+    ])));
+    let p = dir.join("report.html");
+    page.write(&p)
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(rtt: f64, depth: u16, ttfb: f64) -> RunMetrics {
+        RunMetrics {
+            rtt_ms: rtt,
+            pipeline_depth: depth,
+            resources: 159,
+            connections: 6,
+            ttfb_ms_mean: ttfb,
+            transaction_ms_mean: ttfb + 10.0,
+            wire_ttfb_ms_mean: rtt,
+            page_load_s: 3.0,
+        }
+    }
+
+    #[test]
+    fn checks_want_half_the_ttfb_and_a_gap_that_grows_with_the_rtt() {
+        let good = Results {
+            no_pipelining: m(100.0, 1, 1700.0),
+            pipelining: m(100.0, 8, 620.0),
+            no_pipelining_slow: m(300.0, 1, 5000.0),
+            pipelining_slow: m(300.0, 8, 1500.0),
+        };
+        assert!(checks(&good).iter().all(|c| c.passed));
+        let flat = Results {
+            pipelining_slow: m(300.0, 8, 4500.0),
+            ..good
+        };
+        let failed: Vec<_> = checks(&flat).into_iter().filter(|c| !c.passed).collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+    }
+
+    #[test]
+    fn the_lab_runs_the_server_and_waits_for_the_page_load() {
+        let cfg = lab_config(300.0, 8, Path::new("/tmp/p.toml"), 1);
+        cfg.validate().unwrap();
+        assert_eq!(cfg.links[0].down.to_json()["delay"], "150ms");
+        let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0].run.contains("--pipeline 8"));
+        web::page::Page::parse(NEWSLETTER).unwrap();
+    }
+}

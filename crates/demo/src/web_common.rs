@@ -1,0 +1,134 @@
+//! What the web demos share: their lab (a client and a server, whose page is served by
+//! `web-server` and loaded by a waited-for program), reading the page-load client's lines back,
+//! and the waterfall chart.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::{Axis, Chart, Marks, Rgb, Series};
+use web::WebRecord;
+
+use crate::common;
+
+/// When the loader starts, s after the lab: the server is listening by then.
+const CLIENT_START_S: f64 = 0.5;
+
+/// The line between client and server: rates, RTT (split evenly over both directions) and the
+/// queue on both.
+pub struct Line {
+    pub down: &'static str,
+    pub up: &'static str,
+    pub rtt_ms: f64,
+    pub queue: &'static str,
+}
+
+/// `client` and `server` (also named `aliases`), `web-server` serving `page_file` on the
+/// server and `loader` (program name, command) on the client, waited for.
+pub fn web_lab(
+    line: &Line,
+    aliases: &[&str],
+    page_file: &Path,
+    loader: (&str, String),
+    seed: u64,
+) -> LabConfig {
+    let one_way = format!("{}ms", line.rtt_ms / 2.0);
+    let mut server = common::host("server", 2, EcnMode::Passive);
+    server.aliases = aliases.iter().map(|s| s.to_string()).collect();
+    LabConfig {
+        seed,
+        duration_s: None,
+        hosts: vec![common::host("client", 1, EcnMode::Passive), server],
+        routers: vec![],
+        links: vec![LinkSpec {
+            name: "path".into(),
+            a: "client".into(),
+            b: "server".into(),
+            up: common::direction(line.up, &one_way, line.queue),
+            down: common::direction(line.down, &one_way, line.queue),
+        }],
+        changes: vec![],
+        programs: vec![
+            Program {
+                name: "web-server".into(),
+                host: "server".into(),
+                at_s: 0.0,
+                run: format!("exec latencylab web-server --page {}", page_file.display()),
+                wait: false,
+            },
+            Program {
+                name: loader.0.into(),
+                host: "client".into(),
+                at_s: CLIENT_START_S,
+                run: loader.1,
+                wait: true,
+            },
+        ],
+        nat64: None,
+    }
+}
+
+/// The page-load client's resource lines of a run.
+pub fn resource_bars(dir: &Path) -> Result<(Vec<[f64; 4]>, u64)> {
+    let path = dir.join("programs").join("page-load.out");
+    let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
+    let mut bars = Vec::new();
+    let mut conns = 0;
+    for r in &recs {
+        match r {
+            WebRecord::Resource {
+                queued_ms,
+                sent_ms,
+                first_byte_ms,
+                last_byte_ms,
+                ..
+            } => bars.push([*queued_ms, *sent_ms, *first_byte_ms, *last_byte_ms]),
+            WebRecord::Page { connections, .. } => conns = *connections,
+            _ => {}
+        }
+    }
+    if bars.is_empty() {
+        bail!(
+            "{}: the page load wrote no resource (see programs/page-load.err)",
+            path.display()
+        );
+    }
+    Ok((bars, conns))
+}
+
+const WAIT: Rgb = Rgb(190, 190, 190);
+const TTFB: Rgb = Rgb(230, 159, 0);
+const TRANSFER: Rgb = Rgb(0, 114, 178);
+
+/// A waterfall: one row per resource in the order the page needed and then got them, a grey
+/// bar while the request waits for a connection, orange from request to first byte, blue while
+/// the response arrives.
+pub fn waterfall(title: &str, bars: &[[f64; 4]], caption: String) -> Chart {
+    let mut sorted = bars.to_vec();
+    sorted.sort_by(|a, b| {
+        (a[1], a[3])
+            .partial_cmp(&(b[1], b[3]))
+            .expect("finite times")
+    });
+    let seg = |from: usize, to: usize| -> Vec<((f64, f64), (f64, f64))> {
+        sorted
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let y = i as f64 + 1.0;
+                ((b[from] / 1e3, y), (b[to] / 1e3, y))
+            })
+            .collect()
+    };
+    let stroke = if sorted.len() > 100 { 2 } else { 4 };
+    Chart::new(
+        title,
+        Axis::new("time since the page load started", "s").from_zero(),
+        Axis::new("resource, in the order requested", "n").from_zero(),
+    )
+    .size(900, 560)
+    .caption(caption)
+    .with(Series::new("waiting for a connection", WAIT, Marks::Segments(seg(0, 1))).stroke(stroke))
+    .with(Series::new("request → first byte", TTFB, Marks::Segments(seg(1, 2))).stroke(stroke))
+    .with(Series::new("transfer", TRANSFER, Marks::Segments(seg(2, 3))).stroke(stroke))
+}

@@ -1,0 +1,476 @@
+//! The page description: what a web page is made of, as the server serves it and the client
+//! loads it. One HTML document and the resources it references, each with a host name, a path,
+//! a size in bytes and a server think time. Parsed once from TOML (checked: a bad file is an
+//! error naming the resource and the field), expanded (`count` copies of a resource), and
+//! rendered to the HTML the server sends. No I/O here but reading the file in [`Page::load`].
+//!
+//! The file:
+//!
+//! ```toml
+//! name = "portal"
+//! [html]
+//! host = "server"
+//! bytes = 40000
+//! think_ms = 0          # optional: the server waits this long before answering
+//!
+//! [[resource]]
+//! kind = "image"        # image, script or stylesheet
+//! host = "img1"
+//! path = "/i/{i}.jpg"   # {i} counts 1..count
+//! count = 20            # optional, 1 by default
+//! bytes = 6000
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Upper bounds that keep a mistyped number from asking the server for gigabytes.
+pub const MAX_BYTES: u64 = 64 << 20;
+pub const MAX_THINK_MS: u64 = 60_000;
+pub const MAX_RESOURCES: usize = 5_000;
+
+/// A bad page file: the message names the resource and the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageError(pub String);
+
+impl fmt::Display for PageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PageError {}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Html,
+    Image,
+    Script,
+    Stylesheet,
+}
+
+impl Kind {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Kind::Html => "text/html",
+            Kind::Image => "image/gif",
+            Kind::Script => "text/javascript",
+            Kind::Stylesheet => "text/css",
+        }
+    }
+}
+
+/// One thing the page is made of, after expansion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub kind: Kind,
+    pub host: String,
+    pub path: String,
+    pub bytes: u64,
+    pub think_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub name: String,
+    /// Always at path `/`.
+    pub html: Resource,
+    /// In document order.
+    pub resources: Vec<Resource>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPage {
+    name: String,
+    html: RawHtml,
+    #[serde(default)]
+    resource: Vec<RawResource>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHtml {
+    host: String,
+    bytes: u64,
+    #[serde(default)]
+    think_ms: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResource {
+    kind: Kind,
+    host: String,
+    path: String,
+    #[serde(default = "one")]
+    count: u32,
+    bytes: u64,
+    #[serde(default)]
+    think_ms: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn check_host(what: &str, h: &str) -> Result<(), PageError> {
+    let plain = !h.is_empty()
+        && h.len() <= 63
+        && h.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if plain {
+        Ok(())
+    } else {
+        Err(PageError(format!(
+            "{what}: host '{h}' is not a plain host name (letters, digits, '-', '.')"
+        )))
+    }
+}
+
+fn check_sizes(what: &str, bytes: u64, think_ms: u64) -> Result<(), PageError> {
+    if bytes > MAX_BYTES {
+        return Err(PageError(format!(
+            "{what}: bytes = {bytes} is more than the {MAX_BYTES} a page resource may have"
+        )));
+    }
+    if think_ms > MAX_THINK_MS {
+        return Err(PageError(format!(
+            "{what}: think_ms = {think_ms} is more than {MAX_THINK_MS}"
+        )));
+    }
+    Ok(())
+}
+
+impl Page {
+    pub fn load(path: &Path) -> Result<Page, PageError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PageError(format!("{}: {e}", path.display())))?;
+        Page::parse(&text).map_err(|e| PageError(format!("{}: {e}", path.display())))
+    }
+
+    pub fn parse(text: &str) -> Result<Page, PageError> {
+        let raw: RawPage = toml::from_str(text).map_err(|e| {
+            PageError(format!(
+                "not a page description ({}); see docs/apps.md for the format",
+                e.message()
+            ))
+        })?;
+        let plain_name = raw.name.len() <= 100
+            && raw
+                .name
+                .chars()
+                .all(|c| c.is_alphanumeric() || " -_.,:()".contains(c));
+        if !plain_name {
+            return Err(PageError(format!(
+                "name = {:?}: letters, digits, spaces and -_.,:() only, at most 100 characters",
+                raw.name
+            )));
+        }
+        check_host("[html]", &raw.html.host)?;
+        check_sizes("[html]", raw.html.bytes, raw.html.think_ms)?;
+        let html = Resource {
+            kind: Kind::Html,
+            host: raw.html.host,
+            path: "/".into(),
+            bytes: raw.html.bytes,
+            think_ms: raw.html.think_ms,
+        };
+        let mut resources = Vec::new();
+        let mut seen = HashSet::from(["/".to_string()]);
+        for (k, r) in raw.resource.iter().enumerate() {
+            let what = format!("resource {} ({})", k + 1, r.path);
+            check_host(&what, &r.host)?;
+            check_sizes(&what, r.bytes, r.think_ms)?;
+            let plain_path = r.path.starts_with('/')
+                && r.path.len() <= 200
+                && r.path
+                    .chars()
+                    .all(|c| c.is_ascii_graphic() && !"\"'<>\\#?%".contains(c));
+            if !plain_path {
+                return Err(PageError(format!(
+                    "{what}: path must start with '/' and hold only plain characters (no quotes, '<', '>', '#', '?', '%')"
+                )));
+            }
+            if r.kind == Kind::Html {
+                return Err(PageError(format!(
+                    "{what}: kind = \"html\" is the [html] table's; a resource is image, script or stylesheet"
+                )));
+            }
+            if r.count == 0 || (r.count > 1 && !r.path.contains("{i}")) {
+                return Err(PageError(format!(
+                    "{what}: count = {} needs count >= 1, and a path with {{i}} when count > 1",
+                    r.count
+                )));
+            }
+            for i in 1..=r.count {
+                if resources.len() >= MAX_RESOURCES {
+                    return Err(PageError(format!(
+                        "{what}: the page has more than {MAX_RESOURCES} resources"
+                    )));
+                }
+                let path = r.path.replace("{i}", &i.to_string());
+                if !seen.insert(path.clone()) {
+                    return Err(PageError(format!("{what}: path {path} appears twice")));
+                }
+                resources.push(Resource {
+                    kind: r.kind,
+                    host: r.host.clone(),
+                    path,
+                    bytes: r.bytes,
+                    think_ms: r.think_ms,
+                });
+            }
+        }
+        Ok(Page {
+            name: raw.name,
+            html,
+            resources,
+        })
+    }
+
+    /// Every resource, the HTML first.
+    pub fn all(&self) -> impl Iterator<Item = &Resource> {
+        std::iter::once(&self.html).chain(self.resources.iter())
+    }
+
+    /// The host names the page uses, in first-use order.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in self.all() {
+            if !out.contains(&r.host) {
+                out.push(r.host.clone());
+            }
+        }
+        out
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.all().map(|r| r.bytes).sum()
+    }
+
+    /// The HTML document: a `<link>`, `<script>` or `<img>` per resource with an absolute URL
+    /// (`scheme://host[:port]path`), padded with a comment to `html.bytes` when that is larger.
+    /// Scripts are `async` so that a browser fetches them as it would a page's scripts but
+    /// does not wait on their (empty) execution.
+    pub fn render_html(&self, scheme: &str, port: u16) -> Vec<u8> {
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        let origin = |h: &str| {
+            if port == default_port {
+                format!("{scheme}://{h}")
+            } else {
+                format!("{scheme}://{h}:{port}")
+            }
+        };
+        let mut s = format!(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n",
+            self.name
+        );
+        for r in &self.resources {
+            let url = format!("{}{}", origin(&r.host), r.path);
+            let tag = match r.kind {
+                Kind::Stylesheet => format!("<link rel=\"stylesheet\" href=\"{url}\">\n"),
+                Kind::Script => format!("<script async src=\"{url}\"></script>\n"),
+                Kind::Image | Kind::Html => {
+                    format!("<img src=\"{url}\" width=\"1\" height=\"1\">\n")
+                }
+            };
+            s.push_str(&tag);
+        }
+        s.push_str("</head><body>\n");
+        s.push_str(LOAD_TIME_SCRIPT);
+        let tail = "</body></html>\n";
+        let want = self.html.bytes as usize;
+        let have = s.len() + tail.len();
+        if want > have + 9 {
+            s.push_str("<!--");
+            s.push_str(&"x".repeat(want - have - 8));
+            s.push_str("-->\n");
+        }
+        s.push_str(tail);
+        s.into_bytes()
+    }
+}
+
+/// Puts Navigation Timing's `loadEventStart` (ms since the navigation started) in the
+/// document's title when the load event fires, so that a browser run headless with
+/// `--dump-dom` reports it. `loadEventEnd` is not yet set inside a load handler; the two
+/// differ by the load handlers' run time, and this is the page's only handler.
+pub const LOAD_TIME_SCRIPT: &str = "<script>addEventListener(\"load\",function(){var n=performance.getEntriesByType(\"navigation\")[0];document.title=\"loadEventStart=\"+n.loadEventStart.toFixed(1)})</script>\n";
+
+/// The `loadEventStart` a page rendered by [`Page::render_html`] put in its title, from the
+/// DOM a headless browser dumped.
+pub fn load_time_from_dom(dom: &str) -> Option<f64> {
+    let i = dom.find("<title>loadEventStart=")? + "<title>loadEventStart=".len();
+    let end = dom[i..].find('<')?;
+    dom[i..i + end].trim().parse().ok()
+}
+
+/// A resource's body: `bytes` bytes that are valid for its type (a comment for scripts and
+/// stylesheets, so a browser parses them without error).
+pub fn body(kind: Kind, bytes: u64) -> Vec<u8> {
+    let n = bytes as usize;
+    let (open, close) = match kind {
+        Kind::Script | Kind::Stylesheet => ("/*", "*/"),
+        Kind::Image | Kind::Html => ("", ""),
+    };
+    if n < open.len() + close.len() {
+        return vec![b' '; n];
+    }
+    let mut v = Vec::with_capacity(n);
+    v.extend_from_slice(open.as_bytes());
+    v.resize(n - close.len(), b'x');
+    v.extend_from_slice(close.as_bytes());
+    v
+}
+
+/// The absolute URLs in an HTML document's `src="..."` and `href="..."` attributes, in
+/// document order. This reads the documents [`Page::render_html`] writes (double-quoted
+/// attributes); it is not an HTML parser and does not pretend to be one.
+pub fn referenced_urls(html: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(html);
+    let mut out = Vec::new();
+    let mut rest: &str = &text;
+    loop {
+        let next = ["src=\"", "href=\""]
+            .iter()
+            .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
+            .min();
+        let Some((i, klen)) = next else { break };
+        rest = &rest[i + klen..];
+        let Some(end) = rest.find('"') else { break };
+        let url = &rest[..end];
+        if url.starts_with("http://") || url.starts_with("https://") {
+            out.push(url.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: &str = r#"
+name = "t"
+[html]
+host = "server"
+bytes = 2000
+[[resource]]
+kind = "stylesheet"
+host = "server"
+path = "/s.css"
+bytes = 100
+[[resource]]
+kind = "image"
+host = "img1"
+path = "/i/{i}.gif"
+count = 3
+bytes = 500
+think_ms = 20
+"#;
+
+    #[test]
+    fn count_expands_a_resource_into_numbered_copies_in_document_order() {
+        let p = Page::parse(PAGE).unwrap();
+        let paths: Vec<&str> = p.resources.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/s.css", "/i/1.gif", "/i/2.gif", "/i/3.gif"]);
+        assert_eq!(p.resources[3].think_ms, 20);
+        assert_eq!(p.total_bytes(), 2000 + 100 + 3 * 500);
+        assert_eq!(p.hosts(), ["server", "img1"]);
+    }
+
+    #[test]
+    fn the_rendered_html_has_the_described_size_and_references_every_resource() {
+        let p = Page::parse(PAGE).unwrap();
+        let html = p.render_html("http", 8080);
+        assert_eq!(html.len(), 2000);
+        let urls = referenced_urls(&html);
+        assert_eq!(urls.len(), 4);
+        assert_eq!(urls[0], "http://server:8080/s.css");
+        assert_eq!(urls[3], "http://img1:8080/i/3.gif");
+        let tls = p.render_html("https", 443);
+        assert_eq!(referenced_urls(&tls)[1], "https://img1/i/1.gif");
+    }
+
+    #[test]
+    fn bodies_have_the_exact_size_and_scripts_are_one_comment() {
+        assert_eq!(body(Kind::Image, 0).len(), 0);
+        let s = body(Kind::Script, 10);
+        assert_eq!(s, b"/*xxxxxx*/");
+        assert_eq!(body(Kind::Stylesheet, 3).len(), 3);
+    }
+
+    #[test]
+    fn bad_page_files_name_the_resource_and_the_field() {
+        let e = Page::parse("name = 1").unwrap_err();
+        assert!(e.0.contains("not a page description"), "{e}");
+        let bad_host = PAGE.replace("host = \"img1\"", "host = \"img 1\"");
+        let e = Page::parse(&bad_host).unwrap_err();
+        assert!(
+            e.0.contains("resource 2 (/i/{i}.gif)") && e.0.contains("'img 1'"),
+            "{e}"
+        );
+        let no_i = PAGE.replace("/i/{i}.gif", "/i/x.gif");
+        assert!(Page::parse(&no_i).unwrap_err().0.contains("{i}"));
+        let huge = PAGE.replace("bytes = 500", "bytes = 99999999999");
+        assert!(Page::parse(&huge)
+            .unwrap_err()
+            .0
+            .contains("bytes = 99999999999"));
+        let twice = format!(
+            "{PAGE}[[resource]]\nkind = \"image\"\nhost = \"a\"\npath = \"/s.css\"\nbytes = 1\n"
+        );
+        assert!(Page::parse(&twice).unwrap_err().0.contains("appears twice"));
+        let quote = PAGE.replace("/s.css", "/s\\\".css");
+        assert!(Page::parse(&quote)
+            .unwrap_err()
+            .0
+            .contains("plain characters"));
+    }
+
+    #[test]
+    fn the_load_time_is_read_back_from_the_title_of_a_dumped_dom() {
+        let dom = "<html><head><title>loadEventStart=1234.5</title></head></html>";
+        assert_eq!(load_time_from_dom(dom), Some(1234.5));
+        assert_eq!(load_time_from_dom("<title>t</title>"), None);
+        let p = Page::parse(PAGE).unwrap();
+        let html = String::from_utf8(p.render_html("http", 80)).unwrap();
+        assert!(html.contains(LOAD_TIME_SCRIPT));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_a_page_error_or_a_page_whose_html_references_every_resource(
+            text in "(name = \"[a-z<\"]{0,6}\"\n)?(\\[html\\]\nhost = \"[a-z1 ]{1,4}\"\nbytes = [0-9]{1,4}\n)?(\\[\\[resource\\]\\]\nkind = \"(image|script|html)\"\nhost = \"s\"\npath = \"/[a-z{}i\"]{0,5}\"\ncount = [0-3]\nbytes = [0-9]{1,3}\n){0,3}"
+        ) {
+            if let Ok(page) = Page::parse(&text) {
+                let html = page.render_html("http", 80);
+                proptest::prop_assert_eq!(referenced_urls(&html).len(), page.resources.len());
+            }
+        }
+
+        #[test]
+        fn any_bytes_scan_for_urls_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = referenced_urls(&bytes);
+        }
+    }
+
+    #[test]
+    fn a_page_name_that_would_break_the_html_is_refused() {
+        let e = Page::parse(&PAGE.replace("name = \"t\"", "name = \"x src=\\\"http://a/\\\"\""))
+            .unwrap_err();
+        assert!(e.0.starts_with("name = "), "{e}");
+    }
+
+    #[test]
+    fn referenced_urls_ignores_relative_and_unterminated_attributes() {
+        let u = referenced_urls(b"<img src=\"/rel\"><a href=\"http://a/b\"><img src=\"http://x");
+        assert_eq!(u, ["http://a/b"]);
+    }
+}

@@ -1,0 +1,173 @@
+"""latencylab from Python: sweeps and run directories as DataFrames.
+
+Everything here drives the ``latencylab`` binary and reads what it leaves on disk through the
+documented formats (docs/run-dir.md, docs/sweeps.md); nothing reimplements a lab.
+
+    >>> import latencylab
+    >>> df = latencylab.sweep("examples/sweep-small.toml", out="out/small")
+    >>> df.select("queue", "seed", "udp_rtt_p95_ms")
+    >>> run = latencylab.read_run("out/small/runs/r0000")
+    >>> run.summary["links"][0]["queue_delay_ms"]["p95"]
+
+Labs need root (namespaces and TUN devices): run Python as root, or give ``binary=["sudo",
+"latencylab"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import polars as pl
+
+__all__ = ["sweep", "read_results", "read_run", "Run", "SweepError"]
+
+PathLike = Union[str, os.PathLike]
+
+
+class SweepError(ValueError):
+    """A mistake in the sweep file or the options: latencylab's one line about it."""
+
+
+def _binary(binary: Union[None, str, Sequence[str]]) -> list[str]:
+    if binary is None:
+        binary = os.environ.get("LATENCYLAB") or shutil.which("latencylab")
+        if binary is None:
+            raise FileNotFoundError(
+                "no latencylab binary: put it on PATH, set LATENCYLAB, or pass binary="
+            )
+    return [binary] if isinstance(binary, (str, os.PathLike)) else list(binary)
+
+
+def sweep(
+    file: PathLike,
+    out: Optional[PathLike] = None,
+    *,
+    jobs: Optional[int] = None,
+    ray: Optional[str] = None,
+    binary: Union[None, str, Sequence[str]] = None,
+    quiet: bool = True,
+) -> pl.DataFrame:
+    """Runs ``latencylab sweep FILE -o OUT`` and returns its results table, one row per run.
+
+    ``out`` defaults to ``out/NAME`` for ``NAME.toml``. A sweep that was stopped resumes: only
+    the missing runs run. ``ray="auto"`` (or a cluster's address) runs each lab as a Ray task
+    on a worker node (docs/sweeps.md). Runs that failed are rows too (``status`` is ``failed``, ``error``
+    says why). Raises :class:`SweepError` for a mistake in the sweep file, ``RuntimeError``
+    when the sweep itself could not run.
+    """
+    file = Path(file)
+    out = Path(out) if out is not None else Path("out") / file.stem
+    cmd = _binary(binary) + ["sweep", str(file), "-o", str(out)]
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
+    if ray is not None:
+        cmd += ["--ray", ray]
+    if quiet:
+        cmd.append("--quiet")
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = p.stderr.strip()
+    if p.returncode == 2:
+        raise SweepError(err.splitlines()[-1] if err else "latencylab sweep: usage error")
+    if p.returncode not in (0, 1) or not (out / "results.parquet").exists():
+        raise RuntimeError(f"latencylab sweep exited with {p.returncode}: {err}")
+    return read_results(out)
+
+
+def read_results(out: PathLike) -> pl.DataFrame:
+    """The results table of the sweep in ``out`` (``results.parquet``), as it stands."""
+    return pl.read_parquet(Path(out) / "results.parquet")
+
+
+# The link log's columns (docs/run-dir.md, "Link logs").
+LINK_LOG_COLUMNS = ["time_ns", "event", "id", "bytes", "sojourn_ns", "flow", "ecn", "cause"]
+
+
+@dataclass
+class Run:
+    """One run directory (docs/run-dir.md), read through its documented layout."""
+
+    path: Path
+    lab: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    #: A demo's ``results.json``, else ``None``.
+    results: Optional[dict] = None
+
+    def links(self) -> pl.DataFrame:
+        """One row per link direction of ``summary.json``: the counters and queue delays."""
+        rows = []
+        for link in self.summary.get("links", []):
+            q = link.get("queue_delay_ms") or {}
+            rows.append(
+                {
+                    "link": link.get("name"),
+                    "direction": link.get("direction"),
+                    "queue": link.get("queue"),
+                    "packets_in": link.get("packets_in"),
+                    "packets_out": link.get("packets_out"),
+                    "drops": sum((link.get("drops") or {}).values()),
+                    "ce_marks": link.get("ce_marks"),
+                    "throughput_mbps": (link.get("throughput_bps") or 0) / 1e6,
+                    **{f"queue_delay_{k}_ms": q.get(k) for k in ("p50", "p95", "p99", "max")},
+                }
+            )
+        return pl.DataFrame(rows)
+
+    def link_log(self, link: str, direction: str) -> pl.DataFrame:
+        """Every packet event of ``links/LINK-DIRECTION.log``; ``-`` cells are null."""
+        path = self.path / "links" / f"{link}-{direction}.log"
+        with open(path, encoding="utf-8") as f:
+            header = f.readline()
+        if not header.startswith("#"):
+            raise ValueError(f"{path}: no header line starting with '#'")
+        df = pl.read_csv(
+            path,
+            separator="\t",
+            has_header=False,
+            skip_rows=1,
+            new_columns=LINK_LOG_COLUMNS,
+            null_values="-",
+            schema_overrides={"time_ns": pl.Int64, "id": pl.Int64, "bytes": pl.Int64,
+                              "sojourn_ns": pl.Int64},
+        )
+        if df.width != len(LINK_LOG_COLUMNS):
+            raise ValueError(f"{path}: {df.width} fields, not {len(LINK_LOG_COLUMNS)}")
+        return df
+
+    def program_lines(self, name: str) -> list[dict]:
+        """The JSON lines a program wrote (``programs/NAME.out``, or a sweep's shell
+        ``command.out`` for ``name="command"``); a torn last line is left out."""
+        path = self.path / ("command.out" if name == "command" else f"programs/{name}.out")
+        lines = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("{"):
+                try:
+                    lines.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+        return lines
+
+
+def read_run(path: PathLike) -> Run:
+    """Reads the run directory ``path``: ``lab.json``, ``summary.json`` and, for a demo,
+    ``results.json``. Raises ``FileNotFoundError`` when it has no ``summary.json``."""
+    path = Path(path)
+
+    def load(name: str) -> Any:
+        with open(path / name, encoding="utf-8") as f:
+            return json.load(f)
+
+    results = load("results.json") if (path / "results.json").exists() else None
+    if not (path / "summary.json").exists() and results is None:
+        raise FileNotFoundError(f"{path} is not a run directory: it has no summary.json")
+    return Run(
+        path=path,
+        lab=load("lab.json") if (path / "lab.json").exists() else {},
+        summary=load("summary.json") if (path / "summary.json").exists() else {},
+        results=results,
+    )
