@@ -68,6 +68,37 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
     )]
     Nagle(NagleArgs),
+    /// One bulk TCP download through a hop that forwards at most N packets a second, at MTU
+    /// 1500 and at MTU 9000 (about 50 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
+    )]
+    Pps(PpsArgs),
+}
+
+/// The options of `demo pps`.
+#[derive(clap::Args, Debug)]
+pub struct PpsArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/pps"
+    )]
+    pub out: PathBuf,
+    /// Length of each run's transfer: a time (20s, 1m) or a number of seconds
+    #[arg(long, value_name = "TIME", default_value = "20s")]
+    pub duration: String,
+    /// The hop's ceiling, packets per second each way (from 100 to 100000)
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub pps: u64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The options of `demo tfo`.
@@ -244,6 +275,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
+        Demo::Pps(a) => pps(a),
     };
     lab::restore_signals(old);
     r
@@ -300,6 +332,32 @@ fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["nagle", "nodelay", "writev"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "TCP needs a few seconds to fill the hop")?;
+    if !(100..=100_000).contains(&a.pps) {
+        return Err(lab::UsageError(format!(
+            "--pps: cannot use '{}' (from 100 to 100000 packets per second)",
+            a.pps
+        ))
+        .into());
+    }
+    let outcome = demo::pps::run(&demo::pps::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        pps: a.pps,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["mtu1500", "mtu9000"],
     );
     Ok(ExitCode::SUCCESS)
 }

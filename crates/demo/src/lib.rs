@@ -20,6 +20,8 @@
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
 //! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
 //!   (issue 12, experiment E7).
+//! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
+//!   and 9000 (issue 12, experiment E9).
 
 pub mod bufferbloat;
 mod common;
@@ -28,6 +30,7 @@ pub mod l4s;
 pub mod nagle;
 pub mod notsent_lowat;
 pub mod pipelining;
+pub mod pps;
 pub mod tfo;
 mod web_common;
 
