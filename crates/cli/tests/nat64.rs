@@ -388,8 +388,8 @@ fn ipv6_check_names_an_ipv4_literal_as_the_failure() {
         "check-literal",
         "import os, socket\ntry:\n    socket.create_connection((os.environ['LATENCYLAB_SERVER'], 5202), timeout=2)\nexcept OSError:\n    raise SystemExit(1)",
     );
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
+    let out = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stdout));
     let (server4, _) = server_addrs(&dir);
     assert!(
         out.contains(&format!(
@@ -410,8 +410,8 @@ fn ipv6_check_passes_a_program_that_connects_by_name() {
         "check-name",
         "import socket\ns = socket.create_connection(('server', 5202), timeout=2)\ns.sendall(b'x' * 24)\ns.close()",
     );
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let out = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stdout));
     assert!(out.contains("no findings"), "{out}");
     let _ = fs::remove_dir_all(&dir);
     assert_nothing_left();
@@ -424,8 +424,8 @@ fn ipv6_check_traces_a_failed_connect_back_to_an_a_only_lookup() {
         "check-a-only",
         "import socket\nai = socket.getaddrinfo('server', 5202, socket.AF_INET, socket.SOCK_STREAM)\ns = socket.socket(socket.AF_INET)\ntry:\n    s.connect(ai[0][4])\nexcept OSError:\n    raise SystemExit(1)",
     );
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
+    let out = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stdout));
     assert!(
         out.contains("the lookup of 'server' asked for A records only"),
         "{out}"

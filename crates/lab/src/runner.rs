@@ -145,6 +145,9 @@ pub struct RunResult {
     /// or 128 + signal when the lab was stopped by one.
     pub exit_code: i32,
     pub summary: Summary,
+    /// With `--server` and COMMAND: whether the server listened when COMMAND started (`false`
+    /// when the wait ran out or the server had exited); `None` otherwise.
+    pub server_listened: Option<bool>,
 }
 
 struct Prog {
@@ -465,7 +468,9 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let mut duration_over = false;
     let link_idx = cfg.link_index();
     let mut command_pending = opts.command.clone();
-    let server_wait_until = Instant::ZERO + SERVER_READY_TIMEOUT;
+    // From the server's start, not the lab's: setting a lab up can take seconds on a busy machine.
+    let server_wait_until = now_of(sys::monotonic_ns()) + SERVER_READY_TIMEOUT;
+    let mut server_listened = None;
 
     let mut stopping: Option<(Instant, i32)> = None; // (kill deadline, exit code)
     let mut exit_code = 0;
@@ -487,9 +492,9 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             let ready = match server_idx {
                 None => true,
                 Some(s) => {
-                    process::has_listener(progs[s].child.id())
-                        || now >= server_wait_until
-                        || progs[s].child.try_wait()?.is_some()
+                    let listens = process::has_listener(progs[s].child.id());
+                    server_listened = Some(listens);
+                    listens || now >= server_wait_until || progs[s].child.try_wait()?.is_some()
                 }
             };
             if ready && stopping.is_none() {
@@ -712,7 +717,11 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     }
     drop(fwd);
     drop(td);
-    Ok(RunResult { exit_code, summary })
+    Ok(RunResult {
+        exit_code,
+        summary,
+        server_listened,
+    })
 }
 
 fn describe(cfg: &LabConfig) {

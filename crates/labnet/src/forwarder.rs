@@ -205,10 +205,7 @@ impl Forwarder {
             Some(spec) => {
                 let node = node_of(cfg.attach(&spec.at)?);
                 let t = Translator::new(spec, cfg.dns_zone(), dir_seed(cfg.seed, usize::MAX, 0))?;
-                let prefix: nat64::Prefix = spec
-                    .prefix
-                    .parse()
-                    .map_err(|e| UsageError(format!("nat64 prefix: {e}")))?;
+                let prefix = spec.prefix;
                 let nat_ep = ifaces.len();
                 route_towards(
                     &mut net,

@@ -252,6 +252,18 @@ pub fn parse_run_file(
             wait: p.wait.unwrap_or(false),
         });
     }
+    let nat64 = match &raw.nat64 {
+        None => None,
+        Some(n) => Some(Nat64Spec {
+            prefix: match &n.prefix {
+                None => NAT64_PREFIX,
+                Some(p) => p.parse().map_err(|e| {
+                    UsageError(format!("{name}: nat64: prefix: {e} (try 64:ff9b::/96)"))
+                })?,
+            },
+            ..Nat64Spec::at(&n.at)
+        }),
+    };
     let cfg = LabConfig {
         seed: seed_override.or(raw.seed).unwrap_or(1),
         duration_s: raw
@@ -264,10 +276,7 @@ pub fn parse_run_file(
         links,
         changes,
         programs,
-        nat64: raw.nat64.as_ref().map(|n| Nat64Spec {
-            prefix: n.prefix.clone().unwrap_or_else(|| NAT64_PREFIX.into()),
-            ..Nat64Spec::at(&n.at)
-        }),
+        nat64,
     };
     if let Some(n) = &raw.nat64 {
         if n.ipv6_only.is_empty() {

@@ -134,8 +134,10 @@ pub struct Nat64Spec {
     /// Where the translator and the DNS64 sit: a router, `HOST` or `HOST.IFACE` (a node of the
     /// tree of links). Packets reach them over the links like any other.
     pub at: String,
-    /// Pref64::/n (RFC 6052).
-    pub prefix: String,
+    /// Pref64::/n (RFC 6052), parsed once where the lab is specified; `lab.json` has it as
+    /// text (`64:ff9b::/96`).
+    #[serde(with = "prefix_text")]
+    pub prefix: nat64::Prefix,
     /// The translator's IPv4 address (its whole pool), from the lab's own range.
     pub pool4: Ipv4Addr,
     /// The DNS64's address, which IPv6-only hosts have as their resolver.
@@ -147,13 +149,28 @@ pub struct Nat64Spec {
 pub const NAT64_POOL4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 64);
 /// The DNS64's address: outside every interface's fd4c:6c61:6200:i::/64 (i is at most 250).
 pub const DNS64_ADDR: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 0xffff, 0, 0, 0, 0x53);
-pub const NAT64_PREFIX: &str = "64:ff9b::/96";
+/// The Well-Known Prefix `64:ff9b::/96` (RFC 6052 §2.1).
+pub const NAT64_PREFIX: nat64::Prefix = nat64::prefix::WELL_KNOWN;
+
+/// A [`nat64::Prefix`] in `lab.json`: its text, parsed back with the RFC 6052 checks.
+mod prefix_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &nat64::Prefix, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(p)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<nat64::Prefix, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 impl Nat64Spec {
     pub fn at(at: &str) -> Nat64Spec {
         Nat64Spec {
             at: at.into(),
-            prefix: NAT64_PREFIX.into(),
+            prefix: NAT64_PREFIX,
             pool4: NAT64_POOL4,
             dns: DNS64_ADDR,
         }
@@ -510,9 +527,6 @@ impl LabConfig {
         if let Some(n) = &self.nat64 {
             self.attach(&n.at)
                 .map_err(|e| UsageError(format!("nat64: at: {e}")))?;
-            n.prefix
-                .parse::<nat64::Prefix>()
-                .map_err(|e| UsageError(format!("nat64: prefix: {e} (try 64:ff9b::/96)")))?;
         }
         Ok(())
     }

@@ -54,10 +54,7 @@ pub struct Translator {
 
 impl Translator {
     pub fn new(spec: &Nat64Spec, zone: Zone, seed: u64) -> Result<Translator, UsageError> {
-        let prefix: nat64::Prefix = spec
-            .prefix
-            .parse()
-            .map_err(|e| UsageError(format!("nat64 prefix: {e}")))?;
+        let prefix = spec.prefix;
         let params = Params {
             prefix,
             pool4: vec![spec.pool4],
