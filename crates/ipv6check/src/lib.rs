@@ -435,9 +435,40 @@ pub fn passed(e: &Evidence, v: &Verdict) -> bool {
     v.findings.is_empty() && e.exit_code == 0
 }
 
+/// The entry point of the fuzz target `ipv6check_trace` and its proptest twin: `data` as a
+/// strace log and as a captured packet, through the whole check.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut flows = Flows::default();
+    flows.packet(data);
+    let e = Evidence {
+        calls: Some(parse_strace(&text)),
+        tcp: flows.tcp(),
+        udp_unanswered: flows.udp_unanswered(),
+        exit_code: data.first().map_or(0, |b| i32::from(*b & 1)),
+        server_listening: data.get(1).map(|b| b & 1 == 1),
+        ..Evidence::default()
+    };
+    let v = analyze(&e);
+    let _ = render(&e, &v);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_trace_or_packet_goes_through_the_check_without_a_panic(
+            data in proptest::collection::vec(any::<u8>(), 0..400),
+            lines in proptest::collection::vec("[0-9]{1,3} (socket|connect|sendto|openat)\\([ -~]{0,120}\\) = -?[0-9] ?[A-Z]{0,8}", 0..8),
+        ) {
+            fuzz_one(&data);
+            fuzz_one(lines.join("\n").as_bytes());
+        }
+    }
 
     /// A strace line of a connect.
     fn connect(pid: u32, fd: i32, addr: &str, err: Option<&str>) -> String {
