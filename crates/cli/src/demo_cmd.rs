@@ -76,9 +76,9 @@ pub enum Demo {
     Pps(PpsArgs),
     /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
     /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
-    /// (about 90 s with the default duration)
+    /// (about 105 s with the default duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 30s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
+        after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
     )]
     Fallback(FallbackArgs),
 }
@@ -94,9 +94,9 @@ pub struct FallbackArgs {
         default_value = "out/fallback"
     )]
     pub out: PathBuf,
-    /// How long the phone makes requests: a time (25s) or a number of seconds, from 23s
+    /// How long the phone makes requests: a time (35s) or a number of seconds, from 23s
     /// (the Wi-Fi comes back at 20 s)
-    #[arg(long, value_name = "TIME", default_value = "30s")]
+    #[arg(long, value_name = "TIME", default_value = "35s")]
     pub duration: String,
     /// Seed for every random choice in the labs
     #[arg(long, default_value_t = 1)]

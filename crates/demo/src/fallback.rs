@@ -284,7 +284,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
             dir.display()
         );
     }
-    let analysis = common::analyze_pcap(&dir.join("captures").join("phone-rmnet0.pcap"))?;
+    let analysis = common::analyze_pcap(&dir.join("captures").join("phone-wlan0.pcap"))?;
     Ok(RunData {
         variant: v,
         metrics: metrics(&requests),
@@ -485,7 +485,7 @@ fn timeline(run: &RunData) -> Chart {
     )
     .size(900, 360)
     .caption(format!(
-        "Grey band: the Wi-Fi passes nothing ({OUTAGE_START_S:.0} s to {OUTAGE_END_S:.0} s). \
+        "Grey frame: the Wi-Fi passes nothing ({OUTAGE_START_S:.0} s to {OUTAGE_END_S:.0} s). \
          Blue: over Wi-Fi; orange: over cellular; red: no answer within {TIMEOUT_S:.0} s. \
          {}; {} failed, {:.0} % over cellular, back on Wi-Fi {}.",
         m.request_ms_max
@@ -562,8 +562,9 @@ fn page(
     page.push(
         Section::new("What the analyzer found")
             .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's capture of the phone's \
-                 cellular interface (phone-rmnet0.pcap): what went over cellular, and how."
+                "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
+                 interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
+                 went unanswered (`syn_timeout`)."
                     .into(),
             ))
             .with(common::analyzer_findings(&analyses)),

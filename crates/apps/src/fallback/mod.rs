@@ -4,8 +4,8 @@
 //!
 //! Modes of the client (`--mode`):
 //! - `default`: a new connection per request over the default route, as most apps connect;
-//!   a dead Wi-Fi costs it the kernel's SYN retransmissions (1 s, 3 s, 7 s … after the first
-//!   SYN) until `--timeout`.
+//!   a dead Wi-Fi costs it the kernel's SYN retransmissions (a second apart at first, then
+//!   doubling) until one gets through or `--timeout` passes.
 //! - `race`: a new connection per request, raced as RFC 8305 §5 specifies: an attempt over the
 //!   preferred interface, a second over the fallback after the Connection Attempt Delay
 //!   (`--attempt-delay`, 250 ms by RFC 8305 §8's recommendation), the first to connect wins
