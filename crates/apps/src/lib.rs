@@ -107,7 +107,7 @@ pub enum AppCommand {
     /// A request every second over two interfaces: plain connect, an RFC 8305 race with a
     /// Better Route probe, or one MPTCP connection.
     #[command(
-        after_help = "Example:\n  latencylab fallback-client server:5208 --mode race --primary wlan0 --secondary rmnet0 --duration 25s --out fallback.jsonl"
+        after_help = "Example:\n  latencylab fallback-client server:5208 --mode race --duration 25s --out f.jsonl"
     )]
     FallbackClient(fallback::FallbackClientArgs),
 }
