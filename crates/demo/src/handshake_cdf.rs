@@ -354,6 +354,17 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) ->
             rtts.join(", ")
         ))),
     );
+    page.push(
+        Section::new("What the analyzer found")
+            .with(Block::Paragraph(
+                "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or \
+                 queued here, so the only cause it can name is the distance itself: \
+                 `path_delay` on the connections to the far servers, whose time went to \
+                 round trips."
+                    .into(),
+            ))
+            .with(common::analyzer_findings(&[("browsing", a)])),
+    );
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "handshake-cdf.png: the chart of this page".into(),
