@@ -9,11 +9,11 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -25,10 +25,11 @@ use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
-use crate::process::{self, Launch};
+use crate::process::{self, Launch, LaunchSpec, Launcher};
 use crate::sys;
 use labnet::lifecycle::{
-    earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, Wait,
+    earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, StallMeter, Wait,
+    HEARTBEAT, STALL_WORTH_SAYING,
 };
 use labnet::run_dir::RunDir;
 use labnet::schedule::{Action, ProgramState, Schedule};
@@ -45,6 +46,7 @@ const SPIN_NS: u64 = 50_000;
 
 const TOKEN_SIGNAL: u64 = u64::MAX;
 const TOKEN_TIMER: u64 = u64::MAX - 1;
+const TOKEN_LAUNCHER: u64 = u64::MAX - 2;
 
 /// What to run besides the configuration's own programs.
 #[derive(Clone, Debug, Default)]
@@ -70,7 +72,7 @@ pub struct RunResult {
 
 struct Prog {
     name: String,
-    child: Child,
+    pid: i32,
     own_group: bool,
     wait: bool,
     is_command: bool,
@@ -78,10 +80,10 @@ struct Prog {
 }
 
 impl Prog {
-    fn new(name: &str, child: Child, own_group: bool, wait: bool, is_command: bool) -> Prog {
+    fn new(name: &str, pid: i32, own_group: bool, wait: bool, is_command: bool) -> Prog {
         Prog {
             name: name.to_string(),
-            child,
+            pid,
             own_group,
             wait,
             is_command,
@@ -91,11 +93,10 @@ impl Prog {
 
     /// Signals the program, and its process group when it has one of its own.
     fn signal(&self, sig: libc::c_int) {
-        let pid = self.child.id() as i32;
         if self.own_group {
-            process::signal_group(pid, sig);
+            process::signal_group(self.pid, sig);
         } else {
-            process::signal(pid, sig);
+            process::signal(self.pid, sig);
         }
     }
 }
@@ -109,15 +110,10 @@ struct Teardown {
 
 impl Drop for Teardown {
     fn drop(&mut self) {
-        for p in &mut self.progs {
-            if p.status.is_none() {
-                let pid = p.child.id() as i32;
-                if p.own_group {
-                    process::signal_group(pid, libc::SIGKILL);
-                }
-                process::signal(pid, libc::SIGKILL);
-                let _ = p.child.wait();
-            }
+        // The launcher reaps them; whatever is left in a namespace is killed below.
+        for p in self.progs.iter().filter(|p| p.status.is_none()) {
+            p.signal(libc::SIGKILL);
+            process::signal(p.pid, libc::SIGKILL);
         }
         for h in &self.hosts {
             if let Some(ino) = process::ns_inode(h.ns_fd.as_raw_fd()) {
@@ -130,13 +126,6 @@ impl Drop for Teardown {
         }
         let _ = fs::remove_dir_all(runtime_dir(self.pid));
     }
-}
-
-fn exit_code_of(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Checks what can be checked before anything is created: privileges, the TUN device, the
@@ -228,6 +217,9 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
 }
 
 fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
+    // First, while this process is small: forking it later would copy the engine.
+    let launcher = Launcher::start()?;
+
     let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
     let mut td = Teardown {
@@ -249,7 +241,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let real_start = sys::realtime_ns();
     let capture_dir = run_dir.as_ref().filter(|_| !opts.no_capture);
     let fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
-    let io = LoopIo::new(&fwd, &td.hosts, sfd)?;
+    let io = LoopIo::new(&fwd, &td.hosts, sfd, &launcher)?;
     sys::tight_timer_slack();
     let mode = PriorityMode::parse(std::env::var("LATENCYLAB_PRIORITY").ok().as_deref());
     match mode {
@@ -273,8 +265,10 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         hosts: &td.hosts,
         name_files: &name_files,
         run_as: process::invoking_user(),
+        launcher,
     };
     let mut lab = Lab {
+        starter,
         cfg,
         opts,
         fwd,
@@ -296,24 +290,26 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             .collect(),
         progs: Vec::new(),
         server: None,
-        child_exited: true,
-        next_reap_poll: Instant::ZERO,
+        stalls: StallMeter::default(),
+        turn_start: Instant::ZERO,
     };
     if let Some((host, line)) = &opts.server {
         let argv = vec!["sh".into(), "-c".into(), line.clone()];
-        let child = starter.start(host, argv, true, "server", false)?;
-        lab.progs
-            .push(Prog::new("server", child, true, false, false));
+        let pid = lab.starter.start(host, argv, true, "server", false)?;
+        lab.progs.push(Prog::new("server", pid, true, false, false));
         lab.server = Some(0);
     }
     if !opts.quiet {
         describe(cfg);
     }
-    let result = lab.run(&starter);
+    let result = lab.run();
     td.progs = std::mem::take(&mut lab.progs);
     result?;
     let exit_code = lab.life.exit_code();
-    let summary = lab.fwd.finish()?;
+    let mut summary = lab.fwd.finish()?;
+    let (stall, stall_at) = lab.stalls.longest();
+    summary.engine.longest_stall_ms = stall.as_secs_f64() * 1e3;
+    summary.engine.longest_stall_at_s = stall_at.as_secs_f64();
     if let Some(d) = &opts.out_dir {
         output::write_json(&RunDir::new(d).summary_json(), &summary)?;
     }
@@ -357,56 +353,65 @@ struct Starter<'a> {
     hosts: &'a [HostNs],
     name_files: &'a [(PathBuf, PathBuf)],
     run_as: Option<process::RunAs>,
+    launcher: Launcher,
 }
 
 impl Starter<'_> {
-    /// Starts `argv` in `host`: COMMAND (`command`) with the terminal's stdio, any other
-    /// program with its output in the run directory (or on stderr) and no stdin.
+    /// Starts `argv` in `host` and returns its process id: COMMAND (`command`) with the
+    /// terminal's stdio, any other program with its output in the run directory (or on
+    /// stderr) and no stdin.
     fn start(
-        &self,
+        &mut self,
         host: &str,
         argv: Vec<String>,
         own_group: bool,
         name: &str,
         command: bool,
-    ) -> Result<Child> {
+    ) -> Result<i32> {
         let hi = self
             .cfg
             .hosts
             .iter()
             .position(|h| h.name == host)
             .context("validated host")?;
-        let (stdout, stderr) = match (&self.opts.out_dir, command) {
-            (_, true) => (Stdio::inherit(), Stdio::inherit()),
+        let dup = |fd: std::os::fd::BorrowedFd| fd.try_clone_to_owned();
+        let (stdout, stderr): (OwnedFd, OwnedFd) = match (&self.opts.out_dir, command) {
+            (_, true) => (
+                dup(std::io::stdout().as_fd())?,
+                dup(std::io::stderr().as_fd())?,
+            ),
             (Some(d), false) => {
                 let d = RunDir::new(d);
                 fs::create_dir_all(d.programs())?;
                 (
-                    Stdio::from(File::create(d.program_out(name))?),
-                    Stdio::from(File::create(d.program_err(name))?),
+                    File::create(d.program_out(name))?.into(),
+                    File::create(d.program_err(name))?.into(),
                 )
             }
             // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
             (None, false) => (
-                Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
-                Stdio::inherit(),
+                dup(std::io::stderr().as_fd())?,
+                dup(std::io::stderr().as_fd())?,
             ),
         };
-        process::spawn(Launch {
-            ns_fd: self.hosts[hi].ns_fd.as_raw_fd(),
-            hosts_file: &self.name_files[hi].0,
-            resolv_file: &self.name_files[hi].1,
-            argv,
-            env: self.env_for(host),
+        let stdin: OwnedFd = if command {
+            dup(std::io::stdin().as_fd())?
+        } else {
+            File::open("/dev/null")?.into()
+        };
+        self.launcher.spawn(Launch {
+            ns: self.hosts[hi].ns_fd.try_clone()?,
+            stdin,
             stdout,
             stderr,
-            stdin: if command {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
+            how: LaunchSpec {
+                hosts_file: self.name_files[hi].0.clone(),
+                resolv_file: self.name_files[hi].1.clone(),
+                argv,
+                env: self.env_for(host),
+                own_process_group: own_group,
+                run_as: self.run_as.clone(),
             },
-            own_process_group: own_group,
-            run_as: self.run_as.clone(),
         })
     }
 
@@ -443,7 +448,8 @@ impl Starter<'_> {
     }
 }
 
-/// The loop's descriptors: one epoll over the interfaces, the signalfd and the timerfd.
+/// The loop's descriptors: one epoll over the interfaces, the signalfd, the timerfd and the
+/// program launcher's socket.
 struct LoopIo {
     epoll: Epoll,
     sfd: SignalFd,
@@ -454,7 +460,12 @@ struct LoopIo {
 }
 
 impl LoopIo {
-    fn new(fwd: &Forwarder, hosts: &[HostNs], sfd: SignalFd) -> Result<LoopIo> {
+    fn new(
+        fwd: &Forwarder,
+        hosts: &[HostNs],
+        sfd: SignalFd,
+        launcher: &Launcher,
+    ) -> Result<LoopIo> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
         for (i, iface) in fwd.ifaces.iter().enumerate() {
             let fd = hosts
@@ -475,6 +486,10 @@ impl LoopIo {
         epoll.add(
             timer.as_fd(),
             EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
+        )?;
+        epoll.add(
+            launcher.fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_LAUNCHER),
         )?;
         Ok(LoopIo {
             epoll,
@@ -506,13 +521,18 @@ impl LoopIo {
                 EpollTimeout::NONE
             }
         };
-        Ok(self.epoll.wait(&mut self.events, timeout)?)
+        match self.epoll.wait(&mut self.events, timeout) {
+            // A stop and continue (SIGSTOP, a debugger, Ctrl-Z) interrupts the wait: look again.
+            Err(nix::errno::Errno::EINTR) => Ok(0),
+            r => Ok(r?),
+        }
     }
 }
 
 /// A lab while it runs: the network, the programs and the rules, driven one loop turn at a
 /// time by [`Lab::run`].
 struct Lab<'a> {
+    starter: Starter<'a>,
     cfg: &'a LabConfig,
     opts: &'a RunOptions,
     fwd: Forwarder,
@@ -528,9 +548,9 @@ struct Lab<'a> {
     progs: Vec<Prog>,
     /// `--server`'s index in `progs`.
     server: Option<usize>,
-    /// Whether SIGCHLD came since the last reap, and when to reap anyway.
-    child_exited: bool,
-    next_reap_poll: Instant,
+    stalls: StallMeter,
+    /// When the current loop turn began (the end of the last wait).
+    turn_start: Instant,
 }
 
 impl Lab<'_> {
@@ -539,28 +559,27 @@ impl Lab<'_> {
     }
 
     /// The loop: start what is due, move packets, apply the stop rules, sleep until the next
-    /// packet, signal or deadline, reap.
-    fn run(&mut self, starter: &Starter) -> Result<()> {
+    /// packet, signal, program exit or deadline, and handle what came.
+    fn run(&mut self) -> Result<()> {
         loop {
             let now = self.now();
-            self.start_due(now, starter)?;
+            self.start_due(now)?;
             self.fwd.poll(now);
             self.check_end(now);
             if self.life.finished(now, self.all_gone()) {
                 return Ok(());
             }
             self.wait_and_handle(now)?;
-            self.reap()?;
         }
     }
 
     /// Starts COMMAND once it is due, and every program and link change whose time has come.
-    fn start_due(&mut self, now: Instant, starter: &Starter) -> Result<()> {
-        let server = self.server.map(|s| &mut self.progs[s]);
+    fn start_due(&mut self, now: Instant) -> Result<()> {
+        let server = self.server.map(|s| &self.progs[s]);
         let due = self.life.command_due(now, || match server {
             Some(p) => ServerState {
-                listening: process::has_listener(p.child.id()),
-                exited: p.child.try_wait().ok().flatten().is_some(),
+                listening: process::has_listener(p.pid as u32),
+                exited: p.status.is_some(),
             },
             None => ServerState {
                 listening: false,
@@ -569,9 +588,9 @@ impl Lab<'_> {
         });
         if due {
             let (host, argv) = self.opts.command.clone().context("a command is due")?;
-            let child = starter.start(&host, argv, false, "command", true)?;
+            let pid = self.starter.start(&host, argv, false, "command", true)?;
             self.progs
-                .push(Prog::new("COMMAND", child, false, true, true));
+                .push(Prog::new("COMMAND", pid, false, true, true));
             self.life.command_started();
         }
         if self.life.is_ending() {
@@ -582,9 +601,9 @@ impl Lab<'_> {
                 Action::Start(i) => {
                     let p = &self.cfg.programs[i];
                     let argv = vec!["sh".into(), "-c".into(), p.run.clone()];
-                    let child = starter.start(&p.host, argv, true, &p.name, false)?;
+                    let pid = self.starter.start(&p.host, argv, true, &p.name, false)?;
                     self.progs
-                        .push(Prog::new(&p.name, child, true, p.wait, false));
+                        .push(Prog::new(&p.name, pid, true, p.wait, false));
                 }
                 Action::Change(i) => self.change_link(i),
                 Action::DurationOver => self.life.duration_over(),
@@ -650,15 +669,27 @@ impl Lab<'_> {
 
     /// Sleeps until the next packet, signal or deadline, and handles what came.
     fn wait_and_handle(&mut self, now: Instant) -> Result<()> {
+        // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
+        // timer once per heartbeat and not on every turn.
+        let beat = HEARTBEAT.as_nanos() as u64;
+        let heartbeat = Instant::from_nanos((now.as_nanos() / beat + 1) * beat);
         let deadline = earliest([
             self.fwd.next_wakeup(),
             self.schedule.next_wakeup(),
             self.life.next_wakeup(now),
+            Some(heartbeat),
         ]);
         let wait = wait_for(deadline, now, self.spin);
         let before = self.now();
+        self.stalls.turn(self.turn_start, before);
         let n = self.io.wait(wait, self.mono_start)?;
         let now = self.now();
+        self.turn_start = now;
+        match wait {
+            Wait::Timer(due) => self.stalls.woke(due, now),
+            Wait::Poll => self.stalls.woke(before, now),
+            Wait::Block => {}
+        }
         if wait != Wait::Poll {
             self.priority.blocked(now - before);
         }
@@ -679,6 +710,7 @@ impl Lab<'_> {
                     self.io.armed = None;
                 }
                 TOKEN_SIGNAL => self.read_signals(now)?,
+                TOKEN_LAUNCHER => self.record_exits()?,
                 // Level-triggered: an interface with packets left after a burst is reported again.
                 i => {
                     self.fwd.read_iface(i as usize, now)?;
@@ -691,8 +723,11 @@ impl Lab<'_> {
     fn read_signals(&mut self, now: Instant) -> Result<()> {
         while let Some(si) = self.io.sfd.read_signal()? {
             let sig = si.ssi_signo as i32;
+            // Programs are the launcher's children: a SIGCHLD here is the launcher's own end.
             if sig == libc::SIGCHLD {
-                self.child_exited = true;
+                if !self.starter.launcher.alive() {
+                    bail!("the program launcher ended unexpectedly");
+                }
                 continue;
             }
             let from_tty = sig == libc::SIGINT && si.ssi_code == libc::SI_KERNEL;
@@ -707,24 +742,16 @@ impl Lab<'_> {
         Ok(())
     }
 
-    /// Reaps programs that have exited. Only when a child has exited: a wait per program per
-    /// loop turn would be most of the loop's system calls at a few thousand packets a second.
-    /// SIGCHLD is the cue, and a poll every 100 ms the safety net (a process-directed signal
-    /// can land on another thread of a program that did not block it).
-    fn reap(&mut self) -> Result<()> {
-        let now = self.now();
-        if !std::mem::take(&mut self.child_exited) && now < self.next_reap_poll {
-            return Ok(());
-        }
-        self.next_reap_poll = now + wire::Duration::from_millis(100);
+    /// Records the programs that have ended, as the launcher reports them.
+    fn record_exits(&mut self) -> Result<()> {
         let ending = self.life.is_ending();
-        for p in self.progs.iter_mut().filter(|p| p.status.is_none()) {
-            if let Some(st) = p.child.try_wait()? {
-                let code = exit_code_of(st);
-                p.status = Some(code);
-                if !self.opts.quiet && !p.is_command && code != 0 && !ending {
-                    eprintln!("latencylab: program '{}' ended with status {code}", p.name);
-                }
+        for (pid, code) in self.starter.launcher.exits()? {
+            let Some(p) = self.progs.iter_mut().find(|p| p.pid == pid) else {
+                continue;
+            };
+            p.status = Some(code);
+            if !self.opts.quiet && !p.is_command && code != 0 && !ending {
+                eprintln!("latencylab: program '{}' ended with status {code}", p.name);
             }
         }
         Ok(())
@@ -800,6 +827,16 @@ fn report(summary: &Summary, opts: &RunOptions) {
              percentile (the machine was too busy for these settings): delays and rates above \
              include its own",
             late.p99
+        );
+    }
+    let stall = summary.engine.longest_stall_ms;
+    if stall > STALL_WORTH_SAYING.as_secs_f64() * 1e3 {
+        let _ = writeln!(
+            err,
+            "latencylab: warning: the emulator stalled for {stall:.1} ms at {:.2} s (the lab's \
+             process was stopped or not scheduled, or busy in one loop turn): packets waited \
+             that long in the hosts' queues, on top of the delays above",
+            summary.engine.longest_stall_at_s
         );
     }
     if let Some(n) = &summary.nat64 {

@@ -289,6 +289,50 @@ impl PriorityPolicy {
     }
 }
 
+/// The loop's own stalls: the longest time a packet could have waited in a host's TUN queue
+/// before the loop read it, and when. The loop is unable to read its interfaces while it works
+/// through a turn (the gap from one wait to the next) and when it wakes later than it asked to
+/// (the process was stopped, descheduled or swapped out). A delivery lateness starts only once
+/// a packet has been read, so neither shows there.
+///
+/// So that a stall while the loop sleeps with nothing due is seen too, the loop never sleeps
+/// longer than [`HEARTBEAT`]: a stall of length S is then measured as at least S - HEARTBEAT.
+#[derive(Clone, Debug, Default)]
+pub struct StallMeter {
+    longest: Duration,
+    at: Instant,
+}
+
+/// The longest sleep of an idle loop (see [`StallMeter`]).
+pub const HEARTBEAT: Duration = Duration::from_millis(5);
+/// A stall longer than this is reported in plain words: packets waited in the hosts' queues
+/// that long on top of the emulated links' own delays.
+pub const STALL_WORTH_SAYING: Duration = Duration::from_millis(1);
+
+impl StallMeter {
+    /// The loop woke at `now` from a wait that was to end by `due` (a timer, or the heartbeat).
+    pub fn woke(&mut self, due: Instant, now: Instant) {
+        self.record(now - due, due);
+    }
+
+    /// A loop turn's work ran from `start` (the end of a wait) to `end` (the next wait).
+    pub fn turn(&mut self, start: Instant, end: Instant) {
+        self.record(end - start, start);
+    }
+
+    fn record(&mut self, d: Duration, at: Instant) {
+        if d > self.longest {
+            self.longest = d;
+            self.at = at;
+        }
+    }
+
+    /// The longest stall and when it began.
+    pub fn longest(&self) -> (Duration, Instant) {
+        (self.longest, self.at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +468,20 @@ mod tests {
         assert_eq!(fixed.poll_switch(ms(100)), None);
         assert_eq!(PriorityMode::parse(Some("nice")), PriorityMode::Nice);
         assert_eq!(PriorityMode::parse(Some("bogus")), PriorityMode::Auto);
+    }
+
+    #[test]
+    fn the_stall_meter_keeps_the_longest_late_wake_or_long_turn_and_when_it_began() {
+        let mut m = StallMeter::default();
+        m.turn(ms(10), ms(10) + Duration::from_micros(30));
+        m.woke(ms(20), ms(20) + Duration::from_micros(40));
+        assert_eq!(m.longest(), (Duration::from_micros(40), ms(20)));
+        // Stopped for 200 ms while asleep: the heartbeat due at 105 ms woke at 300 ms.
+        m.woke(ms(105), ms(300));
+        m.turn(ms(300), ms(302));
+        assert_eq!(m.longest(), (Duration::from_millis(195), ms(105)));
+        // Waking early (a packet came before the deadline) is no stall.
+        m.woke(ms(400), ms(350));
+        assert_eq!(m.longest().0, Duration::from_millis(195));
     }
 }
