@@ -10,7 +10,7 @@
 //! Everything a program's child does between fork and exec is a raw syscall on data prepared
 //! before the fork (no allocation).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -108,9 +108,18 @@ const MAX_MESSAGE: usize = 1 << 20;
 pub struct Launcher {
     sock: OwnedFd,
     pid: i32,
-    /// Exits that came while waiting for a `Started`.
-    exits: VecDeque<(i32, i32)>,
     buf: Vec<u8>,
+}
+
+/// What became of programs asked for: starts are answered in the order they were asked.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LaunchEvent {
+    /// The oldest unanswered request runs as this process.
+    Started(i32),
+    /// The oldest unanswered request could not be started, and why.
+    Failed(String),
+    /// A program ended with this status (128 + signal when killed).
+    Exited { pid: i32, status: i32 },
 }
 
 impl Launcher {
@@ -139,7 +148,6 @@ impl Launcher {
             nix::unistd::ForkResult::Parent { child } => Ok(Launcher {
                 sock: lab_end,
                 pid: child.as_raw(),
-                exits: VecDeque::new(),
                 buf: vec![0; MAX_MESSAGE],
             }),
         }
@@ -150,8 +158,9 @@ impl Launcher {
         self.sock.as_fd()
     }
 
-    /// Starts a program and returns its process id.
-    pub fn spawn(&mut self, l: Launch) -> Result<i32> {
+    /// Asks for a program to be started, without waiting: the answer comes as a
+    /// [`LaunchEvent`] from [`Launcher::events`].
+    pub fn spawn(&mut self, l: Launch) -> Result<()> {
         let what = l.how.argv.join(" ");
         let json = serde_json::to_vec(&l.how).expect("plain data serializes");
         let fds = [
@@ -168,23 +177,19 @@ impl Launcher {
             None,
         )
         .with_context(|| format!("asking the launcher to start '{what}'"))?;
-        loop {
-            match self.recv(false)? {
-                Some(Reply::Started(pid)) => return Ok(pid),
-                Some(Reply::Failed(e)) => bail!("starting '{what}': {e}"),
-                Some(Reply::Exited { pid, status }) => self.exits.push_back((pid, status)),
-                None => bail!("the program launcher ended while starting '{what}'"),
-            }
-        }
+        Ok(())
     }
 
-    /// Programs that have ended since the last call, as (pid, status), without waiting.
-    pub fn exits(&mut self) -> Result<Vec<(i32, i32)>> {
-        let mut out: Vec<(i32, i32)> = self.exits.drain(..).collect();
+    /// What the launcher has said since the last call, without waiting.
+    pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
+        let mut out = Vec::new();
         loop {
             match self.recv(true) {
-                Ok(Some(Reply::Exited { pid, status })) => out.push((pid, status)),
-                Ok(Some(r)) => bail!("the program launcher said {r:?} unasked"),
+                Ok(Some(Reply::Started(pid))) => out.push(LaunchEvent::Started(pid)),
+                Ok(Some(Reply::Failed(e))) => out.push(LaunchEvent::Failed(e)),
+                Ok(Some(Reply::Exited { pid, status })) => {
+                    out.push(LaunchEvent::Exited { pid, status })
+                }
                 Ok(None) => bail!("the program launcher has ended"),
                 Err(e) if is_would_block(&e) => return Ok(out),
                 Err(e) => return Err(e),

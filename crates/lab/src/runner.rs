@@ -25,7 +25,7 @@ use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
-use crate::process::{self, Launch, LaunchSpec, Launcher};
+use crate::process::{self, Launch, LaunchEvent, LaunchSpec, Launcher};
 use crate::sys;
 use labnet::lifecycle::{
     earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, StallMeter, Wait,
@@ -72,7 +72,8 @@ pub struct RunResult {
 
 struct Prog {
     name: String,
-    pid: i32,
+    /// Known once the launcher has said it started.
+    pid: Option<i32>,
     own_group: bool,
     wait: bool,
     is_command: bool,
@@ -80,10 +81,10 @@ struct Prog {
 }
 
 impl Prog {
-    fn new(name: &str, pid: i32, own_group: bool, wait: bool, is_command: bool) -> Prog {
+    fn new(name: &str, own_group: bool, wait: bool, is_command: bool) -> Prog {
         Prog {
             name: name.to_string(),
-            pid,
+            pid: None,
             own_group,
             wait,
             is_command,
@@ -93,10 +94,11 @@ impl Prog {
 
     /// Signals the program, and its process group when it has one of its own.
     fn signal(&self, sig: libc::c_int) {
+        let Some(pid) = self.pid else { return };
         if self.own_group {
-            process::signal_group(self.pid, sig);
+            process::signal_group(pid, sig);
         } else {
-            process::signal(self.pid, sig);
+            process::signal(pid, sig);
         }
     }
 }
@@ -113,7 +115,9 @@ impl Drop for Teardown {
         // The launcher reaps them; whatever is left in a namespace is killed below.
         for p in self.progs.iter().filter(|p| p.status.is_none()) {
             p.signal(libc::SIGKILL);
-            process::signal(p.pid, libc::SIGKILL);
+            if let Some(pid) = p.pid {
+                process::signal(pid, libc::SIGKILL);
+            }
         }
         for h in &self.hosts {
             if let Some(ino) = process::ns_inode(h.ns_fd.as_raw_fd()) {
@@ -295,8 +299,8 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     };
     if let Some((host, line)) = &opts.server {
         let argv = vec!["sh".into(), "-c".into(), line.clone()];
-        let pid = lab.starter.start(host, argv, true, "server", false)?;
-        lab.progs.push(Prog::new("server", pid, true, false, false));
+        lab.starter.start(host, argv, true, "server", false)?;
+        lab.progs.push(Prog::new("server", true, false, false));
         lab.server = Some(0);
     }
     if !opts.quiet {
@@ -357,9 +361,9 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    /// Starts `argv` in `host` and returns its process id: COMMAND (`command`) with the
-    /// terminal's stdio, any other program with its output in the run directory (or on
-    /// stderr) and no stdin.
+    /// Asks for `argv` to start in `host` (its process id comes later, from the launcher):
+    /// COMMAND (`command`) with the terminal's stdio, any other program with its output in the
+    /// run directory (or on stderr) and no stdin.
     fn start(
         &mut self,
         host: &str,
@@ -367,7 +371,7 @@ impl Starter<'_> {
         own_group: bool,
         name: &str,
         command: bool,
-    ) -> Result<i32> {
+    ) -> Result<()> {
         let hi = self
             .cfg
             .hosts
@@ -561,6 +565,8 @@ impl Lab<'_> {
     /// The loop: start what is due, move packets, apply the stop rules, sleep until the next
     /// packet, signal, program exit or deadline, and handle what came.
     fn run(&mut self) -> Result<()> {
+        // Setting the lab up (captures, logs) before the first turn is no stall.
+        self.turn_start = self.now();
         loop {
             let now = self.now();
             self.start_due(now)?;
@@ -578,7 +584,7 @@ impl Lab<'_> {
         let server = self.server.map(|s| &self.progs[s]);
         let due = self.life.command_due(now, || match server {
             Some(p) => ServerState {
-                listening: process::has_listener(p.pid as u32),
+                listening: p.pid.is_some_and(|pid| process::has_listener(pid as u32)),
                 exited: p.status.is_some(),
             },
             None => ServerState {
@@ -588,9 +594,8 @@ impl Lab<'_> {
         });
         if due {
             let (host, argv) = self.opts.command.clone().context("a command is due")?;
-            let pid = self.starter.start(&host, argv, false, "command", true)?;
-            self.progs
-                .push(Prog::new("COMMAND", pid, false, true, true));
+            self.starter.start(&host, argv, false, "command", true)?;
+            self.progs.push(Prog::new("COMMAND", false, true, true));
             self.life.command_started();
         }
         if self.life.is_ending() {
@@ -601,9 +606,8 @@ impl Lab<'_> {
                 Action::Start(i) => {
                     let p = &self.cfg.programs[i];
                     let argv = vec!["sh".into(), "-c".into(), p.run.clone()];
-                    let pid = self.starter.start(&p.host, argv, true, &p.name, false)?;
-                    self.progs
-                        .push(Prog::new(&p.name, pid, true, p.wait, false));
+                    self.starter.start(&p.host, argv, true, &p.name, false)?;
+                    self.progs.push(Prog::new(&p.name, true, p.wait, false));
                 }
                 Action::Change(i) => self.change_link(i),
                 Action::DurationOver => self.life.duration_over(),
@@ -742,16 +746,41 @@ impl Lab<'_> {
         Ok(())
     }
 
-    /// Records the programs that have ended, as the launcher reports them.
+    /// Records what the launcher reports: process ids of programs started, in the order they
+    /// were asked for, and the programs that have ended. A program that starts once the lab is
+    /// ending gets SIGTERM at once.
     fn record_exits(&mut self) -> Result<()> {
         let ending = self.life.is_ending();
-        for (pid, code) in self.starter.launcher.exits()? {
-            let Some(p) = self.progs.iter_mut().find(|p| p.pid == pid) else {
-                continue;
-            };
-            p.status = Some(code);
-            if !self.opts.quiet && !p.is_command && code != 0 && !ending {
-                eprintln!("latencylab: program '{}' ended with status {code}", p.name);
+        for ev in self.starter.launcher.events()? {
+            match ev {
+                LaunchEvent::Started(pid) => {
+                    let p = self
+                        .progs
+                        .iter_mut()
+                        .find(|p| p.pid.is_none() && p.status.is_none())
+                        .context("the launcher started a program nobody asked for")?;
+                    p.pid = Some(pid);
+                    if ending {
+                        p.signal(libc::SIGTERM);
+                    }
+                }
+                LaunchEvent::Failed(e) => {
+                    let p = self.progs.iter().find(|p| p.pid.is_none());
+                    let name = p.map_or("?", |p| p.name.as_str());
+                    bail!("starting program '{name}': {e}");
+                }
+                LaunchEvent::Exited { pid, status } => {
+                    let Some(p) = self.progs.iter_mut().find(|p| p.pid == Some(pid)) else {
+                        continue;
+                    };
+                    p.status = Some(status);
+                    if !self.opts.quiet && !p.is_command && status != 0 && !ending {
+                        eprintln!(
+                            "latencylab: program '{}' ended with status {status}",
+                            p.name
+                        );
+                    }
+                }
             }
         }
         Ok(())
