@@ -48,6 +48,12 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo."
     )]
     Tfo(TfoArgs),
+    /// Short connections from a home line to servers at a measured spread of RTTs, and the
+    /// CDF of their handshake times (about 20 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
+    )]
+    HandshakeCdf(HandshakeCdfArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
     #[command(
@@ -74,6 +80,36 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
     )]
     Pps(PpsArgs),
+    /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
+    /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
+    /// (about 105 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
+    )]
+    Fallback(FallbackArgs),
+}
+
+/// The options of `demo fallback`.
+#[derive(clap::Args, Debug)]
+pub struct FallbackArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/fallback"
+    )]
+    pub out: PathBuf,
+    /// How long the phone makes requests: a time (35s) or a number of seconds, from 23s
+    /// (the Wi-Fi comes back at 20 s)
+    #[arg(long, value_name = "TIME", default_value = "35s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The options of `demo pps`.
@@ -94,6 +130,31 @@ pub struct PpsArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub pps: u64,
     /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The options of `demo handshake-cdf`.
+#[derive(clap::Args, Debug)]
+pub struct HandshakeCdfArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/handshake-cdf"
+    )]
+    pub out: PathBuf,
+    /// Servers, each at its own round trip (from 2 to 60)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub servers: usize,
+    /// Connections to each server (from 1 to 50)
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub per_server: u64,
+    /// Seed for every random choice in the lab
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// No progress bar
@@ -272,10 +333,12 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
         Demo::Tfo(a) => tfo(a),
+        Demo::HandshakeCdf(a) => handshake_cdf(a),
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
+        Demo::Fallback(a) => fallback(a),
     };
     lab::restore_signals(old);
     r
@@ -362,6 +425,31 @@ fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = seconds("--duration", &a.duration)?;
+    if !(23.0..=300.0).contains(&duration_s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{}' (from 23s to 300s; the Wi-Fi comes back at 20 s)",
+            a.duration
+        ))
+        .into());
+    }
+    let outcome = demo::fallback::run(&demo::fallback::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["wifi-only", "fallback", "mptcp"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
     if !(3..=1000).contains(&a.requests) {
         return Err(lab::UsageError(format!(
@@ -382,6 +470,32 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
+    if !(2..=60).contains(&a.servers) {
+        let msg = format!("--servers: cannot use '{}' (from 2 to 60)", a.servers);
+        return Err(lab::UsageError(msg).into());
+    }
+    if !(1..=50).contains(&a.per_server) {
+        let msg = format!("--per-server: cannot use '{}' (from 1 to 50)", a.per_server);
+        return Err(lab::UsageError(msg).into());
+    }
+    let outcome = demo::handshake_cdf::run(&demo::handshake_cdf::Options {
+        out_dir: a.out.clone(),
+        servers: a.servers,
+        per_server: a.per_server,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["browsing"],
     );
     Ok(ExitCode::SUCCESS)
 }
