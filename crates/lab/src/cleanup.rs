@@ -4,16 +4,57 @@
 
 use std::fs;
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 use crate::netns::{self, NETNS_DIR, NS_PREFIX};
 use crate::process;
+use crate::userns;
 
-/// Per-lab runtime files (the lab's /etc/hosts and resolv.conf) live in RUN_DIR/PID.
+/// Per-lab runtime files (the lab's /etc/hosts and resolv.conf) live in RUN_DIR/PID under root,
+/// and in [`userns::runtime_base`]`/latencylab-UID-PID` without (a directory of the user's,
+/// with nothing else of ours beside it).
 pub const RUN_DIR: &str = "/run/latencylab";
 
 pub fn runtime_dir(pid: u32) -> PathBuf {
-    Path::new(RUN_DIR).join(pid.to_string())
+    if userns::rootless() {
+        userns::runtime_base().join(format!("{}{pid}", rootless_prefix()))
+    } else {
+        Path::new(RUN_DIR).join(pid.to_string())
+    }
+}
+
+fn rootless_prefix() -> String {
+    format!("latencylab-{}-", nix::unistd::getuid())
+}
+
+/// Removes a lab's runtime directory once the lab process is gone, however it went (SIGKILL
+/// included): a small `sh` in a process group of its own waits for the end of a pipe that only
+/// the lab holds.
+pub struct RemoveWhenGone {
+    child: Child,
+}
+
+impl RemoveWhenGone {
+    pub fn start(dir: &Path) -> std::io::Result<RemoveWhenGone> {
+        let child = Command::new("/bin/sh")
+            .args(["-c", "cat >/dev/null; rm -rf -- \"$1\"", "sh"])
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        Ok(RemoveWhenGone { child })
+    }
+}
+
+impl Drop for RemoveWhenGone {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 fn alive(pid: u32) -> bool {
@@ -45,9 +86,18 @@ pub fn remove_leftovers() -> Vec<String> {
             removed.push(name);
         }
     }
-    if let Ok(dir) = fs::read_dir(RUN_DIR) {
+    let (base, prefix) = if userns::rootless() {
+        (userns::runtime_base(), rootless_prefix())
+    } else {
+        (PathBuf::from(RUN_DIR), String::new())
+    };
+    if let Ok(dir) = fs::read_dir(base) {
         for e in dir.flatten() {
-            if let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = name
+                .strip_prefix(prefix.as_str())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
                 if !alive(pid) {
                     let _ = fs::remove_dir_all(e.path());
                 }

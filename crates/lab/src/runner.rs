@@ -7,7 +7,7 @@
 //! deadline, with the thread's timer slack at 1 ns; a deadline closer than [`SPIN_NS`] is
 //! waited for by polling, since a sleep that short overshoots.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
@@ -26,8 +26,10 @@ use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
+use crate::owner;
 use crate::process::{self, Launch};
 use crate::sys;
+use crate::userns;
 use labnet::run_dir::RunDir;
 use labnet::schedule::{programs_done, Action, ProgramState, Schedule};
 use labnet::spec::{secs, LabConfig, UsageError};
@@ -161,6 +163,8 @@ struct Teardown {
     pid: u32,
     hosts: Vec<HostNs>,
     progs: Vec<Prog>,
+    /// Removes the runtime directory should this process be killed (dropped after it is gone).
+    runtime_watch: Option<cleanup::RemoveWhenGone>,
 }
 
 impl Drop for Teardown {
@@ -198,9 +202,9 @@ fn exit_code_of(status: std::process::ExitStatus) -> i32 {
 /// Checks what can be checked before anything is created: privileges, the TUN device, the
 /// hosts' congestion controls.
 pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
-    if !nix::unistd::geteuid().is_root() {
+    if !nix::unistd::geteuid().is_root() && !userns::rootless() {
         return Err(UsageError(
-            "latencylab needs root to create network namespaces and TUN devices (try: sudo latencylab ...)".into(),
+            "latencylab needs root or a user namespace of its own to create network namespaces and TUN devices (call lab::userns::enter first, or try: sudo latencylab ...)".into(),
         ));
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
@@ -209,6 +213,14 @@ pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
         ));
     }
     let avail = netns::available_cc();
+    if userns::rootless() {
+        let allowed = netns::allowed_cc();
+        for h in &cfg.hosts {
+            if let Some(line) = userns::cc_line(&h.settings.cc, &h.name, &avail, &allowed) {
+                return Err(UsageError(line));
+            }
+        }
+    }
     for h in &cfg.hosts {
         if !avail.is_empty() && !avail.contains(&h.settings.cc) {
             return Err(UsageError(format!(
@@ -260,7 +272,8 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     let pid = std::process::id();
     let mut ccs: Vec<&str> = cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
     ccs.dedup();
-    for cc in ccs {
+    // Without root the list is only read (preflight checked it).
+    for cc in ccs.into_iter().filter(|_| !userns::rootless()) {
         if netns::allow_cc(cc)? && !opts.quiet {
             eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
         }
@@ -290,10 +303,12 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         pid,
         hosts: Vec::new(),
         progs: Vec::new(),
+        runtime_watch: None,
     };
 
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
+    td.runtime_watch = Some(cleanup::RemoveWhenGone::start(&rt)?);
     // Each host's own /etc/hosts and /etc/resolv.conf: in a NAT64 lab an IPv6-only host must
     // not find an IPv4-only host's address in /etc/hosts, and asks the DNS64 instead.
     let mut name_files = Vec::new();
@@ -411,10 +426,10 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             (_, true) => (Stdio::inherit(), Stdio::inherit()),
             (Some(d), false) => {
                 let d = RunDir::new(d);
-                fs::create_dir_all(d.programs())?;
+                owner::create_dir_all(&d.programs())?;
                 (
-                    Stdio::from(File::create(d.program_out(name))?),
-                    Stdio::from(File::create(d.program_err(name))?),
+                    Stdio::from(owner::create_file(&d.program_out(name))?),
+                    Stdio::from(owner::create_file(&d.program_err(name))?),
                 )
             }
             // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
