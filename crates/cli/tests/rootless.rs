@@ -323,6 +323,7 @@ fn rootless_labs_stopped_by_any_signal_at_any_moment_leave_nothing() {
                 .wrapping_add(1442695040888963407);
             let after = Duration::from_millis(5 + (x >> 33) % 1500);
             stop_lab(&dir, sig, after);
+            eprintln!("signal {sig} after {after:?}");
             assert_nothing_left(uid);
             user_removes(&dir, "r");
         }

@@ -163,7 +163,7 @@ struct Teardown {
     pid: u32,
     hosts: Vec<HostNs>,
     progs: Vec<Prog>,
-    /// Removes the runtime directory should this process be killed (dropped after it is gone).
+    /// Removes the runtime directory and the hosts' processes should this process be killed.
     runtime_watch: Option<cleanup::RemoveWhenGone>,
 }
 
@@ -308,7 +308,6 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
 
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
-    td.runtime_watch = Some(cleanup::RemoveWhenGone::start(&rt)?);
     // Each host's own /etc/hosts and /etc/resolv.conf: in a NAT64 lab an IPv6-only host must
     // not find an IPv4-only host's address in /etc/hosts, and asks the DNS64 instead.
     let mut name_files = Vec::new();
@@ -332,6 +331,12 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
+    let inodes: Vec<u64> = td
+        .hosts
+        .iter()
+        .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
+        .collect();
+    td.runtime_watch = Some(cleanup::RemoveWhenGone::start(&rt, &inodes)?);
     let run_dir = opts.out_dir.as_ref().map(RunDir::new);
     if let Some(d) = &run_dir {
         output::prepare_dir(d)?;
