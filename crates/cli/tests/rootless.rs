@@ -390,14 +390,30 @@ fn rootless_lab_without_access_to_dev_net_tun_says_so_and_leaves_nothing() {
     assert_nothing_left(uid);
 }
 
+/// `latencylab ARGS` as root in `dir`, as if run through sudo by the test user.
+fn under_sudo(dir: &Path, args: &[&str]) -> Output {
+    let (uid, gid) = user();
+    let o = Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+    o
+}
+
 #[test]
 fn under_sudo_every_file_of_a_lab_belongs_to_the_user() {
     let _g = lock();
     let (uid, gid) = user();
     let dir = common::out_dir("sudo-owner");
     fs::create_dir_all(&dir).unwrap();
-    let o = Command::new(bin())
-        .args([
+    under_sudo(
+        &dir,
+        &[
             "shell",
             "-o",
             "a/run1",
@@ -407,14 +423,8 @@ fn under_sudo_every_file_of_a_lab_belongs_to_the_user() {
             "sh",
             "-c",
             "echo hi > \"$LATENCYLAB_OUT/from-command\"",
-        ])
-        .current_dir(&dir)
-        .env("SUDO_UID", uid.to_string())
-        .env("SUDO_GID", gid.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        ],
+    );
     let run1 = dir.join("a/run1");
     for f in [
         "from-server",
@@ -427,21 +437,14 @@ fn under_sudo_every_file_of_a_lab_belongs_to_the_user() {
     assert_eq!(not_owned_by(&dir.join("a"), uid, gid), Vec::<String>::new());
     // A run file's programs, and the demo's own report and results.
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/wifi-cellular.toml");
-    let o = Command::new(bin())
-        .args(["run", file.to_str().unwrap(), "-o", "run2"])
-        .current_dir(&dir)
-        .env("SUDO_UID", uid.to_string())
-        .env("SUDO_GID", gid.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    under_sudo(&dir, &["run", file.to_str().unwrap(), "-o", "run2"]);
     assert_eq!(
         not_owned_by(&dir.join("run2"), uid, gid),
         Vec::<String>::new()
     );
-    let o = Command::new(bin())
-        .args([
+    under_sudo(
+        &dir,
+        &[
             "demo",
             "bufferbloat",
             "--duration",
@@ -449,14 +452,8 @@ fn under_sudo_every_file_of_a_lab_belongs_to_the_user() {
             "--quiet",
             "-o",
             "out/bb",
-        ])
-        .current_dir(&dir)
-        .env("SUDO_UID", uid.to_string())
-        .env("SUDO_GID", gid.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        ],
+    );
     assert!(dir.join("out/bb/report.html").exists());
     assert_eq!(
         not_owned_by(&dir.join("out"), uid, gid),

@@ -133,20 +133,24 @@ mod tests {
         d
     }
 
-    // These change owners, which only root may do; the end-to-end suite runs as root.
-    fn root() -> bool {
-        nix::unistd::geteuid().is_root()
+    /// The owner to give files to, when this test may change owners (only root may; the
+    /// suite runs as root).
+    fn test_owner() -> Option<Owner> {
+        if nix::unistd::geteuid().is_root() {
+            Some(Owner {
+                uid: 4242,
+                gid: 4343,
+            })
+        } else {
+            eprintln!("skipped: changing owners needs root");
+            None
+        }
     }
 
     #[test]
     fn create_dir_all_gives_only_the_directories_it_creates() {
-        if !root() {
-            eprintln!("skipped: changing owners needs root");
+        let Some(o) = test_owner() else {
             return;
-        }
-        let o = Owner {
-            uid: 4242,
-            gid: 4343,
         };
         let base = scratch("mk");
         fs::create_dir_all(&base).unwrap();
@@ -166,13 +170,8 @@ mod tests {
 
     #[test]
     fn hand_over_gives_roots_files_and_leaves_other_users_alone() {
-        if !root() {
-            eprintln!("skipped: changing owners needs root");
+        let Some(o) = test_owner() else {
             return;
-        }
-        let o = Owner {
-            uid: 4242,
-            gid: 4343,
         };
         let base = scratch("hand");
         fs::create_dir_all(base.join("sub")).unwrap();
