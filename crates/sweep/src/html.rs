@@ -1,7 +1,7 @@
 //! `DIR/sweep.html`: small multiples of the results table, one self-contained page with inline
 //! SVG (no script, no external file). Each figure is a row of small charts sharing one y scale:
-//! the x axis is the sweep's second axis, a line per value of its first axis, a chart per
-//! combination of the other axes; seeds and repetitions are folded into each point (the median,
+//! along x the first axis whose values are quantities (rates, times, numbers), a line per
+//! value of the next axis, a chart per combination of the other axes; seeds and repetitions are folded into each point (the median,
 //! with a bar from the lowest to the highest). For the bufferbloat grid (`queue`, `down`,
 //! `rtt`, `seed`): p95 RTT against rate, a line per queue, a chart per RTT.
 //!
@@ -103,12 +103,27 @@ pub fn render(title: &str, axes: &[String], table: &Table) -> String {
         .iter()
         .filter(|a| !FOLDED.contains(&a.as_str()))
         .collect();
+    // Along x the first axis whose values are quantities (`5mbit`, `20ms`, 3), else the
+    // first; a line per value of the next axis; a chart per combination of the rest.
+    let quantity = |a: &String| {
+        col(a).is_some_and(|i| {
+            table.rows.iter().all(|r| match &r[i] {
+                Value::String(s) => s.starts_with(|c: char| c.is_ascii_digit()),
+                v => v.is_number(),
+            })
+        })
+    };
+    let mut order = drawn.clone();
+    if let Some(k) = order.iter().position(|a| quantity(a)) {
+        let x = order.remove(k);
+        order.insert(0, x);
+    }
     // (line axis, x axis, panel axes)
     let (line_axis, x_axis, panel_axes): (Option<&String>, Option<&String>, Vec<&String>) =
-        match drawn.len() {
+        match order.len() {
             0 => (None, None, vec![]),
-            1 => (None, Some(drawn[0]), vec![]),
-            _ => (Some(drawn[0]), Some(drawn[1]), drawn[2..].to_vec()),
+            1 => (None, Some(order[0]), vec![]),
+            _ => (Some(order[1]), Some(order[0]), order[2..].to_vec()),
         };
     let ok: Vec<&Vec<Value>> = {
         let status = col("status");
@@ -398,7 +413,8 @@ mod tests {
 
     #[test]
     fn a_grid_draws_a_chart_per_panel_a_line_per_queue_and_folds_the_seeds() {
-        let axes: Vec<String> = ["queue", "down", "rtt", "seed"].map(String::from).into();
+        // As a TOML table gives them: in alphabetical order.
+        let axes: Vec<String> = ["down", "queue", "rtt", "seed"].map(String::from).into();
         let mut rows = Vec::new();
         let mut n = 0;
         for q in ["fifo", "codel"] {
