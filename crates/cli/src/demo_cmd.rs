@@ -591,6 +591,10 @@ fn print_outcome(
     out: &Path,
     runs: &[&str],
 ) {
+    // Under sudo, the report and every run's files are the user's.
+    if let Err(e) = lab::owner::hand_over(out) {
+        eprintln!("latencylab: cannot give {} to the user: {e}", out.display());
+    }
     print!("{table}");
     println!();
     for c in checks {
