@@ -25,7 +25,7 @@ use serde::Serialize;
 use web::WebRecord;
 
 use crate::common::{self, Check, Progress};
-use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
@@ -99,7 +99,6 @@ struct RunData {
     metrics: RunMetrics,
     bars: Vec<[f64; 4]>,
     saved_ms: Vec<f64>,
-    analysis: analyze::Analysis,
 }
 
 pub fn run(opts: &Options) -> Result<Outcome> {
@@ -120,9 +119,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         let cfg = lab_config(opts.rtt_ms, design, &page_file, opts.seed);
         let msg = format!("run {}/2: {design} ({:.0} ms RTT)", i + 1, opts.rtt_ms);
         progress.phase(&msg, expect, || common::run_lab_in(&cfg, &dir))?;
-        runs.push(progress.phase("reading the capture", 1.0, || {
-            collect(design, opts.rtt_ms, &dir)
-        })?);
+        runs.push(collect(design, opts.rtt_ms, &dir)?);
     }
     let results = Results {
         bound: runs[0].metrics.clone(),
@@ -167,8 +164,6 @@ fn collect(label: &'static str, rtt_ms: f64, dir: &Path) -> Result<RunData> {
     } else {
         saved_ms.iter().sum::<f64>() / saved_ms.len() as f64
     };
-    let analysis =
-        common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)?;
     Ok(RunData {
         label,
         metrics: RunMetrics {
@@ -182,7 +177,6 @@ fn collect(label: &'static str, rtt_ms: f64, dir: &Path) -> Result<RunData> {
         },
         bars,
         saved_ms,
-        analysis,
     })
 }
 
@@ -348,19 +342,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         fig("waterfall-pool", &wf[1])?,
     ])));
     page.push(Section::new("Time saved").with(Block::Figure(fig("saved-ms", &cdf)?)));
-    let mut found = Vec::new();
-    for r in runs {
-        found.extend(common::port_findings(r.label, &r.analysis, 80));
-    }
-    page.push(
-        Section::new("What the analyzer found in the captures")
-            .with(Block::Findings(found))
-            .with(Block::Paragraph(
-                "From each run's client capture (captures/client-eth0.pcap), every connection \
-                 to port 80."
-                    .into(),
-            )),
-    );
+    let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
+    page.push(analyzer_section(dir, &labels)?);
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),
