@@ -578,7 +578,7 @@ impl H1Conn {
         &mut self,
         ctx: &Ctx,
         keep: bool,
-        mut on_body: Option<&mut (dyn FnMut(&[u8]) + Send)>,
+        mut on_body: Option<&mut BodyHook<'_>>,
     ) -> Result<(u16, u64, f64, Vec<u8>)> {
         if self.buf.is_empty() {
             self.fill(ctx).await?;
@@ -642,6 +642,9 @@ impl H1Conn {
     }
 }
 
+/// Sees a response body so far, after each read.
+type BodyHook<'a> = dyn FnMut(&[u8]) + Send + 'a;
+
 /// What the tasks of a managed load tell its loop.
 enum Event {
     Ready(ConnId, Result<BoxIo>),
@@ -678,7 +681,7 @@ async fn transact(
         }
     };
     let keep = found.is_some();
-    let hook: Option<&mut (dyn FnMut(&[u8]) + Send)> = if keep { Some(&mut scan) } else { None };
+    let hook: Option<&mut BodyHook<'_>> = if keep { Some(&mut scan) } else { None };
     let (status, bytes, first_ms, _) = c.read_response(ctx, keep, hook).await?;
     let d = Done {
         queued_ms: req.queued_ms,
