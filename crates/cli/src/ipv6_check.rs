@@ -31,7 +31,7 @@ use crate::shell::{shell_options, ShellArgs};
 /// broke: IPv4 literals, AF_INET-only sockets, A-only lookups, connections that never completed.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app --connect server:5202\n\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals and AF_INET sockets are seen with strace (install it: apt install strace)."
+    after_help = "Example:\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server\n\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals and AF_INET sockets are seen with strace (install it: apt install strace)."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
