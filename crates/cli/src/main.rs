@@ -20,7 +20,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     name = "latencylab",
     version,
     about = "Build the network your users have, run real programs in it, and see where each millisecond went.",
-    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server"
+    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server"
 )]
 struct Cli {
     #[command(subcommand)]
