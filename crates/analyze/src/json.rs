@@ -19,6 +19,51 @@ pub struct JsonReport<'a> {
     pub connections: Vec<JsonConnection<'a>>,
     pub udp: Vec<JsonUdp<'a>>,
     pub warnings: Vec<JsonWarning<'a>>,
+    /// Handshake times over all connections (see `handshakes`).
+    pub handshakes: JsonHandshakes,
+}
+
+/// The distribution of handshake times: one sample per connection whose handshake was
+/// captured, SYN to SYN-ACK at the client, SYN-ACK to ACK at the server, SYN to ACK elsewhere.
+#[derive(Serialize)]
+pub struct JsonHandshakes {
+    pub count: usize,
+    /// Nearest-rank percentiles; null without samples.
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    /// Share of samples strictly under 100 ms; null without samples.
+    pub under_100ms_pct: Option<f64>,
+    pub measured_at_client: usize,
+    pub measured_at_server: usize,
+    pub measured_elsewhere: usize,
+    /// The empirical CDF: every sample (at most 1000 points, then evenly spaced ranks).
+    pub cdf: Vec<JsonCdfPoint>,
+}
+
+/// One step of a CDF: `fraction` of the samples are at most `ms`.
+#[derive(Serialize)]
+pub struct JsonCdfPoint {
+    pub ms: f64,
+    pub fraction: f64,
+}
+
+impl From<&crate::handshakes::HandshakeSummary> for JsonHandshakes {
+    fn from(s: &crate::handshakes::HandshakeSummary) -> JsonHandshakes {
+        JsonHandshakes {
+            count: s.count(),
+            p50_ms: s.percentile_ms(50.0),
+            p90_ms: s.percentile_ms(90.0),
+            under_100ms_pct: s.under_pct(100.0),
+            measured_at_client: s.at_client,
+            measured_at_server: s.at_server,
+            measured_elsewhere: s.elsewhere,
+            cdf: s
+                .cdf()
+                .into_iter()
+                .map(|(ms, fraction)| JsonCdfPoint { ms, fraction })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -269,6 +314,7 @@ impl Analysis {
                     message: &w.message,
                 })
                 .collect(),
+            handshakes: (&self.handshakes()).into(),
         }
     }
 }

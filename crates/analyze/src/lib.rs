@@ -23,6 +23,7 @@ mod budget;
 pub mod capture;
 mod diagnose;
 pub mod filter;
+pub mod handshakes;
 pub mod json;
 pub mod link;
 pub mod model;

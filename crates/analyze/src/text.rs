@@ -188,6 +188,27 @@ fn evidence(c: &Connection, part: &str) -> Option<String> {
     }
 }
 
+/// The handshake times over all connections in one line ("handshakes: 40 connections (SYN
+/// to SYN-ACK at the client): median 52.1 ms, 90th percentile 231 ms, 48% under 100 ms");
+/// `None` when no handshake was captured.
+pub fn handshakes_line(a: &Analysis) -> Option<String> {
+    let h = a.handshakes();
+    let (p50, p90, under) = (
+        h.percentile_ms(50.0)?,
+        h.percentile_ms(90.0)?,
+        h.under_pct(100.0)?,
+    );
+    let ms = |x: f64| human((x * 1e6) as u64);
+    Some(format!(
+        "handshakes: {} connection{} ({}): median {}, 90th percentile {}, {under:.0}% under 100 ms",
+        h.count(),
+        if h.count() == 1 { "" } else { "s" },
+        h.what(),
+        ms(p50),
+        ms(p90)
+    ))
+}
+
 /// Renders the whole analysis as text.
 pub fn summary(a: &Analysis) -> String {
     let mut s = String::new();
@@ -208,6 +229,9 @@ pub fn summary(a: &Analysis) -> String {
         a.connections.len(),
         a.udp.len()
     );
+    if let Some(line) = handshakes_line(a) {
+        let _ = writeln!(s, "{line}\n");
+    }
     for (i, c) in a.connections.iter().enumerate() {
         let _ = writeln!(
             s,

@@ -48,6 +48,12 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo."
     )]
     Tfo(TfoArgs),
+    /// Short connections from a home line to servers at a measured spread of RTTs, and the
+    /// CDF of their handshake times (about 20 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
+    )]
+    HandshakeCdf(HandshakeCdfArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
     #[command(
@@ -94,6 +100,31 @@ pub struct PpsArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub pps: u64,
     /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The options of `demo handshake-cdf`.
+#[derive(clap::Args, Debug)]
+pub struct HandshakeCdfArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/handshake-cdf"
+    )]
+    pub out: PathBuf,
+    /// Servers, each at its own round trip (from 2 to 60)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub servers: usize,
+    /// Connections to each server (from 1 to 50)
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub per_server: u64,
+    /// Seed for every random choice in the lab
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// No progress bar
@@ -279,6 +310,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::L4s(a) => l4s(a),
         Demo::NotsentLowat(a) => notsent_lowat(a),
         Demo::Tfo(a) => tfo(a),
+        Demo::HandshakeCdf(a) => handshake_cdf(a),
         Demo::Pipelining(a) => pipelining(a),
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
@@ -389,6 +421,32 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
+    if !(2..=60).contains(&a.servers) {
+        let msg = format!("--servers: cannot use '{}' (from 2 to 60)", a.servers);
+        return Err(lab::UsageError(msg).into());
+    }
+    if !(1..=50).contains(&a.per_server) {
+        let msg = format!("--per-server: cannot use '{}' (from 1 to 50)", a.per_server);
+        return Err(lab::UsageError(msg).into());
+    }
+    let outcome = demo::handshake_cdf::run(&demo::handshake_cdf::Options {
+        out_dir: a.out.clone(),
+        servers: a.servers,
+        per_server: a.per_server,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["browsing"],
     );
     Ok(ExitCode::SUCCESS)
 }

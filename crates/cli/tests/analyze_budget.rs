@@ -29,9 +29,10 @@ const CASES: [&str; 7] = [
 ];
 const POINTS: [&str; 3] = ["client", "middle", "server"];
 
-/// Builds (or reuses) the corpus; returns its directory.
+/// Builds (or reuses) the corpus in Cargo's scratch directory for integration tests (under
+/// `target/`, so `cargo clean` removes it); returns its directory.
 fn corpus() -> PathBuf {
-    let dir = std::env::temp_dir().join("latencylab-stories-corpus");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stories-corpus");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/corpus/stories.py");
     let o = Command::new("python3")
         .arg(&script)

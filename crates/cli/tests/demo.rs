@@ -14,9 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-demo-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    out_dir(&format!("demo-{name}"))
 }
 
 /// Runs `latencylab demo ARGS -o DIR` once per test binary; returns DIR and stdout.

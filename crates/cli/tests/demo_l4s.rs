@@ -14,9 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-l4s-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    out_dir(&format!("l4s-{name}"))
 }
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();

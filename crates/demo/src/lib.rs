@@ -22,9 +22,12 @@
 //!   (issue 12, experiment E7).
 //! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
 //!   and 9000 (issue 12, experiment E9).
+//! - [`handshake_cdf`]: handshake times over a browsing session to servers at a measured
+//!   spread of RTTs (experiment E14).
 
 pub mod bufferbloat;
 mod common;
+pub mod handshake_cdf;
 pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;

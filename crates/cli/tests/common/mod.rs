@@ -27,11 +27,51 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
 
-/// A fresh scratch path (not created) for this test process, named `name`.
+/// A fresh scratch path (not created) for this test process, named `name`, inside
+/// [`scratch_root`].
 pub fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("latencylab-test-{}-{name}", std::process::id()));
+    let d = scratch_root().join(name);
     let _ = fs::remove_dir_all(&d);
     d
+}
+
+static TEST_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SCRATCH_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// This test process's scratch directory, `$TMPDIR/latencylab-test-PID`: removed when the
+/// process exits if every test passed, kept (and named on stderr) if one panicked, so a failing
+/// test's run directories stay for inspection. Mode 1777 like /tmp, so a test that runs a lab
+/// as an unprivileged user can create its run directory in it.
+pub fn scratch_root() -> &'static Path {
+    SCRATCH_ROOT.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("latencylab-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).expect("scratch root created");
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).expect("scratch root mode");
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            TEST_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+            default_hook(info)
+        }));
+        // SAFETY: registering a plain `extern "C" fn` that takes no arguments.
+        unsafe { libc::atexit(remove_scratch_root) };
+        root
+    })
+}
+
+extern "C" fn remove_scratch_root() {
+    let Some(root) = SCRATCH_ROOT.get() else {
+        return;
+    };
+    if TEST_FAILED.load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!(
+            "a test failed: its scratch directories are kept in {}",
+            root.display()
+        );
+    } else {
+        let _ = fs::remove_dir_all(root);
+    }
 }
 
 static LAB: Mutex<()> = Mutex::new(());
