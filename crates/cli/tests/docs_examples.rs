@@ -328,6 +328,12 @@ const EXAMPLES: &[Example] = &[
         check: Check::Parses { run_by: "demo_pps.rs" },
     },
     Example {
+        cmd: "sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5",
+        check: Check::Parses {
+            run_by: "demo_handshake_cdf.rs",
+        },
+    },
+    Example {
         cmd: "sudo latencylab sweep examples/sweep-small.toml -o out/small",
         check: run(0, &["4 of 4 runs ok", "out/small/results.parquet"]),
     },
