@@ -17,6 +17,7 @@ pub mod bulk;
 pub mod call;
 pub mod chunk;
 pub mod common;
+pub mod fallback;
 pub mod playback;
 pub mod probe;
 pub mod records;
@@ -99,6 +100,16 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab chunk-client server:5207 --chunk 1000 --nodelay --duration 10s --out chunk.jsonl"
     )]
     ChunkClient(chunk::ChunkClientArgs),
+    /// Request server for fallback-client: answers each 16-byte request; MPTCP where the
+    /// kernel offers it, plain TCP otherwise.
+    #[command(after_help = "Example:\n  latencylab fallback-server --port 5208")]
+    FallbackServer(fallback::FallbackServerArgs),
+    /// A request every second over two interfaces: plain connect, an RFC 8305 race with a
+    /// Better Route probe, or one MPTCP connection.
+    #[command(
+        after_help = "Example:\n  latencylab fallback-client server:5208 --mode race --duration 25s --out f.jsonl"
+    )]
+    FallbackClient(fallback::FallbackClientArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -120,6 +131,8 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::RrClient(a) => rr::run_client(a),
         AppCommand::ChunkServer(a) => chunk::run_server(a),
         AppCommand::ChunkClient(a) => chunk::run_client(a),
+        AppCommand::FallbackServer(a) => fallback::run_server(a),
+        AppCommand::FallbackClient(a) => fallback::run_client(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),

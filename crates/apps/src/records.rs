@@ -265,6 +265,30 @@ pub enum Record {
         exchange_max_ms: Option<f64>,
     },
 
+    /// One request of `fallback-client`, started at `start_s`: the interface that carried it
+    /// (`iface`; empty when it cannot be told), the connection attempts it started, and
+    /// `request_ms` from its start to the whole answer.
+    FallbackRequest {
+        t_s: f64,
+        request: u64,
+        start_s: f64,
+        iface: String,
+        attempts: u32,
+        request_ms: f64,
+    },
+    /// `fallback-client`'s Better Route probe connected over the preferred interface `iface`:
+    /// new requests go back to it.
+    BetterRoute { t_s: f64, iface: String },
+    /// The end of `fallback-client`.
+    FallbackSummary {
+        t_s: f64,
+        mode: String,
+        requests: u64,
+        failed: u64,
+        request_ms_p50: Option<f64>,
+        request_ms_max: Option<f64>,
+    },
+
     /// A line of a type this version does not know.
     #[serde(other)]
     Other,
@@ -303,7 +327,10 @@ impl Record {
             | Action { t_s, .. }
             | ActionSummary { t_s, .. }
             | Exchange { t_s, .. }
-            | RrSummary { t_s, .. } => Some(*t_s),
+            | RrSummary { t_s, .. }
+            | FallbackRequest { t_s, .. }
+            | BetterRoute { t_s, .. }
+            | FallbackSummary { t_s, .. } => Some(*t_s),
             Other => None,
         }
     }

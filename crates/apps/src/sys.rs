@@ -394,6 +394,225 @@ pub fn monotonic_s() -> f64 {
     }
 }
 
+/// `IPPROTO_MPTCP` (Linux 5.6), which libc does not name.
+pub const IPPROTO_MPTCP: libc::c_int = 262;
+/// `SOL_MPTCP` and its `MPTCP_TCPINFO` / `MPTCP_SUBFLOW_ADDRS` options (Linux 5.16,
+/// `linux/mptcp.h`).
+const SOL_MPTCP: libc::c_int = 284;
+const MPTCP_TCPINFO: libc::c_int = 2;
+const MPTCP_SUBFLOW_ADDRS: libc::c_int = 3;
+/// `struct mptcp_subflow_data`: the header the MPTCP per-subflow options fill.
+const SUBFLOW_DATA_LEN: usize = 16;
+/// `struct mptcp_subflow_addrs`: two `__kernel_sockaddr_storage`s.
+const SUBFLOW_ADDRS_LEN: usize = 256;
+/// The part of `struct tcp_info` read back per subflow: up to `tcpi_bytes_acked` (offset 120).
+const SUBFLOW_TCPINFO_LEN: usize = 128;
+const TCPI_BYTES_ACKED_OFFSET: usize = 120;
+
+/// A non-blocking TCP socket (MPTCP with `mptcp`) of `addr`'s family, bound to the interface
+/// `dev` when given (SO_BINDTODEVICE: only its routes, its source address), its `connect`
+/// started. [`connect_outcome`] says how it ended once [`wait_any_writable`] saw it writable.
+pub fn start_connect(
+    addr: &SocketAddr,
+    dev: Option<&str>,
+    mptcp: bool,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    let proto = if mptcp { IPPROTO_MPTCP } else { 0 };
+    let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    // SAFETY: plain socket(2); the descriptor is owned right below.
+    let raw = cvt(unsafe { libc::socket(family, kind, proto) })?;
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    if let Some(dev) = dev {
+        // SAFETY: the name's bytes outlive the call; the length is theirs.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BINDTODEVICE,
+                dev.as_ptr().cast(),
+                dev.len() as libc::socklen_t,
+            )
+        })?;
+    }
+    let (storage, len) = std_to_sockaddr(addr);
+    // SAFETY: `storage` holds a socket address of `len` bytes for the duration of the call.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e);
+        }
+    }
+    Ok(fd)
+}
+
+/// Waits until one of `fds` is writable (a started `connect` has ended) or `timeout` passes;
+/// the indexes of the writable ones (empty on timeout or a signal).
+pub fn wait_any_writable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<usize>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut pfds: Vec<PollFd> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLOUT))
+        .collect();
+    match poll(&mut pfds, PollTimeout::from(ms)) {
+        Ok(_) => Ok(pfds
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+            .map(|(i, _)| i)
+            .collect()),
+        Err(nix::errno::Errno::EINTR) => Ok(Vec::new()),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// How a non-blocking `connect` that has ended went: `SO_ERROR`.
+pub fn connect_outcome(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut err: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` is a c_int and `len` its size, as SO_ERROR expects.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    if err == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(err))
+    }
+}
+
+/// A listening MPTCP socket on `[::]:port` (both families), which also accepts plain TCP
+/// clients (RFC 8684 §3.7 fallback). Fails where the kernel has MPTCP off
+/// (`net.mptcp.enabled` 0).
+pub fn listen_mptcp(port: u16) -> io::Result<std::net::TcpListener> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain socket(2); the descriptor is owned right below.
+    let raw = cvt(unsafe {
+        libc::socket(
+            libc::AF_INET6,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            IPPROTO_MPTCP,
+        )
+    })?;
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    set_int_option(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    set_int_option(fd.as_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    let addr = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
+    let (storage, len) = std_to_sockaddr(&addr);
+    // SAFETY: `storage` holds a socket address of `len` bytes for the duration of the call.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
+    // SAFETY: listen(2) on a descriptor we own.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), 128) })?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
+/// One subflow of an MPTCP connection: its local address and the bytes its peer acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subflow {
+    pub local: SocketAddr,
+    pub bytes_acked: u64,
+}
+
+/// The subflows of the MPTCP socket `fd` (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`, which
+/// list them in the same order). Empty for a connection that fell back to plain TCP.
+pub fn mptcp_subflows(fd: BorrowedFd<'_>) -> io::Result<Vec<Subflow>> {
+    const MAX: usize = 8;
+    let addrs = subflow_option(fd, MPTCP_SUBFLOW_ADDRS, SUBFLOW_ADDRS_LEN, MAX)?;
+    let infos = subflow_option(fd, MPTCP_TCPINFO, SUBFLOW_TCPINFO_LEN, MAX)?;
+    Ok(addrs
+        .iter()
+        .zip(&infos)
+        .filter_map(|(a, i)| {
+            let local = sockaddr_from_bytes(&a[..128])?;
+            let b = i.get(TCPI_BYTES_ACKED_OFFSET..TCPI_BYTES_ACKED_OFFSET + 8)?;
+            Some(Subflow {
+                local,
+                bytes_acked: u64::from_ne_bytes(b.try_into().ok()?),
+            })
+        })
+        .collect())
+}
+
+/// The per-subflow entries of an MPTCP getsockopt, each `entry` bytes long.
+fn subflow_option(
+    fd: BorrowedFd<'_>,
+    name: libc::c_int,
+    entry: usize,
+    max: usize,
+) -> io::Result<Vec<Vec<u8>>> {
+    // u64 words: the header is 8-byte aligned.
+    let mut buf = vec![0u64; (SUBFLOW_DATA_LEN + entry * max) / 8];
+    let header = [SUBFLOW_DATA_LEN as u32, 0, 0, entry as u32];
+    // SAFETY: the buffer is at least 16 bytes long and 8-byte aligned.
+    unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), buf.as_mut_ptr().cast(), 4) };
+    let mut len = (buf.len() * 8) as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `buf`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            SOL_MPTCP,
+            name,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    // SAFETY: `buf` is plain bytes of the length given.
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), buf.len() * 8) };
+    let num = u32::from_ne_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize;
+    let size_user = u32::from_ne_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+    let stride = if size_user == 0 { entry } else { size_user };
+    Ok((0..num.min(max))
+        .filter_map(|k| {
+            let at = SUBFLOW_DATA_LEN + k * stride;
+            bytes.get(at..at + entry).map(<[u8]>::to_vec)
+        })
+        .collect())
+}
+
+/// A `struct sockaddr_in` or `sockaddr_in6` in its kernel byte layout.
+fn sockaddr_from_bytes(b: &[u8]) -> Option<SocketAddr> {
+    let family = libc::c_int::from(u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?));
+    let port = u16::from_be_bytes(b.get(2..4)?.try_into().ok()?);
+    match family {
+        libc::AF_INET => {
+            let ip: [u8; 4] = b.get(4..8)?.try_into().ok()?;
+            Some(SocketAddr::from((Ipv4Addr::from(ip), port)))
+        }
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+            Some(SocketAddr::from((Ipv6Addr::from(ip), port)))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

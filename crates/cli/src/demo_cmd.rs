@@ -80,6 +80,36 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
     )]
     Pps(PpsArgs),
+    /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
+    /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
+    /// (about 105 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
+    )]
+    Fallback(FallbackArgs),
+}
+
+/// The options of `demo fallback`.
+#[derive(clap::Args, Debug)]
+pub struct FallbackArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/fallback"
+    )]
+    pub out: PathBuf,
+    /// How long the phone makes requests: a time (35s) or a number of seconds, from 23s
+    /// (the Wi-Fi comes back at 20 s)
+    #[arg(long, value_name = "TIME", default_value = "35s")]
+    pub duration: String,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The options of `demo pps`.
@@ -315,6 +345,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
+        Demo::Fallback(a) => fallback(a),
     };
     lab::restore_signals(old);
     r
@@ -397,6 +428,31 @@ fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["mtu1500", "mtu9000"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = seconds("--duration", &a.duration)?;
+    if !(23.0..=300.0).contains(&duration_s) {
+        return Err(lab::UsageError(format!(
+            "--duration: cannot use '{}' (from 23s to 300s; the Wi-Fi comes back at 20 s)",
+            a.duration
+        ))
+        .into());
+    }
+    let outcome = demo::fallback::run(&demo::fallback::Options {
+        out_dir: a.out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["wifi-only", "fallback", "mptcp"],
     );
     Ok(ExitCode::SUCCESS)
 }

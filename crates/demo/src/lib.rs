@@ -22,11 +22,14 @@
 //!   (issue 12, experiment E7).
 //! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
 //!   and 9000 (issue 12, experiment E9).
+//! - [`fallback`]: a phone whose Wi-Fi goes dark while cellular works: plain connect, an
+//!   RFC 8305 race with a Better Route probe, MPTCP (issue 14, experiment E2).
 //! - [`handshake_cdf`]: handshake times over a browsing session to servers at a measured
 //!   spread of RTTs (experiment E14).
 
 pub mod bufferbloat;
 mod common;
+pub mod fallback;
 pub mod handshake_cdf;
 pub mod http_parallel;
 pub mod l4s;

@@ -171,6 +171,9 @@ impl Forwarder {
                 delivery_lateness_ms: self.lateness.percentiles().into(),
                 write_errors: self.write_errors,
                 cpu_s: sys::cpu_seconds(),
+                // Measured by the loop, which fills them in.
+                longest_stall_ms: 0.0,
+                longest_stall_at_s: 0.0,
             },
             nat64: self.core.nat64_summary(),
         })

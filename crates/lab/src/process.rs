@@ -1,22 +1,34 @@
 //! Programs in lab hosts: started inside a host's network namespace with the lab's own name
 //! resolution, as the invoking user when latencylab runs under sudo, and killed with the lab.
 //!
-//! Everything the child does between fork and exec is a raw syscall on data prepared before the
-//! fork (no allocation), because the parent may have other threads.
+//! Programs are started by a [`Launcher`]: a small process forked when the lab starts, before
+//! the engine allocates anything per host, which forks and execs each program for the lab and
+//! reports its exit. The forwarding loop only writes a request on a socket: a `fork` from the
+//! loop would copy the engine's page tables (about 1 MB of memory per host) while every link
+//! waits, and stalled a 250-host lab for seconds (docs/PERFORMANCE.md, "Starting programs").
+//!
+//! Everything a program's child does between fork and exec is a raw syscall on data prepared
+//! before the fork (no allocation).
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
-use std::io;
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant as StdInstant};
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sys::socket::{
+    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
+    SockFlag, SockType,
+};
+use serde::{Deserialize, Serialize};
 
 /// Who lab programs run as.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunAs {
     pub uid: u32,
     pub gid: u32,
@@ -53,34 +65,310 @@ pub fn invoking_user() -> Option<RunAs> {
 }
 
 /// How to start one program.
-pub struct Launch<'a> {
-    pub ns_fd: RawFd,
+pub struct Launch {
+    /// The host's network namespace.
+    pub ns: OwnedFd,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub how: LaunchSpec,
+}
+
+/// The plain-data part of a [`Launch`], which crosses to the launcher as JSON (the descriptors
+/// go beside it, as SCM_RIGHTS).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LaunchSpec {
     /// Files bind-mounted over /etc/hosts and /etc/resolv.conf in the program's mount namespace.
-    pub hosts_file: &'a Path,
-    pub resolv_file: &'a Path,
+    pub hosts_file: PathBuf,
+    pub resolv_file: PathBuf,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
-    pub stdout: Stdio,
-    pub stderr: Stdio,
-    pub stdin: Stdio,
     /// A process group of its own (background programs), or the lab's (COMMAND, so that the
     /// terminal's Ctrl-C reaches it).
     pub own_process_group: bool,
     pub run_as: Option<RunAs>,
 }
 
+/// What the launcher tells the lab.
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    /// The program asked for last runs as this process.
+    Started(i32),
+    /// It could not be started, and why.
+    Failed(String),
+    /// A program ended with this status (128 + signal when killed).
+    Exited { pid: i32, status: i32 },
+}
+
+/// The largest request: a program's environment names every host's address (about 40 bytes a
+/// host), so a 1000-host lab's requests are about 50 KB.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// The lab's handle on its launcher process.
+pub struct Launcher {
+    sock: OwnedFd,
+    pid: i32,
+    buf: Vec<u8>,
+}
+
+/// What became of programs asked for: starts are answered in the order they were asked.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LaunchEvent {
+    /// The oldest unanswered request runs as this process.
+    Started(i32),
+    /// The oldest unanswered request could not be started, and why.
+    Failed(String),
+    /// A program ended with this status (128 + signal when killed).
+    Exited { pid: i32, status: i32 },
+}
+
+impl Launcher {
+    /// Forks the launcher. Call it early, while the process is small and has one thread: the
+    /// launcher allocates after the fork, which is safe when no other thread can hold a lock.
+    pub fn start() -> Result<Launcher> {
+        let (lab_end, launcher_end) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .context("socketpair for the program launcher")?;
+        let lab_pid = nix::unistd::getpid();
+        // SAFETY: the child only runs `serve` and then `_exit`s; see `start`'s note on threads.
+        match unsafe { nix::unistd::fork() }.context("forking the program launcher")? {
+            nix::unistd::ForkResult::Child => {
+                drop(lab_end);
+                let code = match serve(launcher_end, lab_pid.as_raw()) {
+                    Ok(()) => 0,
+                    Err(_) => 1,
+                };
+                // SAFETY: _exit ends the process without running the lab's destructors twice.
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child } => Ok(Launcher {
+                sock: lab_end,
+                pid: child.as_raw(),
+                buf: vec![0; MAX_MESSAGE],
+            }),
+        }
+    }
+
+    /// The launcher's socket, readable when a program has ended.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    /// Asks for a program to be started, without waiting: the answer comes as a
+    /// [`LaunchEvent`] from [`Launcher::events`].
+    pub fn spawn(&mut self, l: Launch) -> Result<()> {
+        let what = l.how.argv.join(" ");
+        let json = serde_json::to_vec(&l.how).expect("plain data serializes");
+        let fds = [
+            l.ns.as_raw_fd(),
+            l.stdin.as_raw_fd(),
+            l.stdout.as_raw_fd(),
+            l.stderr.as_raw_fd(),
+        ];
+        sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[IoSlice::new(&json)],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .with_context(|| format!("asking the launcher to start '{what}'"))?;
+        Ok(())
+    }
+
+    /// What the launcher has said since the last call, without waiting.
+    pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
+        let mut out = Vec::new();
+        loop {
+            match self.recv(true) {
+                Ok(Some(Reply::Started(pid))) => out.push(LaunchEvent::Started(pid)),
+                Ok(Some(Reply::Failed(e))) => out.push(LaunchEvent::Failed(e)),
+                Ok(Some(Reply::Exited { pid, status })) => {
+                    out.push(LaunchEvent::Exited { pid, status })
+                }
+                Ok(None) => bail!("the program launcher has ended"),
+                Err(e) if is_would_block(&e) => return Ok(out),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One message; `None` at end of stream.
+    fn recv(&mut self, nonblocking: bool) -> Result<Option<Reply>> {
+        let flags = if nonblocking {
+            MsgFlags::MSG_DONTWAIT
+        } else {
+            MsgFlags::empty()
+        };
+        let n = nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags)
+            .map_err(io::Error::from)
+            .context("reading from the program launcher")?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_slice(&self.buf[..n])
+            .map(Some)
+            .map_err(|e| anyhow!("the program launcher's reply: {e}"))
+    }
+
+    /// Whether the launcher process is still there (reaps it when it is not).
+    pub fn alive(&self) -> bool {
+        use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+        let pid = nix::unistd::Pid::from_raw(self.pid);
+        matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        )
+    }
+}
+
+fn is_would_block(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+}
+
+impl Drop for Launcher {
+    /// Ends the launcher; a program still running dies with it (its parent-death signal).
+    fn drop(&mut self) {
+        signal(self.pid, libc::SIGKILL);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
+    }
+}
+
+/// The launcher's life: start what the lab asks for, report what ends, and end with the lab.
+fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
+    // SAFETY: prctl and getppid take and return plain integers.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        if libc::getppid() != lab_pid {
+            return Ok(());
+        }
+    }
+    // The lab's stop signals stay blocked here (inherited): the lab decides when programs
+    // stop. SIGCHLD is read from a signalfd.
+    let mut chld = nix::sys::signal::SigSet::empty();
+    chld.add(nix::sys::signal::Signal::SIGCHLD);
+    chld.thread_block()?;
+    let sfd = nix::sys::signalfd::SignalFd::with_flags(
+        &chld,
+        nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
+    )?;
+    let mut children: BTreeMap<i32, Child> = BTreeMap::new();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let send = |r: &Reply| -> Result<()> {
+        let json = serde_json::to_vec(r).expect("plain data serializes");
+        nix::sys::socket::send(sock.as_raw_fd(), &json, MsgFlags::empty())?;
+        Ok(())
+    };
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is valid for 2 entries for the duration of the call. The timeout is the
+        // safety net for a SIGCHLD merged away.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
+        if fds[0].revents != 0 {
+            let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let msg = recvmsg::<()>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            )?;
+            let n = msg.bytes;
+            let mut got: Vec<OwnedFd> = Vec::new();
+            for c in msg.cmsgs()? {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    // SAFETY: descriptors received with SCM_RIGHTS are new and ours alone.
+                    got.extend(
+                        fds.into_iter()
+                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                    );
+                }
+            }
+            if n == 0 {
+                // The lab has gone: so do its programs (their parent-death signal).
+                return Ok(());
+            }
+            let reply = match (serde_json::from_slice::<LaunchSpec>(&buf[..n]), got.len()) {
+                (Ok(how), 4) => {
+                    let mut it = got.into_iter();
+                    let mut next = || it.next().expect("four descriptors");
+                    let l = Launch {
+                        ns: next(),
+                        stdin: next(),
+                        stdout: next(),
+                        stderr: next(),
+                        how,
+                    };
+                    match spawn(l) {
+                        Ok(child) => {
+                            let pid = child.id() as i32;
+                            children.insert(pid, child);
+                            Reply::Started(pid)
+                        }
+                        Err(e) => Reply::Failed(format!("{e:#}")),
+                    }
+                }
+                (Err(e), _) => Reply::Failed(format!("bad request: {e}")),
+                (_, k) => Reply::Failed(format!("bad request: {k} descriptors, not 4")),
+            };
+            send(&reply)?;
+        }
+        while let Ok(Some(_)) = sfd.read_signal() {}
+        let mut ended = Vec::new();
+        for (pid, c) in children.iter_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                ended.push((*pid, exit_code_of(st)));
+            }
+        }
+        for (pid, status) in ended {
+            children.remove(&pid);
+            send(&Reply::Exited { pid, status })?;
+        }
+    }
+}
+
+/// A process's exit status as a shell gives it: its code, or 128 + the signal that killed it.
+pub fn exit_code_of(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 fn c(s: &str) -> CString {
     CString::new(s).expect("paths and names have no NUL")
 }
 
-/// Starts a program in a host.
-pub fn spawn(l: Launch<'_>) -> Result<Child> {
+/// Starts a program in a host (in the launcher).
+fn spawn(launch: Launch) -> Result<Child> {
+    let l = &launch.how;
     let (prog, args) = l.argv.split_first().context("empty command")?;
     let mut cmd = Command::new(prog);
     cmd.args(args)
-        .stdout(l.stdout)
-        .stderr(l.stderr)
-        .stdin(l.stdin);
+        .stdout(Stdio::from(launch.stdout))
+        .stderr(Stdio::from(launch.stderr))
+        .stdin(Stdio::from(launch.stdin));
     for (k, v) in &l.env {
         cmd.env(k, v);
     }
@@ -92,7 +380,7 @@ pub fn spawn(l: Launch<'_>) -> Result<Child> {
             cmd.env("USER", u).env("LOGNAME", u);
         }
     }
-    let ns_fd = l.ns_fd;
+    let ns_fd = launch.ns.as_raw_fd();
     let hosts_src = c(&l.hosts_file.display().to_string());
     let resolv_src = c(&l.resolv_file.display().to_string());
     let etc_hosts = c("/etc/hosts");

@@ -9,12 +9,11 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::time::Duration as StdDuration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -26,10 +25,14 @@ use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
-use crate::process::{self, Launch};
+use crate::process::{self, Launch, LaunchEvent, LaunchSpec, Launcher};
 use crate::sys;
+use labnet::lifecycle::{
+    earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, StallMeter, Wait,
+    HEARTBEAT, STALL_WORTH_SAYING,
+};
 use labnet::run_dir::RunDir;
-use labnet::schedule::{programs_done, Action, ProgramState, Schedule};
+use labnet::schedule::{Action, ProgramState, Schedule};
 use labnet::spec::{secs, LabConfig, UsageError};
 use labnet::Setting;
 
@@ -38,92 +41,12 @@ use labnet::Setting;
 /// PERFORMANCE.md): 50 µs keeps the p99 delivery error under 50 µs at 100 Mbit/s, 20 µs does
 /// not. `LATENCYLAB_SPIN_NS` overrides it, trading timing accuracy for CPU.
 /// `LATENCYLAB_PRIORITY` (`auto`, the default; `rt`; `nice`; `normal`) chooses the loop's
-/// scheduling (see [`Scheduling`]).
+/// scheduling (see `labnet::lifecycle::PriorityPolicy`).
 const SPIN_NS: u64 = 50_000;
-/// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
-const GRACE: StdDuration = StdDuration::from_secs(2);
-/// How long COMMAND waits for `--server` to listen.
-const SERVER_READY_TIMEOUT: StdDuration = StdDuration::from_secs(3);
-
-/// How the forwarding loop is scheduled. Two policies, each right in one regime:
-/// - real-time (SCHED_FIFO) wakes the loop within microseconds even when the lab's programs keep
-///   every core busy, which is what a link at tens of Mbit/s needs;
-/// - but at a gigabit and more the loop never blocks, and the kernel then preempts a real-time
-///   thread for 50 ms at a time so that ordinary tasks can run, stalling every link; there nice
-///   -20 keeps the rate (docs/PERFORMANCE.md).
-///
-/// `auto` (the default) measures, every [`SCHED_WINDOW_NS`], the share of time the loop was
-/// busy (not blocked waiting), and runs real-time while it is mostly idle, nice -20 while it is
-/// mostly busy, with hysteresis. `LATENCYLAB_PRIORITY=rt|nice|normal` fixes one.
-struct Scheduling {
-    auto: bool,
-    realtime: bool,
-    window_start_ns: u64,
-    blocked_ns: u64,
-}
-
-const SCHED_WINDOW_NS: u64 = 100_000_000;
-/// Busy share above which a real-time loop turns to nice -20, and below which it turns back.
-const BUSY_TO_NICE: f64 = 0.6;
-const BUSY_TO_RT: f64 = 0.3;
-
-/// The policy for the next window: real-time or not, from the busy share of the last one.
-fn next_realtime(realtime: bool, busy: f64) -> bool {
-    if realtime {
-        busy <= BUSY_TO_NICE
-    } else {
-        busy < BUSY_TO_RT
-    }
-}
-
-impl Scheduling {
-    fn start(mode: Option<&str>, now_ns: u64) -> Scheduling {
-        let auto = !matches!(mode, Some("rt" | "nice" | "normal"));
-        let realtime = matches!(mode, Some("rt")) || auto;
-        match mode {
-            Some("normal") => {}
-            Some("nice") => {
-                sys::high_priority();
-            }
-            _ => {
-                sys::realtime_priority();
-            }
-        }
-        Scheduling {
-            auto,
-            realtime,
-            window_start_ns: now_ns,
-            blocked_ns: 0,
-        }
-    }
-
-    fn blocked(&mut self, ns: u64) {
-        self.blocked_ns += ns;
-    }
-
-    fn tick(&mut self, now_ns: u64) {
-        let window = now_ns.saturating_sub(self.window_start_ns);
-        if window < SCHED_WINDOW_NS {
-            return;
-        }
-        let busy = 1.0 - (self.blocked_ns.min(window) as f64 / window as f64);
-        let rt = next_realtime(self.realtime, busy);
-        if self.auto && rt != self.realtime {
-            if rt {
-                sys::realtime_priority();
-            } else {
-                sys::normal_policy();
-                sys::high_priority();
-            }
-            self.realtime = rt;
-        }
-        self.window_start_ns = now_ns;
-        self.blocked_ns = 0;
-    }
-}
 
 const TOKEN_SIGNAL: u64 = u64::MAX;
 const TOKEN_TIMER: u64 = u64::MAX - 1;
+const TOKEN_LAUNCHER: u64 = u64::MAX - 2;
 
 /// What to run besides the configuration's own programs.
 #[derive(Clone, Debug, Default)]
@@ -149,11 +72,35 @@ pub struct RunResult {
 
 struct Prog {
     name: String,
-    child: Child,
+    /// Known once the launcher has said it started.
+    pid: Option<i32>,
     own_group: bool,
     wait: bool,
     is_command: bool,
     status: Option<i32>,
+}
+
+impl Prog {
+    fn new(name: &str, own_group: bool, wait: bool, is_command: bool) -> Prog {
+        Prog {
+            name: name.to_string(),
+            pid: None,
+            own_group,
+            wait,
+            is_command,
+            status: None,
+        }
+    }
+
+    /// Signals the program, and its process group when it has one of its own.
+    fn signal(&self, sig: libc::c_int) {
+        let Some(pid) = self.pid else { return };
+        if self.own_group {
+            process::signal_group(pid, sig);
+        } else {
+            process::signal(pid, sig);
+        }
+    }
 }
 
 /// Everything that must be undone, undone in Drop: whichever way the run ends, this runs.
@@ -165,14 +112,11 @@ struct Teardown {
 
 impl Drop for Teardown {
     fn drop(&mut self) {
-        for p in &mut self.progs {
-            if p.status.is_none() {
-                let pid = p.child.id() as i32;
-                if p.own_group {
-                    process::signal_group(pid, libc::SIGKILL);
-                }
+        // The launcher reaps them; whatever is left in a namespace is killed below.
+        for p in self.progs.iter().filter(|p| p.status.is_none()) {
+            p.signal(libc::SIGKILL);
+            if let Some(pid) = p.pid {
                 process::signal(pid, libc::SIGKILL);
-                let _ = p.child.wait();
             }
         }
         for h in &self.hosts {
@@ -186,13 +130,6 @@ impl Drop for Teardown {
         }
         let _ = fs::remove_dir_all(runtime_dir(self.pid));
     }
-}
-
-fn exit_code_of(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Checks what can be checked before anything is created: privileges, the TUN device, the
@@ -284,6 +221,9 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
 }
 
 fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
+    // First, while this process is small: forking it later would copy the engine.
+    let launcher = Launcher::start()?;
+
     let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
     let mut td = Teardown {
@@ -291,11 +231,106 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         hosts: Vec::new(),
         progs: Vec::new(),
     };
+    let name_files = write_name_files(cfg, pid)?;
+    netns::prepare_netns_dir()?;
+    for h in &cfg.hosts {
+        td.hosts.push(netns::create_host(pid, h)?);
+    }
+    let run_dir = opts.out_dir.as_ref().map(RunDir::new);
+    if let Some(d) = &run_dir {
+        output::prepare_dir(d)?;
+        output::write_json(&d.lab_json(), cfg)?;
+    }
+    let mono_start = sys::monotonic_ns();
+    let real_start = sys::realtime_ns();
+    let capture_dir = run_dir.as_ref().filter(|_| !opts.no_capture);
+    let fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
+    let io = LoopIo::new(&fwd, &td.hosts, sfd, &launcher)?;
+    sys::tight_timer_slack();
+    let mode = PriorityMode::parse(std::env::var("LATENCYLAB_PRIORITY").ok().as_deref());
+    match mode {
+        PriorityMode::Normal => {}
+        PriorityMode::Nice => {
+            sys::high_priority();
+        }
+        PriorityMode::Auto | PriorityMode::Realtime => {
+            sys::realtime_priority();
+        }
+    }
+    let spin = wire::Duration::from_nanos(
+        std::env::var("LATENCYLAB_SPIN_NS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SPIN_NS),
+    );
+    let starter = Starter {
+        cfg,
+        opts,
+        hosts: &td.hosts,
+        name_files: &name_files,
+        run_as: process::invoking_user(),
+        launcher,
+    };
+    let mut lab = Lab {
+        starter,
+        cfg,
+        opts,
+        fwd,
+        io,
+        mono_start,
+        spin,
+        priority: PriorityPolicy::new(mode, Instant::ZERO),
+        schedule: Schedule::new(cfg),
+        life: Lifecycle::new(
+            opts.command.is_some(),
+            opts.server.is_some(),
+            cfg.duration_s.is_some(),
+        ),
+        link_idx: cfg.link_index(),
+        ns_inodes: td
+            .hosts
+            .iter()
+            .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
+            .collect(),
+        progs: Vec::new(),
+        server: None,
+        stalls: StallMeter::default(),
+        turn_start: Instant::ZERO,
+    };
+    if let Some((host, line)) = &opts.server {
+        let argv = vec!["sh".into(), "-c".into(), line.clone()];
+        lab.starter.start(host, argv, true, "server", false)?;
+        lab.progs.push(Prog::new("server", true, false, false));
+        lab.server = Some(0);
+    }
+    if !opts.quiet {
+        describe(cfg);
+    }
+    let result = lab.run();
+    td.progs = std::mem::take(&mut lab.progs);
+    result?;
+    let exit_code = lab.life.exit_code();
+    let mut summary = lab.fwd.finish()?;
+    let (stall, stall_at) = lab.stalls.longest();
+    summary.engine.longest_stall_ms = stall.as_secs_f64() * 1e3;
+    summary.engine.longest_stall_at_s = stall_at.as_secs_f64();
+    if let Some(d) = &opts.out_dir {
+        output::write_json(&RunDir::new(d).summary_json(), &summary)?;
+    }
+    if !opts.quiet {
+        report(&summary, opts);
+    }
+    drop(lab);
+    drop(td);
+    Ok(RunResult { exit_code, summary })
+}
 
+/// Each host's own /etc/hosts and /etc/resolv.conf, in the lab's runtime directory: in a NAT64
+/// lab an IPv6-only host must not find an IPv4-only host's address in /etc/hosts, and asks the
+/// DNS64 instead.
+fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf, PathBuf)>> {
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
-    // Each host's own /etc/hosts and /etc/resolv.conf: in a NAT64 lab an IPv6-only host must
-    // not find an IPv4-only host's address in /etc/hosts, and asks the DNS64 instead.
     let mut name_files = Vec::new();
     for h in &cfg.hosts {
         let hosts_file = rt.join(format!("hosts-{}", h.name));
@@ -312,61 +347,80 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
         name_files.push((hosts_file, resolv_file));
     }
+    Ok(name_files)
+}
 
-    netns::prepare_netns_dir()?;
-    for h in &cfg.hosts {
-        td.hosts.push(netns::create_host(pid, h)?);
-    }
-    let run_dir = opts.out_dir.as_ref().map(RunDir::new);
-    if let Some(d) = &run_dir {
-        output::prepare_dir(d)?;
-        output::write_json(&d.lab_json(), cfg)?;
-    }
-    let mono_start = sys::monotonic_ns();
-    let real_start = sys::realtime_ns();
-    let now_of = |mono: u64| Instant::from_nanos(mono.saturating_sub(mono_start));
-    let capture_dir = run_dir.as_ref().filter(|_| !opts.no_capture);
-    let mut fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
+/// What starting a program in a host needs: its namespace, its name files, its environment.
+struct Starter<'a> {
+    cfg: &'a LabConfig,
+    opts: &'a RunOptions,
+    hosts: &'a [HostNs],
+    name_files: &'a [(PathBuf, PathBuf)],
+    run_as: Option<process::RunAs>,
+    launcher: Launcher,
+}
 
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
-    for (i, iface) in fwd.ifaces.iter().enumerate() {
-        let fd = td
+impl Starter<'_> {
+    /// Asks for `argv` to start in `host` (its process id comes later, from the launcher):
+    /// COMMAND (`command`) with the terminal's stdio, any other program with its output in the
+    /// run directory (or on stderr) and no stdin.
+    fn start(
+        &mut self,
+        host: &str,
+        argv: Vec<String>,
+        own_group: bool,
+        name: &str,
+        command: bool,
+    ) -> Result<()> {
+        let hi = self
+            .cfg
             .hosts
             .iter()
-            .flat_map(|h| h.tuns.iter())
-            .find(|t| t.as_raw_fd() == iface.fd)
-            .expect("own fd");
-        epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+            .position(|h| h.name == host)
+            .context("validated host")?;
+        let dup = |fd: std::os::fd::BorrowedFd| fd.try_clone_to_owned();
+        let (stdout, stderr): (OwnedFd, OwnedFd) = match (&self.opts.out_dir, command) {
+            (_, true) => (
+                dup(std::io::stdout().as_fd())?,
+                dup(std::io::stderr().as_fd())?,
+            ),
+            (Some(d), false) => {
+                let d = RunDir::new(d);
+                fs::create_dir_all(d.programs())?;
+                (
+                    File::create(d.program_out(name))?.into(),
+                    File::create(d.program_err(name))?.into(),
+                )
+            }
+            // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
+            (None, false) => (
+                dup(std::io::stderr().as_fd())?,
+                dup(std::io::stderr().as_fd())?,
+            ),
+        };
+        let stdin: OwnedFd = if command {
+            dup(std::io::stdin().as_fd())?
+        } else {
+            File::open("/dev/null")?.into()
+        };
+        self.launcher.spawn(Launch {
+            ns: self.hosts[hi].ns_fd.try_clone()?,
+            stdin,
+            stdout,
+            stderr,
+            how: LaunchSpec {
+                hosts_file: self.name_files[hi].0.clone(),
+                resolv_file: self.name_files[hi].1.clone(),
+                argv,
+                env: self.env_for(host),
+                own_process_group: own_group,
+                run_as: self.run_as.clone(),
+            },
+        })
     }
-    epoll.add(
-        sfd.as_fd(),
-        EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_SIGNAL),
-    )?;
-    let timer = TimerFd::new(
-        ClockId::CLOCK_MONOTONIC,
-        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-    )?;
-    epoll.add(
-        timer.as_fd(),
-        EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
-    )?;
-    sys::tight_timer_slack();
-    let mut sched = Scheduling::start(
-        std::env::var("LATENCYLAB_PRIORITY").ok().as_deref(),
-        sys::monotonic_ns(),
-    );
-    let spin_ns: u64 = std::env::var("LATENCYLAB_SPIN_NS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(SPIN_NS);
 
-    let run_as = process::invoking_user();
-    let ns_inodes: Vec<u64> = td
-        .hosts
-        .iter()
-        .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
-        .collect();
-    let env_for = |host: &str| -> Vec<(String, String)> {
+    /// A program's environment: its host's name and every host's address by name.
+    fn env_for(&self, host: &str) -> Vec<(String, String)> {
         let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
         // `latencylab bulk-client` and friends resolve inside the lab even under sudo, whose
         // PATH leaves out ~/.cargo/bin.
@@ -377,7 +431,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             let path = std::env::var("PATH").unwrap_or_default();
             env.push(("PATH".into(), format!("{}:{path}", dir.display())));
         }
-        for h in &cfg.hosts {
+        for h in &self.cfg.hosts {
             let i = &h.interfaces[0];
             env.push((
                 format!(
@@ -391,328 +445,346 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
                 },
             ));
         }
-        if let Some(d) = &opts.out_dir {
+        if let Some(d) = &self.opts.out_dir {
             env.push(("LATENCYLAB_OUT".into(), d.display().to_string()));
         }
         env
-    };
-    let launch = |host: &str,
-                  argv: Vec<String>,
-                  own_group: bool,
-                  name: &str,
-                  command: bool|
-     -> Result<Child> {
-        let hi = cfg
-            .hosts
-            .iter()
-            .position(|h| h.name == host)
-            .context("validated host")?;
-        let (stdout, stderr) = match (&opts.out_dir, command) {
-            (_, true) => (Stdio::inherit(), Stdio::inherit()),
-            (Some(d), false) => {
-                let d = RunDir::new(d);
-                fs::create_dir_all(d.programs())?;
-                (
-                    Stdio::from(File::create(d.program_out(name))?),
-                    Stdio::from(File::create(d.program_err(name))?),
-                )
-            }
-            // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
-            (None, false) => (
-                Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
-                Stdio::inherit(),
-            ),
-        };
-        process::spawn(Launch {
-            ns_fd: td.hosts[hi].ns_fd.as_raw_fd(),
-            hosts_file: &name_files[hi].0,
-            resolv_file: &name_files[hi].1,
-            argv,
-            env: env_for(host),
-            stdout,
-            stderr,
-            stdin: if command {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            },
-            own_process_group: own_group,
-            run_as: run_as.clone(),
-        })
-    };
+    }
+}
 
-    let mut progs: Vec<Prog> = Vec::new();
-    let mut server_idx = None;
-    if let Some((host, line)) = &opts.server {
-        let child = launch(
-            host,
-            vec!["sh".into(), "-c".into(), line.clone()],
-            true,
-            "server",
-            false,
+/// The loop's descriptors: one epoll over the interfaces, the signalfd, the timerfd and the
+/// program launcher's socket.
+struct LoopIo {
+    epoll: Epoll,
+    sfd: SignalFd,
+    timer: TimerFd,
+    /// The absolute monotonic time the timer is armed for.
+    armed: Option<u64>,
+    events: Vec<EpollEvent>,
+}
+
+impl LoopIo {
+    fn new(
+        fwd: &Forwarder,
+        hosts: &[HostNs],
+        sfd: SignalFd,
+        launcher: &Launcher,
+    ) -> Result<LoopIo> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
+        for (i, iface) in fwd.ifaces.iter().enumerate() {
+            let fd = hosts
+                .iter()
+                .flat_map(|h| h.tuns.iter())
+                .find(|t| t.as_raw_fd() == iface.fd)
+                .expect("own fd");
+            epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+        }
+        epoll.add(
+            sfd.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_SIGNAL),
         )?;
-        progs.push(Prog {
-            name: "server".into(),
-            child,
-            own_group: true,
-            wait: false,
-            is_command: false,
-            status: None,
-        });
-        server_idx = Some(progs.len() - 1);
-    }
-    let mut schedule = Schedule::new(cfg);
-    let mut duration_over = false;
-    let link_idx = cfg.link_index();
-    let mut command_pending = opts.command.clone();
-    let server_wait_until = Instant::ZERO + SERVER_READY_TIMEOUT;
-
-    let mut stopping: Option<(Instant, i32)> = None; // (kill deadline, exit code)
-    let mut exit_code = 0;
-    let mut events = vec![EpollEvent::empty(); 64];
-    // The absolute time the timerfd is armed for, and whether SIGCHLD came since the last reap.
-    let mut armed: Option<u64> = None;
-    let mut child_exited = true;
-    let mut next_reap_poll = Instant::ZERO;
-
-    if !opts.quiet {
-        describe(cfg);
+        let timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        epoll.add(
+            timer.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
+        )?;
+        epoll.add(
+            launcher.fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_LAUNCHER),
+        )?;
+        Ok(LoopIo {
+            epoll,
+            sfd,
+            timer,
+            armed: None,
+            events: vec![EpollEvent::empty(); 64],
+        })
     }
 
-    let result: Result<()> = (|| loop {
-        let now = now_of(sys::monotonic_ns());
-
-        // Start COMMAND once the server listens (or gave up, or there is none).
-        if let Some((host, argv)) = &command_pending {
-            let ready = match server_idx {
-                None => true,
-                Some(s) => {
-                    process::has_listener(progs[s].child.id())
-                        || now >= server_wait_until
-                        || progs[s].child.try_wait()?.is_some()
-                }
-            };
-            if ready && stopping.is_none() {
-                let child = launch(host, argv.clone(), false, "command", true)?;
-                progs.push(Prog {
-                    name: "COMMAND".into(),
-                    child,
-                    own_group: false,
-                    wait: true,
-                    is_command: true,
-                    status: None,
-                });
-                command_pending = None;
-            }
-        }
-        if stopping.is_some() {
-            schedule.hold_starts();
-        }
-        while let Some(action) = schedule.poll_action(now) {
-            match action {
-                Action::Start(i) => {
-                    let p = &cfg.programs[i];
-                    let child = launch(
-                        &p.host,
-                        vec!["sh".into(), "-c".into(), p.run.clone()],
-                        true,
-                        &p.name,
-                        false,
-                    )?;
-                    progs.push(Prog {
-                        name: p.name.clone(),
-                        child,
-                        own_group: true,
-                        wait: p.wait,
-                        is_command: false,
-                        status: None,
-                    });
-                }
-                Action::Change(i) => {
-                    let c = &cfg.changes[i];
-                    let li = link_idx[&c.link];
-                    for d in 0..fwd.dirs().len() {
-                        let info = &fwd.dirs()[d];
-                        if info.link_index == li && c.direction.is_none_or(|x| x == info.side) {
-                            let params = c.apply(fwd.params(d));
-                            fwd.set_params(Instant::ZERO + secs(c.at_s), d, params);
-                        }
-                    }
-                }
-                Action::DurationOver => duration_over = true,
-            }
-        }
-
-        fwd.poll(now);
-
-        // Has the lab reached its end?
-        let all_started = command_pending.is_none() && schedule.all_started();
-        let running = |p: &Prog| p.status.is_none();
-        if stopping.is_none() {
-            let command_done = progs.iter().any(|p| p.is_command && !running(p));
-            let end = if command_done {
-                exit_code = progs
-                    .iter()
-                    .find(|p| p.is_command)
-                    .and_then(|p| p.status)
-                    .unwrap_or(0);
-                true
-            } else if duration_over {
-                true
-            } else if opts.command.is_none() && !schedule.has_duration() {
-                let states: Vec<ProgramState> = progs
-                    .iter()
-                    .map(|p| ProgramState {
-                        wait: p.wait,
-                        running: running(p),
-                    })
-                    .collect();
-                programs_done(all_started, &states)
-            } else {
-                false
-            };
-            if end {
-                for p in progs.iter().filter(|p| running(p)) {
-                    let pid = p.child.id() as i32;
-                    if p.own_group {
-                        process::signal_group(pid, libc::SIGTERM)
-                    } else {
-                        process::signal(pid, libc::SIGTERM)
-                    }
-                }
-                stopping = Some((now + GRACE, exit_code));
-            }
-        }
-        if let Some((deadline, _)) = stopping {
-            // A program started through `sh -c` may outlive its shell: wait for every process
-            // in the lab's namespaces, so that each can finish writing its results.
-            let quiet = progs.iter().all(|p| !running(p))
-                && ns_inodes
-                    .iter()
-                    .all(|ino| process::processes_in_ns(*ino).is_empty());
-            if quiet || now >= deadline {
-                return Ok(());
-            }
-        }
-
-        // Sleep until the next thing: a packet, a signal, a deadline.
-        let mut deadline = fwd.next_wakeup();
-        let mut consider = |t: Instant| deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
-        if let Some(t) = schedule.next_wakeup() {
-            consider(t);
-        }
-        if let Some((t, _)) = stopping {
-            consider(t.min(now + wire::Duration::from_millis(10)));
-        }
-        if command_pending.is_some() {
-            consider(now + wire::Duration::from_millis(5));
-        }
-        let timeout = match deadline {
-            None => EpollTimeout::NONE,
-            Some(t) if t.as_nanos() <= now.as_nanos() + spin_ns => EpollTimeout::ZERO,
-            Some(t) => {
-                let abs = mono_start + t.as_nanos() - spin_ns;
+    /// Waits as `wait` says (`mono_start` turns lab time into the monotonic clock's) and
+    /// returns how many events came.
+    fn wait(&mut self, wait: Wait, mono_start: u64) -> Result<usize> {
+        let timeout = match wait {
+            Wait::Poll => EpollTimeout::ZERO,
+            Wait::Block => EpollTimeout::NONE,
+            Wait::Timer(t) => {
+                let abs = mono_start + t.as_nanos();
                 // The timer stays armed until it fires; re-arm only for a new deadline.
-                if armed != Some(abs) {
+                if self.armed != Some(abs) {
                     let ts =
                         TimeSpec::new((abs / 1_000_000_000) as i64, (abs % 1_000_000_000) as i64);
-                    timer.set(
+                    self.timer.set(
                         Expiration::OneShot(ts),
                         TimerSetTimeFlags::TFD_TIMER_ABSTIME,
                     )?;
-                    armed = Some(abs);
+                    self.armed = Some(abs);
                 }
                 EpollTimeout::NONE
             }
         };
-        let before = sys::monotonic_ns();
-        let n = epoll.wait(&mut events, timeout)?;
-        let after = sys::monotonic_ns();
-        if timeout == EpollTimeout::NONE {
-            sched.blocked(after - before);
+        match self.epoll.wait(&mut self.events, timeout) {
+            // A stop and continue (SIGSTOP, a debugger, Ctrl-Z) interrupts the wait: look again.
+            Err(nix::errno::Errno::EINTR) => Ok(0),
+            r => Ok(r?),
         }
-        sched.tick(after);
-        let now = now_of(after);
-        for ev in &events[..n] {
-            match ev.data() {
+    }
+}
+
+/// A lab while it runs: the network, the programs and the rules, driven one loop turn at a
+/// time by [`Lab::run`].
+struct Lab<'a> {
+    starter: Starter<'a>,
+    cfg: &'a LabConfig,
+    opts: &'a RunOptions,
+    fwd: Forwarder,
+    io: LoopIo,
+    /// The monotonic clock's reading at the lab's `Instant::ZERO`.
+    mono_start: u64,
+    spin: wire::Duration,
+    priority: PriorityPolicy,
+    schedule: Schedule,
+    life: Lifecycle,
+    link_idx: std::collections::BTreeMap<String, usize>,
+    ns_inodes: Vec<u64>,
+    progs: Vec<Prog>,
+    /// `--server`'s index in `progs`.
+    server: Option<usize>,
+    stalls: StallMeter,
+    /// When the current loop turn began (the end of the last wait).
+    turn_start: Instant,
+}
+
+impl Lab<'_> {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(sys::monotonic_ns().saturating_sub(self.mono_start))
+    }
+
+    /// The loop: start what is due, move packets, apply the stop rules, sleep until the next
+    /// packet, signal, program exit or deadline, and handle what came.
+    fn run(&mut self) -> Result<()> {
+        // Setting the lab up (captures, logs) before the first turn is no stall.
+        self.turn_start = self.now();
+        loop {
+            let now = self.now();
+            self.start_due(now)?;
+            self.fwd.poll(now);
+            self.check_end(now);
+            if self.life.finished(now, self.all_gone()) {
+                return Ok(());
+            }
+            self.wait_and_handle(now)?;
+        }
+    }
+
+    /// Starts COMMAND once it is due, and every program and link change whose time has come.
+    fn start_due(&mut self, now: Instant) -> Result<()> {
+        let server = self.server.map(|s| &self.progs[s]);
+        let due = self.life.command_due(now, || match server {
+            Some(p) => ServerState {
+                listening: p.pid.is_some_and(|pid| process::has_listener(pid as u32)),
+                exited: p.status.is_some(),
+            },
+            None => ServerState {
+                listening: false,
+                exited: false,
+            },
+        });
+        if due {
+            let (host, argv) = self.opts.command.clone().context("a command is due")?;
+            self.starter.start(&host, argv, false, "command", true)?;
+            self.progs.push(Prog::new("COMMAND", false, true, true));
+            self.life.command_started();
+        }
+        if self.life.is_ending() {
+            self.schedule.hold_starts();
+        }
+        while let Some(action) = self.schedule.poll_action(now) {
+            match action {
+                Action::Start(i) => {
+                    let p = &self.cfg.programs[i];
+                    let argv = vec!["sh".into(), "-c".into(), p.run.clone()];
+                    self.starter.start(&p.host, argv, true, &p.name, false)?;
+                    self.progs.push(Prog::new(&p.name, true, p.wait, false));
+                }
+                Action::Change(i) => self.change_link(i),
+                Action::DurationOver => self.life.duration_over(),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `cfg.changes[i]` to the link directions it names, at its scheduled time.
+    fn change_link(&mut self, i: usize) {
+        let c = &self.cfg.changes[i];
+        let li = self.link_idx[&c.link];
+        for d in 0..self.fwd.dirs().len() {
+            let info = &self.fwd.dirs()[d];
+            if info.link_index == li && c.direction.is_none_or(|x| x == info.side) {
+                let params = c.apply(self.fwd.params(d));
+                self.fwd.set_params(Instant::ZERO + secs(c.at_s), d, params);
+            }
+        }
+    }
+
+    /// Applies the stop rules; when the lab begins to end, what still runs gets SIGTERM.
+    fn check_end(&mut self, now: Instant) {
+        let command_status = self
+            .progs
+            .iter()
+            .find(|p| p.is_command)
+            .and_then(|p| p.status);
+        let states: Vec<ProgramState> = self
+            .progs
+            .iter()
+            .map(|p| ProgramState {
+                wait: p.wait,
+                running: p.status.is_none(),
+            })
+            .collect();
+        let all_started = self.schedule.all_started();
+        if self
+            .life
+            .check_end(now, command_status, all_started, &states)
+            .is_some()
+        {
+            self.terminate_all();
+        }
+    }
+
+    fn terminate_all(&self) {
+        for p in self.progs.iter().filter(|p| p.status.is_none()) {
+            p.signal(libc::SIGTERM);
+        }
+    }
+
+    /// Whether every program and every process in the lab's namespaces has gone. A program
+    /// started through `sh -c` may outlive its shell: each gets to finish writing its results.
+    fn all_gone(&self) -> bool {
+        self.life.is_ending()
+            && self.progs.iter().all(|p| p.status.is_some())
+            && self
+                .ns_inodes
+                .iter()
+                .all(|ino| process::processes_in_ns(*ino).is_empty())
+    }
+
+    /// Sleeps until the next packet, signal or deadline, and handles what came.
+    fn wait_and_handle(&mut self, now: Instant) -> Result<()> {
+        // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
+        // timer once per heartbeat and not on every turn.
+        let beat = HEARTBEAT.as_nanos() as u64;
+        let heartbeat = Instant::from_nanos((now.as_nanos() / beat + 1) * beat);
+        let deadline = earliest([
+            self.fwd.next_wakeup(),
+            self.schedule.next_wakeup(),
+            self.life.next_wakeup(now),
+            Some(heartbeat),
+        ]);
+        let wait = wait_for(deadline, now, self.spin);
+        let before = self.now();
+        self.stalls.turn(self.turn_start, before);
+        let n = self.io.wait(wait, self.mono_start)?;
+        let now = self.now();
+        self.turn_start = now;
+        match wait {
+            Wait::Timer(due) => self.stalls.woke(due, now),
+            Wait::Poll => self.stalls.woke(before, now),
+            Wait::Block => {}
+        }
+        if wait != Wait::Poll {
+            self.priority.blocked(now - before);
+        }
+        match self.priority.poll_switch(now) {
+            Some(true) => {
+                sys::realtime_priority();
+            }
+            Some(false) => {
+                sys::normal_policy();
+                sys::high_priority();
+            }
+            None => {}
+        }
+        for k in 0..n {
+            match self.io.events[k].data() {
                 TOKEN_TIMER => {
-                    let _ = timer.wait();
-                    armed = None;
+                    let _ = self.io.timer.wait();
+                    self.io.armed = None;
                 }
-                TOKEN_SIGNAL => {
-                    while let Some(si) = sfd.read_signal()? {
-                        let sig = si.ssi_signo as i32;
-                        if sig == libc::SIGCHLD {
-                            child_exited = true;
-                            continue;
-                        }
-                        // A Ctrl-C from the terminal reached COMMAND too (same process group);
-                        // the lab ends when COMMAND does. Any other stop signal stops the lab.
-                        let from_tty = sig == libc::SIGINT && si.ssi_code == libc::SI_KERNEL;
-                        let command_running =
-                            progs.iter().any(|p| p.is_command && p.status.is_none());
-                        if from_tty && command_running {
-                            continue;
-                        }
-                        if stopping.is_none() {
-                            for p in progs.iter().filter(|p| p.status.is_none()) {
-                                let pid = p.child.id() as i32;
-                                if p.own_group {
-                                    process::signal_group(pid, libc::SIGTERM)
-                                } else {
-                                    process::signal(pid, libc::SIGTERM)
-                                }
-                            }
-                            command_pending = None;
-                            exit_code = 128 + sig;
-                            stopping = Some((now + GRACE, exit_code));
-                        }
-                    }
-                }
+                TOKEN_SIGNAL => self.read_signals(now)?,
+                TOKEN_LAUNCHER => self.record_exits()?,
                 // Level-triggered: an interface with packets left after a burst is reported again.
                 i => {
-                    fwd.read_iface(i as usize, now)?;
+                    self.fwd.read_iface(i as usize, now)?;
                 }
             }
         }
-        // Reap only when a child has exited: a wait per program per loop turn would be most of
-        // the loop's system calls at a few thousand packets a second.
-        // SIGCHLD is the cue, and a poll every 100 ms the safety net (a process-directed signal
-        // can land on another thread of a program that did not block it).
-        let reap = std::mem::take(&mut child_exited) || now >= next_reap_poll;
-        if reap {
-            next_reap_poll = now + wire::Duration::from_millis(100);
+        Ok(())
+    }
+
+    fn read_signals(&mut self, now: Instant) -> Result<()> {
+        while let Some(si) = self.io.sfd.read_signal()? {
+            let sig = si.ssi_signo as i32;
+            // Programs are the launcher's children: a SIGCHLD here is the launcher's own end.
+            if sig == libc::SIGCHLD {
+                if !self.starter.launcher.alive() {
+                    bail!("the program launcher ended unexpectedly");
+                }
+                continue;
+            }
+            let from_tty = sig == libc::SIGINT && si.ssi_code == libc::SI_KERNEL;
+            let command_running = self
+                .progs
+                .iter()
+                .any(|p| p.is_command && p.status.is_none());
+            if self.life.on_signal(now, sig, from_tty, command_running) {
+                self.terminate_all();
+            }
         }
-        for p in progs.iter_mut().filter(|p| reap && p.status.is_none()) {
-            if let Some(st) = p.child.try_wait()? {
-                p.status = Some(exit_code_of(st));
-                if !opts.quiet && !p.is_command && st.code() != Some(0) && stopping.is_none() {
-                    eprintln!(
-                        "latencylab: program '{}' ended with status {}",
-                        p.name,
-                        exit_code_of(st)
-                    );
+        Ok(())
+    }
+
+    /// Records what the launcher reports: process ids of programs started, in the order they
+    /// were asked for, and the programs that have ended. A program that starts once the lab is
+    /// ending gets SIGTERM at once.
+    fn record_exits(&mut self) -> Result<()> {
+        let ending = self.life.is_ending();
+        for ev in self.starter.launcher.events()? {
+            match ev {
+                LaunchEvent::Started(pid) => {
+                    let p = self
+                        .progs
+                        .iter_mut()
+                        .find(|p| p.pid.is_none() && p.status.is_none())
+                        .context("the launcher started a program nobody asked for")?;
+                    p.pid = Some(pid);
+                    if ending {
+                        p.signal(libc::SIGTERM);
+                    }
+                }
+                LaunchEvent::Failed(e) => {
+                    let p = self.progs.iter().find(|p| p.pid.is_none());
+                    let name = p.map_or("?", |p| p.name.as_str());
+                    bail!("starting program '{name}': {e}");
+                }
+                LaunchEvent::Exited { pid, status } => {
+                    let Some(p) = self.progs.iter_mut().find(|p| p.pid == Some(pid)) else {
+                        continue;
+                    };
+                    p.status = Some(status);
+                    if !self.opts.quiet && !p.is_command && status != 0 && !ending {
+                        eprintln!(
+                            "latencylab: program '{}' ended with status {status}",
+                            p.name
+                        );
+                    }
                 }
             }
         }
-    })();
-    td.progs = progs;
-    result?;
-    if let Some((_, code)) = stopping {
-        if exit_code == 0 {
-            exit_code = code;
-        }
+        Ok(())
     }
-    let summary = fwd.finish()?;
-    if let Some(d) = &opts.out_dir {
-        output::write_json(&RunDir::new(d).summary_json(), &summary)?;
-    }
-    if !opts.quiet {
-        report(&summary, opts);
-    }
-    drop(fwd);
-    drop(td);
-    Ok(RunResult { exit_code, summary })
 }
 
 fn describe(cfg: &LabConfig) {
@@ -786,6 +858,16 @@ fn report(summary: &Summary, opts: &RunOptions) {
             late.p99
         );
     }
+    let stall = summary.engine.longest_stall_ms;
+    if stall > STALL_WORTH_SAYING.as_secs_f64() * 1e3 {
+        let _ = writeln!(
+            err,
+            "latencylab: warning: the emulator stalled for {stall:.1} ms at {:.2} s (the lab's \
+             process was stopped or not scheduled, or busy in one loop turn): packets waited \
+             that long in the hosts' queues, on top of the delays above",
+            summary.engine.longest_stall_at_s
+        );
+    }
     if let Some(n) = &summary.nat64 {
         let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
         let _ = writeln!(
@@ -807,24 +889,5 @@ fn report(summary: &Summary, opts: &RunOptions) {
             "latencylab: captures, link logs and summary.json are in {}",
             d.display()
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mostly_busy_loop_leaves_real_time_and_a_mostly_idle_one_returns() {
-        assert!(next_realtime(true, 0.1));
-        assert!(next_realtime(true, 0.6));
-        assert!(
-            !next_realtime(true, 0.95),
-            "a loop that never blocks would be throttled"
-        );
-        // Hysteresis: between the two thresholds each policy stays.
-        assert!(!next_realtime(false, 0.45));
-        assert!(next_realtime(true, 0.45));
-        assert!(next_realtime(false, 0.1));
     }
 }

@@ -110,7 +110,7 @@ pub fn tight_timer_slack() {
 
 /// Runs the calling thread at a modest real-time priority (SCHED_FIFO 10). With
 /// SCHED_RESET_ON_FORK, programs started from here run with normal scheduling. See
-/// `runner::Scheduling` for when the loop uses it. Failure is harmless.
+/// `labnet::lifecycle::PriorityPolicy` for when the loop uses it. Failure is harmless.
 pub fn realtime_priority() -> bool {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler reads param for the duration of the call.

@@ -7,11 +7,13 @@
 //! two-host preset of `latencylab shell`), [`run_file`] (the TOML run file), [`run_dir`] (what
 //! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
 //! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`forwarder`] (the lab's
-//! network as a state machine), [`schedule`] (program starts, link changes, the lab's end)
-//! and [`sim`] (whole labs in simulated time).
+//! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
+//! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy) and [`sim`]
+//! (whole labs in simulated time).
 
 pub mod dns_tcp;
 pub mod forwarder;
+pub mod lifecycle;
 pub mod run_dir;
 pub mod run_file;
 pub mod schedule;

@@ -398,6 +398,14 @@ pub struct EngineSummary {
     pub write_errors: u64,
     /// CPU time latencylab itself used (user + system), not its programs'.
     pub cpu_s: f64,
+    /// The engine's longest stall: the longest time a packet could have waited in a host's
+    /// TUN queue before the engine read it (a loop turn's work, or a wake-up later than asked
+    /// for: the process stopped or descheduled), invisible in `delivery_lateness_ms`.
+    #[serde(default)]
+    pub longest_stall_ms: f64,
+    /// When that stall began, in seconds since the lab started.
+    #[serde(default)]
+    pub longest_stall_at_s: f64,
 }
 
 #[cfg(test)]

@@ -1,0 +1,487 @@
+//! The real-time loop's decisions, apart from its system calls: when COMMAND starts, when the
+//! lab ends and with what exit status, how long the loop may sleep, which scheduling policy it
+//! runs under, and how long it stalled. The shell (`lab::runner`) reads the clock, its signals
+//! and its children, hands the facts in with `now`, and does what these answer; here they are
+//! tested in simulated time.
+//!
+//! What is due on the lab's timetable (program starts, link changes, `duration`) is
+//! [`crate::schedule`]; this module is everything else the loop decides.
+
+use wire::{Duration, Instant};
+
+use crate::schedule::{programs_done, ProgramState};
+
+/// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
+pub const GRACE: Duration = Duration::from_secs(2);
+/// How long COMMAND waits for `--server` to listen.
+pub const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(3);
+/// While ending, how often the shell looks whether every process has gone.
+const STOP_POLL: Duration = Duration::from_millis(10);
+/// While COMMAND waits for the server, how often the shell looks whether it listens.
+const SERVER_POLL: Duration = Duration::from_millis(5);
+
+/// What the shell knows of `--server` while COMMAND waits for it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ServerState {
+    pub listening: bool,
+    pub exited: bool,
+}
+
+/// Why the lab ends.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EndCause {
+    /// COMMAND ended with this status.
+    Command(i32),
+    /// The lab's `duration` is over.
+    Duration,
+    /// The programs the lab waits for have ended.
+    Programs,
+    /// A stop signal (its number).
+    Signal(i32),
+}
+
+/// A lab's life from its first loop turn to its end: the stop rules.
+#[derive(Clone, Debug)]
+pub struct Lifecycle {
+    has_command: bool,
+    command_pending: bool,
+    has_server: bool,
+    has_duration: bool,
+    duration_over: bool,
+    /// Once ending: the moment programs still running get SIGKILL, and why it ends.
+    ending: Option<(Instant, EndCause)>,
+}
+
+impl Lifecycle {
+    /// A lab with or without COMMAND, `--server` and a `duration`, starting at `Instant::ZERO`.
+    pub fn new(has_command: bool, has_server: bool, has_duration: bool) -> Lifecycle {
+        Lifecycle {
+            has_command,
+            command_pending: has_command,
+            has_server,
+            has_duration,
+            duration_over: false,
+            ending: None,
+        }
+    }
+
+    /// Whether COMMAND is to start now: once the server listens, has exited or has had
+    /// [`SERVER_READY_TIMEOUT`], and never once the lab is ending. `server` is asked only
+    /// while COMMAND waits for a server.
+    pub fn command_due(&self, now: Instant, server: impl FnOnce() -> ServerState) -> bool {
+        if !self.command_pending || self.ending.is_some() {
+            return false;
+        }
+        if !self.has_server || now >= Instant::ZERO + SERVER_READY_TIMEOUT {
+            return true;
+        }
+        let s = server();
+        s.listening || s.exited
+    }
+
+    pub fn command_started(&mut self) {
+        self.command_pending = false;
+    }
+
+    /// COMMAND has started, or never will.
+    pub fn command_settled(&self) -> bool {
+        !self.command_pending
+    }
+
+    pub fn duration_over(&mut self) {
+        self.duration_over = true;
+    }
+
+    /// Applies the stop rules: COMMAND's end ends the lab with its status; so does the end of
+    /// `duration`; a lab with neither COMMAND nor `duration` ends when its programs are done
+    /// ([`programs_done`]). Returns the cause when the lab begins to end now: the shell then
+    /// sends SIGTERM to what still runs.
+    pub fn check_end(
+        &mut self,
+        now: Instant,
+        command_status: Option<i32>,
+        all_started: bool,
+        progs: &[ProgramState],
+    ) -> Option<EndCause> {
+        if self.ending.is_some() {
+            return None;
+        }
+        let cause = if let Some(st) = command_status {
+            EndCause::Command(st)
+        } else if self.duration_over {
+            EndCause::Duration
+        } else if !self.has_command
+            && !self.has_duration
+            && programs_done(all_started && !self.command_pending, progs)
+        {
+            EndCause::Programs
+        } else {
+            return None;
+        };
+        self.ending = Some((now + GRACE, cause));
+        Some(cause)
+    }
+
+    /// A stop signal arrived. A Ctrl-C from the terminal (`from_tty`) reached COMMAND too,
+    /// which shares the lab's process group: the lab then ends when COMMAND does. Any other
+    /// stop signal ends the lab. Returns true when the lab begins to end now.
+    pub fn on_signal(
+        &mut self,
+        now: Instant,
+        signal: i32,
+        from_tty: bool,
+        command_running: bool,
+    ) -> bool {
+        if (from_tty && command_running) || self.ending.is_some() {
+            return false;
+        }
+        self.command_pending = false;
+        self.ending = Some((now + GRACE, EndCause::Signal(signal)));
+        true
+    }
+
+    pub fn is_ending(&self) -> bool {
+        self.ending.is_some()
+    }
+
+    /// Whether the loop is done: the lab is ending and every process in it has gone
+    /// (`quiet`), or the grace time is over.
+    pub fn finished(&self, now: Instant, quiet: bool) -> bool {
+        matches!(self.ending, Some((deadline, _)) if quiet || now >= deadline)
+    }
+
+    /// When the loop must look again even if nothing happens.
+    pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
+        match self.ending {
+            Some((deadline, _)) => Some(deadline.min(now + STOP_POLL)),
+            None if self.command_pending => Some(now + SERVER_POLL),
+            None => None,
+        }
+    }
+
+    /// The lab's exit status: COMMAND's, 128 + the signal's, or 0.
+    pub fn exit_code(&self) -> i32 {
+        match self.ending {
+            Some((_, EndCause::Command(st))) => st,
+            Some((_, EndCause::Signal(sig))) => 128 + sig,
+            _ => 0,
+        }
+    }
+}
+
+/// How the loop waits for its next event.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Look and come straight back: the deadline is within the spin time.
+    Poll,
+    /// Sleep until a packet or a signal: nothing is due.
+    Block,
+    /// Sleep with the timer armed at this moment (the deadline less the spin time).
+    Timer(Instant),
+}
+
+/// The wait before `deadline`: a sleeping thread wakes tens of microseconds late and a polling
+/// one does not, so the last `spin` before a deadline is polled.
+pub fn wait_for(deadline: Option<Instant>, now: Instant, spin: Duration) -> Wait {
+    match deadline {
+        None => Wait::Block,
+        Some(t) if t <= now + spin => Wait::Poll,
+        Some(t) => Wait::Timer(t - spin),
+    }
+}
+
+/// The earliest of several optional deadlines.
+pub fn earliest(deadlines: impl IntoIterator<Item = Option<Instant>>) -> Option<Instant> {
+    deadlines.into_iter().flatten().min()
+}
+
+/// How the forwarding loop is scheduled, as asked by `LATENCYLAB_PRIORITY`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PriorityMode {
+    /// Real-time while mostly idle, nice -20 while mostly busy (see [`PriorityPolicy`]).
+    Auto,
+    Realtime,
+    Nice,
+    Normal,
+}
+
+impl PriorityMode {
+    /// `rt`, `nice` or `normal`; anything else (or nothing) is `auto`.
+    pub fn parse(s: Option<&str>) -> PriorityMode {
+        match s {
+            Some("rt") => PriorityMode::Realtime,
+            Some("nice") => PriorityMode::Nice,
+            Some("normal") => PriorityMode::Normal,
+            _ => PriorityMode::Auto,
+        }
+    }
+}
+
+/// The scheduling policy. Two policies, each right in one regime:
+/// - real-time (SCHED_FIFO) wakes the loop within microseconds even when the lab's programs
+///   keep every core busy, which is what a link at tens of Mbit/s needs;
+/// - but at a gigabit and more the loop never blocks, and the kernel then preempts a real-time
+///   thread for 50 ms at a time so that ordinary tasks can run, stalling every link; there
+///   nice -20 keeps the rate (docs/PERFORMANCE.md).
+///
+/// `Auto` measures, every [`PRIORITY_WINDOW`], the share of time the loop was busy (not blocked
+/// waiting), and runs real-time while it is mostly idle, nice -20 while it is mostly busy, with
+/// hysteresis.
+#[derive(Clone, Debug)]
+pub struct PriorityPolicy {
+    auto: bool,
+    realtime: bool,
+    window_start: Instant,
+    blocked: Duration,
+}
+
+pub const PRIORITY_WINDOW: Duration = Duration::from_millis(100);
+/// Busy share above which a real-time loop turns to nice -20, and below which it turns back.
+const BUSY_TO_NICE: f64 = 0.6;
+const BUSY_TO_RT: f64 = 0.3;
+
+/// The policy for the next window: real-time or not, from the busy share of the last one.
+fn next_realtime(realtime: bool, busy: f64) -> bool {
+    if realtime {
+        busy <= BUSY_TO_NICE
+    } else {
+        busy < BUSY_TO_RT
+    }
+}
+
+impl PriorityPolicy {
+    /// The policy at `now`; the shell applies [`PriorityPolicy::realtime`] (or, for `Nice` and
+    /// `Normal`, the mode's own) once at the start.
+    pub fn new(mode: PriorityMode, now: Instant) -> PriorityPolicy {
+        PriorityPolicy {
+            auto: mode == PriorityMode::Auto,
+            realtime: matches!(mode, PriorityMode::Auto | PriorityMode::Realtime),
+            window_start: now,
+            blocked: Duration::ZERO,
+        }
+    }
+
+    pub fn realtime(&self) -> bool {
+        self.realtime
+    }
+
+    /// The loop slept this long waiting for events.
+    pub fn blocked(&mut self, d: Duration) {
+        self.blocked += d;
+    }
+
+    /// At the end of each window: `Some(true)` to turn real-time, `Some(false)` to turn to
+    /// nice -20, `None` to stay.
+    pub fn poll_switch(&mut self, now: Instant) -> Option<bool> {
+        let window = now - self.window_start;
+        if window < PRIORITY_WINDOW {
+            return None;
+        }
+        let busy = 1.0 - self.blocked.min(window).as_secs_f64() / window.as_secs_f64();
+        let rt = next_realtime(self.realtime, busy);
+        self.window_start = now;
+        self.blocked = Duration::ZERO;
+        if self.auto && rt != self.realtime {
+            self.realtime = rt;
+            return Some(rt);
+        }
+        None
+    }
+}
+
+/// The loop's own stalls: the longest time a packet could have waited in a host's TUN queue
+/// before the loop read it, and when. The loop is unable to read its interfaces while it works
+/// through a turn (the gap from one wait to the next) and when it wakes later than it asked to
+/// (the process was stopped, descheduled or swapped out). A delivery lateness starts only once
+/// a packet has been read, so neither shows there.
+///
+/// So that a stall while the loop sleeps with nothing due is seen too, the loop never sleeps
+/// longer than [`HEARTBEAT`]: a stall of length S is then measured as at least S - HEARTBEAT.
+#[derive(Clone, Debug, Default)]
+pub struct StallMeter {
+    longest: Duration,
+    at: Instant,
+}
+
+/// The longest sleep of an idle loop (see [`StallMeter`]).
+pub const HEARTBEAT: Duration = Duration::from_millis(5);
+/// A stall longer than this is reported in plain words: packets waited in the hosts' queues
+/// that long on top of the emulated links' own delays.
+pub const STALL_WORTH_SAYING: Duration = Duration::from_millis(1);
+
+impl StallMeter {
+    /// The loop woke at `now` from a wait that was to end by `due` (a timer, or the heartbeat).
+    pub fn woke(&mut self, due: Instant, now: Instant) {
+        self.record(now - due, due);
+    }
+
+    /// A loop turn's work ran from `start` (the end of a wait) to `end` (the next wait).
+    pub fn turn(&mut self, start: Instant, end: Instant) {
+        self.record(end - start, start);
+    }
+
+    fn record(&mut self, d: Duration, at: Instant) {
+        if d > self.longest {
+            self.longest = d;
+            self.at = at;
+        }
+    }
+
+    /// The longest stall and when it began.
+    pub fn longest(&self) -> (Duration, Instant) {
+        (self.longest, self.at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_millis(n)
+    }
+
+    const RUNNING: ProgramState = ProgramState {
+        wait: false,
+        running: true,
+    };
+    const ENDED: ProgramState = ProgramState {
+        wait: false,
+        running: false,
+    };
+    const SERVER_UP: ServerState = ServerState {
+        listening: true,
+        exited: false,
+    };
+    const SERVER_STARTING: ServerState = ServerState {
+        listening: false,
+        exited: false,
+    };
+
+    #[test]
+    fn command_waits_for_the_server_to_listen_or_for_the_timeout() {
+        let lc = Lifecycle::new(true, true, false);
+        assert!(!lc.command_due(ms(0), || SERVER_STARTING));
+        assert!(lc.command_due(ms(40), || SERVER_UP));
+        assert!(lc.command_due(ms(3000), || SERVER_STARTING));
+        assert_eq!(lc.next_wakeup(ms(40)), Some(ms(45)));
+        let no_server = Lifecycle::new(true, false, false);
+        assert!(no_server.command_due(ms(0), || unreachable!("no server to ask")));
+    }
+
+    #[test]
+    fn commands_end_ends_the_lab_with_its_status_and_programs_get_a_grace_time() {
+        let mut lc = Lifecycle::new(true, false, false);
+        lc.command_started();
+        assert_eq!(lc.check_end(ms(100), None, true, &[RUNNING]), None);
+        assert_eq!(
+            lc.check_end(ms(200), Some(3), true, &[RUNNING]),
+            Some(EndCause::Command(3))
+        );
+        assert_eq!(lc.exit_code(), 3);
+        // Ending is told once; the loop runs on until the processes are gone or the grace ends.
+        assert_eq!(lc.check_end(ms(210), Some(3), true, &[]), None);
+        assert!(!lc.finished(ms(210), false));
+        assert!(lc.finished(ms(210), true));
+        assert!(lc.finished(ms(200) + GRACE, false));
+        assert_eq!(lc.next_wakeup(ms(210)), Some(ms(220)));
+    }
+
+    #[test]
+    fn a_lab_without_command_or_duration_ends_when_its_programs_have() {
+        let mut lc = Lifecycle::new(false, false, false);
+        assert_eq!(lc.check_end(ms(0), None, false, &[ENDED]), None);
+        assert_eq!(lc.check_end(ms(0), None, true, &[RUNNING, ENDED]), None);
+        assert_eq!(
+            lc.check_end(ms(5), None, true, &[ENDED, ENDED]),
+            Some(EndCause::Programs)
+        );
+        assert_eq!(lc.exit_code(), 0);
+        // With a duration, programs ending early do not end the lab.
+        let mut timed = Lifecycle::new(false, false, true);
+        assert_eq!(timed.check_end(ms(5), None, true, &[ENDED]), None);
+        timed.duration_over();
+        assert_eq!(
+            timed.check_end(ms(6), None, true, &[RUNNING]),
+            Some(EndCause::Duration)
+        );
+    }
+
+    #[test]
+    fn ctrl_c_from_the_terminal_is_commands_to_answer_and_other_signals_end_the_lab() {
+        let mut lc = Lifecycle::new(true, false, false);
+        lc.command_started();
+        assert!(!lc.on_signal(ms(1), 2, true, true));
+        assert!(!lc.is_ending());
+        assert!(lc.on_signal(ms(2), 15, false, true));
+        assert_eq!(lc.exit_code(), 143);
+        assert!(!lc.on_signal(ms(3), 2, false, true), "told once");
+        // A signal before COMMAND started: it never starts.
+        let mut early = Lifecycle::new(true, true, false);
+        assert!(early.on_signal(ms(0), 2, true, false));
+        assert!(early.command_settled());
+        assert!(!early.command_due(ms(4000), || SERVER_UP));
+    }
+
+    #[test]
+    fn the_last_spin_time_before_a_deadline_is_polled_and_no_deadline_blocks() {
+        let spin = Duration::from_micros(50);
+        assert_eq!(wait_for(None, ms(1), spin), Wait::Block);
+        assert_eq!(
+            wait_for(Some(ms(1) + Duration::from_micros(30)), ms(1), spin),
+            Wait::Poll
+        );
+        assert_eq!(
+            wait_for(Some(ms(2)), ms(1), spin),
+            Wait::Timer(ms(2) - spin)
+        );
+        assert_eq!(earliest([None, Some(ms(3)), Some(ms(2))]), Some(ms(2)));
+        assert_eq!(earliest([None, None]), None);
+    }
+
+    #[test]
+    fn a_mostly_busy_loop_leaves_real_time_and_a_mostly_idle_one_returns() {
+        assert!(next_realtime(true, 0.1));
+        assert!(next_realtime(true, 0.6));
+        assert!(
+            !next_realtime(true, 0.95),
+            "a loop that never blocks would be throttled"
+        );
+        // Hysteresis: between the two thresholds each policy stays.
+        assert!(!next_realtime(false, 0.45));
+        assert!(next_realtime(true, 0.45));
+        assert!(next_realtime(false, 0.1));
+    }
+
+    #[test]
+    fn the_auto_policy_switches_only_at_window_ends_and_fixed_modes_never() {
+        let mut p = PriorityPolicy::new(PriorityMode::Auto, ms(0));
+        assert!(p.realtime());
+        // A window spent busy (blocked 5 ms of 100): turn to nice.
+        p.blocked(Duration::from_millis(5));
+        assert_eq!(p.poll_switch(ms(50)), None, "window not over");
+        assert_eq!(p.poll_switch(ms(100)), Some(false));
+        // A mostly idle window: back to real-time.
+        p.blocked(Duration::from_millis(90));
+        assert_eq!(p.poll_switch(ms(200)), Some(true));
+        let mut fixed = PriorityPolicy::new(PriorityMode::Realtime, ms(0));
+        assert_eq!(fixed.poll_switch(ms(100)), None);
+        assert_eq!(PriorityMode::parse(Some("nice")), PriorityMode::Nice);
+        assert_eq!(PriorityMode::parse(Some("bogus")), PriorityMode::Auto);
+    }
+
+    #[test]
+    fn the_stall_meter_keeps_the_longest_late_wake_or_long_turn_and_when_it_began() {
+        let mut m = StallMeter::default();
+        m.turn(ms(10), ms(10) + Duration::from_micros(30));
+        m.woke(ms(20), ms(20) + Duration::from_micros(40));
+        assert_eq!(m.longest(), (Duration::from_micros(40), ms(20)));
+        // Stopped for 200 ms while asleep: the heartbeat due at 105 ms woke at 300 ms.
+        m.woke(ms(105), ms(300));
+        m.turn(ms(300), ms(302));
+        assert_eq!(m.longest(), (Duration::from_millis(195), ms(105)));
+        // Waking early (a packet came before the deadline) is no stall.
+        m.woke(ms(400), ms(350));
+        assert_eq!(m.longest().0, Duration::from_millis(195));
+    }
+}
