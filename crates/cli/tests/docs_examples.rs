@@ -334,6 +334,26 @@ const EXAMPLES: &[Example] = &[
         },
     },
     Example {
+        cmd: "sudo latencylab demo fallback",
+        check: Check::Parses {
+            run_by: "demo_fallback.rs",
+        },
+    },
+    Example {
+        cmd: "sudo latencylab demo fallback -o out/fallback --duration 35s",
+        check: Check::Parses {
+            run_by: "demo_fallback.rs",
+        },
+    },
+    Example {
+        cmd: "latencylab fallback-server --port 5208",
+        check: Check::Illustrative("its client needs a host with wlan0 and rmnet0, which demo fallback builds"),
+    },
+    Example {
+        cmd: "latencylab fallback-client server:5208 --mode race --duration 25s --out f.jsonl",
+        check: Check::Illustrative("needs a host with wlan0 and rmnet0, which demo fallback builds"),
+    },
+    Example {
         cmd: "sudo latencylab sweep examples/sweep-small.toml -o out/small",
         check: run(0, &["4 of 4 runs ok", "out/small/results.parquet"]),
     },
