@@ -113,6 +113,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.plots {
         let files = report::analysis::write_plots(&analysis, dir)
             .with_context(|| format!("writing plots to {}", dir.display()))?;
+        lab::owner::hand_over(dir)?;
         eprintln!(
             "latencylab: wrote {} plot files to {}",
             files.len(),
@@ -122,6 +123,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.xplot {
         let files = report::analysis::write_xplot(&analysis, dir)
             .with_context(|| format!("writing xplot files to {}", dir.display()))?;
+        lab::owner::hand_over(dir)?;
         eprintln!(
             "latencylab: wrote {} xplot files to {}",
             files.len(),
@@ -131,6 +133,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.html {
         report::analysis::write_html(&analysis, path)
             .with_context(|| format!("writing HTML to {}", path.display()))?;
+        lab::owner::hand_over(path)?;
         eprintln!("latencylab: wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)

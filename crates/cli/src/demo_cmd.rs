@@ -318,22 +318,10 @@ fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
         .map_err(|e| lab::UsageError(format!("{what}: {e}")))
 }
 
-/// Every demo builds labs, which need root: said before the first progress line, not after.
-fn require_root() -> Result<(), lab::UsageError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(lab::UsageError(
-            "latencylab needs root to create network namespaces and TUN devices (try: sudo latencylab ...)".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Runs `latencylab demo …`.
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // Before any thread exists (the analysis between runs may leave worker threads), so that
     // Ctrl-C, SIGTERM and SIGCHLD reach each lab; one that comes between labs ends the next.
-    require_root()?;
     let old = lab::block_stop_signals()?;
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
@@ -598,6 +586,10 @@ fn print_outcome(
     out: &Path,
     runs: &[&str],
 ) {
+    // Under sudo, the report and every run's files are the user's.
+    if let Err(e) = lab::owner::hand_over(out) {
+        eprintln!("latencylab: cannot give {} to the user: {e}", out.display());
+    }
     print!("{table}");
     println!();
     for c in checks {

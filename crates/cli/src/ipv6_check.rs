@@ -468,7 +468,7 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
             true,
         ),
     };
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    lab::owner::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = check(&a, &cfg, &dir);
     if scratch {
         let _ = fs::remove_dir_all(&dir);
@@ -481,12 +481,9 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     let trace_file = dir.join("strace.txt");
     let mut command = a.lab.command.clone();
     if let Some(s) = &strace {
-        fs::write(&trace_file, "").with_context(|| format!("creating {}", trace_file.display()))?;
         // COMMAND (and strace) run as the user who invoked sudo: the file must be theirs.
-        if let (Some(uid), Some(gid)) = (env_id("SUDO_UID"), env_id("SUDO_GID")) {
-            std::os::unix::fs::chown(&trace_file, Some(uid), Some(gid))
-                .with_context(|| format!("chown {}", trace_file.display()))?;
-        }
+        lab::owner::write(&trace_file, "")
+            .with_context(|| format!("creating {}", trace_file.display()))?;
         let mut wrapped = vec![
             s.display().to_string(),
             "-f".into(),
@@ -558,10 +555,6 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-fn env_id(name: &str) -> Option<u32> {
-    std::env::var(name).ok()?.parse().ok()
 }
 
 #[cfg(test)]

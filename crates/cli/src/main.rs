@@ -95,6 +95,17 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };
+    // Lab commands without root enter a user namespace of their own, while the process still
+    // has one thread (the kernel requires it).
+    if matches!(
+        cli.command,
+        Command::Shell(_) | Command::Run(_) | Command::Ipv6Check(_) | Command::Demo(_)
+    ) {
+        if let Err(u) = lab::userns::enter() {
+            eprintln!("latencylab: {u}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),

@@ -133,6 +133,14 @@ pub struct ShellArgs {
     /// Drop matching packets client→server only (as --drop).
     #[arg(long, value_name = "FILTER")]
     up_drop: Vec<String>,
+    /// A narrow path: packets larger than BYTES get ICMP fragmentation needed / Packet Too Big
+    /// back from the path's entry ('--link-mtu 1400'; IPv4 without DF is fragmented).
+    #[arg(long, value_name = "BYTES")]
+    link_mtu: Option<String>,
+    #[arg(long, value_name = "BYTES")]
+    down_link_mtu: Option<String>,
+    #[arg(long, value_name = "BYTES")]
+    up_link_mtu: Option<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -256,6 +264,9 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         ("--drop", None, "drop", filters(&a.drop)),
         ("--down-drop", down, "drop", filters(&a.down_drop)),
         ("--up-drop", up, "drop", filters(&a.up_drop)),
+        ("--link-mtu", None, "mtu", a.link_mtu.clone()),
+        ("--down-link-mtu", down, "mtu", a.down_link_mtu.clone()),
+        ("--up-link-mtu", up, "mtu", a.up_link_mtu.clone()),
     ] {
         o.link_option(name, side, key, value);
     }

@@ -87,10 +87,11 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let bin = std::env::current_exe()?;
-    std::fs::create_dir_all(&a.out)
+    lab::owner::create_dir_all(&a.out)
         .map_err(|e| lab::UsageError(format!("-o: cannot create {}: {e}", a.out.display())))?;
     // The sweep file as it ran, beside its results.
     std::fs::copy(&a.file, a.out.join("sweep.toml"))?;
+    lab::owner::hand_over(&a.out.join("sweep.toml"))?;
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to atomics, which is async-signal-safe.
         unsafe {
@@ -144,7 +145,10 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
             }
         },
     )
-    .map_err(anyhow::Error::msg)?;
+    .map_err(anyhow::Error::msg);
+    // Under sudo, the table and the journal are the user's, whether or not the sweep finished.
+    lab::owner::hand_over(&a.out)?;
+    let outcome = outcome?;
     bar.finish_and_clear();
     let sig = STOP_SIGNAL.load(Ordering::SeqCst);
     eprintln!(

@@ -16,9 +16,11 @@ pub mod engine;
 pub mod files;
 pub mod netns;
 pub mod output;
+pub mod owner;
 pub mod process;
 pub mod runner;
 mod sys;
+pub mod userns;
 
 /// The lab's specification, from the pure core (kept under its old name for callers).
 pub use labnet::spec as config;

@@ -3,7 +3,8 @@
 //! that make it a typical Linux host whatever this machine's own settings are.
 //!
 //! Each namespace is bind-mounted at /run/netns/ll-PID-HOST, so `ip netns exec` can enter a
-//! running lab and a later lab can find and remove what a killed one left behind.
+//! running lab and a later lab can find and remove what a killed one left behind. A lab without
+//! root (see [`crate::userns`]) cannot mount there: its namespaces are only held open by the lab.
 
 use std::fs;
 use std::net::IpAddr;
@@ -28,6 +29,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
 use crate::sys;
+use crate::userns;
 use labnet::spec::Host;
 
 pub const NETNS_DIR: &str = "/run/netns";
@@ -69,6 +71,9 @@ pub fn create_host(lab_pid: u32, host: &Host) -> Result<HostNs> {
 /// iproute2 does. Otherwise a later `ip netns add` bind-mounts the directory over itself and
 /// hides the namespaces already mounted there, which then can no longer be removed by name.
 pub fn prepare_netns_dir() -> Result<()> {
+    if userns::rootless() {
+        return Ok(());
+    }
     fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
     let shared = MsFlags::MS_SHARED | MsFlags::MS_REC;
     if mount(None::<&str>, NETNS_DIR, None::<&str>, shared, None::<&str>).is_ok() {
@@ -88,11 +93,17 @@ pub fn prepare_netns_dir() -> Result<()> {
 }
 
 fn build_in_new_netns(name: &str, host: &Host) -> Result<HostNs> {
+    // Without root, no name under /run/netns: the lab's descriptor holds the namespace, which
+    // the kernel frees with the lab.
+    if userns::rootless() {
+        unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
+        return configure(name, host, None);
+    }
     let path = ns_path(name);
     fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
     unshare(CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
     // From here on, a failure must undo the mount point.
-    let result = configure(name, host, &path);
+    let result = configure(name, host, Some(&path));
     if result.is_err() {
         let _ = umount2(&path, MntFlags::MNT_DETACH);
         let _ = fs::remove_file(&path);
@@ -100,15 +111,17 @@ fn build_in_new_netns(name: &str, host: &Host) -> Result<HostNs> {
     result
 }
 
-fn configure(name: &str, host: &Host, path: &Path) -> Result<HostNs> {
-    mount(
-        Some("/proc/thread-self/ns/net"),
-        path,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .with_context(|| format!("bind-mounting the namespace at {}", path.display()))?;
+fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
+    if let Some(path) = path {
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .with_context(|| format!("bind-mounting the namespace at {}", path.display()))?;
+    }
     let ns_fd: OwnedFd = fs::File::open("/proc/thread-self/ns/net")
         .context("opening the namespace")?
         .into();
@@ -126,6 +139,13 @@ fn configure(name: &str, host: &Host, path: &Path) -> Result<HostNs> {
     // opts in per socket (TCP_FASTOPEN, MSG_FASTOPEN, TCP_FASTOPEN_CONNECT), so nothing else
     // changes. A new namespace starts at 1, which would refuse data in a lab server's SYNs.
     sysctl("net/ipv4/tcp_fastopen", "3")?;
+    if userns::rootless() {
+        // `ping` without root: its file capability means nothing in a user namespace, so it
+        // falls back to ICMP datagram sockets, which a new namespace refuses to every group
+        // ("1 0"). Only our own gid is mapped here, so the range is that one group.
+        let gid = nix::unistd::getgid();
+        sysctl("net/ipv4/ping_group_range", &format!("{gid} {gid}"))?;
+    }
 
     let mut rtnl = Rtnl::new()?;
     rtnl.link_up(sys::if_index("lo").context("finding lo")?, None)?;
@@ -175,6 +195,15 @@ pub fn sysctl(key: &str, value: &str) -> Result<()> {
 /// The congestion controls this kernel offers.
 pub fn available_cc() -> Vec<String> {
     fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// The congestion controls a namespace other than the machine's own may default to.
+pub fn allowed_cc() -> Vec<String> {
+    fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
         .unwrap_or_default()
         .split_whitespace()
         .map(String::from)

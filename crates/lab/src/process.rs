@@ -427,15 +427,15 @@ fn spawn(launch: Launch) -> Result<Child> {
                 std::ptr::null(),
             );
             // /sys shows the devices of the namespace that mounts it, as `ip netns exec` does.
-            if libc::umount2(sys.as_ptr(), libc::MNT_DETACH) == 0 {
-                libc::mount(
-                    sysfs.as_ptr(),
-                    sys.as_ptr(),
-                    sysfs.as_ptr(),
-                    0,
-                    std::ptr::null(),
-                );
-            }
+            // In a user namespace the machine's /sys is locked in place: the new one goes on top.
+            libc::umount2(sys.as_ptr(), libc::MNT_DETACH);
+            libc::mount(
+                sysfs.as_ptr(),
+                sys.as_ptr(),
+                sysfs.as_ptr(),
+                0,
+                std::ptr::null(),
+            );
             if own_pg {
                 check(libc::setpgid(0, 0))?;
             }

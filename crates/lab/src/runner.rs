@@ -25,8 +25,10 @@ use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
+use crate::owner;
 use crate::process::{self, Launch, LaunchEvent, LaunchSpec, Launcher};
 use crate::sys;
+use crate::userns;
 use labnet::lifecycle::{
     earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, StallMeter, Wait,
     HEARTBEAT, STALL_WORTH_SAYING,
@@ -108,6 +110,8 @@ struct Teardown {
     pid: u32,
     hosts: Vec<HostNs>,
     progs: Vec<Prog>,
+    /// Removes the runtime directory and the hosts' processes should this process be killed.
+    runtime_watch: Option<cleanup::RemoveWhenGone>,
 }
 
 impl Drop for Teardown {
@@ -135,9 +139,9 @@ impl Drop for Teardown {
 /// Checks what can be checked before anything is created: privileges, the TUN device, the
 /// hosts' congestion controls.
 pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
-    if !nix::unistd::geteuid().is_root() {
+    if !nix::unistd::geteuid().is_root() && !userns::rootless() {
         return Err(UsageError(
-            "latencylab needs root to create network namespaces and TUN devices (try: sudo latencylab ...)".into(),
+            "latencylab needs root or a user namespace of its own to create network namespaces and TUN devices (call lab::userns::enter first, or try: sudo latencylab ...)".into(),
         ));
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
@@ -146,6 +150,14 @@ pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
         ));
     }
     let avail = netns::available_cc();
+    if userns::rootless() {
+        let allowed = netns::allowed_cc();
+        for h in &cfg.hosts {
+            if let Some(line) = userns::cc_line(&h.settings.cc, &h.name, &avail, &allowed) {
+                return Err(UsageError(line));
+            }
+        }
+    }
     for h in &cfg.hosts {
         if !avail.is_empty() && !avail.contains(&h.settings.cc) {
             return Err(UsageError(format!(
@@ -197,7 +209,8 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     let pid = std::process::id();
     let mut ccs: Vec<&str> = cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
     ccs.dedup();
-    for cc in ccs {
+    // Without root the list is only read (preflight checked it).
+    for cc in ccs.into_iter().filter(|_| !userns::rootless()) {
         if netns::allow_cc(cc)? && !opts.quiet {
             eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
         }
@@ -230,12 +243,19 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         pid,
         hosts: Vec::new(),
         progs: Vec::new(),
+        runtime_watch: None,
     };
     let name_files = write_name_files(cfg, pid)?;
     netns::prepare_netns_dir()?;
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
+    let inodes: Vec<u64> = td
+        .hosts
+        .iter()
+        .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
+        .collect();
+    td.runtime_watch = Some(cleanup::RemoveWhenGone::start(&runtime_dir(pid), &inodes)?);
     let run_dir = opts.out_dir.as_ref().map(RunDir::new);
     if let Some(d) = &run_dir {
         output::prepare_dir(d)?;
@@ -386,10 +406,10 @@ impl Starter<'_> {
             ),
             (Some(d), false) => {
                 let d = RunDir::new(d);
-                fs::create_dir_all(d.programs())?;
+                owner::create_dir_all(&d.programs())?;
                 (
-                    File::create(d.program_out(name))?.into(),
-                    File::create(d.program_err(name))?.into(),
+                    owner::create_file(&d.program_out(name))?.into(),
+                    owner::create_file(&d.program_err(name))?.into(),
                 )
             }
             // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).

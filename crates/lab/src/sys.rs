@@ -144,3 +144,48 @@ pub fn cpu_seconds() -> f64 {
         Err(_) => 0.0,
     }
 }
+
+/// Keeps capability `cap` (one the caller holds) across the next `execve` by a non-root uid,
+/// as an ambient capability. Only raw syscalls on stack data: callable between fork and exec.
+/// Failure is harmless (the capability is then lost at exec).
+pub fn keep_ambient_cap(cap: u32) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // _LINUX_CAPABILITY_VERSION_3 (linux/capability.h): two 32-bit words per set.
+    let mut hdr = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capget and capset read and write the header and two data words given.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) != 0 {
+            return;
+        }
+        data[(cap / 32) as usize].inheritable |= 1 << (cap % 32);
+        if libc::syscall(libc::SYS_capset, &hdr, data.as_ptr()) != 0 {
+            return;
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            cap as libc::c_ulong,
+            0,
+            0,
+        );
+    }
+}

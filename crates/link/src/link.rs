@@ -21,6 +21,7 @@
 //! Each impairment draws from its own seeded random stream, so turning one on does not change
 //! the choices of another (the same packets are lost with or without jitter).
 
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use qdisc::{Qdisc, QdiscEvent};
@@ -177,9 +178,13 @@ pub struct Link {
     /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
     /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
-    /// packets under reordering jitter. A heap (netem keeps an rbtree), so that overtaking costs
-    /// O(log n) and the packets in line stay a plain queue.
-    overtaking: BinaryHeap<Overtaking>,
+    /// packets under reordering jitter (netem keeps an rbtree). The packets wait in a slab and
+    /// a min-heap orders 24-byte keys into it: sifting moves the keys only, not the packets,
+    /// and the packets in line stay a plain queue.
+    overtaking: BinaryHeap<Reverse<OvertakingKey>>,
+    overtaking_slab: Vec<Option<Packet>>,
+    /// Free places in `overtaking_slab`.
+    overtaking_free: Vec<u32>,
     /// Insertion counter: among equal arrival times, the first inserted arrives first.
     overtaking_seq: u64,
     /// The latest arrival of a packet that keeps its place in line: a later packet in line never
@@ -197,29 +202,9 @@ pub struct Link {
     event_detail: bool,
 }
 
-/// A packet out of line, ordered for a min-heap on (arrival, insertion).
-struct Overtaking {
-    at: Instant,
-    seq: u64,
-    packet: Packet,
-}
-
-impl PartialEq for Overtaking {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Overtaking {}
-impl PartialOrd for Overtaking {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Overtaking {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
-}
+/// A packet out of line: (arrival, insertion, place in the slab), ordered by arrival, then
+/// insertion.
+type OvertakingKey = (Instant, u64, u32);
 
 /// Independent streams, so that one impairment's draws never shift another's.
 struct ImpairRngs {
@@ -275,6 +260,8 @@ impl Link {
             in_service: None,
             in_flight: VecDeque::new(),
             overtaking: BinaryHeap::new(),
+            overtaking_slab: Vec::new(),
+            overtaking_free: Vec::new(),
             overtaking_seq: 0,
             in_line_until: Instant::ZERO,
             slotted: VecDeque::new(),
@@ -566,18 +553,25 @@ impl Link {
             self.in_flight.push_back((at, packet));
         } else {
             self.overtaking_seq += 1;
-            self.overtaking.push(Overtaking {
-                at,
-                seq: self.overtaking_seq,
-                packet,
-            });
+            let place = match self.overtaking_free.pop() {
+                Some(i) => {
+                    self.overtaking_slab[i as usize] = Some(packet);
+                    i
+                }
+                None => {
+                    self.overtaking_slab.push(Some(packet));
+                    u32::try_from(self.overtaking_slab.len() - 1).expect("under 2^32 in flight")
+                }
+            };
+            self.overtaking
+                .push(Reverse((at, self.overtaking_seq, place)));
         }
     }
 
     /// The earliest arrival on the wire, in line or not.
     fn next_arrival(&self) -> Option<Instant> {
         let a = self.in_flight.front().map(|(t, _)| *t);
-        let b = self.overtaking.peek().map(|o| o.at);
+        let b = self.overtaking.peek().map(|Reverse(k)| k.0);
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -587,7 +581,7 @@ impl Link {
     /// Takes the earliest arrival if it is due by `now`.
     fn pop_arrival(&mut self, now: Instant) -> Option<(Instant, Packet)> {
         let a = self.in_flight.front().map(|(t, _)| *t);
-        let b = self.overtaking.peek().map(|o| o.at);
+        let b = self.overtaking.peek().map(|Reverse(k)| k.0);
         let from_line = match (a, b) {
             (Some(a), Some(b)) => a <= b,
             (Some(_), None) => true,
@@ -603,7 +597,12 @@ impl Link {
             if b? > now {
                 return None;
             }
-            self.overtaking.pop().map(|o| (o.at, o.packet))
+            let Reverse((at, _, place)) = self.overtaking.pop()?;
+            self.overtaking_free.push(place);
+            let packet = self.overtaking_slab[place as usize]
+                .take()
+                .expect("a key's place holds its packet");
+            Some((at, packet))
         }
     }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::file::SweepFile;
+use crate::html;
 use crate::journal::Journal;
 use crate::plan::{self, Run, LATENCYLAB_ERR};
 use crate::row::{read_row, Row};
@@ -69,7 +70,15 @@ pub fn run(
         .map_err(|e| format!("-o: cannot create {}: {e}", runs_dir.display()))?;
     let mut journal = Journal::open(dir, &plan)?;
     let axes: Vec<String> = sweep.axes.iter().map(|a| a.name.clone()).collect();
-    let write_tables = |j: &Journal| Table::new(&axes, &j.rows()).write(dir);
+    let title = format!("Sweep {}", dir.display());
+    let write_tables = |j: &Journal| {
+        let t = Table::new(&axes, &j.rows());
+        t.write(dir)?;
+        let tmp = dir.join(format!(".{}.tmp", html::HTML));
+        std::fs::write(&tmp, html::render(&title, &axes, &t))
+            .and_then(|()| std::fs::rename(&tmp, dir.join(html::HTML)))
+            .map_err(|e| format!("{}: {e}", html::HTML))
+    };
     let mut todo: Vec<&Run> = plan.iter().filter(|r| !journal.is_done(r)).collect();
     todo.reverse();
     on(Event::Plan {
