@@ -60,6 +60,13 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
     )]
     Pipelining(PipeliningArgs),
+    /// A news front page over HTTP/1.1 at 250 ms RTT, its requests placed by two connection
+    /// managers: `bound` (wait for the connection opened for you) and `pool` (take whichever
+    /// frees up first) (about 30 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound and DIR/pool."
+    )]
+    ConnReuse(ConnReuseArgs),
     /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
     /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
     /// (about 60 s)
@@ -245,6 +252,27 @@ pub struct HttpParallelArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct ConnReuseArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/conn-reuse"
+    )]
+    pub out: PathBuf,
+    /// The RTT, ms (the seed's 250)
+    #[arg(long, value_name = "MS", default_value_t = 250.0)]
+    pub rtt: f64,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct PipeliningArgs {
     /// Output directory
     #[arg(
@@ -330,6 +358,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Tfo(a) => tfo(a),
         Demo::HandshakeCdf(a) => handshake_cdf(a),
         Demo::Pipelining(a) => pipelining(a),
+        Demo::ConnReuse(a) => conn_reuse(a),
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
@@ -515,6 +544,28 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
             "h2-coalesced",
             "chromium",
         ],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
+    if !(1.0..=2000.0).contains(&a.rtt) {
+        return Err(
+            lab::UsageError(format!("--rtt: cannot use '{}' (from 1 to 2000 ms)", a.rtt)).into(),
+        );
+    }
+    let outcome = demo::conn_reuse::run(&demo::conn_reuse::Options {
+        out_dir: a.out.clone(),
+        rtt_ms: a.rtt,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["bound", "pool"],
     );
     Ok(ExitCode::SUCCESS)
 }

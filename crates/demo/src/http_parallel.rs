@@ -242,6 +242,17 @@ pub fn checks(r: &Results) -> Vec<Check> {
         ),
     ];
     if let Some(cr) = r.chromium_page_load_s {
+        let six = &r.conns6;
+        v.push(c(
+            format!(
+                "Chromium {cr:.2} s within 25 % of the model's 6-conns {:.2} s (the comparison \
+                 the issue asks for; Chromium opens up to 6 connections per host name, over all \
+                 6 names, so its own setup is 36-conns': a gap here is the sharding, not the \
+                 model)",
+                six.page_load_s
+            ),
+            (cr - six.page_load_s).abs() <= 0.25 * six.page_load_s,
+        ));
         v.push(c(
             format!(
                 "Chromium (6 per host) {cr:.2} s within 25 % of the model's 36-conns (6 per host) {:.2} s",
@@ -420,6 +431,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         s.push(Block::Figure(fig(&format!("waterfall-{}", r.label), c)?));
     }
     page.push(s);
+    let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
+    page.push(crate::web_common::analyzer_section(dir, &labels)?);
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),
@@ -464,7 +477,18 @@ mod tests {
         r.chromium_page_load_s = Some(5.0);
         r.conn1 = m(8.0);
         let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
+        assert_eq!(checks(&r).len(), 5);
+        // Chromium 5.0 s: within 25 % of 6-conns' 4.0 s, not of 36-conns' 3.0 s.
         assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(failed
+            .iter()
+            .any(|c| c.what.contains("36-conns (6 per host)")));
+        r.chromium_page_load_s = Some(6.0);
+        let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
+        assert!(
+            failed.iter().any(|c| c.what.contains("6-conns 4.00 s")),
+            "{failed:?}"
+        );
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //!   HTTP/2, beside headless Chromium (issue 15, experiment E10).
 //! - [`pipelining`]: a 159-resource page over 6 HTTP/1.1 connections with and without
 //!   pipelining, at two RTTs (issue 15, experiment E11).
+//! - [`conn_reuse`]: a news page whose requests take whichever HTTP/1.1 connection frees up
+//!   first, against waiting for the one opened for them (issue 16, experiment E12).
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
@@ -29,6 +31,7 @@
 
 pub mod bufferbloat;
 mod common;
+pub mod conn_reuse;
 pub mod fallback;
 pub mod handshake_cdf;
 pub mod http_parallel;

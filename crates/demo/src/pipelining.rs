@@ -20,7 +20,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check, Progress};
-use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWSLETTER: &str = include_str!("../../../examples/pages/newsletter.toml");
@@ -361,6 +361,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         Section::new("The gap grows with the RTT")
             .with(Block::Figure(fig("ttfb-vs-rtt", &charts[4].1)?)),
     );
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    page.push(analyzer_section(dir, &labels)?);
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),

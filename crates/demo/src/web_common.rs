@@ -132,3 +132,24 @@ pub fn waterfall(title: &str, bars: &[[f64; 4]], caption: String) -> Chart {
     .with(Series::new("request → first byte", TTFB, Marks::Segments(seg(1, 2))).stroke(stroke))
     .with(Series::new("transfer", TRANSFER, Marks::Segments(seg(2, 3))).stroke(stroke))
 }
+
+/// The report's "what the analyzer found" section for the web demos: each run's client
+/// capture (`DIR/RUN/captures/client-eth0.pcap`) analyzed, and every diagnosis of the
+/// connections to port 80, or a line saying there was none.
+pub fn analyzer_section(out_dir: &Path, runs: &[&str]) -> Result<report::Section> {
+    let mut found = Vec::new();
+    for run in runs {
+        let pcap = out_dir.join(run).join("captures").join("client-eth0.pcap");
+        let analysis = common::analyze_captures(&[pcap], false)?;
+        found.extend(common::port_findings(run, &analysis, 80));
+    }
+    Ok(
+        report::Section::new("What the analyzer found in the captures")
+            .with(report::Block::Findings(found))
+            .with(report::Block::Paragraph(
+                "From each run's client capture (RUN/captures/client-eth0.pcap), every connection \
+             to port 80: the analyzer's diagnoses of where the time went."
+                    .into(),
+            )),
+    )
+}

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OnceCell, Semaphore};
 
+use crate::connmgr::{Action, ConnId, ConnManager, Design, IdleChoice, Params, ReqId};
 use crate::page::referenced_urls;
 use crate::records::WebRecord;
 use crate::{Output, UsageError};
@@ -73,6 +74,22 @@ pub struct PageLoadArgs {
     /// Write the JSON lines here instead of stdout
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// HTTP/1.1: place requests with a connection manager that finds them as the HTML
+    /// arrives: `bound` (a request waits for the connection opened for it) or `pool` (it
+    /// takes whichever connection frees up first). Without it, each origin's connections all
+    /// open once the HTML has arrived.
+    #[arg(long, value_enum, value_name = "DESIGN")]
+    pub conn_manager: Option<Design>,
+    /// With --conn-manager: which idle connection a request takes
+    #[arg(long, value_enum, value_name = "CHOICE", default_value = "oldest")]
+    pub idle_choice: IdleChoice,
+    /// With --conn-manager: once the page has loaded, wait --follow-after, then fetch this
+    /// URL (a click on a link) over the page's idle connections
+    #[arg(long, value_name = "URL")]
+    pub follow: Option<String>,
+    /// How long the connections stay idle before --follow
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_secs)]
+    pub follow_after: Duration,
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -218,6 +235,15 @@ impl Ctx {
             *n += 1;
             *n
         };
+        Ok((self.connect_as(url, conn).await?, conn))
+    }
+
+    /// Opens connection number `conn` (the caller numbers them).
+    async fn connect_as(&self, url: &Url, conn: u64) -> Result<BoxIo> {
+        {
+            let mut n = self.next_conn.lock().expect("lock");
+            *n = (*n).max(conn);
+        }
         let start_ms = self.ms();
         let addr = match self.connect_to {
             Some(a) => a,
@@ -255,7 +281,7 @@ impl Ctx {
             ready_ms: self.ms(),
             protocol: self.protocol.into(),
         });
-        Ok((io, conn))
+        Ok(io)
     }
 
     fn finish(&self, req: &Req, conn: u64, new_conn: bool, status: u16, d: Done) {
@@ -285,6 +311,21 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
             ))
         })?),
     };
+    let follow = match &a.follow {
+        None => None,
+        Some(f) => Some(Url::parse(f).map_err(|e| UsageError(format!("--follow: {e}")))?),
+    };
+    if a.conn_manager.is_some() && (a.http != HttpVersion::Http11 || a.pipeline != 1) {
+        return Err(UsageError(
+            "--conn-manager places one request at a time on HTTP/1.1 connections: drop \
+             --http 2 and --pipeline"
+                .into(),
+        )
+        .into());
+    }
+    if a.conn_manager.is_none() && follow.is_some() {
+        return Err(UsageError("--follow needs --conn-manager bound or pool".into()).into());
+    }
     let alpn = match a.http {
         HttpVersion::Http11 => crate::tls::ALPN_HTTP11,
         HttpVersion::Http2 => crate::tls::ALPN_H2,
@@ -317,7 +358,17 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
         .context("starting the async runtime")?;
     let load = async {
         match a.http {
-            HttpVersion::Http11 => load_h1(&ctx, &url, a).await,
+            HttpVersion::Http11 => match a.conn_manager {
+                Some(design) => {
+                    let params = Params {
+                        design,
+                        idle_choice: a.idle_choice,
+                        per_host: usize::from(a.per_host),
+                    };
+                    load_managed(&ctx, &url, params, follow.map(|f| (f, a.follow_after))).await
+                }
+                None => load_h1(&ctx, &url, a).await,
+            },
             HttpVersion::Http2 => load_h2(&ctx, &url, a.coalesce).await,
         }
     };
@@ -507,7 +558,7 @@ impl H1Conn {
                 return Ok(last_body);
             };
             let keep = req.url.path == "/";
-            let (status, bytes, first_ms, body) = self.read_response(ctx, keep).await?;
+            let (status, bytes, first_ms, body) = self.read_response(ctx, keep, None).await?;
             last_body = body;
             let d = Done {
                 queued_ms: req.queued_ms,
@@ -522,7 +573,13 @@ impl H1Conn {
 
     /// Reads one response (Content-Length framing): status, body bytes, when its first byte
     /// arrived, and the body itself when `keep`.
-    async fn read_response(&mut self, ctx: &Ctx, keep: bool) -> Result<(u16, u64, f64, Vec<u8>)> {
+    /// `on_body`, when `keep`, sees the body so far after each read.
+    async fn read_response(
+        &mut self,
+        ctx: &Ctx,
+        keep: bool,
+        mut on_body: Option<&mut BodyHook<'_>>,
+    ) -> Result<(u16, u64, f64, Vec<u8>)> {
         if self.buf.is_empty() {
             self.fill(ctx).await?;
         }
@@ -570,6 +627,9 @@ impl H1Conn {
             let take = (self.buf.len() as u64).min(left) as usize;
             if keep {
                 body.extend_from_slice(&self.buf[..take]);
+                if let Some(f) = on_body.as_mut() {
+                    f(&body);
+                }
             }
             self.consume(take);
             left -= take as u64;
@@ -580,6 +640,181 @@ impl H1Conn {
         }
         Ok((status, len, first_ms, body))
     }
+}
+
+/// Sees a response body so far, after each read.
+type BodyHook<'a> = dyn FnMut(&[u8]) + Send + 'a;
+
+/// What the tasks of a managed load tell its loop.
+enum Event {
+    Ready(ConnId, Result<BoxIo>),
+    Done(ConnId, Box<H1Conn>, Result<u64>),
+    /// URLs the HTML references, found since the last such event.
+    Found(Vec<String>),
+}
+
+/// Writes `req` on `c` and reads its response; for the HTML, reports the URLs it references
+/// as they arrive. Returns the response's length.
+async fn transact(
+    ctx: &Ctx,
+    c: &mut H1Conn,
+    req: &Req,
+    new_conn: bool,
+    found: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+) -> Result<u64> {
+    let wire = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: latencylab-page-load\r\nAccept: */*\r\n\r\n",
+        req.url.path,
+        req.url.authority()
+    );
+    let sent_ms = ctx.ms();
+    c.wr.write_all(wire.as_bytes()).await?;
+    c.wr.flush().await?;
+    let mut reported = 0;
+    let mut scan = |body: &[u8]| {
+        let urls = referenced_urls(body);
+        if urls.len() > reported {
+            if let Some(tx) = &found {
+                let _ = tx.send(Event::Found(urls[reported..].to_vec()));
+            }
+            reported = urls.len();
+        }
+    };
+    let keep = found.is_some();
+    let hook: Option<&mut BodyHook<'_>> = if keep { Some(&mut scan) } else { None };
+    let (status, bytes, first_ms, _) = c.read_response(ctx, keep, hook).await?;
+    let d = Done {
+        queued_ms: req.queued_ms,
+        sent_ms,
+        first_ms,
+        last_ms: ctx.ms(),
+        bytes,
+    };
+    ctx.finish(req, c.conn, new_conn, status, d);
+    Ok(bytes)
+}
+
+fn origin_key(u: &Url) -> String {
+    format!("{}:{}", u.host, u.port)
+}
+
+/// HTTP/1.1 under a [`ConnManager`]: the HTML's references become requests as its bytes
+/// arrive; the manager says when to open a connection and which request goes where; this loop
+/// does the I/O and tells it what happened. With `follow`, one more request after the page
+/// has loaded and its connections have been idle that long.
+async fn load_managed(
+    ctx: &Arc<Ctx>,
+    url: &Url,
+    params: Params,
+    mut follow: Option<(Url, Duration)>,
+) -> Result<()> {
+    let mut mgr = ConnManager::new(params);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut reqs: HashMap<ReqId, Req> = HashMap::new();
+    let mut origins: HashMap<String, Url> = HashMap::new();
+    let mut idle: HashMap<ConnId, Box<H1Conn>> = HashMap::new();
+    let mut used: std::collections::HashSet<ConnId> = std::collections::HashSet::new();
+    let now = |ctx: &Ctx| ctx.start.elapsed();
+    let mut next_req: ReqId = 0;
+    let mut outstanding = 0usize;
+    let mut add = |mgr: &mut ConnManager,
+                   u: Url,
+                   reqs: &mut HashMap<ReqId, Req>,
+                   origins: &mut HashMap<String, Url>| {
+        let key = origin_key(&u);
+        origins.entry(key.clone()).or_insert_with(|| u.clone());
+        reqs.insert(
+            next_req,
+            Req {
+                url: u,
+                queued_ms: ctx.ms(),
+            },
+        );
+        mgr.request(now(ctx), next_req, &key);
+        next_req += 1;
+    };
+    add(&mut mgr, url.clone(), &mut reqs, &mut origins);
+    outstanding += 1;
+    loop {
+        while let Some(act) = mgr.poll() {
+            match act {
+                Action::Open { conn, origin } => {
+                    let u = origins[&origin].clone();
+                    let (ctx, tx) = (ctx.clone(), tx.clone());
+                    tasks.spawn(async move {
+                        let r = ctx.connect_as(&u, conn).await;
+                        let _ = tx.send(Event::Ready(conn, r));
+                    });
+                }
+                Action::Dispatch { req, conn } => {
+                    let mut c = idle
+                        .remove(&conn)
+                        .ok_or_else(|| anyhow!("connection {conn} is not idle"))?;
+                    let r = reqs
+                        .remove(&req)
+                        .ok_or_else(|| anyhow!("no request {req}"))?;
+                    let fresh = used.insert(conn);
+                    let found = (req == 0).then(|| tx.clone());
+                    let (ctx, tx) = (ctx.clone(), tx.clone());
+                    tasks.spawn(async move {
+                        let res = transact(&ctx, &mut c, &r, fresh, found).await;
+                        let _ = tx.send(Event::Done(conn, c, res));
+                    });
+                }
+            }
+        }
+        if outstanding == 0 {
+            match follow.take() {
+                Some((u, after)) => {
+                    tokio::time::sleep(after).await;
+                    if u.tls != url.tls {
+                        bail!("--follow {} mixes http and https with the page", u.full());
+                    }
+                    add(&mut mgr, u, &mut reqs, &mut origins);
+                    outstanding += 1;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        match rx
+            .recv()
+            .await
+            .ok_or_else(|| anyhow!("the load's tasks ended early"))?
+        {
+            Event::Ready(conn, io) => {
+                idle.insert(conn, Box::new(H1Conn::new(io?, conn)));
+                mgr.connected(now(ctx), conn);
+            }
+            Event::Done(conn, c, res) => {
+                let bytes = res?;
+                idle.insert(conn, c);
+                mgr.finished(now(ctx), conn, bytes);
+                outstanding -= 1;
+            }
+            Event::Found(urls) => {
+                for u in urls {
+                    let u = Url::parse(&u).map_err(|e| anyhow!("the page references {e}"))?;
+                    if u.tls != url.tls {
+                        bail!("the page mixes http and https ({})", u.full());
+                    }
+                    add(&mut mgr, u, &mut reqs, &mut origins);
+                    outstanding += 1;
+                }
+            }
+        }
+    }
+    let s = mgr.stats();
+    ctx.emit(&WebRecord::ConnManager {
+        design: params.design,
+        idle_choice: params.idle_choice,
+        new_connections_needed: s.new_connections_needed,
+        served_by_other: s.served_by_other,
+        saved_ms: s.saved_ms,
+    });
+    tasks.abort_all();
+    Ok(())
 }
 
 type H2Sender = SendRequest<Empty<Bytes>>;

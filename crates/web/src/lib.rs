@@ -6,10 +6,13 @@
 //! - [`page`]: the page description format, the HTML it renders to, the URLs an HTML
 //!   references (pure).
 //! - [`records`]: the JSON lines both programs write, and their reader (pure).
+//! - [`connmgr`]: which request goes on which HTTP/1.1 connection, and when to open one
+//!   (pure).
 //! - [`tls`]: the lab-local CA and the rustls configurations.
 //! - [`server`], [`client`]: the programs (tokio, one thread each).
 
 pub mod client;
+pub mod connmgr;
 pub mod page;
 pub mod records;
 pub mod server;

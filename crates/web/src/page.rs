@@ -77,6 +77,9 @@ pub struct Resource {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Page {
     pub name: String,
+    /// The references are spread evenly through the document (a long article or front
+    /// page), not all in its head: a browser finds them as the document arrives.
+    pub spread: bool,
     /// Always at path `/`.
     pub html: Resource,
     /// In document order.
@@ -99,6 +102,8 @@ struct RawHtml {
     bytes: u64,
     #[serde(default)]
     think_ms: u64,
+    #[serde(default)]
+    spread: bool,
 }
 
 #[derive(Deserialize)]
@@ -228,6 +233,7 @@ impl Page {
         }
         Ok(Page {
             name: raw.name,
+            spread: raw.html.spread,
             html,
             resources,
         })
@@ -270,16 +276,25 @@ impl Page {
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n",
             self.name
         );
-        for r in &self.resources {
-            let url = format!("{}{}", origin(&r.host), r.path);
-            let tag = match r.kind {
-                Kind::Stylesheet => format!("<link rel=\"stylesheet\" href=\"{url}\">\n"),
-                Kind::Script => format!("<script async src=\"{url}\"></script>\n"),
-                Kind::Image | Kind::Html => {
-                    format!("<img src=\"{url}\" width=\"1\" height=\"1\">\n")
+        let tags: Vec<String> = self
+            .resources
+            .iter()
+            .map(|r| {
+                let url = format!("{}{}", origin(&r.host), r.path);
+                match r.kind {
+                    Kind::Stylesheet => format!("<link rel=\"stylesheet\" href=\"{url}\">\n"),
+                    Kind::Script => format!("<script async src=\"{url}\"></script>\n"),
+                    Kind::Image | Kind::Html => {
+                        format!("<img src=\"{url}\" width=\"1\" height=\"1\">\n")
+                    }
                 }
-            };
-            s.push_str(&tag);
+            })
+            .collect();
+        if self.spread {
+            return self.render_spread(s, &tags);
+        }
+        for t in &tags {
+            s.push_str(t);
         }
         s.push_str("</head><body>\n");
         s.push_str(LOAD_TIME_SCRIPT);
@@ -291,6 +306,35 @@ impl Page {
             s.push_str(&"x".repeat(want - have - 8));
             s.push_str("-->\n");
         }
+        s.push_str(tail);
+        s.into_bytes()
+    }
+}
+
+impl Page {
+    /// The body holds the tags, each after an equal share of the padding, so that the
+    /// references arrive spread over the whole document.
+    fn render_spread(&self, mut s: String, tags: &[String]) -> Vec<u8> {
+        s.push_str("</head><body>\n");
+        s.push_str(LOAD_TIME_SCRIPT);
+        let tail = "</body></html>\n";
+        let want = self.html.bytes as usize;
+        let have = s.len() + tail.len() + tags.iter().map(String::len).sum::<usize>();
+        let gaps = tags.len() + 1;
+        // Each gap is a comment: "<!--" + x.. + "-->\n", 8 bytes around the padding.
+        let pad = want.saturating_sub(have) / gaps;
+        let gap = |s: &mut String| {
+            if pad > 8 {
+                s.push_str("<!--");
+                s.push_str(&"x".repeat(pad - 8));
+                s.push_str("-->\n");
+            }
+        };
+        for t in tags {
+            gap(&mut s);
+            s.push_str(t);
+        }
+        gap(&mut s);
         s.push_str(tail);
         s.into_bytes()
     }
@@ -355,6 +399,19 @@ pub fn referenced_urls(html: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spread_page_puts_its_references_through_the_whole_document() {
+        let text = PAGE.replace("bytes = 2000", "bytes = 20000\nspread = true");
+        let p = Page::parse(&text).unwrap();
+        assert!(p.spread);
+        let html = p.render_html("http", 80);
+        assert!((19_900..=20_000).contains(&html.len()), "{}", html.len());
+        assert_eq!(referenced_urls(&html).len(), 4);
+        // The first half of the document holds about half of the references.
+        assert_eq!(referenced_urls(&html[..10_000]).len(), 2);
+        assert_eq!(referenced_urls(&html[..1_000]).len(), 0);
+    }
 
     const PAGE: &str = r#"
 name = "t"

@@ -54,6 +54,14 @@ pub enum WebRecord {
         connections: u64,
         bytes: u64,
     },
+    /// What `--conn-manager` did over the load (see [`crate::connmgr::Stats`]).
+    ConnManager {
+        design: crate::connmgr::Design,
+        idle_choice: crate::connmgr::IdleChoice,
+        new_connections_needed: usize,
+        served_by_other: usize,
+        saved_ms: Vec<f64>,
+    },
     /// Anything else (a newer version's record).
     #[serde(other)]
     Other,
