@@ -334,6 +334,12 @@ const EXAMPLES: &[Example] = &[
         },
     },
     Example {
+        cmd: "sudo latencylab demo conn-reuse -o out/conn-reuse",
+        check: Check::Parses {
+            run_by: "demo_conn_reuse.rs",
+        },
+    },
+    Example {
         cmd: "sudo latencylab demo fallback",
         check: Check::Parses {
             run_by: "demo_fallback.rs",
