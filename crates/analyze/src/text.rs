@@ -12,6 +12,28 @@ fn opt_ms(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |x| format!("{x:.1}"))
 }
 
+/// An option of the handshake as printed: its value, or `-` when the SYN did not carry it.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or("-".to_string(), |x| x.to_string())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn ecn_words(e: EcnSetup) -> &'static str {
+    match e {
+        EcnSetup::None => "not asked",
+        EcnSetup::Requested => "asked, not agreed",
+        EcnSetup::Classic => "classic",
+        EcnSetup::AccEcn => "AccECN",
+    }
+}
+
 fn rate(bps: f64) -> String {
     if bps >= 1e9 {
         format!("{:.2} Gbit/s", bps / 1e9)
@@ -236,17 +258,17 @@ pub fn summary(a: &Analysis) -> String {
         let h = &c.handshake;
         let _ = writeln!(
             s,
-            "  handshake {} ms (SYN sent {}x, SYN->SYN-ACK {} ms), ECN {:?}, MSS {:?}/{:?}, wscale {:?}/{:?}, SACK {}/{}",
+            "  handshake {} ms (SYN sent {}x, SYN->SYN-ACK {} ms), ECN {}, MSS {}/{}, wscale {}/{}, SACK {}/{}",
             opt_ms(h.duration.map(|d| d.as_secs_f64() * 1e3)),
             h.syn_count,
             opt_ms(h.syn_rtt.map(|d| d.as_secs_f64() * 1e3)),
-            h.ecn,
-            c.a2b.options.mss,
-            c.b2a.options.mss,
-            c.a2b.options.window_scale,
-            c.b2a.options.window_scale,
-            c.a2b.options.sack_permitted,
-            c.b2a.options.sack_permitted
+            ecn_words(h.ecn),
+            opt(c.a2b.options.mss),
+            opt(c.b2a.options.mss),
+            opt(c.a2b.options.window_scale),
+            opt(c.b2a.options.window_scale),
+            yes_no(c.a2b.options.sack_permitted),
+            yes_no(c.b2a.options.sack_permitted)
         );
         if c.tfo() {
             let _ = writeln!(
@@ -346,4 +368,18 @@ pub fn warnings(a: &Analysis) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod handshake_words_tests {
+    use super::*;
+
+    #[test]
+    fn handshake_options_print_as_values_and_words_not_rust_debug() {
+        assert_eq!(opt(Some(1440u16)), "1440");
+        assert_eq!(opt(None::<u8>), "-");
+        assert_eq!(yes_no(true), "yes");
+        assert_eq!(ecn_words(EcnSetup::None), "not asked");
+        assert_eq!(ecn_words(EcnSetup::Classic), "classic");
+    }
 }

@@ -192,13 +192,21 @@ pub fn client(args: &BulkClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Re
                 .ok()
                 .map(|_| u64::from_be_bytes(count));
             let dur = clock.now() - start;
+            // The receiver's count includes what was still in the send buffer and the queue
+            // when the sender stopped writing, and it arrives only once all of it is read: so
+            // it is divided by the time until it arrived, not by the writing time, which would
+            // give more than the path's capacity.
+            let dur = match peer_bytes {
+                Some(_) => dur,
+                None => args.duration.min(dur),
+            };
             out.emit(&Record::Total {
                 t_s: clock.t_s(),
                 conn: 1,
                 role: "sender".into(),
-                duration_s: args.duration.min(dur).as_secs_f64(),
+                duration_s: dur.as_secs_f64(),
                 bytes: sent,
-                goodput_mbps: mbps(peer_bytes.unwrap_or(sent), args.duration.min(dur)),
+                goodput_mbps: mbps(peer_bytes.unwrap_or(sent), dur),
                 peer_bytes,
             });
         }

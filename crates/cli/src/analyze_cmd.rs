@@ -19,7 +19,7 @@ const PROGRESS_MIN_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Read pcap/pcapng captures and say where the delay came from",
-    after_help = "Examples:\n  latencylab analyze run1/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
+    after_help = "Examples:\n  latencylab analyze out/run1/captures/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
 )]
 pub struct AnalyzeArgs {
     /// Capture files: pcap or pcapng, optionally gzip-compressed; `-` reads standard input

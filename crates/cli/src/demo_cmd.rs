@@ -130,7 +130,7 @@ pub struct PpsArgs {
         default_value = "out/pps"
     )]
     pub out: PathBuf,
-    /// Length of each run's transfer: a time (20s, 1m) or a number of seconds
+    /// Length of each run's transfer: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
     /// The hop's ceiling, packets per second each way (from 100 to 100000)
@@ -202,7 +202,7 @@ pub struct NagleArgs {
         default_value = "out/nagle"
     )]
     pub out: PathBuf,
-    /// How long each run's client keeps exchanging: a time (20s, 1m) or a number of seconds
+    /// How long each run's client keeps exchanging: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
     /// Seed for every random choice in the labs
@@ -219,7 +219,7 @@ pub struct RunLengthArgs {
     /// Output directory [default: out/DEMO]
     #[arg(short = 'o', long = "out", value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Length of each run: a time (30s, 1m) or a number of seconds
+    /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
     /// Seed for every random choice in the labs
@@ -306,7 +306,7 @@ pub struct L4sArgs {
         default_value = "out/l4s"
     )]
     pub out: PathBuf,
-    /// Length of the call in each run: a time (30s, 1m) or a number of seconds
+    /// Length of the call in each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
     /// Seed for every random choice in the labs
@@ -327,7 +327,7 @@ pub struct BufferbloatArgs {
         default_value = "out/bufferbloat"
     )]
     pub out: PathBuf,
-    /// Length of each run: a time (30s, 1m) or a number of seconds
+    /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
     /// Seed for every random choice in the labs
@@ -338,17 +338,12 @@ pub struct BufferbloatArgs {
     pub quiet: bool,
 }
 
-/// `30s`, `1m`, `1500ms`, or a bare number of seconds (the demos' own convention: a run
-/// length is always seconds).
+/// `30s`, `1m`, `1500ms`: a time with its unit, as every other option of latencylab (a bare
+/// `30` is refused rather than guessed at).
 fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
-    if let Ok(v) = s.parse::<f64>() {
-        if v.is_finite() {
-            return Ok(v);
-        }
-    }
     wire::units::parse_time(s)
         .map(|d| d.as_secs_f64())
-        .map_err(|e| lab::UsageError(format!("{what}: cannot read '{s}' ({e}; try 30s or 30)")))
+        .map_err(|e| lab::UsageError(format!("{what}: {e}")))
 }
 
 /// Runs `latencylab demo …`.
@@ -669,9 +664,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seconds_reads_bare_numbers_and_times_with_units_and_quotes_bad_values() {
-        assert_eq!(seconds("--duration", "12").unwrap(), 12.0);
+    fn seconds_reads_times_with_units_and_quotes_bad_values_and_bare_numbers() {
+        assert_eq!(seconds("--duration", "12s").unwrap(), 12.0);
         assert_eq!(seconds("--duration", "1500ms").unwrap(), 1.5);
+        let e = seconds("--duration", "12").unwrap_err();
+        assert!(
+            e.0.starts_with("--duration: ") && e.0.contains("'12'"),
+            "{e}"
+        );
         let e = seconds("--duration", "soon").unwrap_err();
         assert!(e.0.contains("'soon'"), "{e}");
     }

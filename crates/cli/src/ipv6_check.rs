@@ -24,7 +24,7 @@ use crate::shell::{shell_options, ShellArgs};
 /// that never completed.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app --connect server:5202\n\nThe report goes to stderr, after COMMAND's own output; COMMAND's stdout is its own.\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals, AF_INET sockets and IPv4 preflight checks are seen with strace (install it: apt install strace).\nWithout -o the evidence (strace.txt, captures, summary.json) is removed at the end; -o DIR keeps it."
+    after_help = "Example:\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server\n\nThe report goes to stderr, after COMMAND's own output; COMMAND's stdout is its own.\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals, AF_INET sockets and IPv4 preflight checks are seen with strace (install it: apt install strace).\nWithout -o the evidence (strace.txt, captures, summary.json) is removed at the end; -o DIR keeps it."
 )]
 pub struct CheckArgs {
     #[command(flatten)]

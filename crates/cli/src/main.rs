@@ -13,14 +13,14 @@ mod sweep_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "latencylab",
     version,
     about = "Build the network your users have, run real programs in it, and see where each millisecond went.",
-    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms -o run1 -- curl -s http://server/\n  sudo latencylab run examples/wifi-cellular.toml -o run2\n  sudo latencylab ipv6-check -- ./my-app"
+    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,14 +41,59 @@ enum Command {
     Web(web::WebCommand),
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+/// The command line as clap sees it, with what the derive cannot say: `ipv6-check` shares
+/// `shell`'s options but is always an IPv6-only lab, so its `--nat64` is hidden.
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("ipv6-check", |c| c.mut_arg("nat64", |a| a.hide(true)))
+}
+
+/// Help and version go to stdout with status 0; a usage error is one line on stderr, as every
+/// other error of latencylab, with status 2. A bare `latencylab` (no subcommand) still gets
+/// the whole help, on stderr.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(2);
+    }
+    eprintln!("latencylab: {}", one_line(&e.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// clap's error text (`error: ...`, a blank line, `tip: ...`, `Usage: ...`, `For more
+/// information, try '--help'.`) as one line: the error, its tips, and where to look.
+fn one_line(text: &str) -> String {
+    let mut parts = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(e) = line.strip_prefix("error: ") {
+            parts.push(e.to_string());
+        } else if let Some(t) = line.strip_prefix("tip: ") {
+            parts.push(t.to_string());
         }
+    }
+    if parts.is_empty() {
+        parts.push(
+            text.lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .trim()
+                .to_string(),
+        );
+    }
+    format!("{} (see --help)", parts.join("; "))
+}
+
+fn main() -> ExitCode {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
     };
     // Lab commands without root enter a user namespace of their own, while the process still
     // has one thread (the kernel requires it).
@@ -81,6 +126,61 @@ fn main() -> ExitCode {
                 eprintln!("latencylab: {e:#}");
                 ExitCode::from(1)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_line(args: &[&str]) -> String {
+        let e = command().try_get_matches_from(args).unwrap_err();
+        one_line(&e.render().to_string())
+    }
+
+    #[test]
+    fn clap_errors_become_one_line_naming_the_option_and_the_value() {
+        let l = error_line(&["latencylab", "shell", "--seed", "x"]);
+        assert!(!l.contains('\n'), "{l}");
+        assert!(l.contains("'x'") && l.contains("--seed"), "{l}");
+        let l = error_line(&["latencylab", "shell", "--overhead", "-5"]);
+        assert!(!l.contains('\n') && l.contains("--overhead"), "{l}");
+        let l = error_line(&["latencylab", "shell", "--sed", "1"]);
+        assert!(l.contains("--sed") && l.contains("--seed"), "{l}");
+    }
+
+    #[test]
+    fn ipv6_check_hides_nat64_which_shell_shows() {
+        let mut c = command();
+        let help = |c: &mut clap::Command, name: &str| {
+            c.find_subcommand_mut(name)
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        assert!(help(&mut c, "shell").contains("--nat64"));
+        assert!(!help(&mut c, "ipv6-check").contains("--nat64"));
+    }
+
+    #[test]
+    fn every_shell_option_has_help() {
+        let c = command();
+        let shell = c.find_subcommand("shell").unwrap();
+        for a in shell.get_arguments() {
+            let id = a.get_id().as_str();
+            assert!(
+                a.get_help().is_some() || matches!(id, "help" | "command"),
+                "shell --{id} has no help text"
+            );
+        }
+        let run = c.find_subcommand("run").unwrap();
+        for a in run.get_arguments() {
+            assert!(
+                a.get_help().is_some(),
+                "run --{} has no help text",
+                a.get_id()
+            );
         }
     }
 }

@@ -13,7 +13,7 @@ use labnet::shell::{shell_config, ShellOptions};
 /// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms --queue 'fifo limit 1000' \\\n      --server 'latencylab bulk-server' -o run1 -- latencylab bulk-client --host server --duration 10s\n\nInside the lab `server` and `client` resolve by name, and $LATENCYLAB_SERVER holds the server's address."
+    after_help = "Example:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms --queue 'fifo limit 1000' \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server --duration 10s\n\nInside the lab `server` and `client` resolve by name, and $LATENCYLAB_SERVER holds the server's address."
 )]
 pub struct ShellArgs {
     /// Capacity both ways (tc units: 10mbit, 500kbit, 1gbit, 125kbps). Default: unlimited.
@@ -40,15 +40,19 @@ pub struct ShellArgs {
     /// Bottleneck queue both ways, tc syntax ('fifo limit 1000', 'bfifo limit 150kb').
     #[arg(long, value_name = "SPEC")]
     queue: Option<String>,
+    /// Bottleneck queue server→client only (as --queue).
     #[arg(long, value_name = "SPEC")]
     down_queue: Option<String>,
+    /// Bottleneck queue client→server only (as --queue).
     #[arg(long, value_name = "SPEC")]
     up_queue: Option<String>,
     /// Random loss both ways, netem syntax ('1%', 'gemodel 1% 10% 70% 0.1%').
     #[arg(long, value_name = "SPEC")]
     loss: Option<String>,
+    /// Random loss server→client only (as --loss).
     #[arg(long, value_name = "SPEC")]
     down_loss: Option<String>,
+    /// Random loss client→server only (as --loss).
     #[arg(long, value_name = "SPEC")]
     up_loss: Option<String>,
     /// Capacity server→client from a Mahimahi packet-delivery trace.
@@ -58,7 +62,7 @@ pub struct ShellArgs {
     #[arg(long, value_name = "FILE")]
     up_trace: Option<String>,
     /// Bytes of link-layer overhead charged per packet (as netem's rate packetoverhead).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     overhead: Option<u32>,
     /// Clear the ECN field of every packet on the path, both ways (a middlebox that bleaches ECN).
     #[arg(long)]
@@ -67,52 +71,66 @@ pub struct ShellArgs {
     /// [CORR%] [reorder]. Keeps packet order unless `reorder` is given (netem reorders).
     #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
     jitter: Vec<String>,
+    /// Delay variation server→client only (as --jitter).
     #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
     down_jitter: Vec<String>,
+    /// Delay variation client→server only (as --jitter).
     #[arg(long, value_name = "TIME [DIST]", num_args = 1..=4)]
     up_jitter: Vec<String>,
     /// Duplicate PCT of packets both ways, the copy TIME after the original ('10%', '5% 200ms').
     #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
     duplicate: Vec<String>,
+    /// Duplicates server→client only (as --duplicate).
     #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
     down_duplicate: Vec<String>,
+    /// Duplicates client→server only (as --duplicate).
     #[arg(long, value_name = "PCT [TIME]", num_args = 1..=2)]
     up_duplicate: Vec<String>,
     /// Send PCT of packets at once, skipping the delay (netem's reorder; needs --delay).
     #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
     reorder: Vec<String>,
+    /// Reordering server→client only (as --reorder).
     #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
     down_reorder: Vec<String>,
+    /// Reordering client→server only (as --reorder).
     #[arg(long, value_name = "PCT [CORR]", num_args = 1..=2)]
     up_reorder: Vec<String>,
     /// Flip one random bit in PCT of packets both ways ('0.1%').
     #[arg(long, value_name = "PCT")]
     corrupt: Option<String>,
+    /// Bit flips server→client only (as --corrupt).
     #[arg(long, value_name = "PCT")]
     down_corrupt: Option<String>,
+    /// Bit flips client→server only (as --corrupt).
     #[arg(long, value_name = "PCT")]
     up_corrupt: Option<String>,
     /// At most N packets per second each way, whatever their size (a router whose CPU is the
     /// limit); combines with --rate.
     #[arg(long, value_name = "N")]
     pps: Option<String>,
+    /// Packet-rate ceiling server→client only (as --pps).
     #[arg(long, value_name = "N")]
     down_pps: Option<String>,
+    /// Packet-rate ceiling client→server only (as --pps).
     #[arg(long, value_name = "N")]
     up_pps: Option<String>,
     /// Deliver in bursts at slot boundaries, netem's slots: MIN [MAX] [packets N] [bytes B].
     #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
     slot: Vec<String>,
+    /// Slotted delivery server→client only (as --slot).
     #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
     down_slot: Vec<String>,
+    /// Slotted delivery client→server only (as --slot).
     #[arg(long, value_name = "MIN [MAX]", num_args = 1..=6)]
     up_slot: Vec<String>,
     /// Drop packets matching FILTER both ways ('tcp syn', 'udp port 443', 'ipv6', 'icmp',
     /// 'ecn ect1', combined with and/not); repeat for several.
     #[arg(long, value_name = "FILTER")]
     drop: Vec<String>,
+    /// Drop matching packets server→client only (as --drop).
     #[arg(long, value_name = "FILTER")]
     down_drop: Vec<String>,
+    /// Drop matching packets client→server only (as --drop).
     #[arg(long, value_name = "FILTER")]
     up_drop: Vec<String>,
     /// A narrow path: packets larger than BYTES get ICMP fragmentation needed / Packet Too Big
@@ -137,10 +155,10 @@ pub struct ShellArgs {
     #[arg(long, value_name = "MODE")]
     ecn: Option<String>,
     /// Interface MTU of both hosts (default 1500).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     mtu: Option<u32>,
     /// Seed for every random choice (loss, AQM), so that a run can be repeated.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
     /// Keep captures, link logs, lab.json and summary.json in DIR.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
@@ -159,7 +177,7 @@ pub struct ShellArgs {
 
 /// Any topology, from a TOML run file (see docs/run-files.md).
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  sudo latencylab run examples/wifi-cellular.toml -o run2")]
+#[command(after_help = "Example:\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi")]
 pub struct RunArgs {
     /// The run file.
     file: PathBuf,
@@ -169,9 +187,11 @@ pub struct RunArgs {
     /// Keep captures, link logs, programs' output, lab.json and summary.json in DIR.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Print nothing but errors on stderr.
     #[arg(short, long)]
     quiet: bool,
-    /// With -o: keep only lab.json, summary.json and the programs' output.
+    /// With -o: keep only lab.json, summary.json and the programs' output, no pcaps or link
+    /// logs.
     #[arg(long)]
     no_capture: bool,
 }

@@ -54,7 +54,7 @@ fn bufferbloat() -> &'static (PathBuf, String) {
         &BUFFERBLOAT,
         &BUFFERBLOAT_LOCK,
         "bufferbloat",
-        &["bufferbloat", "--duration", "12", "--quiet"],
+        &["bufferbloat", "--duration", "12s", "--quiet"],
     )
 }
 

@@ -24,7 +24,7 @@ fn demo() -> &'static (PathBuf, String) {
     DEMO.get_or_init(|| {
         let dir = scratch("demo");
         let out = Command::new(bin())
-            .args(["demo", "l4s", "--duration", "15", "--quiet", "-o"])
+            .args(["demo", "l4s", "--duration", "15s", "--quiet", "-o"])
             .arg(&dir)
             .stdin(Stdio::null())
             .output()

@@ -22,7 +22,7 @@ fn demo() -> &'static (PathBuf, String) {
         let _g = lock();
         let dir = out_dir("demo-nagle");
         let out = Command::new(bin())
-            .args(["demo", "nagle", "--duration", "8", "--quiet", "-o"])
+            .args(["demo", "nagle", "--duration", "8s", "--quiet", "-o"])
             .arg(&dir)
             .stdin(Stdio::null())
             .output()

@@ -358,6 +358,18 @@ fn collect(
     })
 }
 
+/// The CE marks a caption can speak of. The capture is the sender's, taken before the
+/// bottleneck sets CE, so it sees none; the bottleneck's own log counts them.
+fn ce_words(ce_in_capture: u64, ce_at_bottleneck: u64) -> String {
+    if ce_in_capture == 0 && ce_at_bottleneck > 0 {
+        format!(
+            "{ce_at_bottleneck} CE-marked at the bottleneck (after this sender-side capture, so not drawn)"
+        )
+    } else {
+        format!("{ce_in_capture} CE-marked")
+    }
+}
+
 /// Issue 6's "Done when", on these numbers.
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b) = (&r.fifo, &r.codel);
@@ -366,9 +378,10 @@ pub fn checks(r: &Results) -> Vec<Check> {
     vec![
         c(
             format!(
-                "FIFO: probe RTT p95 {:.0} ms ≥ 5 × base RTT ({:.0} ms)",
+                "FIFO: probe RTT p95 {:.0} ms ≥ {:.0} ms (5 × the {:.0} ms base RTT)",
                 a.rtt_p95_ms,
-                5.0 * base
+                5.0 * base,
+                base
             ),
             a.rtt_p95_ms >= 5.0 * base,
         ),
@@ -510,8 +523,12 @@ impl Charts {
         let tsg_caption = |r: &RunData, more: &str| {
             let st = &r.conn().dir(r.stream.1).stats;
             format!(
-                "{}: {} packets sent, {} retransmitted (red R), {} CE-marked, {} with CWR; {more}",
-                r.label, st.data_packets, st.retransmitted_packets, st.ce, st.cwr
+                "{}: {} packets sent, {} retransmitted (red R), {}, {} with CWR; {more}",
+                r.label,
+                st.data_packets,
+                st.retransmitted_packets,
+                ce_words(st.ce, r.metrics.ce_marks),
+                st.cwr
             )
         };
         let mk_tsg = |t: &TimeSequence, max: usize, cols: usize, caption: String| {
@@ -933,6 +950,23 @@ mod tests {
             codel: metrics(30.0, 1, 20.0, 80, 70),
         };
         assert!(checks(&r).iter().all(|c| c.passed), "{:?}", checks(&r));
+    }
+
+    #[test]
+    fn captions_and_checks_say_what_a_sender_side_capture_and_the_base_rtt_are() {
+        assert_eq!(ce_words(0, 0), "0 CE-marked");
+        assert!(ce_words(0, 67).starts_with("67 CE-marked at the bottleneck"));
+        let r = Results {
+            fifo: metrics(370.0, 20, 378.0, 0, 0),
+            codel: metrics(33.0, 1, 35.0, 25, 25),
+            base_rtt_ms: 20.0,
+            duration_s: 30.0,
+        };
+        let first = &checks(&r)[0].what;
+        assert!(
+            first.contains("≥ 100 ms (5 × the 20 ms base RTT)"),
+            "{first}"
+        );
     }
 
     #[test]

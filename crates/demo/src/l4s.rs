@@ -841,7 +841,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
             format!("{:.0}", m.fps_min)
         }),
         row("stalls", &|m| m.stalls.to_string()),
-        row("time stalled (%)", &|m| format!("{:.1}", m.stall_pct)),
+        row("time stalled (%)", &|m| pct_words(m.stall_pct)),
         row("call video received (Mbit/s)", &|m| {
             format!("{:.2}", m.call_mbps)
         }),
@@ -1107,9 +1107,26 @@ fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Resul
     Ok(page)
 }
 
+/// A share in per cent for the table: one decimal, but a stall that happened never shows as
+/// `0.0` beside a count of one.
+fn pct_words(pct: f64) -> String {
+    if pct > 0.0 && pct < 0.05 {
+        "< 0.1".into()
+    } else {
+        format!("{pct:.1}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_stall_is_not_printed_as_no_time_stalled() {
+        assert_eq!(pct_words(0.0), "0.0");
+        assert_eq!(pct_words(0.02), "< 0.1");
+        assert_eq!(pct_words(1.26), "1.3");
+    }
 
     fn metrics(rtt_p99: f64, loss: f64, stalls: u64, share: f64) -> RunMetrics {
         RunMetrics {
