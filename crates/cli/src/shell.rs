@@ -137,8 +137,10 @@ pub struct ShellArgs {
     /// back from the path's entry ('--link-mtu 1400'; IPv4 without DF is fragmented).
     #[arg(long, value_name = "BYTES")]
     link_mtu: Option<String>,
+    /// A narrow path server→client only (as --link-mtu).
     #[arg(long, value_name = "BYTES")]
     down_link_mtu: Option<String>,
+    /// A narrow path client→server only (as --link-mtu).
     #[arg(long, value_name = "BYTES")]
     up_link_mtu: Option<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
