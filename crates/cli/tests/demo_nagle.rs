@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 
-/// Runs `latencylab demo nagle --duration 8 -o DIR` once; returns DIR and stdout.
+/// Runs `latencylab demo nagle --duration 8s -o DIR` once; returns DIR and stdout.
 fn demo() -> &'static (PathBuf, String) {
     DEMO.get_or_init(|| {
         let _g = lock();

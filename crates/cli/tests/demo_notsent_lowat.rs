@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 
-/// Runs `latencylab demo notsent-lowat --duration 15 -o DIR` once; returns DIR and stdout.
+/// Runs `latencylab demo notsent-lowat --duration 15s -o DIR` once; returns DIR and stdout.
 fn demo() -> &'static (PathBuf, String) {
     DEMO.get_or_init(|| {
         run_demo_in_tempdir("notsent-lowat", &["notsent-lowat", "--duration", "15s"])
