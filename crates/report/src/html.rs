@@ -328,7 +328,9 @@ const CSS: &str = r#"
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); background: #fafafa;
   font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
-main { max-width: 1320px; margin: 0 auto; padding: 16px 24px 64px; }
+main { max-width: 1720px; margin: 0 auto; padding: 16px 24px 64px; }
+/* Prose keeps a readable line length on a wide page. */
+p, figcaption, dl.findings { max-width: 1100px; }
 h1 { font-size: 1.6em; margin: 0.4em 0 0.2em; }
 h2 { font-size: 1.25em; margin: 1.6em 0 0.5em; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
 .subtitle { color: var(--muted); margin-top: 0; }
@@ -355,7 +357,9 @@ figcaption { color: var(--muted); padding: 4px 6px 2px; }
 .tools { display: flex; gap: 12px; align-items: center; font-size: 0.9em; color: var(--muted); padding: 0 4px 4px; }
 .tools button { font: inherit; padding: 1px 10px; }
 .readout { margin-left: auto; font-family: ui-monospace, "DejaVu Sans Mono", monospace; color: var(--fg); }
-.row { display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 0 12px; }
+/* Charts are drawn 1000 px wide: two go side by side only where each keeps at least 78 % of
+   that, so their text stays readable; on a narrower window they stack at full width. */
+.row { display: grid; grid-template-columns: repeat(auto-fill, minmax(780px, 1fr)); gap: 0 12px; }
 .row > figure { min-width: 0; }
 "#;
 
