@@ -340,7 +340,8 @@ section { margin-bottom: 1em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; background: #fff; }
 caption { text-align: left; color: var(--muted); padding: 4px 0; }
 th, td { border: 1px solid var(--line); padding: 3px 10px; text-align: left; white-space: nowrap; }
-th { background: #f0f0f4; }
+/* Headers may wrap (at the spaces of "A → B"), so a two-direction table fits the page. */
+th { background: #f0f0f4; white-space: normal; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tbody tr:nth-child(even) { background: #f7f7fa; }
 pre { background: #fff; border: 1px solid var(--line); padding: 8px; overflow-x: auto; }
