@@ -310,11 +310,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             cfg.duration_s.is_some(),
         ),
         link_idx: cfg.link_index(),
-        ns_inodes: td
-            .hosts
-            .iter()
-            .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
-            .collect(),
+        ns_inodes: inodes,
         progs: Vec::new(),
         server: None,
         server_listened: None,
