@@ -486,7 +486,7 @@ fn timeline(run: &RunData) -> Chart {
     .size(900, 360)
     .caption(format!(
         "Grey frame: the Wi-Fi passes nothing ({OUTAGE_START_S:.0} s to {OUTAGE_END_S:.0} s). \
-         Blue: over Wi-Fi; orange: over cellular; red: no answer within {TIMEOUT_S:.0} s. \
+         Blue: over Wi-Fi; orange: over cellular; black: no answer within {TIMEOUT_S:.0} s. \
          {}; {} failed, {:.0} % over cellular, back on Wi-Fi {}.",
         m.request_ms_max
             .map_or("no answer".to_string(), |v| format!("worst {v:.0} ms")),
@@ -511,7 +511,7 @@ fn timeline(run: &RunData) -> Chart {
     );
     c.push(Series::scatter("Wi-Fi (wlan0)", Rgb(0, 114, 178), points(WIFI)).keep_in_legend());
     c.push(Series::scatter("cellular (rmnet0)", Rgb(230, 159, 0), points(CELL)).keep_in_legend());
-    c.push(Series::scatter("failed", Rgb(213, 94, 0), failed).keep_in_legend());
+    c.push(Series::scatter("failed", Rgb::BLACK, failed).keep_in_legend());
     c
 }
 
