@@ -4,8 +4,8 @@
 //!
 //! The loop blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and reads them from a signalfd,
 //! so a signal is just another event. Timers are a timerfd armed at the network's next
-//! deadline, with the thread's timer slack at 1 ns; a deadline closer than [`SPIN_NS`] is
-//! waited for by polling, since a sleep that short overshoots.
+//! deadline, with the thread's timer slack at 1 ns, armed as early as the timer has lately been
+//! late (at most [`SPIN_NS`]) and the rest waited for by polling, since a sleep overshoots.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -30,18 +30,19 @@ use crate::process::{self, Launch, LaunchEvent, LaunchSpec, Launcher};
 use crate::sys;
 use crate::userns;
 use labnet::lifecycle::{
-    earliest, wait_for, Lifecycle, PriorityMode, PriorityPolicy, ServerState, StallMeter, Wait,
-    HEARTBEAT, STALL_WORTH_SAYING,
+    earliest, wait_for, EarlyWake, Lifecycle, PriorityMode, PriorityPolicy, ServerState,
+    StallMeter, Wait, HEARTBEAT, STALL_WORTH_SAYING,
 };
 use labnet::run_dir::RunDir;
 use labnet::schedule::{Action, ProgramState, Schedule};
 use labnet::spec::{secs, LabConfig, UsageError};
 use labnet::Setting;
 
-/// The timer is armed this much before a deadline and the rest is busy-waited: a sleeping
-/// thread wakes tens of microseconds late, a polling one does not. Measured (docs/
-/// PERFORMANCE.md): 50 µs keeps the p99 delivery error under 50 µs at 100 Mbit/s, 20 µs does
-/// not. `LATENCYLAB_SPIN_NS` overrides it, trading timing accuracy for CPU.
+/// The timer is armed at most this much before a deadline and the rest is busy-waited: a
+/// sleeping thread wakes some microseconds late, a polling one does not. How early within this
+/// is learnt from the timer's recent lateness (`labnet::lifecycle::EarlyWake`, docs/
+/// PERFORMANCE.md). `LATENCYLAB_SPIN_NS` fixes the margin instead, trading timing accuracy
+/// for CPU.
 /// `LATENCYLAB_PRIORITY` (`auto`, the default; `rt`; `nice`; `normal`) chooses the loop's
 /// scheduling (see `labnet::lifecycle::PriorityPolicy`).
 const SPIN_NS: u64 = 50_000;
@@ -280,12 +281,13 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             sys::realtime_priority();
         }
     }
-    let spin = wire::Duration::from_nanos(
-        std::env::var("LATENCYLAB_SPIN_NS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(SPIN_NS),
-    );
+    let early = match std::env::var("LATENCYLAB_SPIN_NS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(ns) => EarlyWake::fixed(wire::Duration::from_nanos(ns)),
+        None => EarlyWake::learning(wire::Duration::from_nanos(SPIN_NS)),
+    };
     let starter = Starter {
         cfg,
         opts,
@@ -301,7 +303,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         fwd,
         io,
         mono_start,
-        spin,
+        early,
         priority: PriorityPolicy::new(mode, Instant::ZERO),
         schedule: Schedule::new(cfg),
         life: Lifecycle::new(
@@ -568,7 +570,7 @@ struct Lab<'a> {
     io: LoopIo,
     /// The monotonic clock's reading at the lab's `Instant::ZERO`.
     mono_start: u64,
-    spin: wire::Duration,
+    early: EarlyWake,
     priority: PriorityPolicy,
     schedule: Schedule,
     life: Lifecycle,
@@ -715,14 +717,17 @@ impl Lab<'_> {
             self.life.next_wakeup(now),
             Some(heartbeat),
         ]);
-        let wait = wait_for(deadline, now, self.spin);
+        let wait = wait_for(deadline, now, self.early.margin());
         let before = self.now();
         self.stalls.turn(self.turn_start, before);
         let n = self.io.wait(wait, self.mono_start)?;
         let now = self.now();
         self.turn_start = now;
         match wait {
-            Wait::Timer(due) => self.stalls.woke(due, now),
+            Wait::Timer(due) => {
+                self.stalls.woke(due, now);
+                self.early.woke(due, now);
+            }
             Wait::Poll => self.stalls.woke(before, now),
             Wait::Block => {}
         }

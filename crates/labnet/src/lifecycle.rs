@@ -190,6 +190,62 @@ pub fn wait_for(deadline: Option<Instant>, now: Instant, spin: Duration) -> Wait
     }
 }
 
+/// How early the loop arms its timer before a deadline, learnt from how late the timer has been
+/// waking it. A sleeping thread wakes some microseconds after its timer (the scheduler, the
+/// hypervisor); the loop polls the last stretch before a deadline to be on time, and polling
+/// costs a core while it lasts. So the timer is armed only as early as it has recently been
+/// late: the margin jumps to a later wake at once (a late delivery is what the margin is for)
+/// and shrinks by 1/[`EARLY_WAKE_DECAY`] of itself per wake, following the worst of the last
+/// few dozen wakes, never below [`EARLY_WAKE_MIN`] nor above the ceiling it was made with.
+#[derive(Clone, Debug)]
+pub struct EarlyWake {
+    margin: Duration,
+    ceiling: Duration,
+    fixed: bool,
+}
+
+/// The smallest margin: a timer is never exactly on time, and a microsecond of polling is cheap.
+pub const EARLY_WAKE_MIN: Duration = Duration::from_micros(2);
+/// Each timer wake shrinks the margin by this fraction of itself (1/32: after 22 punctual
+/// wakes, half of it is left).
+const EARLY_WAKE_DECAY: u64 = 32;
+
+impl EarlyWake {
+    /// A margin that learns, starting at (and never above) `ceiling`.
+    pub fn learning(ceiling: Duration) -> EarlyWake {
+        EarlyWake {
+            margin: ceiling,
+            ceiling,
+            fixed: false,
+        }
+    }
+
+    /// A margin that stays `margin` whatever the timer does.
+    pub fn fixed(margin: Duration) -> EarlyWake {
+        EarlyWake {
+            margin,
+            ceiling: margin,
+            fixed: true,
+        }
+    }
+
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+
+    /// The timer armed for `due` let the loop run again at `now`. A wake before `due` (a
+    /// packet or a signal came first) says nothing about the timer.
+    pub fn woke(&mut self, due: Instant, now: Instant) {
+        if self.fixed || now < due {
+            return;
+        }
+        let late = now - due;
+        let m = self.margin.as_nanos() as u64;
+        let decayed = Duration::from_nanos(m - m / EARLY_WAKE_DECAY);
+        self.margin = late.max(decayed).clamp(EARLY_WAKE_MIN, self.ceiling);
+    }
+}
+
 /// The earliest of several optional deadlines.
 pub fn earliest(deadlines: impl IntoIterator<Item = Option<Instant>>) -> Option<Instant> {
     deadlines.into_iter().flatten().min()
@@ -483,5 +539,31 @@ mod tests {
         // Waking early (a packet came before the deadline) is no stall.
         m.woke(ms(400), ms(350));
         assert_eq!(m.longest().0, Duration::from_millis(195));
+    }
+
+    #[test]
+    fn the_early_wake_margin_jumps_to_a_late_wake_and_decays_while_the_timer_is_punctual() {
+        let us = Duration::from_micros;
+        let mut e = EarlyWake::learning(us(50));
+        assert_eq!(e.margin(), us(50));
+        // Punctual wakes: the margin shrinks by 1/32 each time, down to the floor.
+        e.woke(ms(1), ms(1) + us(1));
+        assert_eq!(e.margin(), Duration::from_nanos(50_000 - 50_000 / 32));
+        for k in 0..400 {
+            e.woke(ms(2 + k), ms(2 + k));
+        }
+        assert_eq!(e.margin(), EARLY_WAKE_MIN);
+        // A wake 20 µs late raises it at once; one later than the ceiling is held at the ceiling.
+        e.woke(ms(500), ms(500) + us(20));
+        assert_eq!(e.margin(), us(20));
+        e.woke(ms(501), ms(501) + us(300));
+        assert_eq!(e.margin(), us(50));
+        // Woken by a packet before the timer: no news about the timer.
+        e.woke(ms(600), ms(599));
+        assert_eq!(e.margin(), us(50));
+        let mut f = EarlyWake::fixed(us(10));
+        f.woke(ms(1), ms(1) + us(40));
+        assert_eq!(f.margin(), us(10));
+        assert_eq!(wait_for(Some(ms(1)), ms(1) - us(5), e.margin()), Wait::Poll);
     }
 }
