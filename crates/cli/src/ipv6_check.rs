@@ -133,6 +133,7 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
         quiet: a.lab.quiet,
         // The client's capture is evidence: --no-capture does not apply here.
         no_capture: false,
+        capture: a.lab.capture.limits(),
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();

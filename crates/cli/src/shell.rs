@@ -8,6 +8,7 @@ use clap::Args;
 use lab::config::Side;
 use lab::files::{self, run_file_config};
 use lab::{run_lab, RunOptions};
+use labnet::run_dir::CaptureLimits;
 use labnet::shell::{shell_config, ShellOptions};
 
 /// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
@@ -169,6 +170,8 @@ pub struct ShellArgs {
     /// runs, where writing every packet would measure the disk).
     #[arg(long)]
     pub(crate) no_capture: bool,
+    #[command(flatten)]
+    pub(crate) capture: CaptureArgs,
     /// Print nothing but errors on stderr.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -196,6 +199,35 @@ pub struct RunArgs {
     /// logs.
     #[arg(long)]
     no_capture: bool,
+    #[command(flatten)]
+    capture: CaptureArgs,
+}
+
+/// How much the captures and link logs of `-o` keep, in tcpdump's words (`-s`, `-C`, `-W`).
+#[derive(Args, Debug, Default)]
+pub struct CaptureArgs {
+    /// With -o: keep the first BYTES of each packet in the captures, from its IP header
+    /// (`--snaplen 128` keeps the headers the analysis needs; the original length is kept).
+    #[arg(long, value_name = "BYTES", requires = "out", value_parser = clap::value_parser!(u32).range(1..=262_144))]
+    snaplen: Option<u32>,
+    /// With -o: start a new file once a capture or link log holds MB million bytes
+    /// (`client-eth0.pcap`, then `client-eth0.pcap.1`, `.2`, …), as tcpdump -C.
+    #[arg(short = 'C', long = "file-size", value_name = "MB", requires = "out", value_parser = clap::value_parser!(u64).range(1..))]
+    file_size_mb: Option<u64>,
+    /// With -C: keep at most N files of each capture and link log, removing the oldest, as
+    /// tcpdump -W (`-C 100 -W 10`: at most 1 GB per interface).
+    #[arg(short = 'W', long = "file-count", value_name = "N", requires = "file_size_mb", value_parser = clap::value_parser!(u64).range(1..))]
+    file_count: Option<u64>,
+}
+
+impl CaptureArgs {
+    pub(crate) fn limits(&self) -> CaptureLimits {
+        CaptureLimits {
+            snaplen_bytes: self.snaplen,
+            file_size_bytes: self.file_size_mb.map(|mb| mb * 1_000_000),
+            file_count: self.file_count,
+        }
+    }
 }
 
 fn exit(code: i32) -> ExitCode {
@@ -288,6 +320,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         server: a.server.map(|s| ("server".into(), s)),
         quiet: a.quiet,
         no_capture: a.no_capture,
+        capture: a.capture.limits(),
     };
     Ok(exit(run_lab(&cfg, &run)?.exit_code))
 }
@@ -300,6 +333,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         server: None,
         quiet: a.quiet,
         no_capture: a.no_capture,
+        capture: a.capture.limits(),
     };
     Ok(exit(run_lab(&cfg, &run)?.exit_code))
 }

@@ -119,6 +119,7 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
         server: None,
         quiet: true,
         no_capture: false,
+        capture: Default::default(),
     };
     let r = lab::run_lab(cfg, &opts)
         .with_context(|| format!("running the lab in {}", dir.display()))?;

@@ -1,18 +1,19 @@
 //! The forwarder's I/O: the pure `labnet::forwarder` between the hosts' TUN devices, with a
 //! capture of every interface (both directions, as `tcpdump` on that interface would see them)
-//! and a log of every link event.
+//! and a log of every link event. A capture or log that cannot be written (a full disk) stops
+//! with a warning; the network goes on.
 
 use std::os::fd::{AsRawFd, RawFd};
 
 use anyhow::Result;
 use labnet::forwarder::{self, DirInfo};
-use labnet::run_dir::RunDir;
+use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::spec::LabConfig;
 use link::LinkParams;
 use wire::Instant;
 
 use crate::netns::HostNs;
-use crate::output::{self, EngineSummary, LinkLog, Pcap, Summary};
+use crate::output::{self, EngineSummary, LinkLog, Pcap, Reserve, RotatingFile, Summary};
 use crate::sys;
 
 /// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
@@ -32,6 +33,12 @@ pub struct Forwarder {
     core: forwarder::Forwarder,
     pub ifaces: Vec<IfaceRt>,
     logs: Vec<Option<LinkLog>>,
+    /// Room on the captures' disk, given back when one of them fails.
+    reserve: Option<Reserve>,
+    /// Captures and logs stopped by a failed write, in words.
+    warnings: Vec<String>,
+    /// The latest `now` the network was run to.
+    last_now: Instant,
     real_start_ns: u64,
     buf: Vec<u8>,
     /// Writes into a TUN device that failed (the host's interface was gone or full).
@@ -48,6 +55,7 @@ impl Forwarder {
         cfg: &LabConfig,
         hosts: &[HostNs],
         out_dir: Option<&RunDir>,
+        limits: CaptureLimits,
         real_start_ns: u64,
     ) -> Result<Forwarder> {
         let core = forwarder::Forwarder::new(cfg, out_dir.is_some())?;
@@ -55,7 +63,7 @@ impl Forwarder {
         for (h, ns) in cfg.hosts.iter().zip(hosts) {
             for (ii, iface) in h.interfaces.iter().enumerate() {
                 let pcap = match out_dir {
-                    Some(d) => Some(output::open_pcap(&d.capture(&h.name, &iface.name))?),
+                    Some(d) => Some(output::open_pcap(&d.capture(&h.name, &iface.name), limits)?),
                     None => None,
                 };
                 ifaces.push(IfaceRt {
@@ -67,7 +75,7 @@ impl Forwarder {
         let mut logs = Vec::new();
         for d in &core.dirs {
             logs.push(match out_dir {
-                Some(o) => Some(LinkLog::create(&o.link_log(&d.link, d.side))?),
+                Some(o) => Some(LinkLog::create(&o.link_log(&d.link, d.side), limits)?),
                 None => None,
             });
         }
@@ -75,6 +83,9 @@ impl Forwarder {
             core,
             ifaces,
             logs,
+            reserve: out_dir.map(Reserve::take),
+            warnings: Vec::new(),
+            last_now: Instant::ZERO,
             real_start_ns,
             buf: vec![0; MAX_PACKET],
             write_errors: 0,
@@ -102,7 +113,10 @@ impl Forwarder {
             data.extend_from_slice(&self.buf[..n]);
             self.packets_read += 1;
             if let Some(p) = &mut self.ifaces[i].pcap {
-                p.write(self.real_start_ns + now.as_nanos(), &data)?;
+                if let Err(e) = p.write(self.real_start_ns + now.as_nanos(), &data) {
+                    let path = p.file().path().to_path_buf();
+                    self.stop_captures(&path, &e, now);
+                }
             }
             self.core.handle_packet(now, i, data);
         }
@@ -120,18 +134,60 @@ impl Forwarder {
         while let Some(t) = self.core.poll_transmit(now) {
             let iface = &mut self.ifaces[t.iface];
             self.lateness.record(now - t.at);
+            let mut failed = None;
             if let Some(pc) = &mut iface.pcap {
-                let _ = pc.write(self.real_start_ns + now.as_nanos(), &t.data);
+                if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
+                    failed = Some((pc.file().path().to_path_buf(), e));
+                }
             }
             if sys::write_packet(iface.fd, &t.data).is_err() {
                 self.write_errors += 1;
             }
-        }
-        while let Some((l, e)) = self.core.poll_event() {
-            if let Some(log) = &mut self.logs[l] {
-                let _ = log.write(&e);
+            if let Some((path, e)) = failed {
+                self.stop_captures(&path, &e, now);
             }
         }
+        self.log_events(now);
+        self.last_now = now;
+    }
+
+    /// Writes the link events into the logs.
+    fn log_events(&mut self, now: Instant) {
+        while let Some((l, e)) = self.core.poll_event() {
+            if let Some(log) = &mut self.logs[l] {
+                if let Err(err) = log.write(&e) {
+                    let path = log.file().path().to_path_buf();
+                    self.stop_captures(&path, &err, now);
+                }
+            }
+        }
+    }
+
+    /// Every capture and link log.
+    fn files(&mut self) -> impl Iterator<Item = &mut RotatingFile> {
+        let pcaps = self.ifaces.iter_mut().filter_map(|i| i.pcap.as_mut());
+        let logs = self.logs.iter_mut().flatten();
+        pcaps.map(Pcap::file).chain(logs.map(LinkLog::file))
+    }
+
+    /// Writing `path` failed with `e` at `now`: the disk is full or broken, so every capture
+    /// and log stops (what they had buffered is dropped), the reserve is given back (room for
+    /// summary.json), and the warning goes to stderr at once and to summary.json at the end.
+    fn stop_captures(&mut self, path: &std::path::Path, e: &std::io::Error, now: Instant) {
+        for f in self.files() {
+            f.stop();
+        }
+        if let Some(r) = &mut self.reserve {
+            r.release();
+        }
+        let w = format!(
+            "captures and link logs stopped at {:.3} s: writing {}: {e}; the lab and its \
+             programs went on",
+            now.as_secs_f64(),
+            path.display()
+        );
+        eprintln!("latencylab: warning: {w}");
+        self.warnings.push(w);
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
@@ -150,18 +206,17 @@ impl Forwarder {
 
     /// Flushes captures and logs and returns the summary.
     pub fn finish(&mut self) -> Result<Summary> {
-        while let Some((l, e)) = self.core.poll_event() {
-            if let Some(log) = &mut self.logs[l] {
-                log.write(&e)?;
+        let now = self.last_now;
+        self.log_events(now);
+        let mut failed = None;
+        for f in self.files() {
+            if let Err(e) = f.flush() {
+                failed = Some((f.path().to_path_buf(), e));
+                break;
             }
         }
-        for i in &mut self.ifaces {
-            if let Some(p) = &mut i.pcap {
-                p.flush()?;
-            }
-        }
-        for l in self.logs.iter_mut().flatten() {
-            l.flush()?;
+        if let Some((path, e)) = failed {
+            self.stop_captures(&path, &e, now);
         }
         Ok(Summary {
             links: self.core.link_summaries(),
@@ -176,6 +231,7 @@ impl Forwarder {
                 longest_stall_at_s: 0.0,
             },
             nat64: self.core.nat64_summary(),
+            warnings: self.warnings.clone(),
         })
     }
 }

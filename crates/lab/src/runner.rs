@@ -33,7 +33,7 @@ use labnet::lifecycle::{
     earliest, wait_for, EarlyWake, Lifecycle, PriorityMode, PriorityPolicy, ServerState,
     StallMeter, Wait, HEARTBEAT, STALL_WORTH_SAYING,
 };
-use labnet::run_dir::RunDir;
+use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::schedule::{Action, ProgramState, Schedule};
 use labnet::spec::{secs, LabConfig, UsageError};
 use labnet::Setting;
@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// With `out_dir`: leave out the pcaps and link logs (keep lab.json and summary.json), for
     /// runs so fast that writing every packet would measure the disk.
     pub no_capture: bool,
+    /// With `out_dir`: how much of each packet the captures keep, and how large their files
+    /// (and the link logs') may grow.
+    pub capture: CaptureLimits,
 }
 
 pub struct RunResult {
@@ -268,7 +271,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let mono_start = sys::monotonic_ns();
     let real_start = sys::realtime_ns();
     let capture_dir = run_dir.as_ref().filter(|_| !opts.no_capture);
-    let fwd = Forwarder::build(cfg, &td.hosts, capture_dir, real_start)?;
+    let fwd = Forwarder::build(cfg, &td.hosts, capture_dir, opts.capture, real_start)?;
     let io = LoopIo::new(&fwd, &td.hosts, sfd, &launcher)?;
     sys::tight_timer_slack();
     let mode = PriorityMode::parse(std::env::var("LATENCYLAB_PRIORITY").ok().as_deref());

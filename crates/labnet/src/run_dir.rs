@@ -8,6 +8,8 @@
 //! DIR/summary.json               [`Summary`]
 //! DIR/captures/HOST-IFACE.pcap   what tcpdump on that interface would see
 //! DIR/links/LINK-SIDE.log        one [`LogLine`] per packet event of a link direction
+//! DIR/captures/HOST-IFACE.pcap.N, DIR/links/LINK-SIDE.log.N
+//!                                the N-th file after the first, with [`CaptureLimits`]
 //! DIR/programs/NAME.out, .err    a program's standard output and error
 //! ```
 //!
@@ -54,6 +56,19 @@ impl RunDir {
     }
     pub fn links(&self) -> PathBuf {
         self.root.join("links")
+    }
+    /// The `n`-th file of a capture or link log after `first` (`n` ≥ 1), once the first
+    /// reached [`CaptureLimits::file_size_bytes`]: `client-eth0.pcap.1`, `.2`, … Each is a
+    /// whole file of its kind (a pcap header, a log header line), readable alone.
+    pub fn rotated(first: &Path, n: u64) -> PathBuf {
+        let mut name = first.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+    /// A file of spare room, given back when a capture fills the disk, so that summary.json
+    /// can still be written.
+    pub fn reserve(&self) -> PathBuf {
+        self.root.join(".reserve")
     }
     /// The event log of one direction of a link.
     pub fn link_log(&self, link: &str, side: Side) -> PathBuf {
@@ -105,6 +120,20 @@ pub fn write_event(out: &mut impl Write, e: &Event) -> io::Result<()> {
         e.ecn.name(),
         e.cause.map_or("-", |c| c.name())
     )
+}
+
+/// How much of the traffic the captures and link logs keep (tcpdump's `-s`, `-C` and `-W`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureLimits {
+    /// Bytes kept of each packet, from its IP header (the pcap header's snaplen); `None`
+    /// keeps whole packets.
+    pub snaplen_bytes: Option<u32>,
+    /// A file that would grow past this many bytes is closed and the next one
+    /// ([`RunDir::rotated`]) begins; `None`: one file, however large.
+    pub file_size_bytes: Option<u64>,
+    /// With `file_size_bytes`: at most this many files of each capture or log, the oldest
+    /// removed as a new one begins; `None`: no limit.
+    pub file_count: Option<u64>,
 }
 
 /// One line of a link log, read back.
@@ -347,6 +376,9 @@ pub struct Summary {
     /// The NAT64 and DNS64 of a `--nat64` lab.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nat64: Option<Nat64Summary>,
+    /// What went wrong without stopping the lab, in words (a capture stopped by a full disk).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The translator's counters (see docs/nat64.md) and what the DNS64 was asked.
@@ -474,5 +506,9 @@ mod tests {
         );
         assert_eq!(d.program_out("alice"), Path::new("run1/programs/alice.out"));
         assert_eq!(d.summary_json(), Path::new("run1/summary.json"));
+        assert_eq!(
+            RunDir::rotated(&d.capture("client", "eth0"), 12),
+            Path::new("run1/captures/client-eth0.pcap.12")
+        );
     }
 }

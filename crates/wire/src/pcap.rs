@@ -16,6 +16,29 @@ pub const LINKTYPE_RAW: u32 = 101;
 /// The snapshot length we declare: whole packets up to 256 KiB.
 pub const SNAPLEN: u32 = 262_144;
 
+/// The 24-byte file header (§4) of a capture with nanosecond timestamps.
+pub fn file_header(linktype: u32, snaplen: u32) -> [u8; 24] {
+    let mut h = [0u8; 24];
+    h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    // thiszone and sigfigs stay zero.
+    h[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    h[20..24].copy_from_slice(&linktype.to_le_bytes());
+    h
+}
+
+/// The 16-byte header (§5) of a record of `incl_len` bytes captured at `unix_ns` from a packet
+/// of `orig_len` bytes.
+pub fn record_header(unix_ns: u64, incl_len: usize, orig_len: usize) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[0..4].copy_from_slice(&((unix_ns / 1_000_000_000) as u32).to_le_bytes());
+    r[4..8].copy_from_slice(&((unix_ns % 1_000_000_000) as u32).to_le_bytes());
+    r[8..12].copy_from_slice(&(incl_len as u32).to_le_bytes());
+    r[12..16].copy_from_slice(&(orig_len.max(incl_len) as u32).to_le_bytes());
+    r
+}
+
 /// Writes a pcap stream, one record per [`PcapWriter::write`].
 pub struct PcapWriter<W: Write> {
     out: W,
@@ -30,14 +53,7 @@ impl<W: Write> PcapWriter<W> {
 
     /// Writes the file header for another link type or snapshot length (tests of readers).
     pub fn with_linktype(mut out: W, linktype: u32, snaplen: u32) -> io::Result<PcapWriter<W>> {
-        let mut h = [0u8; 24];
-        h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
-        h[4..6].copy_from_slice(&2u16.to_le_bytes());
-        h[6..8].copy_from_slice(&4u16.to_le_bytes());
-        // thiszone and sigfigs stay zero.
-        h[16..20].copy_from_slice(&snaplen.to_le_bytes());
-        h[20..24].copy_from_slice(&linktype.to_le_bytes());
-        out.write_all(&h)?;
+        out.write_all(&file_header(linktype, snaplen))?;
         Ok(PcapWriter { out, snaplen })
     }
 
@@ -55,12 +71,8 @@ impl<W: Write> PcapWriter<W> {
         orig_len: usize,
     ) -> io::Result<()> {
         let incl = data.len().min(self.snaplen as usize);
-        let mut r = [0u8; 16];
-        r[0..4].copy_from_slice(&((unix_ns / 1_000_000_000) as u32).to_le_bytes());
-        r[4..8].copy_from_slice(&((unix_ns % 1_000_000_000) as u32).to_le_bytes());
-        r[8..12].copy_from_slice(&(incl as u32).to_le_bytes());
-        r[12..16].copy_from_slice(&(orig_len.max(incl) as u32).to_le_bytes());
-        self.out.write_all(&r)?;
+        self.out
+            .write_all(&record_header(unix_ns, incl, orig_len))?;
         self.out.write_all(&data[..incl])
     }
 
