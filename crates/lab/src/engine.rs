@@ -22,6 +22,9 @@ const MAX_PACKET: usize = 65_536;
 const READ_BURST: usize = 64;
 /// Bytes a packet may grow by in translation: IPv4 → IPv6 header (20) plus a fragment header (8).
 const TRANSLATION_HEADROOM: usize = 28;
+/// Packet buffers kept for reuse once written into a host, so that reading a packet does not
+/// allocate; beyond this many the rest are freed.
+const POOL_BUFFERS: usize = 4096;
 
 /// A host interface's device and capture.
 pub struct IfaceRt {
@@ -41,6 +44,8 @@ pub struct Forwarder {
     last_now: Instant,
     real_start_ns: u64,
     buf: Vec<u8>,
+    /// Buffers of packets already written, for the next packets read.
+    pool: Vec<Vec<u8>>,
     /// Writes into a TUN device that failed (the host's interface was gone or full).
     pub write_errors: u64,
     pub packets_read: u64,
@@ -88,6 +93,7 @@ impl Forwarder {
             last_now: Instant::ZERO,
             real_start_ns,
             buf: vec![0; MAX_PACKET],
+            pool: Vec::new(),
             write_errors: 0,
             packets_read: 0,
             lateness: Default::default(),
@@ -109,7 +115,11 @@ impl Forwarder {
             };
             // Room for the 20 bytes an IPv4 header grows by in translation to IPv6 (and an
             // IPv6 fragment header), so that the buffer can be recycled by the translator.
-            let mut data = Vec::with_capacity(n + TRANSLATION_HEADROOM);
+            let mut data = self
+                .pool
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(n + TRANSLATION_HEADROOM));
+            data.clear();
             data.extend_from_slice(&self.buf[..n]);
             self.packets_read += 1;
             if let Some(p) = &mut self.ifaces[i].pcap {
@@ -145,6 +155,9 @@ impl Forwarder {
             }
             if let Some((path, e)) = failed {
                 self.stop_captures(&path, &e, now);
+            }
+            if self.pool.len() < POOL_BUFFERS {
+                self.pool.push(t.data);
             }
         }
         self.log_events(now);

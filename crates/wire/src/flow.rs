@@ -48,29 +48,38 @@ impl FlowKey {
     }
 
     /// A 32-bit hash of the 5-tuple, perturbed by `seed` (the role of fq_codel's
-    /// `perturbation`): FNV-1a over the tuple's bytes, then a final avalanche (murmur3 fmix32) so
-    /// that reducing modulo a small table size spreads flows evenly.
+    /// `perturbation`). It eats the tuple a 32-bit word at a time (the addresses' words, then
+    /// protocol and the two ports), each mixed in as MurmurHash3_x86_32's block step, then a
+    /// final avalanche (murmur3 fmix32) so that reducing modulo a small table size spreads
+    /// flows evenly. Words rather than bytes: an eighth of fq_codel's time went to the
+    /// byte-at-a-time FNV-1a this replaced.
     pub fn hash32(&self, seed: u32) -> u32 {
-        let mut h: u32 = 0x811c_9dc5 ^ seed;
-        let mut eat = |bytes: &[u8]| {
-            for b in bytes {
-                h ^= u32::from(*b);
-                h = h.wrapping_mul(0x0100_0193);
-            }
+        let mut h = seed;
+        let mut eat = |w: u32| {
+            let k = w
+                .wrapping_mul(0xcc9e_2d51)
+                .rotate_left(15)
+                .wrapping_mul(0x1b87_3593);
+            h = (h ^ k)
+                .rotate_left(13)
+                .wrapping_mul(5)
+                .wrapping_add(0xe654_6b64);
         };
         match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                eat(&s.octets());
-                eat(&d.octets());
+                eat(s.to_bits());
+                eat(d.to_bits());
             }
             (s, d) => {
-                eat(&ip_bytes16(s));
-                eat(&ip_bytes16(d));
+                for a in [ip_bytes16(s), ip_bytes16(d)] {
+                    for w in a.chunks_exact(4) {
+                        eat(u32::from_be_bytes(w.try_into().expect("4 bytes")));
+                    }
+                }
             }
         }
-        eat(&[self.proto.0]);
-        eat(&self.src_port.to_be_bytes());
-        eat(&self.dst_port.to_be_bytes());
+        eat(u32::from(self.proto.0));
+        eat(u32::from(self.src_port) << 16 | u32::from(self.dst_port));
         h ^= h >> 16;
         h = h.wrapping_mul(0x85eb_ca6b);
         h ^= h >> 13;
