@@ -68,9 +68,17 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 /// information, try '--help'.`) as one line: the error, its tips, and where to look.
 fn one_line(text: &str) -> String {
     let mut parts = Vec::new();
-    for line in text.lines().map(str::trim) {
+    let mut lines = text.lines().map(str::trim);
+    while let Some(line) = lines.next() {
         if let Some(e) = line.strip_prefix("error: ") {
-            parts.push(e.to_string());
+            let mut e = e.to_string();
+            // A list follows on the next lines ("the following required arguments were not
+            // provided:"), up to a blank line.
+            if e.ends_with(':') {
+                let list: Vec<&str> = lines.by_ref().take_while(|l| !l.is_empty()).collect();
+                e = format!("{e} {}", list.join(", "));
+            }
+            parts.push(e);
         } else if let Some(t) = line.strip_prefix("tip: ") {
             parts.push(t.to_string());
         }
@@ -148,6 +156,9 @@ mod tests {
         assert!(!l.contains('\n') && l.contains("--overhead"), "{l}");
         let l = error_line(&["latencylab", "shell", "--sed", "1"]);
         assert!(l.contains("--sed") && l.contains("--seed"), "{l}");
+        // An option that needs another names the one missing.
+        let l = error_line(&["latencylab", "shell", "--snaplen", "128"]);
+        assert!(!l.contains('\n') && l.contains("--out <DIR>"), "{l}");
     }
 
     #[test]
