@@ -114,16 +114,7 @@ fn snaplen_cuts_every_packet_and_file_size_keeps_the_newest_files_each_readable_
                 );
             }
             cut += records.iter().filter(|(_, orig)| *orig > 96).count();
-            let t = Command::new("tcpdump")
-                .args(["-nr", p.to_str().unwrap()])
-                .output()
-                .expect("tcpdump is installed");
-            assert!(
-                t.status.success(),
-                "tcpdump -r {}: {}",
-                p.display(),
-                text(&t.stderr)
-            );
+            tcpdump_read(p);
         }
         assert!(cut > 1000, "{host}: only {cut} full-size packets were cut");
     }

@@ -103,17 +103,7 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
     );
     for cap in ["client-eth0", "server-eth0"] {
         let p = dir.join("captures").join(format!("{cap}.pcap"));
-        let t = Command::new("tcpdump")
-            .args(["-nr", p.to_str().unwrap()])
-            .output()
-            .expect("tcpdump is installed");
-        assert!(
-            t.status.success(),
-            "tcpdump -r {}: {}",
-            p.display(),
-            text(&t.stderr)
-        );
-        let lines = text(&t.stdout).lines().count();
+        let lines = tcpdump_read(&p).lines().count();
         assert!(lines > 5000, "{cap}: only {lines} packets");
     }
     let resolved: serde_json::Value =

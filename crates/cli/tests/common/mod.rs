@@ -99,6 +99,21 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// What `tcpdump -nr PCAP` prints, one line per packet; fails the test if tcpdump cannot read it.
+pub fn tcpdump_read(pcap: &Path) -> String {
+    let t = Command::new("tcpdump")
+        .args(["-nr", pcap.to_str().unwrap()])
+        .output()
+        .expect("tcpdump is installed");
+    assert!(
+        t.status.success(),
+        "tcpdump -r {}: {}",
+        pcap.display(),
+        text(&t.stderr)
+    );
+    text(&t.stdout)
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty(), "median of nothing");
     v.sort_by(f64::total_cmp);
