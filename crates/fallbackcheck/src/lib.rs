@@ -376,8 +376,8 @@ fn family(a: &SocketAddr) -> &'static str {
     }
 }
 
-/// What the attempts were, in a few words each: `IPv6 eth0 unanswered, IPv4 eth0 +201 ms
-/// first byte`.
+/// What the attempts were, in a few words each: `IPv6 eth0 at +0 ms: no answer; IPv4 eth0 at
+/// +201 ms: got data`.
 pub fn describe_attempts(attempts: &[Attempt]) -> String {
     let Some(first) = attempts.first().map(|a| a.start_ns) else {
         return "no TCP connection attempt".into();
@@ -395,7 +395,8 @@ pub fn describe_attempts(attempts: &[Attempt]) -> String {
             } else if a.refused {
                 "refused"
             } else {
-                "unanswered"
+                // Or answered after the lab ended with COMMAND.
+                "no answer"
             };
             format!("{} {} at +{at:.0} ms: {what}", family(&a.to), a.iface)
         })
@@ -418,19 +419,23 @@ pub fn explain(row: &Row) -> String {
             s.working_rtt_ms()
         ),
         Verdict::Failed => {
+            let first = &row.attempts[0];
             let unanswered = row.attempts.iter().all(|a| a.answered_ns.is_none());
-            let one_path = row
-                .attempts
-                .iter()
-                .all(|a| (a.to.ip(), &a.iface) == (row.attempts[0].to.ip(), &row.attempts[0].iface));
-            let why = match s {
-                _ if unanswered && one_path => format!(
+            let one_iface = row.attempts.iter().all(|a| a.iface == first.iface);
+            let one_path = one_iface && row.attempts.iter().all(|a| a.to.ip() == first.to.ip());
+            let other_iface = s.client_interfaces().iter().find(|i| **i != first.iface);
+            let why = match other_iface {
+                _ if !unanswered => "connected, but no data came back".to_string(),
+                _ if one_path => format!(
                     "it kept trying {} over {} only and never tried another address or interface",
-                    family(&row.attempts[0].to),
-                    row.attempts[0].iface
+                    family(&first.to),
+                    first.iface
                 ),
-                _ if unanswered => "no attempt was answered".to_string(),
-                _ => "connected, but no data came back".to_string(),
+                Some(other) if one_iface => format!(
+                    "every attempt went over {}; it never tried {other}",
+                    first.iface
+                ),
+                _ => "no attempt was answered".to_string(),
             };
             format!("NOT: no first byte in {:.0} s: {why}", row.timeout_s)
         }
@@ -554,7 +559,7 @@ mod tests {
         assert!(v.passed());
         let d = describe_attempts(&a);
         assert!(
-            d.starts_with("IPv6 eth0 at +0 ms: unanswered; IPv4 eth0 at +200 ms: got data"),
+            d.starts_with("IPv6 eth0 at +0 ms: no answer; IPv4 eth0 at +200 ms: got data"),
             "{d}"
         );
     }
@@ -595,6 +600,24 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("RFC 8305"), "{table}");
+
+        // Both families over the dead default route, never the other interface.
+        let mut t = Timeline::default();
+        t.packet(0, "eth0", &tcp(C6, S6, 40000, 80, SYN, 0));
+        t.packet(200 * MS, "eth0", &tcp(C4, S4, 40001, 80, SYN, 0));
+        let a = t.attempts();
+        let row = Row {
+            scenario: Scenario::FirstInterfaceDead,
+            verdict: judge(Scenario::FirstInterfaceDead, &a, true),
+            attempts: a,
+            exit_code: 143,
+            timeout_s: 10.0,
+        };
+        let e = explain(&row);
+        assert!(
+            e.contains("every attempt went over eth0; it never tried eth1"),
+            "{e}"
+        );
     }
 
     #[test]
