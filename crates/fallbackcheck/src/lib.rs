@@ -244,15 +244,18 @@ pub struct Attempt {
     pub first_byte_ns: Option<u64>,
 }
 
+/// A connection as the client sees it: its address, its port, the server.
+type Key = (IpAddr, u16, SocketAddr);
+
 /// The client's TCP attempts, fed with every packet of its captures ([`Timeline::packet`]),
 /// in any order of interfaces.
 #[derive(Debug, Default)]
 pub struct Timeline {
     /// (client address, client port, server) → attempt.
-    attempts: BTreeMap<(IpAddr, u16, SocketAddr), Attempt>,
+    attempts: BTreeMap<Key, Attempt>,
     /// Packets of the server side that may precede their SYN in feeding order (another
     /// interface's capture read first): (key, time, flags, payload).
-    later: Vec<((IpAddr, u16, SocketAddr), u64, u8, usize)>,
+    later: Vec<(Key, u64, u8, usize)>,
 }
 
 impl Timeline {

@@ -121,8 +121,8 @@ pub struct FallbackClientArgs {
     /// `race`: the Connection Attempt Delay before the second attempt (RFC 8305 §5).
     #[arg(long, default_value = "250ms", value_parser = time_arg, value_name = "TIME")]
     pub attempt_delay: Duration,
-    /// `race` and `mptcp`: time between Better Route probes while requests use the fallback; each probe
-    /// waits this long for its connection.
+    /// `race` and `mptcp`: time between Better Route probes while requests use the fallback;
+    /// each probe waits this long for its connection.
     #[arg(long, default_value = "1s", value_parser = positive_time_arg, value_name = "TIME")]
     pub probe_every: Duration,
     /// Write the JSON lines to FILE instead of stdout.
