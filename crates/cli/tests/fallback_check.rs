@@ -50,7 +50,7 @@ fn curl_gets_through_the_dual_stack_and_ipv6_only_scenarios_in_time() {
     }
     // curl tried IPv6 first and raced IPv4 where IPv6 passed nothing.
     assert!(
-        report.contains("attempts: IPv6 eth0 at +0 ms: unanswered; IPv4 eth0 at +"),
+        report.contains("attempts: IPv6 eth0 at +0 ms: no answer; IPv4 eth0 at +"),
         "{report}"
     );
     assert!(
