@@ -488,36 +488,14 @@ pub fn render(rows: &[Row]) -> String {
 mod tests {
     use super::*;
 
-    /// A TCP segment over IPv4 or IPv6 with the given flags and payload length (checksums
-    /// zero: the parser does not check them).
+    /// A TCP segment over IPv4 or IPv6 with the given flags and payload length.
     fn tcp(src: &str, dst: &str, sport: u16, dport: u16, flags: u8, payload: usize) -> Vec<u8> {
-        let (src, dst): (IpAddr, IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
-        let mut t = Vec::new();
-        t.extend_from_slice(&sport.to_be_bytes());
-        t.extend_from_slice(&dport.to_be_bytes());
-        t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-        t.extend(std::iter::repeat_n(b'x', payload));
-        let mut p = match (src, dst) {
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let mut p = vec![0x60, 0, 0, 0];
-                p.extend_from_slice(&(t.len() as u16).to_be_bytes());
-                p.extend_from_slice(&[6, 64]);
-                p.extend_from_slice(&s.octets());
-                p.extend_from_slice(&d.octets());
-                p
-            }
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut p = vec![0x45, 0];
-                p.extend_from_slice(&((20 + t.len()) as u16).to_be_bytes());
-                p.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-                p.extend_from_slice(&s.octets());
-                p.extend_from_slice(&d.octets());
-                p
-            }
-            _ => panic!("mixed families"),
-        };
-        p.extend(t);
-        p
+        let ip = wire::build::Ip::between(src.parse().unwrap(), dst.parse().unwrap()).unwrap();
+        let mut seg = wire::build::Tcp::new(sport, dport, 1).flags(flags & !ACK);
+        if flags & ACK != 0 {
+            seg = seg.ack(1);
+        }
+        ip.tcp(&seg, &vec![b'x'; payload])
     }
 
     const C6: &str = "fd4c:6c61:6200:1::1";
