@@ -441,5 +441,15 @@ mod tests {
                 prop_assert_eq!(PacketRate::parse(&v.to_string()).unwrap(), v);
             }
         }
+
+        #[test]
+        fn slow_prints_what_it_parses(
+            f in "(tcp|udp|ipv4|ipv6|icmp|not ipv4)( port [0-9]{1,5})?",
+            t in option_text(),
+        ) {
+            if let Ok(v) = Slow::parse(&format!("{f} {t}")) {
+                prop_assert_eq!(Slow::parse(&v.to_string()).unwrap(), v);
+            }
+        }
     }
 }
