@@ -139,6 +139,7 @@ fn check(a: &FallbackCheckArgs, dir: &Path) -> Result<ExitCode> {
             quiet: true,
             // The captures are the evidence the time is read from.
             no_capture: false,
+            capture: Default::default(),
         };
         let result = run_lab(&cfg, &run)?;
         let mut timeline = Timeline::default();
