@@ -160,6 +160,8 @@ pub(crate) struct DirState {
     last_peer_ack: Option<(Instant, bool, bool)>,
     /// When everything sent was last acknowledged (start of an idle period).
     all_acked_at: Option<Instant>,
+    /// When the other side's cumulative ACK last moved forward.
+    last_ack_advance: Option<Instant>,
     /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
     pub(crate) ttl: Option<(u8, u8)>,
     window_full_since: Option<Instant>,
@@ -538,6 +540,7 @@ impl TcpConn {
             }
             ds.acked = ack_rel;
             ds.any_ack = true;
+            ds.last_ack_advance = Some(now);
             ds.seen.prune(ack_rel);
             if keep {
                 ds.series.acks.push(SeqPoint {
@@ -660,7 +663,9 @@ impl TcpConn {
                     .filter(|&t| t > since)
                     .unwrap_or(now);
                 let last = ds.last_send.unwrap_or(since);
-                ds.ev.window_full(since, last, reopen, ds.peer_window);
+                let acked = ds.last_ack_advance == Some(reopen);
+                ds.ev
+                    .window_full(since, last, reopen, ds.peer_window, acked);
             }
             let rtt_min = ds.ev.rtt.min();
             // Nagle (RFC 896, RFC 9293 §3.7.4): this segment left right after an ACK (with no
@@ -832,7 +837,8 @@ impl TcpConn {
             {
                 if ta > since {
                     let last = ds.last_send.unwrap_or(since);
-                    ds.ev.window_full(since, last, ta, ds.peer_window);
+                    let acked = ds.last_ack_advance == Some(ta);
+                    ds.ev.window_full(since, last, ta, ds.peer_window, acked);
                 }
             }
             if let Some((start, _, pk, by)) = ds.recovery.take() {
