@@ -600,6 +600,17 @@ fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
     if held.len() < 3 {
         return;
     }
+    // A timer sets the pace only when it holds most rounds of the stretch: a few rounds
+    // among thousands held by a receiver that was not scheduled are that receiver's delay.
+    let (from, to) = (held[0].since, held[held.len() - 1].reopen);
+    let rounds = e
+        .stalls
+        .iter()
+        .filter(|s| s.since >= from && s.reopen <= to)
+        .count();
+    if held.len() * 2 < rounds {
+        return;
+    }
     let idle: Vec<f64> = held.iter().map(|s| ms(s.reopen - s.last_send)).collect();
     let lost: f64 = held
         .iter()
@@ -940,6 +951,32 @@ mod tests {
             c.diagnoses
         );
         assert_eq!(kinds(c, DiagnosisKind::RwndLimited).len(), 1);
+    }
+
+    #[test]
+    fn a_few_late_acks_among_many_prompt_rounds_are_not_pacing() {
+        // 5 ms RTT, 4000-byte window: 200 rounds released by prompt ACKs, and every 20th
+        // round's ACK 25 ms late (a receiving application that was not scheduled).
+        let rtt = 5 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        h.ack(T0 + rtt + 1, 4000);
+        let mut t = T0 + rtt + MS;
+        for round in 0..200 {
+            for k in 0..4 {
+                h.data(t + k * 250_000, 1000);
+            }
+            let late = if round % 20 == 10 { 25 * MS } else { 0 };
+            let ack_at = t + rtt + late;
+            h.ack(ack_at, 4000);
+            t = ack_at + 100_000;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        assert!(
+            kinds(c, DiagnosisKind::DelayedAckPacing).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
     }
 
     #[test]

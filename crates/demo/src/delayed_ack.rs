@@ -296,7 +296,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
         variant: v,
         metrics: RunMetrics {
             goodput_mbps,
-            ack_interval_ms_p50: median(&ack_intervals_ms),
+            ack_interval_ms_p50: apps::Percentiles::of(&ack_intervals_ms).map_or(0.0, |p| p.p50),
             idle_pct: 100.0 * idle_ns / span_ns,
             acks_per_s: ack_times.len() as f64 / (span_ns / 1e9),
             diagnoses: common::diagnosis_kinds(&analysis, PORT),
@@ -400,15 +400,6 @@ fn slice(d: &analyze::Direction, from_ns: f64, to_ns: f64) -> Slice {
             .map(|w| (x(w.time), kb(w.ack + w.window_bytes)))
             .collect(),
     }
-}
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
 }
 
 /// The criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
