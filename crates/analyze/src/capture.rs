@@ -84,6 +84,10 @@ pub struct RawPacket<'a> {
     pub data: &'a [u8],
     /// The packet's length on the wire.
     pub orig_len: u32,
+    /// Where `data` starts in the (uncompressed) input: for a reader made by
+    /// [`CaptureReader::from_bytes`] over an uncompressed capture, `data` is
+    /// `bytes[offset..offset + data.len()]`, so a caller may keep it beyond the next call.
+    pub offset: u64,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -137,6 +141,8 @@ pub struct CaptureReader<'r> {
     section_base: usize,
     /// Byte order of the current pcapng section.
     ng_big_endian: bool,
+    /// Bytes of the (uncompressed) input consumed so far, lent ones included once returned.
+    pos: u64,
 }
 
 impl<'r> CaptureReader<'r> {
@@ -144,7 +150,7 @@ impl<'r> CaptureReader<'r> {
     pub fn new<R: Read + 'r>(input: R) -> Result<CaptureReader<'r>, CaptureError> {
         let mut br = BufReader::with_capacity(256 * 1024, input);
         let head = br.fill_buf().map_err(|e| io_err(0, &e))?;
-        let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
+        let gzip = is_gzip(head);
         let src: Box<dyn BufRead + 'r> = if gzip {
             Box::new(BufReader::with_capacity(
                 256 * 1024,
@@ -153,6 +159,27 @@ impl<'r> CaptureReader<'r> {
         } else {
             Box::new(br)
         };
+        CaptureReader::start(src, gzip)
+    }
+
+    /// A reader over a capture held in memory (a mapped file): records are parsed in place,
+    /// without copying the file through a buffer, and each [`RawPacket::offset`] locates its
+    /// bytes in `bytes` (unless the capture is gzip-compressed, which is inflated as a stream).
+    pub fn from_bytes(bytes: &'r [u8]) -> Result<CaptureReader<'r>, CaptureError> {
+        let gzip = is_gzip(bytes);
+        let src: Box<dyn BufRead + 'r> = if gzip {
+            Box::new(BufReader::with_capacity(
+                256 * 1024,
+                MultiGzDecoder::new(bytes),
+            ))
+        } else {
+            // A byte slice is its own buffer: `fill_buf` hands out all that is left.
+            Box::new(bytes)
+        };
+        CaptureReader::start(src, gzip)
+    }
+
+    fn start(src: Box<dyn BufRead + 'r>, gzip: bool) -> Result<CaptureReader<'r>, CaptureError> {
         let mut r = CaptureReader {
             src,
             format: Format::Pcapng,
@@ -163,6 +190,7 @@ impl<'r> CaptureReader<'r> {
             ifaces: Vec::new(),
             section_base: 0,
             ng_big_endian: false,
+            pos: 0,
         };
         let mut magic = [0u8; 4];
         match r.read_full(&mut magic)? {
@@ -211,6 +239,11 @@ impl<'r> CaptureReader<'r> {
         Ok(r)
     }
 
+    /// Whether the input is gzip-compressed (then [`RawPacket::offset`] counts inflated bytes).
+    pub fn is_gzip(&self) -> bool {
+        self.gzip
+    }
+
     /// "pcap" or "pcapng", with " (gzip)" for compressed input.
     pub fn format_name(&self) -> String {
         let f = match self.format {
@@ -237,7 +270,9 @@ impl<'r> CaptureReader<'r> {
     /// The next packet record, `Ok(None)` at a clean end of file.
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, CaptureError> {
         if self.lent > 0 {
-            self.src.consume(std::mem::take(&mut self.lent));
+            let n = std::mem::take(&mut self.lent);
+            self.pos += n as u64;
+            self.src.consume(n);
         }
         match self.format {
             Format::Pcap { big_endian, nanos } => self.next_pcap(big_endian, nanos),
@@ -251,7 +286,10 @@ impl<'r> CaptureReader<'r> {
         while got < out.len() {
             match self.src.read(&mut out[got..]) {
                 Ok(0) => break,
-                Ok(n) => got += n,
+                Ok(n) => {
+                    got += n;
+                    self.pos += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_err(self.packets + 1, &e)),
             }
@@ -339,6 +377,7 @@ impl<'r> CaptureReader<'r> {
                 linktype: self.ifaces[0].info.linktype,
                 data: &avail[16..16 + incl],
                 orig_len: orig,
+                offset: self.pos + 16,
             }));
         }
         let mut h = [0u8; 16];
@@ -356,6 +395,7 @@ impl<'r> CaptureReader<'r> {
                 why: format!("record claims {incl} captured bytes (limit {MAX_RECORD_BYTES})"),
             });
         }
+        let offset = self.pos;
         self.fill_buf_exact(incl, number)?;
         self.packets = number;
         let frac_ns = if nanos {
@@ -371,6 +411,7 @@ impl<'r> CaptureReader<'r> {
             linktype: self.ifaces[0].info.linktype,
             data: &self.buf,
             orig_len: orig,
+            offset,
         }))
     }
 
@@ -431,6 +472,7 @@ impl<'r> CaptureReader<'r> {
                 });
             }
             // Body plus the trailing length word.
+            let body_at = self.pos;
             self.fill_buf_exact(total - 8, number)?;
             let body_len = total - 12;
             match btype {
@@ -456,7 +498,7 @@ impl<'r> CaptureReader<'r> {
                             &format!("captured length {caplen} exceeds its block"),
                         ));
                     }
-                    return self.emit_ng(number, iface, ticks, 20, caplen, orig);
+                    return self.emit_ng(number, iface, ticks, (body_at, 20), caplen, orig);
                 }
                 // Simple Packet Block (§4.4): interface 0, no timestamp.
                 3 => {
@@ -466,7 +508,7 @@ impl<'r> CaptureReader<'r> {
                     }
                     let orig = rd32(&b[0..4], be);
                     let caplen = (orig as usize).min(b.len() - 4);
-                    return self.emit_ng(number, 0, 0, 4, caplen, orig);
+                    return self.emit_ng(number, 0, 0, (body_at, 4), caplen, orig);
                 }
                 // Name resolution, statistics, custom and other blocks carry no packets.
                 _ => {}
@@ -479,7 +521,7 @@ impl<'r> CaptureReader<'r> {
         number: u64,
         local_iface: u32,
         ticks: u64,
-        data_off: usize,
+        (body_at, data_off): (u64, usize),
         caplen: usize,
         orig: u32,
     ) -> Result<Option<RawPacket<'_>>, CaptureError> {
@@ -500,6 +542,7 @@ impl<'r> CaptureReader<'r> {
             linktype: iface.info.linktype,
             data: &self.buf[data_off..data_off + caplen],
             orig_len: orig,
+            offset: body_at + data_off as u64,
         }))
     }
 
@@ -566,6 +609,11 @@ impl<'r> CaptureReader<'r> {
         });
         Ok(())
     }
+}
+
+/// Whether bytes start like a gzip stream (RFC 1952 §2.3.1: ID1 0x1f, ID2 0x8b).
+pub fn is_gzip(head: &[u8]) -> bool {
+    head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
 fn rd32(b: &[u8], big_endian: bool) -> u32 {
@@ -876,6 +924,32 @@ mod tests {
         assert!(e.to_string().contains("interface 3"), "{e}");
     }
 
+    #[test]
+    fn records_read_in_place_are_where_their_offset_says_and_match_the_stream() {
+        let mut pcap = pcap_header(true, false, 101);
+        pcap.extend(pcap_record(true, 1, 2, &[0x45, 1, 2, 3]));
+        pcap.extend(pcap_record(true, 1, 3, &[]));
+        pcap.extend(pcap_record(true, 1, 4, &[0x60; 9]));
+        let mut ng = shb(false);
+        ng.extend(idb(false, 1, 6, None));
+        ng.extend(epb(false, 0, 5, &[7; 5], 5));
+        ng.extend(shb(false));
+        ng.extend(idb(false, 101, 9, None));
+        ng.extend(epb(false, 0, 6, &[8; 3], 3));
+        for f in [pcap, ng] {
+            let mut r = CaptureReader::from_bytes(&f).unwrap();
+            let mut n = 0;
+            while let Some(p) = r.next_packet().unwrap() {
+                let at = p.offset as usize;
+                assert_eq!(&f[at..at + p.data.len()], p.data);
+                n += 1;
+            }
+            assert_eq!(n, all(&f).unwrap().len());
+        }
+        let empty = CaptureReader::from_bytes(&[]).err().unwrap();
+        assert_eq!(empty.to_string(), "bad file header: empty file");
+    }
+
     proptest::proptest! {
         #[test]
         fn no_bytes_make_the_reader_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
@@ -888,6 +962,14 @@ mod tests {
             };
             f.extend(data);
             let _ = all(&f);
+            // In place: every record is where its offset says.
+            let in_place = CaptureReader::from_bytes(&f);
+            if let Ok(mut r) = in_place {
+                while let Ok(Some(p)) = r.next_packet() {
+                    let at = p.offset as usize;
+                    proptest::prop_assert_eq!(f.get(at..at + p.data.len()), Some(p.data));
+                }
+            }
         }
     }
 }
