@@ -154,15 +154,7 @@ impl<'r> CaptureReader<'r> {
         let mut br = BufReader::with_capacity(256 * 1024, input);
         let head = br.fill_buf().map_err(|e| io_err(0, &e))?;
         let gzip = is_gzip(head);
-        let src: Box<dyn BufRead + 'r> = if gzip {
-            Box::new(BufReader::with_capacity(
-                256 * 1024,
-                MultiGzDecoder::new(br),
-            ))
-        } else {
-            Box::new(br)
-        };
-        CaptureReader::start(src, gzip)
+        CaptureReader::start(source(br, gzip), gzip)
     }
 
     /// A reader over a capture held in memory (a mapped file): records are parsed in place,
@@ -170,16 +162,8 @@ impl<'r> CaptureReader<'r> {
     /// bytes in `bytes` (unless the capture is gzip-compressed, which is inflated as a stream).
     pub fn from_bytes(bytes: &'r [u8]) -> Result<CaptureReader<'r>, CaptureError> {
         let gzip = is_gzip(bytes);
-        let src: Box<dyn BufRead + 'r> = if gzip {
-            Box::new(BufReader::with_capacity(
-                256 * 1024,
-                MultiGzDecoder::new(bytes),
-            ))
-        } else {
-            // A byte slice is its own buffer: `fill_buf` hands out all that is left.
-            Box::new(bytes)
-        };
-        let mut r = CaptureReader::start(src, gzip)?;
+        // A byte slice is its own buffer: `fill_buf` hands out all that is left.
+        let mut r = CaptureReader::start(source(bytes, gzip), gzip)?;
         if !gzip {
             r.whole = Some(bytes);
         }
@@ -666,6 +650,18 @@ impl<'r> CaptureReader<'r> {
             offset_s,
         });
         Ok(())
+    }
+}
+
+/// `input` as a reader's source, inflated when it is gzip.
+fn source<'r, B: BufRead + 'r>(input: B, gzip: bool) -> Box<dyn BufRead + 'r> {
+    if gzip {
+        Box::new(BufReader::with_capacity(
+            256 * 1024,
+            MultiGzDecoder::new(input),
+        ))
+    } else {
+        Box::new(input)
     }
 }
 
