@@ -143,6 +143,10 @@ pub struct ShellArgs {
     /// A narrow path client→server only (as --link-mtu).
     #[arg(long, value_name = "BYTES")]
     up_link_mtu: Option<String>,
+    /// Packets matching FILTER take TIME longer each way, without holding back the rest (a
+    /// slower path for part of the traffic: --slow 'ipv6 150ms').
+    #[arg(long, value_name = "FILTER TIME")]
+    slow: Option<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -169,6 +173,11 @@ pub struct ShellArgs {
     /// Interface MTU of both hosts (default 1500).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     mtu: Option<u32>,
+    /// TCP slow start after idle of both hosts (net.ipv4.tcp_slow_start_after_idle): 1 (as
+    /// Linux: an idle connection restarts from the initial window) or 0 (it keeps its window,
+    /// as many web servers are set: '--slow-start-after-idle 0').
+    #[arg(long, value_name = "0|1", value_parser = clap::builder::BoolishValueParser::new())]
+    slow_start_after_idle: Option<bool>,
     /// Seed for every random choice (loss, AQM), so that a run can be repeated.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
@@ -220,6 +229,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         cc: a.cc.clone(),
         ecn: a.ecn.clone(),
         mtu: a.mtu,
+        slow_start_after_idle: a.slow_start_after_idle,
         seed: a.seed,
         nat64: a.nat64,
         clat: a.clat,
@@ -281,6 +291,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         ("--link-mtu", None, "mtu", a.link_mtu.clone()),
         ("--down-link-mtu", down, "mtu", a.down_link_mtu.clone()),
         ("--up-link-mtu", up, "mtu", a.up_link_mtu.clone()),
+        ("--slow", None, "slow", a.slow.clone()),
     ] {
         o.link_option(name, side, key, value);
     }
