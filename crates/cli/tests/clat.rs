@@ -98,10 +98,13 @@ fn an_ipv4_literal_fails_on_an_ipv6_only_network_and_works_through_the_clat() {
     let n = |k: &str| c[k].as_u64().unwrap();
     assert!(n("translated_4to6") >= 4, "ping and a TCP connection: {c}");
     assert!(n("translated_6to4") >= 4, "{c}");
-    assert!(
-        s["nat64"]["translated_6to4"].as_u64().unwrap() >= n("translated_4to6"),
-        "every translated packet crossed the NAT64 too: {s}"
-    );
+    // The CLAT's IPv6 went on to the NAT64 (packets still on the path when COMMAND ended are
+    // not, so the counts need not be equal).
+    assert!(s["nat64"]["translated_6to4"].as_u64().unwrap() >= 4, "{s}");
+    // The IPv4 route's MTU leaves room for translation: neither translator had to answer a
+    // packet as too big.
+    assert_eq!(c["drops"], serde_json::json!({}), "{c}");
+    assert_eq!(s["nat64"]["drops"], serde_json::json!({}), "{s}");
     // The client's kernel sent and got IPv4 from its private address...
     let client = capture(&dir, "client");
     assert!(

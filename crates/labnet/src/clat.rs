@@ -69,6 +69,13 @@ impl PrefixSource {
     }
 }
 
+/// Bytes an IPv4 packet may grow by in the CLAT: 20 for the IPv6 header, 8 for a fragment
+/// header. The host's IPv4 route gets an MTU this much below its interface's, as a phone's
+/// CLAT interface has (Android's clatd), so that its IPv4 packets and the MSS its TCP
+/// announces fit the IPv6 path after translation, with no Fragmentation Needed round trip
+/// from the CLAT or the NAT64.
+pub const TRANSLATION_GROWTH_BYTES: u32 = 28;
+
 /// One host's CLAT.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClatHost {
@@ -76,6 +83,8 @@ pub struct ClatHost {
     pub host: usize,
     pub ipv4: Ipv4Addr,
     pub ipv6: Ipv6Addr,
+    /// The MTU of the host's IPv4 default route.
+    pub route_mtu_bytes: u32,
 }
 
 /// The CLATs of a lab and their prefix.
@@ -111,6 +120,7 @@ impl ClatPlan {
                 host: hi,
                 ipv4: clat::HOST_IPV4,
                 ipv6: clat_ipv6(iface.ipv6),
+                route_mtu_bytes: cfg.hosts[hi].settings.mtu - TRANSLATION_GROWTH_BYTES,
             });
         }
         Ok(Some(ClatPlan {
@@ -184,6 +194,7 @@ mod tests {
                 host: 0,
                 ipv4: Ipv4Addr::new(192, 0, 0, 2),
                 ipv6: "fd4c:6c61:6200:1::464".parse().unwrap(),
+                route_mtu_bytes: 1472,
             }]
         );
         o.clat_prefix = Some("2001:db8:64::/96".into());
