@@ -185,7 +185,14 @@ pub(crate) struct TcpConn {
     pub(crate) dirs: [DirState; 2],
     keep_series: bool,
     timeline: Timeline,
+    /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
+    /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
+    /// in profiles.
+    rtt_to_memo: (RttInputs, [Option<Duration>; 2]),
 }
+
+/// What [`TcpConn::rtt_to`] depends on (the RTT minimums as the bits of their f64).
+type RttInputs = [(Option<Duration>, Option<u64>); 2];
 
 /// Everything `handle` needs from one packet.
 pub(crate) struct TcpPacket<'a> {
@@ -231,6 +238,7 @@ impl TcpConn {
             dirs,
             keep_series,
             timeline: Timeline::default(),
+            rtt_to_memo: ([(None, None); 2], [None; 2]),
         }
     }
 
@@ -248,6 +256,24 @@ impl TcpConn {
             min(self.hs.synack_rtt, self.dirs[1].stats.rtt_min_ms),
             min(self.hs.syn_rtt, self.dirs[0].stats.rtt_min_ms),
         ]
+    }
+
+    /// [`TcpConn::rtt_to`], computed again only when what it depends on changed.
+    fn rtt_to_now(&mut self) -> [Option<Duration>; 2] {
+        let inputs = [
+            (
+                self.hs.synack_rtt,
+                self.dirs[1].stats.rtt_min_ms.map(f64::to_bits),
+            ),
+            (
+                self.hs.syn_rtt,
+                self.dirs[0].stats.rtt_min_ms.map(f64::to_bits),
+            ),
+        ];
+        if inputs != self.rtt_to_memo.0 {
+            self.rtt_to_memo = (inputs, self.rtt_to());
+        }
+        self.rtt_to_memo.1
     }
 
     fn outstanding(&self, d: usize) -> bool {
@@ -369,7 +395,7 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
-            rtt_to: self.rtt_to(),
+            rtt_to: self.rtt_to_now(),
         };
         self.timeline.packet(&info);
     }

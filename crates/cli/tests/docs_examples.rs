@@ -355,6 +355,12 @@ const EXAMPLES: &[Example] = &[
         },
     },
     Example {
+        cmd: "sudo latencylab demo cwnd-reuse -o out/cwnd-reuse",
+        check: Check::Parses {
+            run_by: "demo_cwnd_reuse.rs",
+        },
+    },
+    Example {
         cmd: "sudo latencylab demo fallback",
         check: Check::Parses {
             run_by: "demo_fallback.rs",

@@ -17,6 +17,8 @@
 //!   pipelining, at two RTTs (issue 15, experiment E11).
 //! - [`conn_reuse`]: a news page whose requests take whichever HTTP/1.1 connection frees up
 //!   first, against waiting for the one opened for them (issue 16, experiment E12).
+//! - [`cwnd_reuse`]: clicks on a photo page's links over the idle connection idle longest or
+//!   the one that moved the largest burst (issue 16, experiment E13).
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
@@ -32,6 +34,7 @@
 pub mod bufferbloat;
 mod common;
 pub mod conn_reuse;
+pub mod cwnd_reuse;
 pub mod fallback;
 pub mod handshake_cdf;
 pub mod http_parallel;

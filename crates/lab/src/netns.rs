@@ -135,6 +135,14 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
     sysctl("net/ipv4/tcp_congestion_control", &host.settings.cc)
         .with_context(|| format!("setting congestion control '{}'", host.settings.cc))?;
     sysctl("net/ipv4/tcp_ecn", host.settings.ecn.sysctl_value())?;
+    sysctl(
+        "net/ipv4/tcp_slow_start_after_idle",
+        if host.settings.slow_start_after_idle {
+            "1"
+        } else {
+            "0"
+        },
+    )?;
     // TCP Fast Open (RFC 7413) allowed to clients and servers (bits 1 and 2); a program still
     // opts in per socket (TCP_FASTOPEN, MSG_FASTOPEN, TCP_FASTOPEN_CONNECT), so nothing else
     // changes. A new namespace starts at 1, which would refuse data in a lab server's SYNs.
