@@ -137,6 +137,10 @@ const EXAMPLES: &[Example] = &[
         },
     },
     Example {
+        cmd: "sudo latencylab shell --nat64 --clat --server 'latencylab probe-server' -- ping -c1 10.77.2.1",
+        check: run(0, &["1 received", "CLAT on client: 192.0.0.2/29"]),
+    },
+    Example {
         cmd: "sudo latencylab shell --nat64 --rtt 40ms --server 'latencylab probe-server' -- latencylab probe-client server",
         check: Check::Run {
             setup: "",
