@@ -94,6 +94,13 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
     )]
     Pps(PpsArgs),
+    /// A bulk upload in 1000-byte writes into an 8 KB receive buffer on a 100 Mbit/s LAN, the
+    /// receiver deferring its ACKs (Linux's default), then with TCP_QUICKACK after every read
+    /// (about 75 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
+    )]
+    DelayedAck(RunLengthArgs),
     /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
     /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
     /// (about 105 s with the default duration)
@@ -400,6 +407,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
+        Demo::DelayedAck(a) => delayed_ack(a),
         Demo::Fallback(a) => fallback(a),
     };
     lab::restore_signals(old);
@@ -457,6 +465,25 @@ fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["nagle", "nodelay", "writev"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "the transfer needs a few seconds")?;
+    let out = a.out.clone().unwrap_or_else(|| "out/delayed-ack".into());
+    let outcome = demo::delayed_ack::run(&demo::delayed_ack::Options {
+        out_dir: out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &out,
+        &["delayed", "quickack"],
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -24,6 +24,8 @@
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
 //! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
 //!   (issue 12, experiment E7).
+//! - [`delayed_ack`]: a bulk upload in non-MSS-sized writes into a small receive window, the
+//!   receiver deferring its ACKs or not (issue 12, experiment E8).
 //! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
 //!   and 9000 (issue 12, experiment E9).
 //! - [`fallback`]: a phone whose Wi-Fi goes dark while cellular works: plain connect, an
@@ -35,6 +37,7 @@ pub mod bufferbloat;
 mod common;
 pub mod conn_reuse;
 pub mod cwnd_reuse;
+pub mod delayed_ack;
 pub mod fallback;
 pub mod handshake_cdf;
 pub mod http_parallel;
