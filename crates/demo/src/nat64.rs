@@ -120,6 +120,21 @@ pub struct AppResult {
     pub clat: Option<SampleRun>,
 }
 
+impl AppResult {
+    /// A sample's entry from its runs on the two networks (`clat`: `None` when not run).
+    pub fn new(c: SampleClass, ipv6_only: SampleRun, clat: Option<SampleRun>) -> AppResult {
+        AppResult {
+            name: c.name().into(),
+            class: expected(c).0.into(),
+            nat64_ok: ipv6_only.ok,
+            clat_ok: clat.as_ref().map(|r| r.ok),
+            finding: ipv6_only.findings.first().cloned(),
+            ipv6_only,
+            clat,
+        }
+    }
+}
+
 /// `results.json`.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Results {
@@ -205,16 +220,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .map(|(c, per_net)| {
                 let mut it = per_net.into_iter();
                 let v6 = it.next().expect("the IPv6-only run is always made");
-                let clat = it.next();
-                AppResult {
-                    name: c.name().into(),
-                    class: expected(c).0.into(),
-                    nat64_ok: v6.ok,
-                    clat_ok: clat.as_ref().map(|r| r.ok),
-                    finding: v6.findings.first().cloned(),
-                    ipv6_only: v6,
-                    clat,
-                }
+                AppResult::new(c, v6, it.next())
             })
             .collect(),
     };
@@ -515,15 +521,7 @@ mod tests {
     }
 
     fn app(c: SampleClass, v6: SampleRun, clat: Option<SampleRun>) -> AppResult {
-        AppResult {
-            name: c.name().into(),
-            class: expected(c).0.into(),
-            nat64_ok: v6.ok,
-            clat_ok: clat.as_ref().map(|r| r.ok),
-            finding: v6.findings.first().cloned(),
-            ipv6_only: v6,
-            clat,
-        }
+        AppResult::new(c, v6, clat)
     }
 
     fn as_the_talk_says(clat: bool) -> Results {
