@@ -168,6 +168,8 @@ pub fn gather(
         no_route: result.summary.no_route,
         server_listening: result.server_listened,
         exit_code: result.exit_code,
+        // The lab has no CLAT yet.
+        clat: false,
     })
 }
 
