@@ -253,6 +253,15 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     for h in &cfg.hosts {
         td.hosts.push(netns::create_host(pid, h)?);
     }
+    for c in labnet::clat::ClatPlan::of(cfg)?.map_or(Vec::new(), |p| p.hosts) {
+        let iface = &cfg.hosts[c.host].interfaces[0].name;
+        netns::add_clat(
+            &td.hosts[c.host],
+            iface,
+            c.ipv4,
+            nat64::clat::HOST_PREFIX_LEN,
+        )?;
+    }
     let inodes: Vec<u64> = td
         .hosts
         .iter()
@@ -842,6 +851,19 @@ fn describe(cfg: &LabConfig) {
             n.prefix, n.pool4, n.dns, n.at
         );
     }
+    if let Ok(Some(p)) = labnet::clat::ClatPlan::of(cfg) {
+        for c in &p.hosts {
+            eprintln!(
+                "latencylab:   CLAT on {}: {}/{} ↔ {}, prefix {} ({})",
+                cfg.hosts[c.host].name,
+                c.ipv4,
+                nat64::clat::HOST_PREFIX_LEN,
+                c.ipv6,
+                p.prefix,
+                p.source.describe()
+            );
+        }
+    }
     for l in &cfg.links {
         for (name, d) in [("up", &l.up), ("down", &l.down)] {
             let s = |x: Setting| x.to_string();
@@ -898,6 +920,20 @@ fn report(summary: &Summary, opts: &RunOptions) {
              process was stopped or not scheduled, or busy in one loop turn): packets waited \
              that long in the hosts' queues, on top of the delays above",
             summary.engine.longest_stall_at_s
+        );
+    }
+    for c in summary.nat64.iter().flat_map(|n| &n.clat) {
+        let _ = writeln!(
+            err,
+            "latencylab: clat on {}.{}: {} ↔ {} with prefix {} ({}); {} packets 4→6, {} 6→4",
+            c.host,
+            c.iface,
+            c.ipv4,
+            c.ipv6,
+            c.prefix,
+            c.prefix_source,
+            c.translated_4to6,
+            c.translated_6to4
         );
     }
     if let Some(n) = &summary.nat64 {
