@@ -30,9 +30,6 @@ use crate::records::Record;
 
 /// The name whose AAAA records reveal a NAT64's prefix (RFC 7050 §2.2).
 pub const IPV4ONLY_ARPA: &str = "ipv4only.arpa";
-/// Its well-known IPv4 addresses (RFC 7050 §2.2, RFC 8880).
-pub const WELL_KNOWN_V4: [Ipv4Addr; 2] =
-    [Ipv4Addr::new(192, 0, 0, 170), Ipv4Addr::new(192, 0, 0, 171)];
 
 /// The classes of app, by how they reach a server.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,35 +311,19 @@ pub fn has_ipv4_default_route(proc_net_route: &str) -> bool {
 }
 
 /// RFC 7050 §3: the NAT64 prefix, from the IPv6 addresses the AAAA query for `ipv4only.arpa`
-/// returned. The well-known IPv4 addresses are looked for at each of RFC 6052's positions
-/// (prefix lengths 32, 40, 48, 56, 64, 96); an answer where one is found gives the prefix (the
-/// bits before it). When the answers disagree (one found at several lengths, or different
-/// prefixes), the one every answer shows is kept; `None` when there is none.
+/// returned (each read by `nat64::clat::prefix_of`, the rule the lab's CLAT uses). When the
+/// answers disagree, the first answer's prefix is kept only if every answer that shows a
+/// prefix shows the same one; `None` when there is none.
 pub fn discover_prefix(answers: &[Ipv6Addr]) -> Option<nat64::Prefix> {
-    let candidates = |a: &Ipv6Addr| -> Vec<nat64::Prefix> {
-        [32u8, 40, 48, 56, 64, 96]
-            .into_iter()
-            .filter_map(|len| {
-                let mut o = a.octets();
-                o[usize::from(len / 8)..].fill(0);
-                let p = nat64::Prefix::new(Ipv6Addr::from(o), len).ok()?;
-                p.extract(*a)
-                    .filter(|v4| WELL_KNOWN_V4.contains(v4))
-                    .map(|_| p)
-            })
-            .collect()
-    };
-    let mut per_answer = answers.iter().map(candidates).filter(|c| !c.is_empty());
-    let first = per_answer.next()?;
-    let rest: Vec<Vec<nat64::Prefix>> = per_answer.collect();
-    first
-        .into_iter()
-        .find(|p| rest.iter().all(|c| c.contains(p)))
+    let mut found = answers.iter().filter_map(|a| nat64::clat::prefix_of(*a));
+    let first = found.next()?;
+    found.all(|p| p == first).then_some(first)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nat64::clat::WELL_KNOWN_IPV4;
 
     #[test]
     fn the_default_route_is_found_only_when_it_is_up_and_ipv4() {
@@ -380,10 +361,10 @@ mod tests {
     fn a_network_specific_prefix_is_found_at_its_length() {
         // RFC 6052 §2.4's table: 2001:db8:100::/40 with 192.0.0.170 embedded around the u octet.
         let p = nat64::Prefix::new("2001:db8:100::".parse().unwrap(), 40).unwrap();
-        let answers = [p.embed(WELL_KNOWN_V4[0]), p.embed(WELL_KNOWN_V4[1])];
+        let answers = [p.embed(WELL_KNOWN_IPV4[0]), p.embed(WELL_KNOWN_IPV4[1])];
         assert_eq!(discover_prefix(&answers), Some(p));
         let p64 = nat64::Prefix::new("2001:db8:122:344::".parse().unwrap(), 64).unwrap();
-        assert_eq!(discover_prefix(&[p64.embed(WELL_KNOWN_V4[0])]), Some(p64));
+        assert_eq!(discover_prefix(&[p64.embed(WELL_KNOWN_IPV4[0])]), Some(p64));
     }
 
     #[test]

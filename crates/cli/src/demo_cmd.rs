@@ -96,7 +96,7 @@ pub enum Demo {
     Fallback(FallbackArgs),
     /// One small client per class of app on an IPv6-only network (host name, IPv4 literal,
     /// AF_INET-only, "is IPv4 up?" preflight, RFC 7050 local synthesis), each through
-    /// ipv6-check, then with 464XLAT (about 40 s)
+    /// ipv6-check, then with 464XLAT (about 5 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo nat64 -o out/nat64\n\nLeaves DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE."
     )]

@@ -168,8 +168,10 @@ pub fn gather(
         no_route: result.summary.no_route,
         server_listening: result.server_listened,
         exit_code: result.exit_code,
-        // The lab has no CLAT yet.
-        clat: false,
+        clat: cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.clat.iter().any(|h| h == "client")),
     })
 }
 

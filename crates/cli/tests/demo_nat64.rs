@@ -2,7 +2,7 @@
 //! defaults, and its `results.json` must show what the talk says of each class of app on an
 //! IPv6-only network (the host name and local synthesis work with no finding; the IPv4
 //! literal, AF_INET-only code and the "is IPv4 up?" preflight break, each with
-//! `ipv6-check`'s right finding) and every sample working with 464XLAT. The report is then
+//! `ipv6-check`'s right finding) and every sample working with 464XLAT, with no finding. The report is then
 //! opened in headless Chromium. Needs root, /dev/net/tun, strace and /usr/bin/chromium.
 
 mod common;
@@ -72,6 +72,28 @@ fn the_samples_break_on_ipv6_only_as_the_talk_says_with_the_right_finding() {
     assert!(
         dir.join("ipv6-only/preflight/strace.txt").exists(),
         "the evidence is kept"
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn every_sample_works_with_464xlat_and_what_the_clat_hides_is_a_note() {
+    let (dir, stdout) = demo();
+    let r = read_json(&dir.join("results.json"));
+    for a in r["apps"].as_array().unwrap() {
+        assert_eq!(a["clat_ok"], true, "{a}");
+        let findings = a["clat"]["findings"].as_array().expect("clat findings");
+        assert!(findings.is_empty(), "{a}");
+    }
+    // The literal went through the CLAT, which ipv6-check says would fail without one.
+    let report = std::fs::read_to_string(dir.join("clat/v4-literal/ipv6-check.txt")).unwrap();
+    assert!(
+        report.contains("the IPv4 literal 10.77.2.1:5202 went through the CLAT"),
+        "{report}"
+    );
+    assert!(
+        stdout.contains("ok  every sample works with 464XLAT (5 of 5)"),
+        "{stdout}"
     );
     assert_nothing_left();
 }
