@@ -143,6 +143,10 @@ pub struct ShellArgs {
     /// A narrow path client→server only (as --link-mtu).
     #[arg(long, value_name = "BYTES")]
     up_link_mtu: Option<String>,
+    /// Packets matching FILTER take TIME longer each way, without holding back the rest (a
+    /// slower path for part of the traffic: --slow 'ipv6 150ms').
+    #[arg(long, value_name = "FILTER TIME")]
+    slow: Option<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -281,6 +285,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         ("--link-mtu", None, "mtu", a.link_mtu.clone()),
         ("--down-link-mtu", down, "mtu", a.down_link_mtu.clone()),
         ("--up-link-mtu", up, "mtu", a.up_link_mtu.clone()),
+        ("--slow", None, "slow", a.slow.clone()),
     ] {
         o.link_option(name, side, key, value);
     }
