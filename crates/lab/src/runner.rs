@@ -11,7 +11,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
@@ -260,6 +260,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             iface,
             c.ipv4,
             nat64::clat::HOST_PREFIX_LEN,
+            c.route_mtu_bytes,
         )?;
     }
     let inodes: Vec<u64> = td
@@ -379,9 +380,17 @@ fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf, PathBuf)>
             // world).
             _ => fs::write(&resolv_file, "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?,
         }
+        if cfg.nat64.as_ref().is_some_and(|n| n.clat.contains(&h.name)) {
+            fs::write(gai_file(&hosts_file, &h.name), labnet::clat::GAI_CONF)?;
+        }
         name_files.push((hosts_file, resolv_file));
     }
     Ok(name_files)
+}
+
+/// A CLAT host's /etc/gai.conf, next to its /etc/hosts.
+fn gai_file(hosts_file: &Path, host: &str) -> PathBuf {
+    hosts_file.with_file_name(format!("gai-{host}.conf"))
 }
 
 /// What starting a program in a host needs: its namespace, its name files, its environment.
@@ -445,6 +454,7 @@ impl Starter<'_> {
             how: LaunchSpec {
                 hosts_file: self.name_files[hi].0.clone(),
                 resolv_file: self.name_files[hi].1.clone(),
+                gai_file: Some(gai_file(&self.name_files[hi].0, host)).filter(|p| p.exists()),
                 argv,
                 env: self.env_for(host),
                 own_process_group: own_group,
