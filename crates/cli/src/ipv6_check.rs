@@ -140,9 +140,10 @@ pub fn gather(
         command: Some(("client".into(), command)),
         server: server.map(|s| ("server".into(), s.to_string())),
         quiet,
-        // The client's capture is evidence: --no-capture does not apply here.
+        // The client's capture is evidence: --no-capture does not apply here, nor do
+        // --snaplen, -C and -W (whole packets, in one file).
         no_capture: false,
-        capture: a.lab.capture.limits(),
+        capture: Default::default(),
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();
