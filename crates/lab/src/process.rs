@@ -473,10 +473,15 @@ pub fn ns_inode(fd: RawFd) -> Option<u64> {
     nix::sys::stat::fstat(fd).ok().map(|s| s.st_ino)
 }
 
-/// Every process (other than this one) whose network namespace has inode `ino`.
-pub fn processes_in_ns(ino: u64) -> Vec<i32> {
+/// Every process (other than this one) whose network namespace is one of `inodes`, in one
+/// pass over /proc whatever the number of namespaces.
+pub fn processes_in_namespaces(inodes: &[u64]) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut pids = Vec::new();
+    if inodes.is_empty() {
+        return pids;
+    }
+    let wanted: std::collections::HashSet<u64> = inodes.iter().copied().collect();
     let Ok(dir) = fs::read_dir("/proc") else {
         return pids;
     };
@@ -489,7 +494,7 @@ pub fn processes_in_ns(ino: u64) -> Vec<i32> {
         }
         if let Ok(s) = fs::metadata(format!("/proc/{pid}/ns/net")) {
             use std::os::unix::fs::MetadataExt;
-            if s.ino() == ino {
+            if wanted.contains(&s.ino()) {
                 pids.push(pid);
             }
         }
@@ -497,11 +502,11 @@ pub fn processes_in_ns(ino: u64) -> Vec<i32> {
     pids
 }
 
-/// Kills every process in the namespace and waits (up to a second) for them to be gone.
-pub fn kill_all_in_ns(ino: u64) {
+/// Kills every process in the namespaces and waits (up to a second) for them to be gone.
+pub fn kill_all_in_namespaces(inodes: &[u64]) {
     let deadline = StdInstant::now() + Duration::from_secs(1);
     loop {
-        let pids = processes_in_ns(ino);
+        let pids = processes_in_namespaces(inodes);
         if pids.is_empty() || StdInstant::now() > deadline {
             return;
         }
