@@ -6,7 +6,7 @@
 //! mistake in the sweep file or the options, before anything ran; 130 stopped by SIGINT (143
 //! by SIGTERM): the same command later runs only what is missing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
@@ -58,6 +58,21 @@ fn default_jobs() -> usize {
         .unwrap_or(1)
 }
 
+/// Keeps the sweep file as it ran beside its results, as `DIR/sweep.toml`. A sweep run from
+/// that very file (`sweep DIR/sweep.toml -o DIR`, resuming) leaves it as it is: copying a file
+/// onto itself would truncate it.
+fn keep_sweep_file(file: &Path, out: &Path) -> anyhow::Result<()> {
+    let kept = out.join("sweep.toml");
+    if let (Ok(a), Ok(b)) = (file.canonicalize(), kept.canonicalize()) {
+        if a == b {
+            return Ok(());
+        }
+    }
+    std::fs::copy(file, &kept)?;
+    lab::owner::hand_over(&kept)?;
+    Ok(())
+}
+
 pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
     let file = sweep::SweepFile::load(&a.file).map_err(|e| lab::UsageError(e.to_string()))?;
     let jobs = match a.jobs {
@@ -89,9 +104,7 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
     let bin = std::env::current_exe()?;
     lab::owner::create_dir_all(&a.out)
         .map_err(|e| lab::UsageError(format!("-o: cannot create {}: {e}", a.out.display())))?;
-    // The sweep file as it ran, beside its results.
-    std::fs::copy(&a.file, a.out.join("sweep.toml"))?;
-    lab::owner::hand_over(&a.out.join("sweep.toml"))?;
+    keep_sweep_file(&a.file, &a.out)?;
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to atomics, which is async-signal-safe.
         unsafe {
@@ -171,4 +184,27 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
         (0, _) => 1,
         (s, _) => (128 + s) as u8,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_run_from_its_own_kept_file_leaves_the_file_whole() {
+        let dir = std::env::temp_dir().join(format!("sweep-keep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kept = dir.join("sweep.toml");
+        std::fs::write(&kept, "[axes]\nseed = [1, 2]\n").unwrap();
+        keep_sweep_file(&kept, &dir).unwrap();
+        let after = std::fs::read_to_string(&kept).unwrap();
+        // And from another file, the copy replaces it.
+        let other = dir.join("other.toml");
+        std::fs::write(&other, "[axes]\nseed = [3]\n").unwrap();
+        keep_sweep_file(&other, &dir).unwrap();
+        let replaced = std::fs::read_to_string(&kept).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(after, "[axes]\nseed = [1, 2]\n");
+        assert_eq!(replaced, "[axes]\nseed = [3]\n");
+    }
 }

@@ -85,18 +85,10 @@ impl Flows {
 mod tests {
     use super::*;
 
-    /// An IPv6 TCP segment with the given flags (no options, checksum zero: the parser does not
-    /// check it).
+    /// An IPv6 TCP segment with the given flags.
     fn tcp6(src: &str, dst: &str, sport: u16, dport: u16, flags: u8) -> Vec<u8> {
-        let src: std::net::Ipv6Addr = src.parse().unwrap();
-        let dst: std::net::Ipv6Addr = dst.parse().unwrap();
-        let mut p = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
-        p.extend_from_slice(&src.octets());
-        p.extend_from_slice(&dst.octets());
-        p.extend_from_slice(&sport.to_be_bytes());
-        p.extend_from_slice(&dport.to_be_bytes());
-        p.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-        p
+        wire::build::Ip::v6(src.parse().unwrap(), dst.parse().unwrap())
+            .tcp(&wire::build::Tcp::new(sport, dport, 1).flags(flags), &[])
     }
 
     #[test]

@@ -139,7 +139,6 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use std::path::Path;
 
-    use etherparse::PacketBuilder;
     use link::EventKind;
     use wire::packet::{parse, Transport};
     use wire::Duration;
@@ -161,15 +160,9 @@ mod tests {
     fn udp(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, seq: u32, len: usize) -> Vec<u8> {
         let mut payload = seq.to_be_bytes().to_vec();
         payload.resize(len.max(4), 0);
-        let b = match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => PacketBuilder::ipv4(s.octets(), d.octets(), 64),
-            (IpAddr::V6(s), IpAddr::V6(d)) => PacketBuilder::ipv6(s.octets(), d.octets(), 64),
-            _ => panic!("mixed families"),
-        }
-        .udp(sport, dport);
-        let mut out = Vec::new();
-        b.write(&mut out, &payload).unwrap();
-        out
+        wire::build::Ip::between(src, dst)
+            .expect("one family")
+            .udp(sport, dport, &payload)
     }
 
     fn seq_of(data: &[u8]) -> u32 {

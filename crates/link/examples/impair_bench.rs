@@ -23,18 +23,8 @@ const PACKETS: u64 = 300_000;
 const RUNS: usize = 15;
 
 fn packet(id: u64) -> Packet {
-    let len = 1500usize;
-    let mut d = vec![0u8; len];
-    d[0] = 0x45;
-    d[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-    d[8] = 64;
-    d[9] = 17;
-    d[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    d[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let c = wire::checksum::checksum(&d[..20], 0);
-    d[10..12].copy_from_slice(&c.to_be_bytes());
-    d[20..22].copy_from_slice(&40000u16.to_be_bytes());
-    d[22..24].copy_from_slice(&5201u16.to_be_bytes());
+    let d = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+        .udp_of_len(40000, 5201, 1500);
     Packet {
         data: d,
         id,

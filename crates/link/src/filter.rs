@@ -301,41 +301,28 @@ impl Facts {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use wire::build::{Ip, Tcp};
+    use wire::packet::TcpHeader;
 
-    /// An IPv4 packet: protocol, TCP flags (TCP only), ports, ECN bits.
+    /// An IPv4 packet: TCP with `flags`, UDP, or an ICMP echo request (protocol 1); ports;
+    /// ECN bits.
     fn v4(proto: u8, flags: u8, sport: u16, dport: u16, ecn: u8) -> Vec<u8> {
-        let mut d = vec![0u8; 60];
-        d[0] = 0x45;
-        d[1] = ecn;
-        d[2..4].copy_from_slice(&60u16.to_be_bytes());
-        d[8] = 64;
-        d[9] = proto;
-        d[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        d[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        d[20..22].copy_from_slice(&sport.to_be_bytes());
-        d[22..24].copy_from_slice(&dport.to_be_bytes());
-        if proto == 6 {
-            d[32] = 0x50;
-            d[33] = flags;
+        let ip = Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()).ecn(Ecn::from_bits(ecn));
+        match proto {
+            6 => ip.tcp(&Tcp::new(sport, dport, 0).flags(flags), &[]),
+            17 => ip.udp(sport, dport, &[]),
+            _ => ip.echo_request(0, 0, &[]),
         }
-        d
     }
 
+    /// An IPv6 TCP SYN (next header 6) or ICMPv6 echo request.
     fn v6(next: u8, sport: u16, dport: u16) -> Vec<u8> {
-        let mut d = vec![0u8; 80];
-        d[0] = 0x60;
-        d[4..6].copy_from_slice(&40u16.to_be_bytes());
-        d[6] = next;
-        d[7] = 64;
-        d[8] = 0xfd;
-        d[24] = 0xfd;
-        d[40..42].copy_from_slice(&sport.to_be_bytes());
-        d[42..44].copy_from_slice(&dport.to_be_bytes());
-        if next == 6 {
-            d[52] = 0x50;
-            d[53] = 0x02;
+        let fd = |last: u16| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last);
+        let ip = Ip::v6(fd(1), fd(2));
+        match next {
+            6 => ip.tcp(&Tcp::new(sport, dport, 0).flags(TcpHeader::SYN), &[]),
+            _ => ip.echo_request(0, 0, &[]),
         }
-        d
     }
 
     fn m(f: &str, p: &[u8]) -> bool {
@@ -349,10 +336,10 @@ mod tests {
         let ack = v4(6, 0x10, 40000, 443, 0);
         let quic = v4(17, 0, 50000, 443, 0);
         let dns = v4(17, 0, 50000, 53, 0);
-        let ping = v4(1, 0, 0x0800, 0, 0);
+        let ping = v4(1, 0, 0, 0, 0);
         let ect1 = v4(17, 0, 1, 2, 0b01);
         let syn6 = v6(6, 40000, 80);
-        let ping6 = v6(58, 0x8000, 0);
+        let ping6 = v6(58, 0, 0);
 
         assert!(m("tcp", &ack) && !m("tcp", &quic));
         assert!(m("tcp syn", &syn) && m("tcp syn", &synack) && !m("tcp syn", &ack));

@@ -787,21 +787,11 @@ pub(crate) mod tests {
     use std::sync::Arc;
     use wire::Rate;
 
-    /// An IPv4 UDP packet of `len` bytes from 10.0.0.1:`sport` to 10.0.0.2:9, with a valid header
-    /// checksum.
+    /// An IPv4 UDP packet of `len` bytes from 10.0.0.1:`sport` to 10.0.0.2:9, DF clear.
     pub fn udp(id: u64, len: usize, sport: u16) -> Packet {
-        let mut d = vec![0u8; len.max(28)];
-        d[0] = 0x45;
-        let total = d.len() as u16;
-        d[2..4].copy_from_slice(&total.to_be_bytes());
-        d[8] = 64;
-        d[9] = 17;
-        d[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        d[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        let c = wire::checksum::checksum(&d[..20], 0);
-        d[10..12].copy_from_slice(&c.to_be_bytes());
-        d[20..22].copy_from_slice(&sport.to_be_bytes());
-        d[22..24].copy_from_slice(&9u16.to_be_bytes());
+        let d = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .dont_fragment(false)
+            .udp_of_len(sport, 9, len);
         Packet {
             id,
             ..Packet::new(d)

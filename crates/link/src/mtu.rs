@@ -12,6 +12,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use wire::build::Ip;
 use wire::checksum;
 
 /// The outcome for a packet larger than the link's MTU.
@@ -62,52 +63,18 @@ fn is_icmp_error(proto: u8, icmp_type: Option<u8>) -> bool {
     proto == 1 && matches!(icmp_type, Some(3 | 4 | 5 | 11 | 12))
 }
 
-/// Type 3 code 4, the next-hop MTU in the second half of the rest-of-header word (RFC 1191 §4),
-/// quoting the original up to 576 bytes in all (RFC 1812 §4.3.2.3).
+/// Type 3 code 4 with the next-hop MTU (RFC 1191 §4), from the router to the original's
+/// source; DF clear, as Linux sends its ICMP errors.
 fn frag_needed_v4(orig: &[u8], mtu: u32, from: Ipv4Addr) -> Vec<u8> {
-    let quote = orig.len().min(576 - 20 - 8);
-    let total = 20 + 8 + quote;
-    let mut d = vec![0u8; total];
-    d[0] = 0x45;
-    d[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    d[8] = 64;
-    d[9] = 1;
-    d[12..16].copy_from_slice(&from.octets());
-    d[16..20].copy_from_slice(&orig[12..16]);
-    let c = checksum::checksum(&d[..20], 0);
-    d[10..12].copy_from_slice(&c.to_be_bytes());
-    d[20] = 3;
-    d[21] = 4;
-    let mtu16 = mtu.min(u32::from(u16::MAX)) as u16;
-    d[26..28].copy_from_slice(&mtu16.to_be_bytes());
-    d[28..].copy_from_slice(&orig[..quote]);
-    let c = checksum::checksum(&d[20..], 0);
-    d[22..24].copy_from_slice(&c.to_be_bytes());
-    d
+    let to = Ipv4Addr::new(orig[12], orig[13], orig[14], orig[15]);
+    Ip::v4(from, to).dont_fragment(false).too_big(mtu, orig)
 }
 
-/// Type 2 code 0 with the MTU, quoting as much of the original as fits in 1280 bytes
-/// (RFC 4443 §3.2); the checksum covers the pseudo-header (RFC 4443 §2.3, RFC 8200 §8.1).
+/// Type 2 code 0 with the MTU (RFC 4443 §3.2), from the router to the original's source.
 fn packet_too_big_v6(orig: &[u8], mtu: u32, from: Ipv6Addr) -> Vec<u8> {
-    let quote = orig.len().min(1280 - 40 - 8);
-    let payload = 8 + quote;
-    let mut d = vec![0u8; 40 + payload];
-    d[0] = 0x60;
-    d[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
-    d[6] = 58;
-    d[7] = 64;
-    d[8..24].copy_from_slice(&from.octets());
-    d[24..40].copy_from_slice(&orig[8..24]);
-    d[40] = 2;
-    d[44..48].copy_from_slice(&mtu.to_be_bytes());
-    d[48..].copy_from_slice(&orig[..quote]);
-    // Pseudo-header: source, destination, upper-layer length, next header.
-    let mut acc = checksum::sum(&d[8..40], 0);
-    acc = checksum::sum(&(payload as u32).to_be_bytes(), acc);
-    acc = checksum::sum(&[0, 0, 0, 58], acc);
-    let c = checksum::checksum(&d[40..], acc);
-    d[42..44].copy_from_slice(&c.to_be_bytes());
-    d
+    let mut to = [0u8; 16];
+    to.copy_from_slice(&orig[8..24]);
+    Ip::v6(from, Ipv6Addr::from(to)).too_big(mtu, orig)
 }
 
 /// Splits an IPv4 datagram into fragments of at most `mtu` bytes: each carries the header
@@ -150,22 +117,12 @@ mod tests {
     const R4: Ipv4Addr = Ipv4Addr::new(10, 0, 9, 1);
     const R6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 9, 0, 0, 0, 1);
 
+    /// A TCP segment of `len` bytes in all, 10.0.0.1 > 10.0.1.1, identification 0x1234.
     fn v4(len: usize, df: bool) -> Vec<u8> {
-        let mut d = vec![0xabu8; len];
-        d[0] = 0x45;
-        d[1] = 0;
-        d[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-        d[4..6].copy_from_slice(&[0x12, 0x34]);
-        d[6] = if df { 0x40 } else { 0 };
-        d[7] = 0;
-        d[8] = 64;
-        d[9] = 6;
-        d[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        d[16..20].copy_from_slice(&[10, 0, 1, 1]);
-        d[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&d[..20], 0);
-        d[10..12].copy_from_slice(&c.to_be_bytes());
-        d
+        Ip::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 1, 1))
+            .dont_fragment(df)
+            .identification(0x1234)
+            .tcp_of_len(&wire::build::Tcp::new(40000, 80, 1), len)
     }
 
     #[test]
@@ -214,12 +171,11 @@ mod tests {
 
     #[test]
     fn ipv6_gets_packet_too_big_never_below_1280() {
-        let mut p = vec![0u8; 1500];
-        p[0] = 0x60;
-        p[4..6].copy_from_slice(&1460u16.to_be_bytes());
-        p[6] = 17;
-        p[8] = 0xfd;
-        p[23] = 1;
+        let p = Ip::v6(
+            Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+            Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1),
+        )
+        .udp_of_len(5000, 5001, 1500);
         let TooBig::Icmp(icmp) = too_big(&p, 1000, R4, R6) else {
             panic!("want Packet Too Big");
         };

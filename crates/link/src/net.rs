@@ -358,13 +358,11 @@ mod tests {
         net.add_route(s, server, 32, Hop::Deliver(1));
         net.add_route(c, client, 32, Hop::Deliver(0));
         let mut out = Vec::new();
-        let mut big = udp(0, 1500, 1);
-        if df {
-            big.data[6] = 0x40;
-            big.data[10..12].copy_from_slice(&[0, 0]);
-            let sum = wire::checksum::checksum(&big.data[..20], 0);
-            big.data[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
+        let big = Packet::new(
+            wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+                .dont_fragment(df)
+                .udp_of_len(1, 9, 1500),
+        );
         net.inject(Instant::ZERO, c, big, &mut out, &mut |_, _| {});
         while let Some(t) = net.next_wakeup() {
             net.poll(t, &mut out, &mut |_, _| {});

@@ -81,18 +81,19 @@ pub fn read_row(run: &Run, dir: &Path, error: Option<String>, wall_s: f64) -> Ro
     // A shell or run lab leaves summary.json at the top; a demo, one per lab in a
     // subdirectory (named after the lab, which prefixes its columns).
     let mut labs: Vec<(String, std::path::PathBuf)> = Vec::new();
-    if dir.join("summary.json").is_file() {
-        labs.push((String::new(), dir.join("summary.json")));
+    let summary_of = |d: &Path| labnet::run_dir::RunDir::new(d).summary_json();
+    if summary_of(dir).is_file() {
+        labs.push((String::new(), summary_of(dir)));
     } else if let Ok(entries) = std::fs::read_dir(dir) {
         let mut subs: Vec<_> = entries
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.join("summary.json").is_file())
+            .filter(|p| summary_of(p).is_file())
             .collect();
         subs.sort();
         for p in subs {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            labs.push((format!("{name}_"), p.join("summary.json")));
+            labs.push((format!("{name}_"), summary_of(&p)));
         }
     }
     for (prefix, path) in &labs {

@@ -8,6 +8,7 @@
 //! RFCs to read before editing: RFC 791 (IPv4), RFC 8200 (IPv6), RFC 3168 (ECN),
 //! RFC 1624 (incremental checksum update), RFC 9293 (TCP), RFC 768 (UDP).
 
+pub mod build;
 pub mod checksum;
 pub mod ecn;
 pub mod flow;

@@ -397,31 +397,22 @@ fn first_fragment(data: &[u8]) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::build::{Ip, Tcp};
 
-    /// A real IPv4 TCP SYN, 10.0.0.1:40000 > 10.0.0.2:80, ECT(0), with a correct header checksum.
+    /// An IPv4 TCP SYN, 10.0.0.1:40000 > 10.0.0.2:80, ECT(0), with valid checksums.
     pub fn tcp_syn_v4() -> Vec<u8> {
-        let mut p = vec![
-            0x45, 0x02, 0x00, 0x28, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 10, 0, 0, 1,
-            10, 0, 0, 2, // IPv4
-            0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0,
-            0, // TCP
-        ];
-        let c = checksum::checksum(&p[..20], 0);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p
+        Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .ecn(Ecn::Ect0)
+            .identification(0x1234)
+            .tcp(&Tcp::new(40000, 80, 1).flags(TcpHeader::SYN), &[])
     }
 
     /// IPv6 UDP fd00::1:5000 > fd00::2:53, traffic class 0x01 (ECT(1)), 4 payload bytes.
     pub fn udp_v6() -> Vec<u8> {
-        let mut p = vec![0x60, 0x01 << 4, 0, 0, 0, 12, 17, 64];
-        let mut a = [0u8; 16];
-        a[0] = 0xfd;
-        a[15] = 1;
-        p.extend_from_slice(&a);
-        a[15] = 2;
-        p.extend_from_slice(&a);
-        p.extend_from_slice(&[0x13, 0x88, 0x00, 0x35, 0x00, 0x0c, 0, 0, 1, 2, 3, 4]);
-        p
+        let fd = |last: u16| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last);
+        Ip::v6(fd(1), fd(2))
+            .ecn(Ecn::Ect1)
+            .udp(5000, 53, &[1, 2, 3, 4])
     }
 
     #[test]

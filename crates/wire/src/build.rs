@@ -1,0 +1,419 @@
+//! Building packets: the emit side of [`packet`](crate::packet). Whole IPv4/IPv6 datagrams
+//! carrying UDP, TCP, ICMP echo or an ICMP "too big" error, with their lengths and checksums
+//! right, as a host's stack or a router would send them. The lab uses it for the ICMP errors
+//! of a narrow link; tests and benches use it wherever they need a real packet.
+//!
+//! The headers are written by etherparse's `PacketBuilder`, so there is one definition of each
+//! header's layout for reading ([`packet::parse`](crate::packet::parse)) and for writing.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::{
+    icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpHeaders, IpNumber,
+    Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
+};
+
+use crate::packet::TcpHeader;
+use crate::Ecn;
+
+/// The IP header of the packets to build: addresses of one family, hop limit, ECN field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ip {
+    src: IpAddr,
+    dst: IpAddr,
+    hop_limit: u8,
+    ecn: Ecn,
+    dont_fragment: bool,
+    identification: u16,
+}
+
+/// A TCP segment's header fields (RFC 9293 §3.1), without options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tcp {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    /// The acknowledgment number; the ACK flag is set with it.
+    pub ack: Option<u32>,
+    /// The other flags, as [`TcpHeader`]'s constants (`TcpHeader::SYN | TcpHeader::PSH`).
+    pub flags: u8,
+    pub window: u16,
+}
+
+impl Tcp {
+    /// A segment from `src_port` to `dst_port` with sequence number `seq`, no flags, a 65535
+    /// window.
+    pub fn new(src_port: u16, dst_port: u16, seq: u32) -> Tcp {
+        Tcp {
+            src_port,
+            dst_port,
+            seq,
+            ack: None,
+            flags: 0,
+            window: u16::MAX,
+        }
+    }
+
+    /// With the ACK flag and acknowledgment number `ack`.
+    pub fn ack(mut self, ack: u32) -> Tcp {
+        self.ack = Some(ack);
+        self
+    }
+
+    /// With `flags` added; ACK among them without [`Tcp::ack`] acknowledges 0.
+    pub fn flags(mut self, flags: u8) -> Tcp {
+        if flags & TcpHeader::ACK != 0 && self.ack.is_none() {
+            self.ack = Some(0);
+        }
+        self.flags |= flags & !TcpHeader::ACK;
+        self
+    }
+}
+
+/// IPv4's default TTL and IPv6's default hop limit on Linux (`ip_default_ttl`).
+pub const DEFAULT_HOP_LIMIT: u8 = 64;
+
+/// The most payload a datagram of this crate carries after `headers` bytes of IP and
+/// transport headers: the IPv4 total length and the IPv6 payload length are 16 bits.
+fn payload_cap(ip_header_bytes: usize, headers: usize, payload: &[u8]) -> &[u8] {
+    let room = usize::from(u16::MAX) + if ip_header_bytes == 40 { 40 } else { 0 };
+    &payload[..payload.len().min(room.saturating_sub(headers))]
+}
+
+/// Writes a builder step's headers and the payload, cut to what the length fields hold.
+/// Writing into a `Vec` fails only on a length too large, which the cut rules out.
+macro_rules! emit {
+    ($ip:expr, $step:expr, $l4_bytes:expr, $payload:expr) => {{
+        let step = $step;
+        let payload = payload_cap($ip.header_bytes(), $ip.header_bytes() + $l4_bytes, $payload);
+        let mut out = Vec::with_capacity(step.size(payload.len()));
+        step.write(&mut out, payload)
+            .expect("a Vec takes any write within the length fields");
+        out
+    }};
+}
+
+impl Ip {
+    /// IPv4 from `src` to `dst`: TTL 64, Not-ECT, DF set (as Linux sends TCP and UDP with path
+    /// MTU discovery on), identification 0.
+    pub fn v4(src: Ipv4Addr, dst: Ipv4Addr) -> Ip {
+        Ip::new(IpAddr::V4(src), IpAddr::V4(dst))
+    }
+
+    /// IPv6 from `src` to `dst`: hop limit 64, Not-ECT.
+    pub fn v6(src: Ipv6Addr, dst: Ipv6Addr) -> Ip {
+        Ip::new(IpAddr::V6(src), IpAddr::V6(dst))
+    }
+
+    /// From `src` to `dst` if both are of one family.
+    pub fn between(src: IpAddr, dst: IpAddr) -> Option<Ip> {
+        (src.is_ipv4() == dst.is_ipv4()).then(|| Ip::new(src, dst))
+    }
+
+    fn new(src: IpAddr, dst: IpAddr) -> Ip {
+        Ip {
+            src,
+            dst,
+            hop_limit: DEFAULT_HOP_LIMIT,
+            ecn: Ecn::NotEct,
+            dont_fragment: true,
+            identification: 0,
+        }
+    }
+
+    /// With TTL / hop limit `hops`.
+    pub fn hop_limit(mut self, hops: u8) -> Ip {
+        self.hop_limit = hops;
+        self
+    }
+
+    /// With the ECN field `ecn` (RFC 3168 §5).
+    pub fn ecn(mut self, ecn: Ecn) -> Ip {
+        self.ecn = ecn;
+        self
+    }
+
+    /// IPv4's Don't Fragment bit (IPv6 has none: ignored there).
+    pub fn dont_fragment(mut self, df: bool) -> Ip {
+        self.dont_fragment = df;
+        self
+    }
+
+    /// IPv4's identification field (ignored for IPv6).
+    pub fn identification(mut self, id: u16) -> Ip {
+        self.identification = id;
+        self
+    }
+
+    /// The source address.
+    pub fn src(&self) -> IpAddr {
+        self.src
+    }
+
+    /// The destination address.
+    pub fn dst(&self) -> IpAddr {
+        self.dst
+    }
+
+    /// A UDP datagram (RFC 768) carrying `payload`.
+    pub fn udp(&self, src_port: u16, dst_port: u16, payload: &[u8]) -> Vec<u8> {
+        emit!(self, self.start().udp(src_port, dst_port), 8, payload)
+    }
+
+    /// A UDP datagram of `total_bytes` in all, IP header included, its payload zeros.
+    /// Fewer bytes than the headers take give the headers alone.
+    pub fn udp_of_len(&self, src_port: u16, dst_port: u16, total_bytes: usize) -> Vec<u8> {
+        let payload = total_bytes.saturating_sub(self.header_bytes() + 8);
+        self.udp(src_port, dst_port, &vec![0; payload])
+    }
+
+    /// A TCP segment (RFC 9293) carrying `payload`.
+    pub fn tcp(&self, seg: &Tcp, payload: &[u8]) -> Vec<u8> {
+        let mut b = self
+            .start()
+            .tcp(seg.src_port, seg.dst_port, seg.seq, seg.window);
+        if let Some(ack) = seg.ack {
+            b = b.ack(ack);
+        }
+        let f = |flag: u8| seg.flags & flag != 0;
+        if f(TcpHeader::FIN) {
+            b = b.fin();
+        }
+        if f(TcpHeader::SYN) {
+            b = b.syn();
+        }
+        if f(TcpHeader::RST) {
+            b = b.rst();
+        }
+        if f(TcpHeader::PSH) {
+            b = b.psh();
+        }
+        if f(TcpHeader::URG) {
+            b = b.urg(0);
+        }
+        if f(TcpHeader::ECE) {
+            b = b.ece();
+        }
+        if f(TcpHeader::CWR) {
+            b = b.cwr();
+        }
+        emit!(self, b, 20, payload)
+    }
+
+    /// A TCP segment of `total_bytes` in all, IP header included, its payload zeros.
+    pub fn tcp_of_len(&self, seg: &Tcp, total_bytes: usize) -> Vec<u8> {
+        let payload = total_bytes.saturating_sub(self.header_bytes() + 20);
+        self.tcp(seg, &vec![0; payload])
+    }
+
+    /// An ICMP (RFC 792) or ICMPv6 (RFC 4443 §4.1) echo request.
+    pub fn echo_request(&self, id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+        match self.src {
+            IpAddr::V4(_) => emit!(self, self.start().icmpv4_echo_request(id, seq), 8, payload),
+            IpAddr::V6(_) => emit!(self, self.start().icmpv6_echo_request(id, seq), 8, payload),
+        }
+    }
+
+    /// An ICMP or ICMPv6 echo reply.
+    pub fn echo_reply(&self, id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+        match self.src {
+            IpAddr::V4(_) => emit!(self, self.start().icmpv4_echo_reply(id, seq), 8, payload),
+            IpAddr::V6(_) => emit!(self, self.start().icmpv6_echo_reply(id, seq), 8, payload),
+        }
+    }
+
+    /// The router's answer to a packet too big for the next hop's `mtu`, quoting the start of
+    /// `original`: for IPv4 a Destination Unreachable, Fragmentation Needed with the next-hop
+    /// MTU (RFC 792, RFC 1191 §4), quoting up to 576 bytes in all (RFC 1812 §4.3.2.3); for IPv6
+    /// a Packet Too Big (RFC 4443 §3.2), quoting as much as fits in 1280 bytes. The caller
+    /// decides whether an error may be sent at all (never about another ICMP error).
+    pub fn too_big(&self, mtu: u32, original: &[u8]) -> Vec<u8> {
+        match self.src {
+            IpAddr::V4(_) => {
+                let quote = original.len().min(576 - 20 - 8);
+                let next_hop_mtu = mtu.min(u32::from(u16::MAX)) as u16;
+                let kind = Icmpv4Type::DestinationUnreachable(
+                    DestUnreachableHeader::FragmentationNeeded { next_hop_mtu },
+                );
+                emit!(self, self.start().icmpv4(kind), 8, &original[..quote])
+            }
+            IpAddr::V6(_) => {
+                let quote = original.len().min(1280 - 40 - 8);
+                emit!(
+                    self,
+                    self.start().icmpv6(Icmpv6Type::PacketTooBig { mtu }),
+                    8,
+                    &original[..quote]
+                )
+            }
+        }
+    }
+
+    /// Bytes of the IP header this writes (no IPv4 options, no IPv6 extension headers).
+    pub fn header_bytes(&self) -> usize {
+        match self.src {
+            IpAddr::V4(_) => 20,
+            IpAddr::V6(_) => 40,
+        }
+    }
+
+    fn start(&self) -> PacketBuilderStep<IpHeaders> {
+        let header = match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpHeaders::Ipv4(
+                Ipv4Header {
+                    dscp: IpDscp::ZERO,
+                    ecn: ip_ecn(self.ecn),
+                    identification: self.identification,
+                    dont_fragment: self.dont_fragment,
+                    time_to_live: self.hop_limit,
+                    // Set by the builder from what follows.
+                    protocol: IpNumber::UDP,
+                    source: s.octets(),
+                    destination: d.octets(),
+                    ..Default::default()
+                },
+                Default::default(),
+            ),
+            (IpAddr::V6(s), IpAddr::V6(d)) => IpHeaders::Ipv6(
+                Ipv6Header {
+                    traffic_class: self.ecn.bits(),
+                    hop_limit: self.hop_limit,
+                    next_header: IpNumber::UDP,
+                    source: s.octets(),
+                    destination: d.octets(),
+                    ..Default::default()
+                },
+                Default::default(),
+            ),
+            // `Ip`'s constructors keep the two addresses of one family.
+            _ => unreachable!("an Ip of mixed families"),
+        };
+        PacketBuilder::ip(header)
+    }
+}
+
+fn ip_ecn(ecn: Ecn) -> IpEcn {
+    IpEcn::try_new(ecn.bits()).unwrap_or(IpEcn::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checksum;
+    use crate::packet::{parse, Transport};
+
+    const A4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+    const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+
+    /// The transport checksum over the pseudo-header verifies (RFC 768, RFC 9293 §3.1,
+    /// RFC 8200 §8.1).
+    fn transport_sum_ok(p: &[u8]) -> bool {
+        let (ihl, proto, src, dst, plen) = if p[0] >> 4 == 4 {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            (ihl, p[9], &p[12..16], &p[16..20], p.len() - ihl)
+        } else {
+            (40, p[6], &p[8..24], &p[24..40], p.len() - 40)
+        };
+        let mut acc = checksum::sum(src, 0);
+        acc = checksum::sum(dst, acc);
+        acc = checksum::sum(&(plen as u32).to_be_bytes(), acc);
+        if proto != 1 {
+            acc = checksum::sum(&[0, 0, 0, proto], acc);
+        } else {
+            acc = 0; // ICMPv4 has no pseudo-header.
+        }
+        checksum::checksum(&p[ihl..], acc) == 0
+    }
+
+    #[test]
+    fn udp_parses_back_with_its_ports_ecn_and_valid_checksums() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let p = ip.ecn(Ecn::Ect1).udp(5000, 53, &[1, 2, 3, 4]);
+            let h = parse(&p).unwrap();
+            assert_eq!(h.ip.ecn, Ecn::Ect1);
+            assert_eq!(h.ip.src, ip.src());
+            assert_eq!(h.ip.total_len, p.len());
+            assert!(matches!(
+                h.transport,
+                Transport::Udp {
+                    src_port: 5000,
+                    dst_port: 53,
+                    payload_len: 4,
+                    ..
+                }
+            ));
+            assert!(transport_sum_ok(&p));
+            if p[0] >> 4 == 4 {
+                assert_eq!(checksum::checksum(&p[..20], 0), 0);
+                assert_eq!(p[6] & 0x40, 0x40, "DF");
+            }
+        }
+    }
+
+    #[test]
+    fn tcp_carries_its_flags_numbers_and_window() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let seg = Tcp::new(40000, 80, 7)
+                .ack(99)
+                .flags(TcpHeader::SYN | TcpHeader::ECE | TcpHeader::CWR);
+            let p = ip.tcp(&seg, b"hi");
+            let h = parse(&p).unwrap();
+            let Transport::Tcp(t) = h.transport else {
+                panic!("not TCP: {h:?}")
+            };
+            assert_eq!((t.src_port, t.dst_port, t.seq, t.ack), (40000, 80, 7, 99));
+            assert_eq!(
+                t.flags,
+                TcpHeader::SYN | TcpHeader::ACK | TcpHeader::ECE | TcpHeader::CWR
+            );
+            assert_eq!((t.window, t.payload_len), (u16::MAX, 2));
+            assert!(transport_sum_ok(&p));
+        }
+    }
+
+    #[test]
+    fn of_len_builders_give_exactly_the_length_asked() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            assert_eq!(ip.udp_of_len(1, 2, 1500).len(), 1500);
+            assert_eq!(ip.tcp_of_len(&Tcp::new(1, 2, 0), 1500).len(), 1500);
+            // Too short for the headers: the headers alone.
+            assert_eq!(ip.udp_of_len(1, 2, 3).len(), ip.header_bytes() + 8);
+        }
+    }
+
+    #[test]
+    fn echo_request_and_reply_have_their_types_and_valid_checksums() {
+        let p = Ip::v4(A4, B4).echo_request(7, 1, b"ping");
+        assert_eq!((p[9], p[20], p[21]), (1, 8, 0));
+        assert_eq!(checksum::checksum(&p[20..], 0), 0);
+        let p = Ip::v6(A6, B6).echo_reply(7, 1, b"pong");
+        assert_eq!((p[6], p[40]), (58, 129));
+        assert!(transport_sum_ok(&p));
+    }
+
+    #[test]
+    fn too_big_quotes_the_original_within_the_rfc_limits() {
+        let big4 = Ip::v4(A4, B4).udp_of_len(1, 2, 1500);
+        let e = Ip::v4(Ipv4Addr::new(10, 0, 0, 254), A4).too_big(1400, &big4);
+        assert_eq!(e.len(), 576);
+        assert_eq!((e[20], e[21]), (3, 4));
+        assert_eq!(u16::from_be_bytes([e[26], e[27]]), 1400);
+        assert_eq!(&e[28..], &big4[..548]);
+        assert_eq!(checksum::checksum(&e[20..], 0), 0);
+
+        let big6 = Ip::v6(A6, B6).udp_of_len(1, 2, 1500);
+        let e = Ip::v6(B6, A6).too_big(1280, &big6);
+        assert_eq!(e.len(), 1280);
+        assert_eq!(e[40], 2);
+        assert_eq!(u32::from_be_bytes([e[44], e[45], e[46], e[47]]), 1280);
+        assert!(transport_sum_ok(&e));
+    }
+
+    #[test]
+    fn mixed_families_are_refused() {
+        assert!(Ip::between(IpAddr::V4(A4), IpAddr::V6(B6)).is_none());
+        assert!(Ip::between(IpAddr::V6(A6), IpAddr::V6(B6)).is_some());
+    }
+}
