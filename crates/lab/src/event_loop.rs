@@ -169,6 +169,8 @@ impl Lab<'_> {
 
     /// Starts COMMAND once it is due, and every program and link change whose time has come.
     fn start_due(&mut self, now: Instant) -> Result<()> {
+        // Requests the launcher had no room for yet (it answers, and so makes room, at its pace).
+        self.starter.launcher.flush()?;
         let server = self.server.map(|s| self.progs.get(s));
         let due = self.life.command_due(now, || match server {
             Some(p) => ServerState {
@@ -294,7 +296,10 @@ impl Lab<'_> {
                     self.io.armed = None;
                 }
                 TOKEN_SIGNAL => self.read_signals(now)?,
-                TOKEN_LAUNCHER => self.record_exits(now)?,
+                TOKEN_LAUNCHER => {
+                    self.record_exits(now)?;
+                    self.starter.launcher.flush()?;
+                }
                 // Level-triggered: an interface with packets left after a burst is reported again.
                 i => {
                     self.fwd.read_iface(i as usize, now)?;

@@ -109,6 +109,8 @@ pub struct Launcher {
     sock: OwnedFd,
     pid: i32,
     buf: Vec<u8>,
+    /// Requests not sent yet: the socket was full.
+    pending: std::collections::VecDeque<Launch>,
 }
 
 /// What became of programs asked for: starts are answered in the order they were asked.
@@ -149,6 +151,7 @@ impl Launcher {
                 sock: lab_end,
                 pid: child.as_raw(),
                 buf: vec![0; MAX_MESSAGE],
+                pending: Default::default(),
             }),
         }
     }
@@ -159,24 +162,44 @@ impl Launcher {
     }
 
     /// Asks for a program to be started, without waiting: the answer comes as a
-    /// [`LaunchEvent`] from [`Launcher::events`].
+    /// [`LaunchEvent`] from [`Launcher::events`]. When the socket is full (hundreds of programs
+    /// asked for at once), the request waits here and goes with a later [`Launcher::flush`]:
+    /// the loop must never block on the launcher, which may itself be waiting for the loop to
+    /// read its answers.
     pub fn spawn(&mut self, l: Launch) -> Result<()> {
-        let what = l.how.argv.join(" ");
-        let json = serde_json::to_vec(&l.how).expect("plain data serializes");
-        let fds = [
-            l.ns.as_raw_fd(),
-            l.stdin.as_raw_fd(),
-            l.stdout.as_raw_fd(),
-            l.stderr.as_raw_fd(),
-        ];
-        sendmsg::<()>(
-            self.sock.as_raw_fd(),
-            &[IoSlice::new(&json)],
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            None,
-        )
-        .with_context(|| format!("asking the launcher to start '{what}'"))?;
+        self.pending.push_back(l);
+        self.flush()
+    }
+
+    /// Sends the requests waiting in [`Launcher::spawn`] until the socket is full. Call it when
+    /// the launcher has answered (its answers mean it has read requests).
+    pub fn flush(&mut self) -> Result<()> {
+        while let Some(l) = self.pending.front() {
+            let json = serde_json::to_vec(&l.how).expect("plain data serializes");
+            let fds = [
+                l.ns.as_raw_fd(),
+                l.stdin.as_raw_fd(),
+                l.stdout.as_raw_fd(),
+                l.stderr.as_raw_fd(),
+            ];
+            match sendmsg::<()>(
+                self.sock.as_raw_fd(),
+                &[IoSlice::new(&json)],
+                &[ControlMessage::ScmRights(&fds)],
+                MsgFlags::MSG_DONTWAIT,
+                None,
+            ) {
+                Ok(_) => {
+                    self.pending.pop_front();
+                }
+                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+                Err(e) => {
+                    return Err(io::Error::from(e)).with_context(|| {
+                        format!("asking the launcher to start '{}'", l.how.argv.join(" "))
+                    })
+                }
+            }
+        }
         Ok(())
     }
 

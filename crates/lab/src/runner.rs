@@ -12,7 +12,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use wire::Instant;
@@ -90,10 +90,7 @@ impl Drop for Teardown {
             .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
             .collect();
         process::kill_all_in_namespaces(&inodes);
-        for h in self.hosts.drain(..) {
-            netns::remove_ns(&h.ns_name);
-            drop(h);
-        }
+        netns::remove_hosts(std::mem::take(&mut self.hosts));
         let _ = fs::remove_dir_all(runtime_dir(self.pid));
     }
 }
@@ -198,6 +195,12 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
 fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
     // First, while this process is small: forking it later would copy the engine.
     let launcher = Launcher::start()?;
+    // A host holds two descriptors (its namespace, its TUN device) and, with `-o`, a capture and
+    // two link logs: a 1000-host lab needs more than the usual soft limit of 1024. Raised after
+    // the launcher's fork, so programs keep the limit they would have had.
+    let per_iface = if opts.out_dir.is_some() { 5 } else { 2 };
+    let ifaces: usize = cfg.hosts.iter().map(|h| h.interfaces.len()).sum();
+    raise_fd_limit((per_iface * ifaces + 64) as u64)?;
 
     let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
@@ -209,9 +212,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     };
     let name_files = write_name_files(cfg, pid)?;
     netns::prepare_netns_dir()?;
-    for h in &cfg.hosts {
-        td.hosts.push(netns::create_host(pid, h)?);
-    }
+    td.hosts = netns::create_hosts(pid, &cfg.hosts)?;
     let inodes: Vec<u64> = td
         .hosts
         .iter()
@@ -292,6 +293,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let exit_code = lab.life.exit_code();
     let server_listened = lab.server_listened;
     let mut summary = lab.fwd.finish()?;
+    summary.engine.host_tx_dropped = netns::tun_tx_drops(&td.hosts);
     let (stall, stall_at) = lab.stalls.longest();
     summary.engine.longest_stall_ms = stall.as_secs_f64() * 1e3;
     summary.engine.longest_stall_at_s = stall_at.as_secs_f64();
@@ -311,4 +313,19 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         summary,
         server_listened,
     })
+}
+
+/// Raises the soft limit on open descriptors to `need`, if it is lower, within the hard limit.
+fn raise_fd_limit(need: u64) -> Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard < need {
+        bail!(
+            "this lab needs about {need} open files and the hard limit is {hard} (raise it: ulimit -Hn {need})"
+        );
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("setrlimit(RLIMIT_NOFILE)")
 }

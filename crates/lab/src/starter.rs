@@ -18,19 +18,29 @@ use crate::owner;
 use crate::process::{self, Launch, LaunchSpec, Launcher};
 use crate::runner::RunOptions;
 
-/// Each host's own /etc/hosts and /etc/resolv.conf, in the lab's runtime directory: in a NAT64
+/// Each host's /etc/hosts and /etc/resolv.conf, in the lab's runtime directory: in a NAT64
 /// lab an IPv6-only host must not find an IPv4-only host's address in /etc/hosts, and asks the
-/// DNS64 instead.
+/// DNS64 instead. What a host sees depends only on its address families, so hosts of the same
+/// families share one pair of files (a 1000-host lab writes 2 files, not 2000 of 1000 lines).
 pub(crate) fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf, PathBuf)>> {
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
+    let mut written = std::collections::BTreeMap::new();
     let mut name_files = Vec::new();
     for h in &cfg.hosts {
-        let hosts_file = rt.join(format!("hosts-{}", h.name));
-        let resolv_file = rt.join(format!("resolv-{}.conf", h.name));
-        fs::write(&hosts_file, cfg.hosts_file_for(Some(h)))?;
-        fs::write(&resolv_file, resolv_conf_for(cfg, h))?;
-        name_files.push((hosts_file, resolv_file));
+        let families = match (h.has_ipv4(), h.has_ipv6()) {
+            (true, true) => "dual",
+            (true, false) => "ipv4",
+            _ => "ipv6",
+        };
+        if !written.contains_key(families) {
+            let hosts_file = rt.join(format!("hosts-{families}"));
+            let resolv_file = rt.join(format!("resolv-{families}.conf"));
+            fs::write(&hosts_file, cfg.hosts_file_for(Some(h)))?;
+            fs::write(&resolv_file, resolv_conf_for(cfg, h))?;
+            written.insert(families, (hosts_file, resolv_file));
+        }
+        name_files.push(written[families].clone());
     }
     Ok(name_files)
 }

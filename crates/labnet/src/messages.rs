@@ -2,6 +2,7 @@
 //! each link's figures and the warnings a reader of the results must see (the engine was late,
 //! or stalled). The shell prints them; here they are tested.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::lifecycle::STALL_WORTH_SAYING;
@@ -86,6 +87,7 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
         summary.engine.longest_stall_ms,
         summary.engine.longest_stall_at_s,
     ));
+    lines.extend(host_drops_warning(&summary.engine.host_tx_dropped));
     if let Some(n) = &summary.nat64 {
         let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
         lines.push(format!(
@@ -120,6 +122,17 @@ pub fn stall_warning(stall_ms: f64, at_s: f64) -> Option<String> {
     })
 }
 
+/// Packets hosts' kernels dropped before the engine read them, in plain words, when any were.
+pub fn host_drops_warning(drops: &BTreeMap<String, u64>) -> Option<String> {
+    let total: u64 = drops.values().sum();
+    let (worst, n) = drops.iter().max_by_key(|d| *d.1)?;
+    Some(format!(
+        "latencylab: warning: {total} packets were dropped by the hosts' own kernels before \
+         the emulator read them (the TUN device's transmit queue was full; most at {worst}: \
+         {n}): they never reached the emulated links"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +156,14 @@ mod tests {
         assert_eq!(stall_warning(0.9, 1.0), None);
         let line = stall_warning(195.0, 1.25).unwrap();
         assert!(line.contains("stalled for 195.0 ms at 1.25 s"), "{line}");
+    }
+
+    #[test]
+    fn drops_in_the_hosts_own_queues_are_said_with_the_worst_host() {
+        assert_eq!(host_drops_warning(&BTreeMap::new()), None);
+        let drops = BTreeMap::from([("srv".to_string(), 111), ("c1".to_string(), 2)]);
+        let line = host_drops_warning(&drops).unwrap();
+        assert!(line.contains("113 packets"), "{line}");
+        assert!(line.contains("most at srv: 111"), "{line}");
     }
 }
