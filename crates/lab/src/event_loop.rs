@@ -19,6 +19,7 @@ use crate::starter::Starter;
 use crate::sys;
 use labnet::lifecycle::{
     earliest, wait_for, Lifecycle, PriorityPolicy, ServerState, StallMeter, Wait, HEARTBEAT,
+    STARTS_PER_TURN,
 };
 use labnet::programs::{Program, Programs};
 use labnet::schedule::{Action, Schedule};
@@ -197,9 +198,16 @@ impl Lab<'_> {
         if self.life.is_ending() {
             self.schedule.hold_starts();
         }
+        let mut starts = 0;
         while let Some(action) = self.schedule.poll_action(now) {
             match action {
                 Action::Start(i) => {
+                    starts += 1;
+                    if starts > STARTS_PER_TURN {
+                        // Still due: the next turn, right after this one's packets, starts it.
+                        self.schedule.unpoll_start();
+                        break;
+                    }
                     let p = &self.cfg.programs[i];
                     let argv = vec!["sh".into(), "-c".into(), p.run.clone()];
                     self.starter.start(&p.host, argv, true, &p.name, false)?;

@@ -11,6 +11,11 @@ use wire::{Duration, Instant};
 
 use crate::schedule::{programs_done, ProgramState};
 
+/// Programs started in one loop turn at most. Starting one (its stdio files, its environment,
+/// a request to the launcher) takes the loop a fraction of a millisecond, but a thousand due at
+/// once kept it from reading its interfaces for most of a second; in turns of this many, the
+/// packets move between them.
+pub const STARTS_PER_TURN: usize = 8;
 /// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
 pub const GRACE: Duration = Duration::from_secs(2);
 /// How long COMMAND waits for `--server` to listen.
