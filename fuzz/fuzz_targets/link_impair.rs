@@ -1,9 +1,9 @@
 #![no_main]
 //! Any text through the impairment parsers (drop filters, jitter, duplicate, reorder, slot,
-//! packet rate): an error or a value that prints and parses back to itself. Then the bytes as a
+//! packet rate, slow): an error or a value that prints and parses back to itself. Then the bytes as a
 //! packet through a parsed filter and the narrow link's router, which must never panic.
 use libfuzzer_sys::fuzz_target;
-use link::{Duplicate, Filter, Jitter, PacketRate, Reorder, Slot};
+use link::{Duplicate, Filter, Jitter, PacketRate, Reorder, Slot, Slow};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
@@ -24,6 +24,9 @@ fuzz_target!(|data: &[u8]| {
         }
         if let Ok(p) = PacketRate::parse(s) {
             assert_eq!(PacketRate::parse(&p.to_string()).expect("a printed rate parses"), p);
+        }
+        if let Ok(w) = Slow::parse(s) {
+            assert_eq!(Slow::parse(&w.to_string()).expect("a printed slow parses"), w);
         }
     }
     let f = Filter::parse("tcp syn port 443 and not ecn ce and ipv4").expect("static filter");

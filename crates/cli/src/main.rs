@@ -1,12 +1,14 @@
 //! The `latencylab` binary: argument parsing, printing and exit codes over the library crates.
 //!
 //! Exit codes: COMMAND's own status for `shell`; for `ipv6-check`, 0 when nothing broke and 1
-//! when something did; 0 for a run that ended normally; 1 for a
+//! when something did; for `fallback-check`, 0 when every scenario got through in time and 1
+//! when one did not; 0 for a run that ended normally; 1 for a
 //! failure while running; 2 for a usage error (a bad option, file or value, or missing
 //! privileges), always with one line naming the culprit and what would have been accepted.
 
 mod analyze_cmd;
 mod demo_cmd;
+mod fallback_check;
 mod ipv6_check;
 mod shell;
 mod sweep_cmd;
@@ -32,6 +34,7 @@ enum Command {
     Shell(Box<shell::ShellArgs>),
     Run(shell::RunArgs),
     Ipv6Check(Box<ipv6_check::CheckArgs>),
+    FallbackCheck(Box<fallback_check::FallbackCheckArgs>),
     Analyze(analyze_cmd::AnalyzeArgs),
     Demo(demo_cmd::DemoArgs),
     Sweep(sweep_cmd::SweepArgs),
@@ -99,7 +102,11 @@ fn main() -> ExitCode {
     // has one thread (the kernel requires it).
     if matches!(
         cli.command,
-        Command::Shell(_) | Command::Run(_) | Command::Ipv6Check(_) | Command::Demo(_)
+        Command::Shell(_)
+            | Command::Run(_)
+            | Command::Ipv6Check(_)
+            | Command::FallbackCheck(_)
+            | Command::Demo(_)
     ) {
         if let Err(u) = lab::userns::enter() {
             eprintln!("latencylab: {u}");
@@ -110,6 +117,7 @@ fn main() -> ExitCode {
         Command::Shell(a) => shell::shell(*a),
         Command::Run(a) => shell::run(a),
         Command::Ipv6Check(a) => ipv6_check::run(*a),
+        Command::FallbackCheck(a) => fallback_check::run(*a),
         Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Demo(a) => demo_cmd::run(&a),
         Command::Sweep(a) => sweep_cmd::run(&a),

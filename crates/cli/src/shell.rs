@@ -143,6 +143,10 @@ pub struct ShellArgs {
     /// A narrow path client→server only (as --link-mtu).
     #[arg(long, value_name = "BYTES")]
     up_link_mtu: Option<String>,
+    /// Packets matching FILTER take TIME longer each way, without holding back the rest (a
+    /// slower path for part of the traffic: --slow 'ipv6 150ms').
+    #[arg(long, value_name = "FILTER TIME")]
+    slow: Option<String>,
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
@@ -150,6 +154,16 @@ pub struct ShellArgs {
     /// of the IPv4-only server (a carrier's IPv6-only network; see docs/nat64.md).
     #[arg(long)]
     nat64: bool,
+    /// With --nat64: 464XLAT, as mobile carriers deploy it. The client also gets 192.0.0.2/29
+    /// and an IPv4 default route into a CLAT (a stateless translator on its side of the lab),
+    /// so IPv4 literals and AF_INET-only programs work through the NAT64. The CLAT's prefix is
+    /// discovered per RFC 7050 from ipv4only.arpa (see docs/nat64.md).
+    #[arg(long)]
+    clat: bool,
+    /// With --clat: the NAT64 prefix the CLAT translates to, instead of discovering it
+    /// (e.g. 64:ff9b::/96).
+    #[arg(long, value_name = "PREFIX")]
+    clat_prefix: Option<String>,
     /// TCP congestion control of both hosts (default cubic, whatever this machine uses).
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
@@ -212,6 +226,8 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         mtu: a.mtu,
         seed: a.seed,
         nat64: a.nat64,
+        clat: a.clat,
+        clat_prefix: a.clat_prefix.clone(),
         ..ShellOptions::default()
     };
     o.link_option("--rate", None, "rate", a.rate.as_ref());
@@ -269,6 +285,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         ("--link-mtu", None, "mtu", a.link_mtu.clone()),
         ("--down-link-mtu", down, "mtu", a.down_link_mtu.clone()),
         ("--up-link-mtu", up, "mtu", a.up_link_mtu.clone()),
+        ("--slow", None, "slow", a.slow.clone()),
     ] {
         o.link_option(name, side, key, value);
     }

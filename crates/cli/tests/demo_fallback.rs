@@ -56,12 +56,12 @@ fn the_race_hides_the_outage_that_stalls_the_ordinary_app() {
 fn mptcp_keeps_one_connection_working_through_the_outage() {
     let (dir, _) = demo();
     let r = read_json(&dir.join("results.json"));
-    // The kernel moves the requests to the cellular subflow once the Wi-Fi one goes stale.
-    // Its return to Wi-Fi waits for the stale subflow's backed-off retransmission (about 10 s
-    // after the recovery here), after the end of this shortened run: not asserted.
+    // The kernel moves the requests to the cellular subflow once the Wi-Fi one goes stale;
+    // the client's Better Route probe has a new Wi-Fi subflow made once Wi-Fi works again.
     assert_eq!(f(&r, "mptcp", "failed"), 0.0, "{r}");
     assert!(f(&r, "mptcp", "on_cellular_pct") > 50.0, "{r}");
     assert!(f(&r, "mptcp", "request_ms_max") < 3000.0, "{r}");
+    assert!(f(&r, "mptcp", "back_on_wifi_s") <= 5.0, "{r}");
     // One MPTCP connection: in the phone's cellular capture, one subflow's handshake.
     let out = run(&[
         "analyze",
@@ -74,6 +74,13 @@ fn mptcp_keeps_one_connection_working_through_the_outage() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --json");
     let conns = v["connections"].as_array().expect("connections").len();
     assert_eq!(conns, 1, "{v}");
+    // Back on Wi-Fi over a subflow that joined the same connection (MP_JOIN), after the probe.
+    let lines =
+        json_lines(&labnet::run_dir::RunDir::new(dir.join("mptcp")).program_out("fallback-client"));
+    assert!(
+        lines.iter().any(|l| l["type"] == "better_route"),
+        "no better_route line"
+    );
 }
 
 #[test]

@@ -126,6 +126,17 @@ const EXAMPLES: &[Example] = &[
         check: run(0, &[]),
     },
     Example {
+        cmd: "sudo latencylab fallback-check -- curl -s -o /dev/null http://server/",
+        check: Check::Run {
+            setup: "",
+            wrap: "",
+            shorten: &[("fallback-check --", "fallback-check --timeout 3s --")],
+            // curl races IPv6 and IPv4, not interfaces: the dead first interface stops it.
+            exit: 1,
+            contains: &["ipv6-blackhole", "ok: within 340 ms", "NOT: no first byte in 3 s"],
+        },
+    },
+    Example {
         cmd: "sudo latencylab shell --nat64 --rtt 40ms --server 'latencylab probe-server' -- latencylab probe-client server",
         check: Check::Run {
             setup: "",

@@ -13,7 +13,9 @@
 //! - run `fallback`: `--mode race`, an RFC 8305 race with a 250 ms Connection Attempt Delay
 //!   and a Better Route probe back to Wi-Fi;
 //! - run `mptcp`: `--mode mptcp`, one MPTCP connection with a backup subflow over cellular
-//!   (the phone adds an `ip mptcp endpoint` for `rmnet0` before it starts).
+//!   (the phone adds an `ip mptcp endpoint` for `rmnet0` before it starts); while requests go
+//!   over cellular, the client's Better Route probe tries Wi-Fi and, once it connects, has the
+//!   path manager replace the stale Wi-Fi subflow with a new one, as a phone's MPTCP stack does.
 //!
 //! Measured, from the client's lines: which interface carried each request and how long it
 //! took from its start to the answer; the requests that failed (no answer within 10 s).

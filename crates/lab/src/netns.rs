@@ -304,6 +304,32 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
     })
 }
 
+/// Gives a host with a CLAT (464XLAT) its private IPv4 side: `ipv4/prefix_len` on its first
+/// interface and an IPv4 default route through it, into the lab's engine, where the CLAT
+/// translates. The host stays IPv6-only otherwise: its IPv6 address and route are untouched.
+pub fn add_clat(ns: &HostNs, iface: &str, ipv4: std::net::Ipv4Addr, prefix_len: u8) -> Result<()> {
+    let fd = ns
+        .ns_fd
+        .try_clone()
+        .context("duplicating the namespace handle")?;
+    let iface = iface.to_string();
+    std::thread::spawn(move || -> Result<()> {
+        nix::sched::setns(&fd, CloneFlags::CLONE_NEWNET).context("setns(CLONE_NEWNET)")?;
+        let mut rtnl = Rtnl::new()?;
+        let idx = sys::if_index(&iface).with_context(|| format!("finding {iface}"))?;
+        rtnl.add_address(idx, IpAddr::V4(ipv4), prefix_len)?;
+        rtnl.add_default_route(idx, false, 100)
+    })
+    .join()
+    .map_err(|_| anyhow!("the thread configuring the CLAT of '{}' panicked", ns.host))?
+    .with_context(|| {
+        format!(
+            "giving host '{}' its CLAT address {ipv4}/{prefix_len}",
+            ns.host
+        )
+    })
+}
+
 /// Writes a sysctl of the calling thread's network namespace.
 pub fn sysctl(key: &str, value: &str) -> Result<()> {
     let p = format!("/proc/sys/{key}");

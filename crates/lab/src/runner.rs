@@ -213,6 +213,15 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let name_files = write_name_files(cfg, pid)?;
     netns::prepare_netns_dir()?;
     td.hosts = netns::create_hosts(pid, &cfg.hosts)?;
+    for c in labnet::clat::ClatPlan::of(cfg)?.map_or(Vec::new(), |p| p.hosts) {
+        let iface = &cfg.hosts[c.host].interfaces[0].name;
+        netns::add_clat(
+            &td.hosts[c.host],
+            iface,
+            c.ipv4,
+            nat64::clat::HOST_PREFIX_LEN,
+        )?;
+    }
     let inodes: Vec<u64> = td
         .hosts
         .iter()

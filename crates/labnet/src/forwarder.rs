@@ -19,7 +19,8 @@ use link::net::{Hop, LinkId, Network, NodeId};
 use link::{Event, Link, LinkParams};
 use wire::{Instant, Packet};
 
-use crate::run_dir::{LinkSummary, Nat64Summary};
+use crate::clat::ClatPlan;
+use crate::run_dir::{ClatSummary, LinkSummary, Nat64Summary};
 use crate::spec::{Attach, LabConfig, Side, UsageError, DEFAULT_MTU};
 use crate::translator::{Role, Translator};
 
@@ -70,6 +71,42 @@ pub struct Forwarder {
     keep_events: bool,
     /// The NAT64 and DNS64 and their node; their endpoints follow the interfaces'.
     translator: Option<(Translator, NodeId)>,
+    /// The CLATs, each between its host's interface and the link (464XLAT): what the host
+    /// sends in IPv4 is translated before it enters the network, and what reaches the CLAT's
+    /// IPv6 address is translated before the host gets it.
+    clats: Vec<ClatRt>,
+}
+
+/// A CLAT at a host interface.
+struct ClatRt {
+    /// Index into [`Forwarder::ifaces`].
+    iface: usize,
+    /// Its IPv6 address's bytes, to tell its packets from the host's own.
+    ipv6: [u8; 16],
+    clat: nat64::Clat,
+    summary: ClatSummary,
+}
+
+impl ClatRt {
+    /// Whether `data` is an IPv6 packet for the CLAT rather than for its host.
+    fn is_for(&self, data: &[u8]) -> bool {
+        data.first().is_some_and(|b| b >> 4 == 6) && data.get(24..40) == Some(&self.ipv6[..])
+    }
+
+    fn summary(&self) -> ClatSummary {
+        let s = self.clat.stats();
+        ClatSummary {
+            translated_4to6: s.translated_4to6,
+            translated_6to4: s.translated_6to4,
+            icmp_errors_translated: s.icmp_errors_translated,
+            drops: nat64::DropReason::ALL
+                .iter()
+                .filter(|r| s.drops_of(**r) > 0)
+                .map(|r| (r.name().to_string(), s.drops_of(*r)))
+                .collect(),
+            ..self.summary.clone()
+        }
+    }
 }
 
 /// Adds routes for `addrs` at `start` (to `hop`) and at every node reachable from it (to the
@@ -186,6 +223,8 @@ impl Forwarder {
                 });
             }
         }
+        let clat_plan = ClatPlan::of(cfg)?;
+        let mut clats = Vec::new();
         // Routes: walk outwards from each interface; every node reached routes that interface's
         // addresses along the link it was reached through, reversed.
         for ((hi, ii), g) in &iface_node {
@@ -197,6 +236,31 @@ impl Forwarder {
             }
             if host.has_ipv6() {
                 addrs.push((IpAddr::V6(iface.ipv6), 128u8));
+            }
+            let clat_host = clat_plan.as_ref().and_then(|p| {
+                p.hosts
+                    .iter()
+                    .find(|c| c.host == *hi && *ii == 0)
+                    .map(|c| (p, c))
+            });
+            if let Some((plan, c)) = clat_host {
+                addrs.push((IpAddr::V6(c.ipv6), 128u8));
+                let clat = nat64::Clat::new(plan.params(cfg, c), dir_seed(cfg.seed, *g, 7))
+                    .map_err(|e| UsageError(format!("nat64: clat on '{}': {e}", host.name)))?;
+                clats.push(ClatRt {
+                    iface: *g,
+                    ipv6: c.ipv6.octets(),
+                    clat,
+                    summary: ClatSummary {
+                        host: host.name.clone(),
+                        iface: iface.name.clone(),
+                        ipv4: format!("{}/{}", c.ipv4, nat64::clat::HOST_PREFIX_LEN),
+                        ipv6: c.ipv6.to_string(),
+                        prefix: plan.prefix.to_string(),
+                        prefix_source: plan.source.describe(),
+                        ..ClatSummary::default()
+                    },
+                });
             }
             route_towards(&mut net, &adj, ifaces[*g].node, &addrs, Hop::Deliver(*g));
         }
@@ -237,11 +301,32 @@ impl Forwarder {
             events: VecDeque::new(),
             keep_events,
             translator,
+            clats,
         })
     }
 
     /// A packet sent by host interface `iface` at `now`.
     pub fn handle_packet(&mut self, now: Instant, iface: usize, data: Vec<u8>) {
+        // An IPv4 packet from a host with a CLAT: translated on the host's side (a reply, an
+        // ICMPv4 error from the CLAT, goes straight back to the host).
+        let data = match self.clats.iter_mut().find(|c| c.iface == iface) {
+            Some(c) if data.first().is_some_and(|b| b >> 4 == 4) => {
+                let mut out = Vec::with_capacity(data.len() + 28);
+                match c.clat.translate_4to6_into(now, &data, &mut out) {
+                    nat64::Verdict::Forward => out,
+                    nat64::Verdict::Reply => {
+                        self.transmit.push_back(Transmit {
+                            iface,
+                            at: now,
+                            data: out,
+                        });
+                        return;
+                    }
+                    nat64::Verdict::Drop(_) => return,
+                }
+            }
+            _ => data,
+        };
         let id = self.next_id;
         self.next_id += 1;
         let (events, keep) = (&mut self.events, self.keep_events);
@@ -324,9 +409,13 @@ impl Forwarder {
             .collect()
     }
 
-    /// The translator's figures, in a NAT64 lab.
+    /// The translator's figures, in a NAT64 lab, with its CLATs'.
     pub fn nat64_summary(&self) -> Option<Nat64Summary> {
-        self.translator.as_ref().map(|(t, _)| t.summary())
+        self.translator.as_ref().map(|(t, _)| {
+            let mut s = t.summary();
+            s.clat = self.clats.iter().map(ClatRt::summary).collect();
+            s
+        })
     }
 
     /// Runs the network and the translator's timers up to `now`.
@@ -360,11 +449,36 @@ impl Forwarder {
             let mut injected = false;
             for (e, at, p) in batch.drain(..) {
                 if e < self.ifaces.len() {
-                    self.transmit.push_back(Transmit {
-                        iface: e,
-                        at,
-                        data: p.data,
-                    });
+                    let mut data = p.data;
+                    if let Some(c) = self
+                        .clats
+                        .iter_mut()
+                        .find(|c| c.iface == e && c.is_for(&data))
+                    {
+                        let mut out = Vec::with_capacity(data.len());
+                        match c.clat.translate_6to4_into(at, &data, &mut out) {
+                            nat64::Verdict::Forward => data = out,
+                            nat64::Verdict::Reply => {
+                                // An ICMPv6 error from the CLAT goes back into the network.
+                                let (events, keep) = (&mut self.events, self.keep_events);
+                                let mut obs = |l: LinkId, e: &Event| {
+                                    if keep {
+                                        events.push_back((l, e.clone()));
+                                    }
+                                };
+                                let packet = Packet {
+                                    id: p.id,
+                                    ..Packet::new(out)
+                                };
+                                let node = self.ifaces[e].node;
+                                self.net.inject(at, node, packet, &mut self.out, &mut obs);
+                                injected = true;
+                                continue;
+                            }
+                            nat64::Verdict::Drop(_) => continue,
+                        }
+                    }
+                    self.transmit.push_back(Transmit { iface: e, at, data });
                     continue;
                 }
                 let Some((t, node)) = &mut self.translator else {
@@ -404,5 +518,136 @@ impl Forwarder {
         // A loop between the translator and a route: count what is left as unroutable.
         self.net.no_route += self.out.len() as u64;
         self.out.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setting::no_files;
+    use crate::shell::{shell_config, ShellOptions};
+    use etherparse::PacketBuilder;
+    use std::net::{IpAddr, Ipv4Addr};
+    use wire::packet::{parse, Transport};
+
+    const SERVER: Ipv4Addr = Ipv4Addr::new(10, 77, 2, 1);
+    const CLAT_HOST: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 2);
+
+    fn clat_lab() -> Forwarder {
+        let o = ShellOptions {
+            nat64: true,
+            clat: true,
+            ..ShellOptions::default()
+        };
+        Forwarder::new(&shell_config(&o, &no_files).unwrap(), false).unwrap()
+    }
+
+    /// Everything delivered by `t`, as (interface, packet).
+    fn drain(f: &mut Forwarder, t: Instant) -> Vec<(usize, Vec<u8>)> {
+        std::iter::from_fn(|| f.poll_transmit(t))
+            .map(|x| (x.iface, x.data))
+            .collect()
+    }
+
+    fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+        let mut v = Vec::new();
+        PacketBuilder::ipv4(src.octets(), dst.octets(), 64)
+            .udp(sport, dport)
+            .write(&mut v, b"through 464xlat")
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn an_ipv4_literal_from_a_clat_host_crosses_clat_and_nat64_and_the_answer_comes_back() {
+        let mut f = clat_lab();
+        f.handle_packet(Instant::ZERO, 0, udp4(CLAT_HOST, SERVER, 40000, 7));
+        let got = drain(&mut f, Instant::from_secs(1));
+        assert_eq!(got.len(), 1, "{got:?}");
+        let (iface, p) = &got[0];
+        assert_eq!(*iface, 1, "the server");
+        let h = parse(p).unwrap();
+        // The server meets the NAT64's pool address: client → CLAT → IPv6 → NAT64 → IPv4.
+        assert_eq!(
+            (h.ip.src, h.ip.dst),
+            (IpAddr::V4(crate::spec::NAT64_POOL4), IpAddr::V4(SERVER))
+        );
+        let Transport::Udp { src_port, .. } = h.transport else {
+            panic!("{h:?}")
+        };
+        f.handle_packet(
+            Instant::from_secs(1),
+            1,
+            udp4(SERVER, crate::spec::NAT64_POOL4, 7, src_port),
+        );
+        let got = drain(&mut f, Instant::from_secs(2));
+        assert_eq!(got.len(), 1, "{got:?}");
+        let h = parse(&got[0].1).unwrap();
+        assert_eq!(got[0].0, 0, "the client");
+        assert_eq!(
+            (h.ip.src, h.ip.dst),
+            (IpAddr::V4(SERVER), IpAddr::V4(CLAT_HOST)),
+            "the client sees IPv4 from the server's own address"
+        );
+        let s = f.nat64_summary().unwrap();
+        assert_eq!((s.translated_6to4, s.translated_4to6), (1, 1));
+        let c = &s.clat[0];
+        assert_eq!((c.translated_4to6, c.translated_6to4), (1, 1));
+        assert_eq!(
+            (
+                c.host.as_str(),
+                c.ipv4.as_str(),
+                c.ipv6.as_str(),
+                c.prefix.as_str()
+            ),
+            (
+                "client",
+                "192.0.0.2/29",
+                "fd4c:6c61:6200:1::464",
+                "64:ff9b::/96"
+            )
+        );
+        assert!(c.prefix_source.contains("RFC 7050"), "{}", c.prefix_source);
+    }
+
+    #[test]
+    fn the_clients_own_ipv6_passes_the_clat_untouched_and_bad_ipv4_is_counted() {
+        let mut f = clat_lab();
+        let client6 = crate::spec::iface_addrs(1).1;
+        let mut v = Vec::new();
+        PacketBuilder::ipv6(
+            client6.octets(),
+            [0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 10, 77, 2, 1],
+            64,
+        )
+        .udp(5000, 7)
+        .write(&mut v, b"native ipv6 to the nat64")
+        .unwrap();
+        f.handle_packet(Instant::ZERO, 0, v);
+        // A source that is not the CLAT host's private address is not translated.
+        f.handle_packet(
+            Instant::ZERO,
+            0,
+            udp4(Ipv4Addr::new(10, 1, 1, 1), SERVER, 1, 7),
+        );
+        let got = drain(&mut f, Instant::from_secs(1));
+        assert_eq!(got.len(), 1);
+        let s = f.nat64_summary().unwrap();
+        assert_eq!(
+            s.translated_6to4, 1,
+            "the NAT64 translated the client's own IPv6"
+        );
+        assert_eq!(s.clat[0].translated_4to6, 0);
+        assert_eq!(s.clat[0].drops.get("not-ours"), Some(&1));
+    }
+
+    #[test]
+    fn a_lab_without_clat_has_none() {
+        let o = ShellOptions {
+            nat64: true,
+            ..ShellOptions::default()
+        };
+        let f = Forwarder::new(&shell_config(&o, &no_files).unwrap(), false).unwrap();
+        assert!(f.nat64_summary().unwrap().clat.is_empty());
     }
 }

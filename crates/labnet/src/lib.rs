@@ -6,13 +6,14 @@
 //! a link direction, one table for options, run files, changes and `lab.json`), [`shell`] (the
 //! two-host preset of `latencylab shell`), [`run_file`] (the TOML run file), [`run_dir`] (what
 //! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
-//! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`forwarder`] (the lab's
+//! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`clat`] (its hosts' CLATs), [`forwarder`] (the lab's
 //! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
 //! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy), [`programs`]
 //! (the programs of a running lab, their environment), [`messages`] (what a lab says on
 //! stderr) and [`sim`]
 //! (whole labs in simulated time).
 
+pub mod clat;
 pub mod dns_tcp;
 pub mod forwarder;
 pub mod lifecycle;

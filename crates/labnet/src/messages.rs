@@ -34,6 +34,19 @@ pub fn lab_up(cfg: &LabConfig) -> Vec<String> {
             n.prefix, n.pool4, n.dns, n.at
         ));
     }
+    if let Ok(Some(p)) = crate::clat::ClatPlan::of(cfg) {
+        for c in &p.hosts {
+            lines.push(format!(
+                "latencylab:   CLAT on {}: {}/{} ↔ {}, prefix {} ({})",
+                cfg.hosts[c.host].name,
+                c.ipv4,
+                nat64::clat::HOST_PREFIX_LEN,
+                c.ipv6,
+                p.prefix,
+                p.source.describe()
+            ));
+        }
+    }
     for l in &cfg.links {
         for (name, d) in [("up", &l.up), ("down", &l.down)] {
             let s = |x: Setting| x.to_string();
@@ -88,6 +101,19 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
         summary.engine.longest_stall_at_s,
     ));
     lines.extend(host_drops_warning(&summary.engine.host_tx_dropped));
+    for c in summary.nat64.iter().flat_map(|n| &n.clat) {
+        lines.push(format!(
+            "latencylab: clat on {}.{}: {} ↔ {} with prefix {} ({}); {} packets 4→6, {} 6→4",
+            c.host,
+            c.iface,
+            c.ipv4,
+            c.ipv6,
+            c.prefix,
+            c.prefix_source,
+            c.translated_4to6,
+            c.translated_6to4
+        ));
+    }
     if let Some(n) = &summary.nat64 {
         let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
         lines.push(format!(

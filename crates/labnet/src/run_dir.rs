@@ -366,6 +366,31 @@ pub struct Nat64Summary {
     pub table_full: u64,
     pub pool_exhausted: u64,
     pub dns: DnsSummary,
+    /// The hosts' CLATs (464XLAT), when the lab has any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clat: Vec<ClatSummary>,
+}
+
+/// A host's CLAT: its addresses, its prefix and how it was found, its counters.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ClatSummary {
+    pub host: String,
+    pub iface: String,
+    /// The host's private IPv4 address and network (`192.0.0.2/29`).
+    pub ipv4: String,
+    /// The CLAT's own IPv6 address.
+    pub ipv6: String,
+    /// The NAT64 prefix it translates to.
+    pub prefix: String,
+    /// How that prefix was found (RFC 7050 discovery, with the answer, or given).
+    pub prefix_source: String,
+    /// IPv4 packets from the host sent on as IPv6.
+    pub translated_4to6: u64,
+    /// IPv6 packets to the CLAT handed to the host as IPv4.
+    pub translated_6to4: u64,
+    pub icmp_errors_translated: u64,
+    /// Packets not translated, by reason (only reasons that occurred).
+    pub drops: BTreeMap<String, u64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

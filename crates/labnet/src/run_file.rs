@@ -44,6 +44,8 @@ struct RawHost {
     mtu: Option<u32>,
     #[serde(default)]
     aliases: Vec<String>,
+    /// A CLAT (464XLAT) on this IPv6-only host.
+    clat: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -79,6 +81,10 @@ struct RawNat64 {
     #[serde(default)]
     ipv4_only: Vec<String>,
     prefix: Option<String>,
+    /// A CLAT (464XLAT) on every IPv6-only host.
+    clat: Option<bool>,
+    /// The CLATs' prefix; unset, discovered per RFC 7050.
+    clat_prefix: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -261,9 +267,37 @@ pub fn parse_run_file(
                     UsageError(format!("{name}: nat64: prefix: {e} (try 64:ff9b::/96)"))
                 })?,
             },
+            clat: raw
+                .host
+                .iter()
+                .filter(|h| {
+                    h.clat
+                        .unwrap_or(n.clat == Some(true) && n.ipv6_only.contains(&h.name))
+                })
+                .map(|h| h.name.clone())
+                .collect(),
+            clat_prefix: n
+                .clat_prefix
+                .as_deref()
+                .map(|p| {
+                    p.parse().map_err(|e| {
+                        UsageError(format!(
+                            "{name}: nat64: clat_prefix: {e} (try 64:ff9b::/96)"
+                        ))
+                    })
+                })
+                .transpose()?,
             ..Nat64Spec::at(&n.at)
         }),
     };
+    if raw.nat64.is_none() {
+        if let Some(h) = raw.host.iter().find(|h| h.clat == Some(true)) {
+            return usage(format!(
+                "{name}: host '{}': clat = true needs a [nat64] table (a CLAT translates for an IPv6-only host)",
+                h.name
+            ));
+        }
+    }
     let cfg = LabConfig {
         seed: seed_override.or(raw.seed).unwrap_or(1),
         duration_s: raw
@@ -305,6 +339,38 @@ mod tests {
     use crate::setting::no_files;
     use crate::spec::Attach;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn run_file_clat_is_set_for_every_ipv6_only_host_or_per_host() {
+        let parse = |t: &str| {
+            parse_run_file(
+                "lab.toml",
+                t,
+                Path::new(""),
+                None,
+                &crate::setting::no_files,
+            )
+        };
+        let nat = "[nat64]\nat = \"isp\"\nipv6_only = [\"phone\"]\nipv4_only = [\"server\"]\n";
+        let c = parse(&format!("{WIFI}\n{nat}clat = true\n")).unwrap();
+        assert_eq!(c.nat64.as_ref().unwrap().clat, vec!["phone".to_string()]);
+        assert_eq!(c.nat64.as_ref().unwrap().clat_prefix, None);
+        let per_host = WIFI.replacen("name = \"phone\"", "name = \"phone\"\nclat = true", 1);
+        let c = parse(&format!(
+            "{per_host}\n{nat}clat_prefix = \"2001:db8::/32\"\n"
+        ))
+        .unwrap();
+        let n = c.nat64.as_ref().unwrap();
+        assert_eq!(n.clat, vec!["phone".to_string()]);
+        assert_eq!(n.clat_prefix.unwrap().to_string(), "2001:db8::/32");
+        let e = parse(&per_host).unwrap_err();
+        assert!(e.0.contains("clat = true needs a [nat64] table"), "{e}");
+        let on_server = WIFI.replacen("name = \"server\"", "name = \"server\"\nclat = true", 1);
+        let e = parse(&format!("{on_server}\n{nat}")).unwrap_err();
+        assert!(e.0.contains("host 'server' is not IPv6-only"), "{e}");
+        let e = parse(&format!("{WIFI}\n{nat}clat_prefix = \"64:ff9b::/95\"\n")).unwrap_err();
+        assert!(e.0.contains("nat64: clat_prefix:"), "{e}");
+    }
 
     #[test]
     fn run_file_nat64_table_sets_families_and_the_translators_place() {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use link::impair::{parse_corrupt, Impairments, NarrowLink};
 use link::{
-    Capacity, Duplicate, Filter, Jitter, LinkParams, LossModel, PacketRate, Reorder, Slot, Trace,
+    Capacity, Duplicate, Filter, Jitter, LinkParams, LossModel, PacketRate, Reorder, Slot, Slow,
+    Trace,
 };
 use wire::units::{format_duration, parse_rate, parse_time};
 use wire::Duration;
@@ -82,6 +83,8 @@ pub enum Setting {
     Drop(Vec<Filter>),
     /// `mtu`: the largest packet the link carries (a narrow link), or `none`.
     Mtu(Option<u32>),
+    /// `slow`: `FILTER TIME`, packets matching the filter take TIME longer, or `none`.
+    Slow(Option<Slow>),
 }
 
 /// What a link direction does with what it is offered.
@@ -120,7 +123,7 @@ fn optional<T, E: fmt::Display>(
 
 /// The keys [`Setting::parse`] reads, for messages.
 pub const KEYS: &str = "rate, trace, delay, rtt, loss, queue, overhead, bleach_ecn, state, \
-     jitter, duplicate, reorder, corrupt, pps, slot, drop, mtu";
+     jitter, duplicate, reorder, corrupt, pps, slot, drop, mtu, slow";
 
 /// The tc and netem words of the settings that have them, for messages.
 const BOOL_EXAMPLES: &str = "true, false";
@@ -186,6 +189,7 @@ impl Setting {
                     )),
                 }
             })?),
+            "slow" => Setting::Slow(optional(value, &["none"], Slow::parse)?),
             _ => return Err(format!("unknown setting '{key}' (known: {KEYS})")),
         })
     }
@@ -209,6 +213,7 @@ impl Setting {
             Setting::Slot(_) => "slot",
             Setting::Drop(_) => "drop",
             Setting::Mtu(_) => "mtu",
+            Setting::Slow(_) => "slow",
         }
     }
 
@@ -239,6 +244,7 @@ impl Setting {
             Setting::Pps(x) => p.impair.pps = *x,
             Setting::Slot(x) => p.impair.slot = x.clone(),
             Setting::Drop(x) => p.impair.drop = x.clone(),
+            Setting::Slow(x) => p.impair.slow = x.clone(),
             // The router's addresses are the lab's to give (the engine fills them in); a
             // narrow link that already has them keeps them.
             Setting::Mtu(m) => {
@@ -284,6 +290,7 @@ impl Setting {
                 .join(" or ")
                 .into(),
             Setting::Mtu(m) => m.map_or(Value::from("none"), Value::from),
+            Setting::Slow(x) => x.as_ref().map_or("none".into(), |x| x.to_string()).into(),
         }
     }
 }
@@ -320,6 +327,7 @@ impl Direction {
             pps,
             slot,
             drop,
+            slow,
             narrow,
         } = impair;
         let state = match (*up, *blackhole) {
@@ -338,6 +346,7 @@ impl Direction {
             Setting::Pps(*pps),
             Setting::Slot(slot.clone()),
             Setting::Drop(drop.clone()),
+            Setting::Slow(slow.clone()),
             Setting::Mtu(narrow.as_ref().map(|n| n.mtu_bytes)),
             Setting::Queue(self.queue.clone()),
             Setting::Overhead(*overhead_bytes),
@@ -423,6 +432,7 @@ mod tests {
             ("slot", "10ms 20ms packets 8"),
             ("drop", "tcp syn or udp port 443"),
             ("mtu", "1400"),
+            ("slow", "ipv6 150ms"),
         ] {
             parse(k, v).unwrap().apply(&mut d);
         }
@@ -434,7 +444,7 @@ mod tests {
                 "overhead_bytes": 14, "bleach_ecn": true, "state": "off",
                 "jitter": "5ms normal 25%", "duplicate": "10% 200ms", "reorder": "25%",
                 "corrupt": "0.1%", "pps": 1000, "slot": "10ms 20ms packets 8",
-                "drop": "tcp syn or udp port 443", "mtu": 1400
+                "drop": "tcp syn or udp port 443", "mtu": 1400, "slow": "ipv6 150ms"
             })
         );
         assert!(!d.params.up);

@@ -37,6 +37,10 @@ pub struct ShellOptions {
     pub seed: Option<u64>,
     /// `client` IPv6-only behind DNS64 + NAT64, `server` IPv4-only.
     pub nat64: bool,
+    /// With `nat64`: a CLAT (464XLAT) on the client.
+    pub clat: bool,
+    /// The CLAT's prefix, as typed; unset, it is discovered per RFC 7050.
+    pub clat_prefix: Option<String>,
 }
 
 impl ShellOptions {
@@ -126,6 +130,21 @@ pub fn shell_config(o: &ShellOptions, files: &dyn Files) -> Result<LabConfig, Us
         // link: the path carries the client's IPv6, and the server meets it as IPv4.
         nat64: o.nat64.then(|| Nat64Spec::at("server")),
     };
+    let mut cfg = cfg;
+    if (o.clat || o.clat_prefix.is_some()) && !o.nat64 {
+        return usage("--clat needs --nat64 (a CLAT translates for an IPv6-only client)");
+    }
+    if let Some(n) = &mut cfg.nat64 {
+        if o.clat || o.clat_prefix.is_some() {
+            n.clat = vec!["client".into()];
+        }
+        if let Some(p) = &o.clat_prefix {
+            n.clat_prefix = Some(
+                p.parse()
+                    .map_err(|e| UsageError(format!("--clat-prefix: {e} (try 64:ff9b::/96)")))?,
+            );
+        }
+    }
     cfg.validate()?;
     Ok(cfg)
 }

@@ -143,6 +143,16 @@ pub struct Nat64Spec {
     pub pool4: Ipv4Addr,
     /// The DNS64's address, which IPv6-only hosts have as their resolver.
     pub dns: Ipv6Addr,
+    /// IPv6-only hosts with a CLAT (464XLAT, RFC 6877; see [`crate::clat`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clat: Vec<String>,
+    /// The prefix the CLATs translate to; unset, it is discovered per RFC 7050.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "prefix_text_opt"
+    )]
+    pub clat_prefix: Option<nat64::Prefix>,
 }
 
 /// The translator's IPv4 address. RFC 6052 §3.1 says the Well-Known Prefix should not embed
@@ -168,6 +178,25 @@ mod prefix_text {
     }
 }
 
+/// An optional [`nat64::Prefix`] in `lab.json`.
+mod prefix_text_opt {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &Option<nat64::Prefix>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => s.collect_str(p),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<nat64::Prefix>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
 impl Nat64Spec {
     pub fn at(at: &str) -> Nat64Spec {
         Nat64Spec {
@@ -175,6 +204,8 @@ impl Nat64Spec {
             prefix: NAT64_PREFIX,
             pool4: NAT64_POOL4,
             dns: DNS64_ADDR,
+            clat: Vec::new(),
+            clat_prefix: None,
         }
     }
 }
@@ -554,6 +585,17 @@ impl LabConfig {
         if let Some(n) = &self.nat64 {
             self.attach(&n.at)
                 .map_err(|e| UsageError(format!("nat64: at: {e}")))?;
+            for c in &n.clat {
+                match self.host(c) {
+                    None => return usage(format!("nat64: clat: no host '{c}'")),
+                    Some(h) if h.family != Family::Ipv6Only => {
+                        return usage(format!(
+                            "nat64: clat: host '{c}' is not IPv6-only (a CLAT gives an IPv6-only host its IPv4; name it in ipv6_only)"
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
         }
         Ok(())
     }

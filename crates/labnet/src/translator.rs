@@ -235,6 +235,7 @@ impl Translator {
                     })
                     .collect(),
             },
+            clat: Vec::new(),
         }
     }
 }

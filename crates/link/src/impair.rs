@@ -1,6 +1,6 @@
 //! The impairments a link direction can add beyond rate, delay and loss, as typed parameters
 //! parsed from netem-like text: duplication, reordering, corruption, a packets-per-second
-//! ceiling, slots, drop filters and a narrow MTU.
+//! ceiling, slots, drop filters, a slower path for some packets and a narrow MTU.
 //!
 //! Each type parses its option's text (`10% 50ms`, `25% 50%`, `10ms 20ms packets 8`) and prints
 //! back the same value, so lab.json shows what the parser accepts. Where netem has the same word
@@ -295,7 +295,36 @@ pub struct Impairments {
     pub slot: Option<Slot>,
     /// A packet matching any of these is dropped on entry (cause `filter`).
     pub drop: Vec<Filter>,
+    pub slow: Option<Slow>,
     pub narrow: Option<NarrowLink>,
+}
+
+/// `--slow 'FILTER TIME'`: packets matching the filter arrive `extra` later than the rest,
+/// without holding the rest back: a slower path for part of the traffic, as IPv6 carried
+/// through a tunnel while IPv4 goes direct.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slow {
+    pub filter: Filter,
+    pub extra: Duration,
+}
+
+const SLOW_EXPECTED: &str = "a filter and the extra one-way delay, e.g. 'ipv6 150ms'";
+
+impl Slow {
+    pub fn parse(s: &str) -> Result<Slow, ParseError> {
+        let err = || ParseError::new(s, SLOW_EXPECTED);
+        let (filter, time) = s.trim().rsplit_once(char::is_whitespace).ok_or_else(err)?;
+        Ok(Slow {
+            filter: Filter::parse(filter).map_err(|_| err())?,
+            extra: parse_time(time).map_err(|_| err())?,
+        })
+    }
+}
+
+impl fmt::Display for Slow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.filter, format_duration_exact(self.extra))
+    }
 }
 
 #[cfg(test)]
@@ -318,6 +347,11 @@ mod tests {
         assert_eq!(Slot::parse(&s.to_string()).unwrap(), s);
         assert_eq!(Slot::parse("5ms").unwrap().max, Duration::from_millis(5));
         assert!((parse_corrupt("0.1%").unwrap() - 0.001).abs() < 1e-12);
+        let w = Slow::parse("ipv6 150ms").unwrap();
+        assert_eq!(w.extra, Duration::from_millis(150));
+        assert_eq!(Slow::parse(&w.to_string()).unwrap(), w);
+        assert!(Slow::parse("ipv6").is_err() && Slow::parse("150ms").is_err());
+        assert!(Slow::parse("ipv7 150ms").is_err());
     }
 
     #[test]
@@ -405,6 +439,16 @@ mod tests {
             }
             if let Ok(v) = PacketRate::parse(&s) {
                 prop_assert_eq!(PacketRate::parse(&v.to_string()).unwrap(), v);
+            }
+        }
+
+        #[test]
+        fn slow_prints_what_it_parses(
+            f in "(tcp|udp|ipv4|ipv6|icmp|not ipv4)( port [0-9]{1,5})?",
+            t in option_text(),
+        ) {
+            if let Ok(v) = Slow::parse(&format!("{f} {t}")) {
+                prop_assert_eq!(Slow::parse(&v.to_string()).unwrap(), v);
             }
         }
     }

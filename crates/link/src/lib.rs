@@ -25,7 +25,7 @@ pub mod stats;
 
 pub use capacity::{Capacity, Trace, TraceError};
 pub use filter::{Filter, FilterError};
-pub use impair::{Duplicate, Impairments, NarrowLink, PacketRate, ParseError, Reorder, Slot};
+pub use impair::{Duplicate, Impairments, NarrowLink, PacketRate, ParseError, Reorder, Slot, Slow};
 pub use jitter::{Distribution, Jitter};
 pub use link::{Event, EventKind, Link, LinkParams, Observer};
 pub use loss::{LossModel, LossState};

@@ -520,6 +520,12 @@ impl Link {
             }
             (at, keep_order)
         };
+        // A slower path for some packets: later by `extra`, out of line so as to hold back
+        // nothing (among themselves they keep their order: same extra, ordered times).
+        let (at, in_line) = match &impair.slow {
+            Some(w) if w.filter.matches(&p.data) => (at + w.extra, false),
+            _ => (at, in_line),
+        };
         self.stats.added_delay.record(at - done);
         self.stats.packets_out += 1;
         self.stats.bytes_out += p.len() as u64;
@@ -1337,6 +1343,22 @@ pub(crate) mod tests {
         assert!(drain(&mut l, &mut ()).is_empty());
         assert_eq!(l.stats().drops.get("blackhole"), Some(&1));
         assert_eq!(l.stats().drops.get("filter"), Some(&2));
+    }
+
+    #[test]
+    fn slow_packets_arrive_later_without_holding_back_the_rest() {
+        let imp = Impairments {
+            slow: Some(crate::Slow::parse("udp port 443 50ms").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(10, imp);
+        for (id, port) in [(0, 443u16), (1, 53)] {
+            l.enqueue(Instant::ZERO, udp(id, 100, port), &mut ());
+        }
+        let got = drain(&mut l, &mut ());
+        let at = |id: u64| got.iter().find(|x| x.1 == id).unwrap().0;
+        assert!(at(1) < Instant::from_millis(11), "{got:?}");
+        assert!(at(0) >= Instant::from_millis(60), "{got:?}");
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! nat64: stateful NAT64 and DNS64 as pure functions of packets and `now`.
+//! nat64: stateful NAT64, the 464XLAT CLAT and DNS64 as pure functions of packets and `now`.
 //!
 //! - [`prefix`]: IPv4-embedded IPv6 addresses (RFC 6052).
 //! - [`Nat64`]: a stateful NAT64 (RFC 6146) that translates IP/ICMP headers per RFC 7915,
 //!   with binding and session tables for TCP, UDP and ICMP echo, timers in simulated time and
 //!   an IPv4 address/port pool. Packets in, packets (or a counted drop reason) out.
+//! - [`Clat`]: the customer-side translator of 464XLAT (RFC 6877), stateless (RFC 7915
+//!   SIIT) over the same header translation as the NAT64, and RFC 7050 prefix discovery.
 //! - [`dns64`]: DNS64 answers (RFC 6147, RFC 7050) for a zone of the lab's own names.
 //!
 //! Nothing here reads a clock, opens a socket or spawns a thread: the `lab` shell passes `now`
@@ -13,12 +15,14 @@
 //! RFCs to read before editing: RFC 6052, RFC 6146, RFC 7915, RFC 6147, RFC 7050, RFC 8880,
 //! RFC 4443 and RFC 792 (ICMP), RFC 1191 (plateaus), RFC 4787 (NAT behaviour).
 
+pub mod clat;
 mod csum;
 pub mod dns64;
 mod hash;
 pub mod icmp;
 pub mod prefix;
 mod state;
+mod stateful;
 mod translate;
 
 use std::fmt;
@@ -26,9 +30,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use wire::Duration;
 
+pub use clat::{Clat, ClatParams};
 pub use prefix::{Prefix, PrefixError};
 pub use state::{Proto, TableStats, TcpState};
-pub use translate::Nat64;
+pub use stateful::Nat64;
 
 /// Which inbound packets may open a session on an existing binding (RFC 6146 §3.5.1.1,
 /// RFC 4787 §5).
@@ -121,6 +126,10 @@ pub enum ConfigError {
     Mtu6TooSmall(u16),
     /// A zero-sized table.
     ZeroTable(&'static str),
+    /// A CLAT's IPv6 address that is not a unicast address outside the prefix.
+    ClatAddress(Ipv6Addr),
+    /// A CLAT's IPv4 address that is not unicast.
+    ClatAddress4(Ipv4Addr),
 }
 
 impl fmt::Display for ConfigError {
@@ -134,6 +143,13 @@ impl fmt::Display for ConfigError {
             ConfigError::Mtu4TooSmall(m) => write!(f, "ipv4 mtu {m} is below 1260 bytes"),
             ConfigError::Mtu6TooSmall(m) => write!(f, "ipv6 mtu {m} is below 1280 bytes"),
             ConfigError::ZeroTable(which) => write!(f, "{which} must be at least 1"),
+            ConfigError::ClatAddress(a) => write!(
+                f,
+                "clat ipv6 address {a} must be a unicast address outside the nat64 prefix"
+            ),
+            ConfigError::ClatAddress4(a) => {
+                write!(f, "clat ipv4 address {a} must be a unicast address")
+            }
         }
     }
 }
@@ -200,6 +216,9 @@ drop_reasons! {
     TooBig => "too-big",
     /// A packet the translator answered with an ICMP error instead (counted separately too).
     Answered => "answered",
+    /// An address the translator does not serve: for a CLAT, an IPv4 source other than its
+    /// host's, or an IPv6 destination (or quoted source) other than its own.
+    NotOurs => "not-ours",
 }
 
 impl DropReason {

@@ -1,27 +1,28 @@
-//! The translator: IPv6 ↔ IPv4 header translation (RFC 7915) driven by the stateful tables of
-//! RFC 6146, as one state machine with `now` passed in.
+//! The header translator (RFC 7915), shared by the stateful NAT64 and the stateless CLAT: one
+//! state machine with `now` passed in, generic over a [`Mapping`] that says which addresses
+//! and ports a packet gets on the other side (session tables for a NAT64, fixed addresses and
+//! a prefix for a CLAT). The mapping is all that differs; everything here is one code path.
 //!
 //! It reads the packet with checked fixed-offset parsing (every length is checked before
-//! use), asks the tables for the session, writes the translated header and copies the payload
-//! once, adjusting transport checksums incrementally. It answers with ICMP errors where the
-//! RFCs say so (Time Exceeded, Packet Too Big, Parameter Problem, Source Route Failed) and
-//! translates ICMP errors with their inner packet. It does not reassemble: first fragments are
-//! translated and remembered so their later fragments follow; a later fragment that arrives
-//! first is dropped. It does not fragment: an IPv4 packet without DF that is too big for the
-//! IPv6 next hop is dropped and counted.
+//! use), asks the mapping for the addresses, writes the translated header and copies the
+//! payload once, adjusting transport checksums incrementally. It answers with ICMP errors
+//! where the RFCs say so (Time Exceeded, Packet Too Big, Parameter Problem, Source Route
+//! Failed) and translates ICMP errors with their inner packet. It does not reassemble: first
+//! fragments are translated and, where the mapping has state, remembered so their later
+//! fragments follow; a later fragment that arrives first is dropped by a stateful mapping. It
+//! does not fragment: an IPv4 packet without DF that is too big for the IPv6 next hop is
+//! dropped and counted.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use wire::checksum;
 use wire::Instant;
 
 use crate::csum::{self, addr4_sum, addr6_sum, adjust, pseudo4, pseudo6, word};
 use crate::icmp::{self, Mtus};
-use crate::state::{Flow6, Key4, Proto, Tables, TcpFlags, TcpState};
-use crate::{ConfigError, DropReason, Outcome, Params, Stats, Verdict};
+use crate::state::{Flow6, Key4, Proto, TcpFlags};
+use crate::{DropReason, Outcome, Stats, Verdict};
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -269,7 +270,7 @@ fn has_unexpired_source_route(mut opts: &[u8]) -> bool {
 
 /// Addresses that are never translated to or from (RFC 6052 §3.1 leaves it to policy; these
 /// have no meaning across a translator).
-fn bad_v4(a: Ipv4Addr) -> bool {
+pub(crate) fn bad_v4(a: Ipv4Addr) -> bool {
     a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.is_broadcast()
 }
 
@@ -301,7 +302,7 @@ fn min_l4(proto: u8) -> usize {
 
 /// Writes a 20-byte IPv4 header with its checksum.
 #[allow(clippy::too_many_arguments)]
-fn put_v4_header(
+pub(crate) fn put_v4_header(
     out: &mut Vec<u8>,
     tos: u8,
     total_len: usize,
@@ -420,123 +421,151 @@ impl Fragments {
     }
 }
 
-/// A stateful NAT64 (RFC 6146) translating per RFC 7915. See the crate documentation.
-pub struct Nat64 {
-    params: Params,
-    tables: Tables,
+/// How a packet's IPv4 source is found, for a packet from the IPv6 side.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Src4 {
+    /// Without state: this address, ports and identifiers unchanged (stateless translation).
+    Fixed(Ipv4Addr),
+    /// From the session tables, which give the address and the port (T, t).
+    Session,
+    /// Outside the mapping: only an ICMP error passes, from the stand-in address of
+    /// RFC 7915 §5.1 (RFC 6791); anything else is dropped.
+    Unmapped,
+}
+
+/// How a packet's IPv6 destination is found, for a packet from the IPv4 side.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Dst6 {
+    /// Without state: this address, ports and identifiers unchanged.
+    Fixed(Ipv6Addr),
+    /// From the session tables, which give the address and the port (X', x).
+    Session,
+}
+
+/// Addresses and ports of a packet in IPv4. For ICMP echo both ports are the identifier.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ends4 {
+    pub src: Ipv4Addr,
+    pub sport: u16,
+    pub dst: Ipv4Addr,
+    pub dport: u16,
+}
+
+/// Addresses and ports of a packet in IPv6. For ICMP echo both ports are the identifier.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ends6 {
+    pub src: Ipv6Addr,
+    pub sport: u16,
+    pub dst: Ipv6Addr,
+    pub dport: u16,
+}
+
+/// Which addresses and ports a packet gets on the other side: the one thing a stateful NAT64
+/// (RFC 6146: sessions, a pool) and a stateless translator such as a CLAT (RFC 6877 over
+/// RFC 7915: fixed addresses and a prefix) do differently. Headers, ICMP, checksums,
+/// fragments and errors with their inner packets are [`Engine`]'s, one code path for both.
+pub(crate) trait Mapping {
+    /// Checks the addresses of a packet from the IPv6 side; its IPv4 destination, and how its
+    /// source is found.
+    fn addrs_6to4(&self, src: Ipv6Addr, dst: Ipv6Addr) -> Result<(Src4, Ipv4Addr), DropReason>;
+    /// Checks the addresses of a packet from the IPv4 side; its IPv6 source, and how its
+    /// destination is found.
+    fn addrs_4to6(&self, src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Ipv6Addr, Dst6), DropReason>;
+    /// (T, t) for a flow from the IPv6 side whose source is [`Src4::Session`].
+    fn session_6to4(
+        &mut self,
+        now: Instant,
+        flow: Flow6,
+        tcp: TcpFlags,
+        may_create: bool,
+    ) -> Result<(Ipv4Addr, u16), DropReason>;
+    /// (X', x) for a flow from the IPv4 side whose destination is [`Dst6::Session`].
+    fn session_4to6(
+        &mut self,
+        now: Instant,
+        key: Key4,
+        tcp: TcpFlags,
+    ) -> Result<(Ipv6Addr, u16), DropReason>;
+    /// The packet quoted by an ICMPv6 error from the IPv6 side (one the translator sent
+    /// there), as it was in IPv4. Changes no state.
+    fn quoted_6to4(&self, proto: Proto, q: Ends6) -> Result<Ends4, DropReason>;
+    /// The packet quoted by an ICMPv4 error from the IPv4 side, as it was in IPv6.
+    fn quoted_4to6(&self, proto: Proto, q: Ends4) -> Result<Ends6, DropReason>;
+    /// When [`Mapping::expire`] next has work.
+    fn next_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn expire(&mut self, _now: Instant) {}
+}
+
+/// The header translator's own parameters, the same for every mapping.
+#[derive(Clone, Debug)]
+pub(crate) struct HeaderParams {
+    pub mtu4_bytes: u16,
+    pub mtu6_bytes: u16,
+    pub verify_checksums: bool,
+    /// Source of the ICMPv4 errors the translator itself sends.
+    pub router4: Ipv4Addr,
+    /// Source of the ICMPv6 errors the translator itself sends.
+    pub router6: Ipv6Addr,
+    /// Source of a translated ICMPv4 error whose IPv6 source has no IPv4 address
+    /// ([`Src4::Unmapped`]; RFC 7915 §5.1, RFC 6791).
+    pub unmapped4: Ipv4Addr,
+    pub fragment_timeout: wire::Duration,
+    pub max_fragments: usize,
+}
+
+/// RFC 7915 header translation over a [`Mapping`]: packets in, packets (or a counted drop
+/// reason) out. The NAT64 and the CLAT are each an `Engine` with their own mapping.
+pub(crate) struct Engine<M> {
+    pub map: M,
+    hdr: HeaderParams,
     frags: Fragments,
-    stats: Stats,
+    pub stats: Stats,
     /// Identification for IPv4 packets made from unfragmented IPv6 ones (RFC 7915 §5.1 leaves
     /// the algorithm to the translator; a counter from a seeded start is unique enough).
     next_ip_id: u16,
-    router4: Ipv4Addr,
-    router6: Ipv6Addr,
 }
 
-impl Nat64 {
-    /// A translator with `params`; `seed` makes port choices repeatable.
-    pub fn new(params: Params, seed: u64) -> Result<Nat64, ConfigError> {
-        let Some(&first) = params.pool4.first() else {
-            return Err(ConfigError::EmptyPool);
-        };
-        if params.udp_timeout < wire::Duration::from_secs(120) {
-            return Err(ConfigError::UdpTimeoutTooShort(params.udp_timeout));
-        }
-        if params.mtu4_bytes < 1260 {
-            return Err(ConfigError::Mtu4TooSmall(params.mtu4_bytes));
-        }
-        if params.mtu6_bytes < 1280 {
-            return Err(ConfigError::Mtu6TooSmall(params.mtu6_bytes));
-        }
-        for (n, which) in [
-            (params.max_sessions, "max_sessions"),
-            (params.max_bindings, "max_bindings"),
-            (params.max_fragments, "max_fragments"),
-        ] {
-            if n == 0 {
-                return Err(ConfigError::ZeroTable(which));
-            }
-        }
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let next_ip_id = rng.gen();
-        Ok(Nat64 {
-            router4: params.router4.unwrap_or(first),
-            router6: params.router6.unwrap_or_else(|| params.prefix.embed(first)),
-            params,
-            tables: Tables::new(rng),
+impl<M: Mapping> Engine<M> {
+    pub fn new(map: M, hdr: HeaderParams, first_ip_id: u16) -> Engine<M> {
+        Engine {
+            map,
+            hdr,
             frags: Fragments {
                 out: HashMap::new(),
                 inb: HashMap::new(),
                 expiry: VecDeque::new(),
             },
             stats: Stats::default(),
-            next_ip_id,
-        })
+            next_ip_id: first_ip_id,
+        }
     }
 
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    /// A snapshot of the counters, with the current table sizes.
-    pub fn stats(&self) -> Stats {
-        let mut s = self.stats.clone();
-        s.tables = self.tables.stats.clone();
-        s.sessions = self.tables.session_count();
-        s.bindings = self.tables.binding_count();
-        s
-    }
-
-    /// The TCP state of the session for an IPv4-side 5-tuple (`Closed` when there is none).
-    pub fn tcp_state(&self, t: Ipv4Addr, tport: u16, z: Ipv4Addr, zport: u16) -> TcpState {
-        self.tables.tcp_state(Key4 {
-            proto: Proto::Tcp,
-            t,
-            tport,
-            z,
-            zport,
-        })
-    }
-
-    /// When [`Nat64::expire`] next has work; may be early, never late.
+    /// When [`Engine::expire`] next has work; may be early, never late.
     pub fn next_timeout(&self) -> Option<Instant> {
         let f = self.frags.expiry.front().map(|&(at, _)| at);
-        match (self.tables.next_timeout(), f) {
+        match (self.map.next_timeout(), f) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Removes sessions, bindings and fragment records whose time ran out at or before `now`.
-    /// The translate calls do this too, so a caller that never calls it still sees
-    /// expired sessions go.
     pub fn expire(&mut self, now: Instant) {
-        self.tables.expire(now);
+        self.map.expire(now);
         self.frags.expire(now);
     }
 
-    /// Translates an IPv6 packet from the IPv6 side.
     pub fn translate_6to4(&mut self, now: Instant, packet: &[u8]) -> Outcome {
         let mut out = Vec::with_capacity(packet.len());
-        match self.translate_6to4_into(now, packet, &mut out) {
-            Verdict::Forward => Outcome::Forward(out),
-            Verdict::Reply => Outcome::Reply(out),
-            Verdict::Drop(r) => Outcome::Drop(r),
-        }
+        outcome(self.translate_6to4_into(now, packet, &mut out), out)
     }
 
-    /// Translates an IPv4 packet from the IPv4 side.
     pub fn translate_4to6(&mut self, now: Instant, packet: &[u8]) -> Outcome {
         let mut out = Vec::with_capacity(packet.len() + 28);
-        match self.translate_4to6_into(now, packet, &mut out) {
-            Verdict::Forward => Outcome::Forward(out),
-            Verdict::Reply => Outcome::Reply(out),
-            Verdict::Drop(r) => Outcome::Drop(r),
-        }
+        outcome(self.translate_4to6_into(now, packet, &mut out), out)
     }
 
-    /// [`Nat64::translate_6to4`] writing into `out` (cleared first), so a caller can reuse
-    /// one buffer.
     pub fn translate_6to4_into(
         &mut self,
         now: Instant,
@@ -549,7 +578,6 @@ impl Nat64 {
         self.account(v, true, out)
     }
 
-    /// [`Nat64::translate_4to6`] writing into `out` (cleared first).
     pub fn translate_4to6_into(
         &mut self,
         now: Instant,
@@ -591,8 +619,8 @@ impl Nat64 {
 
     fn mtus(&self) -> Mtus {
         Mtus {
-            v4_bytes: self.params.mtu4_bytes,
-            v6_bytes: self.params.mtu6_bytes,
+            v4_bytes: self.hdr.mtu4_bytes,
+            v6_bytes: self.hdr.mtu6_bytes,
         }
     }
 
@@ -603,7 +631,7 @@ impl Nat64 {
 
     /// Verifies a transport checksum over `seg` with pseudo-header sum `pseudo`, when asked to.
     fn check(&self, seg: &[u8], pseudo: u32) -> Result<(), DropReason> {
-        if self.params.verify_checksums && csum::checksum(seg, pseudo) != 0 {
+        if self.hdr.verify_checksums && csum::checksum(seg, pseudo) != 0 {
             return Err(DropReason::BadChecksum);
         }
         Ok(())
@@ -618,17 +646,7 @@ impl Nat64 {
         out: &mut Vec<u8>,
     ) -> Result<Verdict, DropReason> {
         let ip = parse_v6(b, false)?;
-        let z = self
-            .params
-            .prefix
-            .extract(ip.dst)
-            .ok_or(DropReason::NotInPrefix)?;
-        if bad_v4(z) || ip.src.is_multicast() || ip.src.is_unspecified() {
-            return Err(DropReason::BadAddress);
-        }
-        if self.params.pool4.contains(&z) {
-            return Err(DropReason::Hairpin);
-        }
+        let (src4, z) = self.map.addrs_6to4(ip.src, ip.dst)?;
         // RFC 7915 §5.1: a routing header with segments left is not translated; Parameter
         // Problem pointing at the field.
         if let Some(at) = ip.segments_left_at {
@@ -661,12 +679,15 @@ impl Nat64 {
             && payload.len() >= 8
             && icmp::is_error6(payload[0])
         {
-            return self.icmp_error_6to4(b, &ip, z, ttl, out);
+            return self.icmp_error_6to4(b, &ip, src4, z, ttl, out);
+        }
+        if src4 == Src4::Unmapped {
+            return Err(DropReason::NotInPrefix);
         }
         let total = 20 + payload.len();
-        if total > usize::from(self.params.mtu4_bytes) {
+        if total > usize::from(self.hdr.mtu4_bytes) {
             // Packet Too Big with the IPv6 equivalent of the IPv4 next hop's MTU.
-            let mtu = u32::from(self.params.mtu4_bytes) + 20;
+            let mtu = u32::from(self.hdr.mtu4_bytes) + 20;
             return self.reply6(
                 b,
                 &ip,
@@ -682,11 +703,14 @@ impl Nat64 {
         // Later fragments: addresses only, as the first fragment's translation said.
         if let Some(f) = ip.frag {
             if f.offset8 != 0 {
-                let t = *self
-                    .frags
-                    .out
-                    .get(&(ip.src, ip.dst, f.id))
-                    .ok_or(DropReason::Fragment)?;
+                let t = match src4 {
+                    Src4::Fixed(a) => a,
+                    _ => *self
+                        .frags
+                        .out
+                        .get(&(ip.src, ip.dst, f.id))
+                        .ok_or(DropReason::Fragment)?,
+                };
                 put_v4_header(
                     out,
                     ip.tc,
@@ -768,28 +792,32 @@ impl Nat64 {
                 )
             }
         };
-        let tcp = if ip.next == TCP {
-            tcp_flags(payload)
-        } else {
-            TcpFlags::default()
+        let (t, tport) = match src4 {
+            Src4::Fixed(a) => (a, flow.xport),
+            _ => {
+                let tcp = if ip.next == TCP {
+                    tcp_flags(payload)
+                } else {
+                    TcpFlags::default()
+                };
+                // Only an echo request opens an ICMP session; a reply must find one.
+                let may_create = !(ip.next == ICMP6 && payload[0] == icmp::v6::ECHO_REPLY);
+                let found = self.map.session_6to4(now, flow, tcp, may_create)?;
+                if let Some(f) = ip.frag {
+                    if self.frags.len() < self.hdr.max_fragments {
+                        let k = (ip.src, ip.dst, f.id);
+                        self.frags.out.insert(k, found.0);
+                        self.frags
+                            .expiry
+                            .push_back((now + self.hdr.fragment_timeout, FragKey::Out(k)));
+                    }
+                }
+                found
+            }
         };
-        // Only an echo request opens an ICMP session; a reply must find one.
-        let may_create = !(ip.next == ICMP6 && payload[0] == icmp::v6::ECHO_REPLY);
-        let (t, tport) = self
-            .tables
-            .outbound(&self.params, now, flow, tcp, may_create)?;
 
         let (id, flags_offset) = match ip.frag {
-            Some(f) => {
-                if self.frags.len() < self.params.max_fragments {
-                    let k = (ip.src, ip.dst, f.id);
-                    self.frags.out.insert(k, t);
-                    self.frags
-                        .expiry
-                        .push_back((now + self.params.fragment_timeout, FragKey::Out(k)));
-                }
-                (f.id as u16, u16::from(f.more) << 13)
-            }
+            Some(f) => (f.id as u16, u16::from(f.more) << 13),
             None if total > DF_THRESHOLD_BYTES => (self.ip_id(), 0x4000),
             None => (self.ip_id(), 0),
         };
@@ -815,12 +843,14 @@ impl Nat64 {
         Ok(Verdict::Forward)
     }
 
-    /// RFC 7915 §5.2 and RFC 6146 §3.5.3: an ICMPv6 error from the IPv6 side about a packet
-    /// that came in from IPv4 (Z → X'). The inner packet names the session.
+    /// RFC 7915 §5.2 (and RFC 6146 §3.5.3 for a NAT64): an ICMPv6 error from the IPv6 side
+    /// about a packet the translator sent there. The mapping translates the inner packet back;
+    /// the outer source is the mapped one, or for a NAT64 the inner packet's destination T.
     fn icmp_error_6to4(
         &mut self,
         b: &[u8],
         ip: &V6,
+        src4: Src4,
         z_outer: Ipv4Addr,
         ttl: u8,
         out: &mut Vec<u8>,
@@ -839,20 +869,34 @@ impl Nat64 {
         let inner_b = &msg[8..];
         let inner = parse_v6(inner_b, true)?;
         let seg = &inner_b[inner.l4..inner.end];
-        let zi = self
-            .params
-            .prefix
-            .extract(inner.src)
-            .ok_or(DropReason::NotInPrefix)?;
         let (proto, sport, dport) = inner_ports(inner.next, seg)?;
-        // The inner packet went Z:z → X':x, so (X', x) is its destination.
-        let (t, tport) = self
-            .tables
-            .peek_out(proto, inner.dst, dport, zi, sport)
-            .ok_or(DropReason::NoSession)?;
+        let q = self.map.quoted_6to4(
+            proto,
+            Ends6 {
+                src: inner.src,
+                sport,
+                dst: inner.dst,
+                dport,
+            },
+        )?;
+        let outer_src = match src4 {
+            Src4::Fixed(a) => a,
+            Src4::Session => q.dst,
+            Src4::Unmapped => self.hdr.unmapped4,
+        };
 
         out.clear();
-        put_v4_header(out, ip.tc, 0, self.ip_id(), 0, ttl, ICMP4, t, z_outer);
+        put_v4_header(
+            out,
+            ip.tc,
+            0,
+            self.ip_id(),
+            0,
+            ttl,
+            ICMP4,
+            outer_src,
+            z_outer,
+        );
         out.extend_from_slice(&[m.ty, m.code, 0, 0]);
         out.extend_from_slice(&m.rest);
         // Inner IPv4 header: lengths as the original claimed, addresses and ports translated.
@@ -874,8 +918,8 @@ impl Nat64 {
             ff,
             inner.hop,
             inner_proto4,
-            zi,
-            t,
+            q.src,
+            q.dst,
         );
         let seg_at = out.len();
         out.extend_from_slice(seg);
@@ -889,16 +933,16 @@ impl Nat64 {
                 } else {
                     icmp::v4::ECHO_REPLY
                 };
-                rewrite_l4(s, ICMP4, tport, tport, old, u32::from(word(s, 0)));
+                rewrite_l4(s, ICMP4, q.sport, q.sport, old, u32::from(word(s, 0)));
             } else {
                 let old = addr6_sum(inner.src) + addr6_sum(inner.dst);
                 rewrite_l4(
                     s,
                     inner.next,
-                    sport,
-                    tport,
+                    q.sport,
+                    q.dport,
                     old,
-                    addr4_sum(zi) + addr4_sum(t),
+                    addr4_sum(q.src) + addr4_sum(q.dst),
                 );
             }
         }
@@ -929,6 +973,7 @@ impl Nat64 {
             return Err(otherwise);
         }
         let body = &b[..b.len().min(MAX_ICMP6_ERROR_BYTES - 48)];
+        let router6 = self.hdr.router6;
         out.clear();
         put_v6_header(
             out,
@@ -936,16 +981,13 @@ impl Nat64 {
             8 + body.len(),
             ICMP6,
             OWN_HOP_LIMIT,
-            self.router6,
+            router6,
             ip.src,
         );
         out.extend_from_slice(&[ty, code, 0, 0]);
         out.extend_from_slice(&rest);
         out.extend_from_slice(body);
-        let c = checksum::checksum(
-            &out[40..],
-            pseudo6(self.router6, ip.src, ICMP6, out.len() - 40),
-        );
+        let c = checksum::checksum(&out[40..], pseudo6(router6, ip.src, ICMP6, out.len() - 40));
         out[42..44].copy_from_slice(&c.to_be_bytes());
         match ty {
             icmp::v6::TIME_EXCEEDED => self.stats.time_exceeded_sent += 1,
@@ -964,12 +1006,7 @@ impl Nat64 {
         out: &mut Vec<u8>,
     ) -> Result<Verdict, DropReason> {
         let ip = parse_v4(b, false)?;
-        if !self.params.pool4.contains(&ip.dst) {
-            return Err(DropReason::NotInPool);
-        }
-        if bad_v4(ip.src) {
-            return Err(DropReason::BadAddress);
-        }
+        let (src6, dst6) = self.map.addrs_4to6(ip.src, ip.dst)?;
         if ip.source_route {
             return self.reply4(
                 b,
@@ -995,20 +1032,19 @@ impl Nat64 {
         }
         let hop = ip.ttl - 1;
         let payload = &b[ip.l4..ip.end];
-        let src6 = self.params.prefix.embed(ip.src);
         if ip.proto == ICMP4
             && !ip.is_fragment()
             && payload.len() >= 8
             && icmp::is_error4(payload[0])
         {
-            return self.icmp_error_4to6(b, &ip, src6, hop, out);
+            return self.icmp_error_4to6(b, &ip, src6, dst6, hop, out);
         }
         let frag_hdr = if ip.is_fragment() { 8 } else { 0 };
         let total = 40 + frag_hdr + payload.len();
-        if total > usize::from(self.params.mtu6_bytes) {
+        if total > usize::from(self.hdr.mtu6_bytes) {
             if ip.df {
                 // Fragmentation Needed with the IPv4 equivalent of the IPv6 next hop's MTU.
-                let mtu = self.params.mtu6_bytes - 20 - frag_hdr as u16;
+                let mtu = self.hdr.mtu6_bytes - 20 - frag_hdr as u16;
                 let m = mtu.to_be_bytes();
                 return self.reply4(
                     b,
@@ -1029,11 +1065,14 @@ impl Nat64 {
         };
 
         if ip.offset8 != 0 {
-            let x = *self
-                .frags
-                .inb
-                .get(&(ip.src, ip.dst, ip.id, ip.proto))
-                .ok_or(DropReason::Fragment)?;
+            let x = match dst6 {
+                Dst6::Fixed(a) => a,
+                Dst6::Session => *self
+                    .frags
+                    .inb
+                    .get(&(ip.src, ip.dst, ip.id, ip.proto))
+                    .ok_or(DropReason::Fragment)?,
+            };
             put_v6_header(
                 out,
                 ip.tos,
@@ -1116,16 +1155,22 @@ impl Nat64 {
                 )
             }
         };
-        let (x, xport) = self.tables.inbound(&self.params, now, key, tcp)?;
+        let (x, xport) = match dst6 {
+            Dst6::Fixed(a) => (a, key.tport),
+            Dst6::Session => {
+                let found = self.map.session_4to6(now, key, tcp)?;
+                if ip.is_fragment() && self.frags.len() < self.hdr.max_fragments {
+                    let k = (ip.src, ip.dst, ip.id, ip.proto);
+                    self.frags.inb.insert(k, found.0);
+                    self.frags
+                        .expiry
+                        .push_back((now + self.hdr.fragment_timeout, FragKey::In(k)));
+                }
+                found
+            }
+        };
 
         if ip.is_fragment() {
-            if self.frags.len() < self.params.max_fragments {
-                let k = (ip.src, ip.dst, ip.id, ip.proto);
-                self.frags.inb.insert(k, x);
-                self.frags
-                    .expiry
-                    .push_back((now + self.params.fragment_timeout, FragKey::In(k)));
-            }
             put_v6_header(
                 out,
                 ip.tos,
@@ -1178,13 +1223,15 @@ impl Nat64 {
         Ok(Verdict::Forward)
     }
 
-    /// RFC 7915 §4.2 and RFC 6146 §3.5.3: an ICMPv4 error from the IPv4 side about a packet
-    /// we sent (T:t → Z:z).
+    /// RFC 7915 §4.2 (and RFC 6146 §3.5.3 for a NAT64): an ICMPv4 error from the IPv4 side
+    /// about a packet the translator sent there. The mapping translates the inner packet back;
+    /// the outer destination is the mapped one, or for a NAT64 the inner packet's source X'.
     fn icmp_error_4to6(
         &mut self,
         b: &[u8],
         ip: &V4,
         src6: Ipv6Addr,
+        dst6: Dst6,
         hop: u8,
         out: &mut Vec<u8>,
     ) -> Result<Verdict, DropReason> {
@@ -1207,15 +1254,19 @@ impl Nat64 {
             return Err(DropReason::Fragment);
         }
         let (proto, sport, dport) = inner_ports(inner.proto, seg)?;
-        let key = Key4 {
+        let q = self.map.quoted_4to6(
             proto,
-            t: inner.src,
-            tport: sport,
-            z: inner.dst,
-            zport: dport,
+            Ends4 {
+                src: inner.src,
+                sport,
+                dst: inner.dst,
+                dport,
+            },
+        )?;
+        let x = match dst6 {
+            Dst6::Fixed(a) => a,
+            Dst6::Session => q.src,
         };
-        let (x, xport) = self.tables.peek_in(key).ok_or(DropReason::NoSession)?;
-        let zi6 = self.params.prefix.embed(inner.dst);
         let inner_next = if inner.proto == ICMP4 {
             ICMP6
         } else {
@@ -1228,7 +1279,15 @@ impl Nat64 {
         out.extend_from_slice(&m.rest);
         let inner_plen = usize::from(inner.total_len) - inner.l4;
         if inner.is_fragment() {
-            put_v6_header(out, inner.tos, inner_plen + 8, FRAGMENT, inner.ttl, x, zi6);
+            put_v6_header(
+                out,
+                inner.tos,
+                inner_plen + 8,
+                FRAGMENT,
+                inner.ttl,
+                q.src,
+                q.dst,
+            );
             put_frag_header(
                 out,
                 inner_next,
@@ -1237,7 +1296,9 @@ impl Nat64 {
                 u32::from(inner.id),
             );
         } else {
-            put_v6_header(out, inner.tos, inner_plen, inner_next, inner.ttl, x, zi6);
+            put_v6_header(
+                out, inner.tos, inner_plen, inner_next, inner.ttl, q.src, q.dst,
+            );
         }
         let seg_at = out.len();
         out.extend_from_slice(seg);
@@ -1250,17 +1311,17 @@ impl Nat64 {
                 } else {
                     icmp::v6::ECHO_REPLY
                 };
-                let new = pseudo6(x, zi6, ICMP6, inner_plen) + u32::from(word(s, 0));
-                rewrite_l4(s, ICMP4, xport, xport, old, new);
+                let new = pseudo6(q.src, q.dst, ICMP6, inner_plen) + u32::from(word(s, 0));
+                rewrite_l4(s, ICMP4, q.sport, q.sport, old, new);
             } else {
                 let old = addr4_sum(inner.src) + addr4_sum(inner.dst);
                 rewrite_l4(
                     s,
                     inner.proto,
-                    xport,
-                    dport,
+                    q.sport,
+                    q.dport,
                     old,
-                    addr6_sum(x) + addr6_sum(zi6),
+                    addr6_sum(q.src) + addr6_sum(q.dst),
                 );
             }
         }
@@ -1302,7 +1363,7 @@ impl Nat64 {
             0,
             OWN_HOP_LIMIT,
             ICMP4,
-            self.router4,
+            self.hdr.router4,
             ip.src,
         );
         out.extend_from_slice(&[ty, code, 0, 0]);
@@ -1315,6 +1376,14 @@ impl Nat64 {
             _ => self.stats.param_problem_sent += 1,
         }
         Ok(Verdict::Reply)
+    }
+}
+
+fn outcome(v: Verdict, out: Vec<u8>) -> Outcome {
+    match v {
+        Verdict::Forward => Outcome::Forward(out),
+        Verdict::Reply => Outcome::Reply(out),
+        Verdict::Drop(r) => Outcome::Drop(r),
     }
 }
 
@@ -1360,7 +1429,9 @@ fn inner_ports(next: u8, seg: &[u8]) -> Result<(Proto, u16, u16), DropReason> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::TcpState;
     use crate::Outcome::{Drop, Forward, Reply};
+    use crate::{ConfigError, Nat64, Params};
     use etherparse::{NetHeaders, PacketBuilder, PacketHeaders, TransportHeader};
     use wire::Duration;
 
@@ -2190,6 +2261,7 @@ mod proptests {
     //! The fuzz target's entry points on stable: arbitrary and mutated packets never panic,
     //! and every packet is accounted for exactly once.
     use super::*;
+    use crate::{Nat64, Params};
     use proptest::prelude::*;
 
     const T: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);

@@ -14,8 +14,12 @@
 //!   that connects moves new requests back.
 //! - `mptcp`: one MPTCP connection (RFC 8684) for all requests. The kernel's path manager
 //!   opens a subflow per endpoint (`ip mptcp endpoint add ADDR dev IFACE subflow`, set up
-//!   beforehand), moves data to the live subflow when one stops answering, and back when it
-//!   answers again. Each request's interface is the subflow whose acknowledged bytes grew.
+//!   beforehand), moves data to the live subflow when one stops answering. The path manager
+//!   never replaces the stale subflow, so, as a phone's MPTCP stack does, a Better Route probe
+//!   (a plain TCP attempt over the preferred interface every `--probe-every`) runs while
+//!   requests go over the fallback, and the first that connects has the path manager open a
+//!   new subflow over the preferred interface (`ip mptcp endpoint`, see [`rejoin`]). Each
+//!   request's interface is the subflow whose acknowledged bytes grew.
 //!
 //! Messages: the request is 16 bytes (`"LLF1"`, four zero bytes, the request id as u64,
 //! big-endian); the answer the same with `"LLF2"`. The server answers every request on a
@@ -117,8 +121,8 @@ pub struct FallbackClientArgs {
     /// `race`: the Connection Attempt Delay before the second attempt (RFC 8305 §5).
     #[arg(long, default_value = "250ms", value_parser = time_arg, value_name = "TIME")]
     pub attempt_delay: Duration,
-    /// `race`: time between Better Route probes while requests use the fallback; each probe
-    /// waits this long for its connection.
+    /// `race` and `mptcp`: time between Better Route probes while requests use the fallback;
+    /// each probe waits this long for its connection.
     #[arg(long, default_value = "1s", value_parser = positive_time_arg, value_name = "TIME")]
     pub probe_every: Duration,
     /// Write the JSON lines to FILE instead of stdout.
@@ -347,7 +351,7 @@ fn one_request(s: &Shared, id: u64) {
                 (stream, s.iface(p).to_string(), attempts)
             }
             _ => {
-                let fd = connect_before(s, &s.addr, None, deadline)?;
+                let fd = connect_before(s, &s.addr, None, deadline, false)?;
                 let stream = TcpStream::from(fd);
                 let iface = stream
                     .local_addr()
@@ -410,15 +414,15 @@ fn read_answer(
     }
 }
 
-/// One connection attempt (over `dev`, or the default route) that must connect before
-/// `deadline`.
+/// One connection attempt (over `dev`, or the default route; MPTCP or plain TCP) that must
+/// connect before `deadline`.
 fn connect_before(
     s: &Shared,
     addr: &SocketAddr,
     dev: Option<&str>,
     deadline: Duration,
+    mptcp: bool,
 ) -> anyhow::Result<OwnedFd> {
-    let mptcp = s.args.mode == Mode::Mptcp;
     let fd = crate::sys::start_connect(addr, dev, mptcp).context("cannot connect")?;
     loop {
         let now = s.clock.elapsed();
@@ -504,7 +508,7 @@ fn better_route_probe(s: &Shared, done: &Stop) {
             continue;
         }
         let deadline = s.clock.elapsed() + s.args.probe_every;
-        let ok = connect_before(s, &s.addr, Some(&s.args.primary), deadline).is_ok();
+        let ok = connect_before(s, &s.addr, Some(&s.args.primary), deadline, false).is_ok();
         s.policy
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -518,8 +522,39 @@ fn better_route_probe(s: &Shared, done: &Stop) {
     }
 }
 
-/// `mptcp`: every request on one MPTCP connection, made again if it breaks.
+/// What the `mptcp` mode's Better Route probe goes by.
+#[derive(Debug, Default)]
+struct MptcpPath {
+    /// The last answered request was carried by the secondary.
+    on_secondary: bool,
+    /// The primary's subflow was made anew since requests moved to the secondary.
+    rejoined: bool,
+    /// The connection's local address (its first subflow's, over the primary).
+    local: Option<IpAddr>,
+    /// The endpoint [`rejoin`] adds exists (it is deleted by its id before the next rejoin).
+    endpoint_added: bool,
+    /// The last request's time over the secondary: one round trip on the live path.
+    secondary_rtt: Duration,
+}
+
+/// The id of the path-manager endpoint [`rejoin`] adds for the primary's address.
+const PRIMARY_ENDPOINT_ID: &str = "100";
+
+/// `mptcp`: every request on one MPTCP connection, made again if it breaks. While requests go
+/// over the secondary, a Better Route probe (a plain TCP connection attempt over the primary)
+/// runs every `--probe-every`; when one connects, the primary's stale subflow is replaced by a
+/// new one ([`rejoin`]), as a phone's MPTCP stack does when its Wi-Fi works again.
 fn one_mptcp_connection(s: &Shared) {
+    let path = Mutex::new(MptcpPath::default());
+    let done = Stop::new();
+    std::thread::scope(|scope| {
+        scope.spawn(|| mptcp_better_route(s, &path, &done));
+        mptcp_requests(s, &path);
+        done.request();
+    });
+}
+
+fn mptcp_requests(s: &Shared, path: &Mutex<MptcpPath>) {
     let mut conn: Option<TcpStream> = None;
     let mut next = Duration::ZERO;
     let mut id = 0u64;
@@ -529,7 +564,7 @@ fn one_mptcp_connection(s: &Shared) {
         let deadline = s.clock.elapsed() + s.args.timeout;
         let r = (|| -> anyhow::Result<String> {
             if conn.is_none() {
-                let fd = connect_before(s, &s.addr, None, deadline)?;
+                let fd = connect_before(s, &s.addr, None, deadline, true)?;
                 let stream = TcpStream::from(fd);
                 stream.set_nonblocking(false)?;
                 stream.set_nodelay(true)?;
@@ -548,7 +583,25 @@ fn one_mptcp_connection(s: &Shared) {
                 .unwrap_or_default())
         })();
         match r {
-            Ok(iface) => s.answered(id, start_s, iface, 1),
+            Ok(iface) => {
+                let mut p = path.lock().unwrap_or_else(|e| e.into_inner());
+                if iface == s.args.secondary {
+                    p.on_secondary = true;
+                    p.secondary_rtt = s
+                        .clock
+                        .elapsed()
+                        .saturating_sub(Duration::from_secs_f64(start_s));
+                } else if iface == s.args.primary {
+                    p.on_secondary = false;
+                    p.rejoined = false;
+                }
+                p.local = conn
+                    .as_ref()
+                    .and_then(|c| c.local_addr().ok())
+                    .map(|a| a.ip());
+                drop(p);
+                s.answered(id, start_s, iface, 1)
+            }
             Err(e) => {
                 if e.downcast_ref::<std::io::Error>().is_some() {
                     conn = None;
@@ -558,6 +611,99 @@ fn one_mptcp_connection(s: &Shared) {
         }
         next = (next + s.args.interval).max(s.clock.elapsed());
     }
+}
+
+/// The `mptcp` mode's Better Route probe: while requests go over the secondary, a plain TCP
+/// connection attempt over the primary every `--probe-every`; the first that connects writes a
+/// `better_route` line and makes the primary's subflow anew.
+fn mptcp_better_route(s: &Shared, path: &Mutex<MptcpPath>, done: &Stop) {
+    let mut next = Duration::ZERO;
+    while !done.requested() && !s.stop.requested() {
+        let (local, endpoint_added, rtt) = {
+            let p = path.lock().unwrap_or_else(|e| e.into_inner());
+            let want = p.on_secondary && !p.rejoined;
+            (p.local.filter(|_| want), p.endpoint_added, p.secondary_rtt)
+        };
+        let now = s.clock.elapsed();
+        let Some(local) = local.filter(|_| now >= next) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        next = now + s.args.probe_every;
+        if connect_before(s, &s.addr, Some(&s.args.primary), next, false).is_err() {
+            continue;
+        }
+        s.out.emit(&Record::BetterRoute {
+            t_s: s.clock.t_s(),
+            iface: s.args.primary.clone(),
+        });
+        // The removal (RM_ADDR) travels over the secondary: two of its round trips give the
+        // server time to act on it before the new subflow joins, which it would otherwise
+        // close too (the new subflow from the first one's address has its id, 0).
+        let settle = (2 * rtt).max(Duration::from_millis(50));
+        let r = rejoin(local, &s.args.primary, endpoint_added, settle);
+        let mut p = path.lock().unwrap_or_else(|e| e.into_inner());
+        // Tried once per move to the secondary, whatever the outcome.
+        p.rejoined = true;
+        match r {
+            Ok(()) => p.endpoint_added = true,
+            Err(e) => eprintln!(
+                "fallback-client: cannot make a new subflow over {}: {e:#}",
+                s.args.primary
+            ),
+        }
+    }
+}
+
+/// Has the kernel's in-kernel path manager open a new subflow from `local` (over `dev`) on
+/// every MPTCP connection, as a phone's MPTCP stack does once its Wi-Fi works again (the path
+/// manager by itself never replaces a subflow). The stale subflow from that address goes
+/// first: the path manager opens no second subflow from an address in use. Deleting endpoint
+/// id 0 with an address closes the connections' first subflows from it and tells the server
+/// (RM_ADDR, RFC 8684 §3.4.2; ip-mptcp(8)); later, the endpoint added here is deleted by its
+/// id. After `settle`, time for the server to act on the removal, the new endpoint is added
+/// with the `subflow` flag, which makes the path manager open a subflow from it on the
+/// connections that exist. Needs CAP_NET_ADMIN (root in the lab's host).
+fn rejoin(local: IpAddr, dev: &str, endpoint_added: bool, settle: Duration) -> anyhow::Result<()> {
+    let local = match local {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let addr = local.to_string();
+    let delete: &[&str] = if endpoint_added {
+        &["mptcp", "endpoint", "delete", "id", PRIMARY_ENDPOINT_ID]
+    } else {
+        &["mptcp", "endpoint", "delete", "id", "0", &addr]
+    };
+    ip(delete)?;
+    std::thread::sleep(settle);
+    ip(&[
+        "mptcp",
+        "endpoint",
+        "add",
+        &addr,
+        "dev",
+        dev,
+        "id",
+        PRIMARY_ENDPOINT_ID,
+        "subflow",
+    ])
+}
+
+/// Runs `ip ARGS` (iproute2), its error quoted when it fails.
+fn ip(args: &[&str]) -> anyhow::Result<()> {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .context("cannot run ip (iproute2)")?;
+    if !o.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// The local address of the subflow whose acknowledged bytes grew most between two looks.
