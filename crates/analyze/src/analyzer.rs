@@ -1,23 +1,30 @@
 //! The analyzer: captures in, [`Analysis`] out.
 //!
-//! [`Analyzer`] reads each capture as a stream ([`crate::capture`]), strips the link layer
-//! ([`crate::link`]), parses IP and transport headers (`wire::packet::parse`, TCP options with
-//! [`crate::tcpopt`]), and hands each packet to the TCP connection or UDP flow it belongs to,
-//! keyed by vantage point and address pair. A SYN on a 4-tuple whose connection was closed or
-//! reset starts a new connection. Problems in the middle of a file become warnings naming the
-//! packet number; the analysis keeps what it read. It does not open files or print.
+//! Two halves. The front reads each capture ([`crate::capture`]), strips the link layer
+//! ([`crate::link`]), parses the IP and transport headers once ([`crate::headers`]), applies
+//! the filter, and hands each packet as an [`Item`] to the shard that keeps its connection,
+//! chosen by a hash of the address pair. A [`ShardAnalyzer`] reads the TCP options
+//! ([`crate::tcpopt`]) and feeds the TCP connection or UDP flow the packet belongs to, keyed
+//! by vantage point and address pair. A SYN on a 4-tuple whose connection was closed or reset
+//! starts a new connection. Problems in the middle of a file become warnings naming the packet
+//! number; the analysis keeps what it read. It does not open files, print, or start threads.
+//!
+//! [`Analyzer`] joins the two halves on one thread. [`Splitter`] is the front alone, for a
+//! caller that runs shards on several threads: the result of [`Splitter::finish`] over any
+//! number of shards is the same as one [`Analyzer`]'s.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::Read;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use wire::packet::Transport;
-use wire::Instant;
+use wire::packet::{TcpHeader, Transport};
+use wire::{Ecn, Instant};
 
-use crate::capture::{CaptureError, CaptureReader};
+use crate::capture::{CaptureError, CaptureReader, RawPacket};
 use crate::diagnose;
 use crate::filter::Filter;
+use crate::headers;
 use crate::link;
 use crate::model::*;
 use crate::tcp::{TcpConn, TcpPacket};
@@ -34,41 +41,6 @@ pub struct Options {
     pub filter: Option<Filter>,
     /// Most warnings kept (the rest are counted per capture).
     pub max_warnings: usize,
-    /// Which part of the connections this analyzer keeps, for running several over the same
-    /// captures on several cores ([`Shard`]; [`Analysis::merge`] joins their results).
-    pub shard: Shard,
-}
-
-/// One of `count` disjoint parts of the connections and flows, chosen by a hash of their
-/// address pair (both directions and every vantage point of a connection fall in the same
-/// part, so `ecn_bleached` still sees both views). Every shard reads every packet, keeps the
-/// capture summaries and the epoch; only shard 0 keeps warnings, so that merged shards report
-/// each once.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Shard {
-    pub index: u32,
-    pub count: u32,
-}
-
-impl Default for Shard {
-    fn default() -> Shard {
-        Shard { index: 0, count: 1 }
-    }
-}
-
-impl Shard {
-    /// Whether the connection or flow between `x` and `y` belongs to this shard.
-    fn owns(self, x: SocketAddr, y: SocketAddr) -> bool {
-        if self.count <= 1 {
-            return true;
-        }
-        let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
-        let mut h = FxHasher::default();
-        lo.hash(&mut h);
-        hi.hash(&mut h);
-        // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
-        ((h.finish() >> 32) % u64::from(self.count)) as u32 == self.index
-    }
 }
 
 impl Default for Options {
@@ -77,7 +49,6 @@ impl Default for Options {
             keep_series: false,
             filter: None,
             max_warnings: 100,
-            shard: Shard::default(),
         }
     }
 }
@@ -117,57 +88,155 @@ impl Hasher for FxHasher {
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-/// How often (in packets) closed connections are finished and their state dropped.
+/// How often (in IP packets over all shards) closed connections are finished and their state
+/// dropped.
 const SWEEP_EVERY_PACKETS: u32 = 65_536;
+/// How often (in bytes of input) a reader of a capture in memory is told how far it got.
+pub const PROGRESS_STEP_BYTES: u64 = 4 << 20;
 /// How long after its last packet a closed connection is finished: a reused 4-tuple within
 /// this time still starts a new connection (see `TcpConn::is_reuse_by`).
 const SWEEP_AFTER_CLOSE: wire::Duration = wire::Duration::from_secs(30);
 
-/// (vantage, lower endpoint, higher endpoint): both directions map to one key.
-type Key = (Vantage, SocketAddr, SocketAddr);
+/// One end of a flow, in a form that hashes and compares in a few instructions: an IPv4
+/// address in the low 32 bits or an IPv6 address, and the port with the family above it (so
+/// that 10.0.0.1 and ::a00:1 differ).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct End {
+    ip: u128,
+    port_family: u32,
+}
 
-fn key(v: Vantage, x: SocketAddr, y: SocketAddr) -> Key {
-    if x <= y {
-        (v, x, y)
-    } else {
-        (v, y, x)
+impl End {
+    fn new(ip: IpAddr, port: u16) -> End {
+        match ip {
+            IpAddr::V4(a) => End {
+                ip: u128::from(u32::from(a)),
+                port_family: u32::from(port),
+            },
+            IpAddr::V6(a) => End {
+                ip: u128::from(a),
+                port_family: u32::from(port) | 1 << 16,
+            },
+        }
+    }
+    fn of(s: SocketAddr) -> End {
+        End::new(s.ip(), s.port())
     }
 }
 
-/// Builds an [`Analysis`] from captures fed one after another.
-pub struct Analyzer {
-    opts: Options,
+/// (vantage, lower end, higher end): both directions of a flow map to one key.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Key {
+    vantage: u64,
+    lo: End,
+    hi: End,
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.vantage);
+        self.hash_pair(h);
+    }
+}
+
+impl Key {
+    fn new(v: Vantage, x: End, y: End) -> Key {
+        let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+        Key {
+            vantage: (v.capture as u64) << 32 | u64::from(v.interface),
+            lo,
+            hi,
+        }
+    }
+    fn hash_pair<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.lo.ip as u64);
+        h.write_u64((self.lo.ip >> 64) as u64);
+        h.write_u64(self.hi.ip as u64);
+        h.write_u64((self.hi.ip >> 64) as u64);
+        h.write_u64(u64::from(self.lo.port_family) << 32 | u64::from(self.hi.port_family));
+    }
+    /// Which of `count` shards keeps the flow: by its address pair alone, so that both
+    /// directions and every vantage point of a connection fall in the same one (and
+    /// `ecn_bleached` still sees both views).
+    fn shard(&self, count: u32) -> u32 {
+        if count <= 1 {
+            return 0;
+        }
+        let mut h = FxHasher::default();
+        self.hash_pair(&mut h);
+        // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
+        ((h.finish() >> 32) % u64::from(count)) as u32
+    }
+}
+
+/// One packet on its way from the front ([`Splitter`]) to the shard that keeps its connection
+/// ([`ShardAnalyzer`]), with its headers already parsed; or the front's signal to finish
+/// closed connections. `'a` is the capture's bytes (the payload is read in place).
+pub struct Item<'a>(ItemKind<'a>);
+
+enum ItemKind<'a> {
+    Tcp(TcpItem<'a>),
+    Udp {
+        key: Key,
+        vantage: Vantage,
+        time: Instant,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload_len: usize,
+        ecn: Ecn,
+    },
+    Sweep(Instant),
+}
+
+struct TcpItem<'a> {
+    key: Key,
+    vantage: Vantage,
+    time: Instant,
+    src: SocketAddr,
+    dst: SocketAddr,
+    h: TcpHeader,
+    ecn: Ecn,
+    ttl: u8,
+    ip_header_len: usize,
+    /// The IP datagram as captured.
+    ip: &'a [u8],
+}
+
+/// The front: capture summaries, warnings, the epoch and the sweep clock, which are the same
+/// however many shards there are.
+struct Front {
+    filter: Option<Filter>,
+    max_warnings: usize,
     epoch: Option<Instant>,
     captures: Vec<CaptureSummary>,
     warnings: Vec<Warning>,
-    /// Live connections.
-    tcp: FastMap<Key, TcpConn>,
-    /// Packets since the last sweep of closed connections.
+    /// IP packets since the last sweep of closed connections.
     since_sweep: u32,
-    tcp_done: Vec<Connection>,
-    udp_index: FastMap<Key, usize>,
-    udp: Vec<UdpState>,
 }
 
-impl Analyzer {
-    pub fn new(opts: Options) -> Analyzer {
-        Analyzer {
-            opts,
+impl Front {
+    fn new(opts: &Options) -> Front {
+        Front {
+            filter: opts.filter.clone(),
+            max_warnings: opts.max_warnings,
             epoch: None,
             captures: Vec::new(),
             warnings: Vec::new(),
-            tcp: FastMap::default(),
             since_sweep: 0,
-            tcp_done: Vec::new(),
-            udp_index: FastMap::default(),
-            udp: Vec::new(),
         }
     }
 
-    /// Reads a whole capture. Errors only when the file header cannot be read; trouble later
-    /// in the file becomes a warning naming the packet, and what came before it counts.
-    pub fn add_capture<R: Read>(&mut self, name: &str, input: R) -> Result<(), CaptureError> {
-        let mut rd = CaptureReader::new(input)?;
+    /// Reads a whole capture; `each(front, vantage, number, time, offset, ip)` gets every IP
+    /// datagram, `offset` being where it starts in the (uncompressed) input, and `progress`
+    /// the offset reached every [`PROGRESS_STEP_BYTES`] (everything before it was handed out).
+    fn read_capture(
+        &mut self,
+        name: &str,
+        mut rd: CaptureReader<'_>,
+        progress: &mut dyn FnMut(u64),
+        mut each: impl FnMut(&mut Front, Vantage, u64, Instant, u64, &[u8]),
+    ) {
+        let mut next_progress = PROGRESS_STEP_BYTES;
         let cap = self.captures.len();
         self.captures.push(CaptureSummary {
             name: name.to_string(),
@@ -176,7 +245,7 @@ impl Analyzer {
         });
         let mut unsupported: Vec<u32> = Vec::new();
         loop {
-            let p = match rd.next_packet() {
+            let p: RawPacket<'_> = match rd.next_packet() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
@@ -185,6 +254,10 @@ impl Analyzer {
                     break;
                 }
             };
+            if p.offset >= next_progress {
+                next_progress = p.offset + PROGRESS_STEP_BYTES;
+                progress(p.offset);
+            }
             let s = &mut self.captures[cap];
             s.packets += 1;
             s.captured_bytes += p.data.len() as u64;
@@ -196,7 +269,10 @@ impl Analyzer {
             match link::ip_payload(p.linktype, p.data) {
                 Ok(Some(ip)) => {
                     s.ip_packets += 1;
-                    self.add_packet(vantage, number, time, ip);
+                    // The datagram lies inside the record's bytes.
+                    let inside = (ip.as_ptr() as usize).wrapping_sub(p.data.as_ptr() as usize);
+                    let offset = p.offset + inside.min(p.data.len()) as u64;
+                    each(self, vantage, number, time, offset, ip);
                 }
                 Ok(None) => s.non_ip_packets += 1,
                 Err(link::LinkError::Unsupported(t)) => {
@@ -214,14 +290,10 @@ impl Analyzer {
             }
         }
         self.captures[cap].interfaces = rd.interfaces();
-        Ok(())
     }
 
     fn warn(&mut self, capture: usize, packet: u64, message: String) {
-        if self.opts.shard.index != 0 {
-            return;
-        }
-        if self.warnings.len() < self.opts.max_warnings {
+        if self.warnings.len() < self.max_warnings {
             self.warnings.push(Warning {
                 capture,
                 packet,
@@ -232,114 +304,237 @@ impl Analyzer {
         }
     }
 
-    /// Feeds one IP datagram seen at `vantage` (for callers that have packets rather than a
-    /// file, such as a live lab). `number` is only used in warnings.
-    pub fn add_packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
+    /// One IP datagram: parsed once, filtered, and handed to `sink` with the index of the
+    /// shard (of `count`) that keeps its flow.
+    fn packet<'a>(
+        &mut self,
+        vantage: Vantage,
+        number: u64,
+        time: Instant,
+        ip: &'a [u8],
+        count: u32,
+        sink: &mut impl FnMut(u32, Item<'a>),
+    ) {
         self.epoch = Some(self.epoch.map_or(time, |e| e.min(time)));
         self.since_sweep += 1;
         if self.since_sweep >= SWEEP_EVERY_PACKETS {
             self.since_sweep = 0;
-            self.sweep(time);
+            for shard in 0..count {
+                sink(shard, Item(ItemKind::Sweep(time)));
+            }
         }
-        let h = match wire::packet::parse(ip) {
+        let h = match headers::parse(ip) {
             Ok(h) => h,
             Err(e) => {
                 self.warn(vantage.capture, number, format!("packet {number}: {e}"));
                 return;
             }
         };
-        match &h.transport {
+        match h.transport {
             Transport::Tcp(t) => {
                 let src = SocketAddr::new(h.ip.src, t.src_port);
                 let dst = SocketAddr::new(h.ip.dst, t.dst_port);
-                if !self.opts.shard.owns(src, dst) {
-                    return;
-                }
-                if let Some(f) = &self.opts.filter {
+                if let Some(f) = &self.filter {
                     if !f.matches(true, src, dst) {
                         return;
                     }
                 }
-                let o0 = h.ip.header_len + 20;
-                let o1 = (h.ip.header_len + t.header_len).min(ip.len());
-                let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
-                let k = key(vantage, src, dst);
-                let keep = self.opts.keep_series;
-                let conn = self
-                    .tcp
-                    .entry(k)
-                    .or_insert_with(|| TcpConn::new(vantage, src, dst, t, time, keep));
-                if conn.is_reuse_by(src, t) {
-                    let fresh = TcpConn::new(vantage, src, dst, t, time, keep);
-                    let old = std::mem::replace(conn, fresh);
-                    self.tcp_done.push(old.finish());
-                }
-                conn.handle(
-                    src,
-                    &TcpPacket {
-                        time,
-                        h: t,
-                        opts: &opts,
-                        ecn: h.ip.ecn,
-                        payload: ip
-                            .get(o1..)
-                            .map_or(&[][..], |b| &b[..b.len().min(t.payload_len)]),
-                        ttl: h.ip.ttl,
-                    },
+                let key = Key::new(
+                    vantage,
+                    End::new(h.ip.src, t.src_port),
+                    End::new(h.ip.dst, t.dst_port),
                 );
+                let item = TcpItem {
+                    key,
+                    vantage,
+                    time,
+                    src,
+                    dst,
+                    h: t,
+                    ecn: h.ip.ecn,
+                    ttl: h.ip.ttl,
+                    ip_header_len: h.ip.header_len,
+                    ip,
+                };
+                sink(key.shard(count), Item(ItemKind::Tcp(item)));
             }
             Transport::Udp {
                 src_port,
                 dst_port,
                 payload_len,
             } => {
-                let src = SocketAddr::new(h.ip.src, *src_port);
-                let dst = SocketAddr::new(h.ip.dst, *dst_port);
-                if !self.opts.shard.owns(src, dst) {
-                    return;
-                }
-                if let Some(f) = &self.opts.filter {
+                let src = SocketAddr::new(h.ip.src, src_port);
+                let dst = SocketAddr::new(h.ip.dst, dst_port);
+                if let Some(f) = &self.filter {
                     if !f.matches(false, src, dst) {
                         return;
                     }
                 }
-                let k = key(vantage, src, dst);
-                let idx = *self.udp_index.entry(k).or_insert_with(|| {
-                    self.udp.push(UdpState::new(vantage, src, dst, time));
-                    self.udp.len() - 1
-                });
-                self.udp[idx].handle(src, time, *payload_len, h.ip.ecn);
+                let key = Key::new(vantage, End::of(src), End::of(dst));
+                let item = ItemKind::Udp {
+                    key,
+                    vantage,
+                    time,
+                    src,
+                    dst,
+                    payload_len,
+                    ecn: h.ip.ecn,
+                };
+                sink(key.shard(count), Item(item));
             }
             _ => {}
         }
     }
 
+    fn into_analysis(self, mut parts: Vec<ShardResult>) -> Analysis {
+        let mut connections = Vec::new();
+        let mut udp = Vec::new();
+        let one = parts.len() == 1;
+        for p in parts.drain(..) {
+            connections.extend(p.connections);
+            udp.extend(p.udp);
+        }
+        if !one {
+            connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
+            udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
+        }
+        Analysis {
+            epoch: self.epoch.unwrap_or_default(),
+            captures: self.captures,
+            connections,
+            udp,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// The connections and flows of one shard: everything per connection, nothing per capture.
+pub struct ShardAnalyzer {
+    keep_series: bool,
+    /// Live connections, with their keys, found through `tcp_index` (or `last`, the previous
+    /// packet's, which is the next packet's more often than not).
+    tcp: Vec<(Key, TcpConn)>,
+    tcp_index: FastMap<Key, usize>,
+    last: Option<(Key, usize)>,
+    tcp_done: Vec<Connection>,
+    udp_index: FastMap<Key, usize>,
+    udp: Vec<UdpState>,
+}
+
+/// What a shard found, for [`Splitter::finish`].
+pub struct ShardResult {
+    connections: Vec<Connection>,
+    udp: Vec<UdpFlow>,
+}
+
+impl ShardAnalyzer {
+    pub fn new(opts: &Options) -> ShardAnalyzer {
+        ShardAnalyzer {
+            keep_series: opts.keep_series,
+            tcp: Vec::new(),
+            tcp_index: FastMap::default(),
+            last: None,
+            tcp_done: Vec::new(),
+            udp_index: FastMap::default(),
+            udp: Vec::new(),
+        }
+    }
+
+    /// Feeds one item from the front.
+    pub fn handle(&mut self, item: Item<'_>) {
+        match item.0 {
+            ItemKind::Tcp(p) => self.tcp_packet(&p),
+            ItemKind::Udp {
+                key,
+                vantage,
+                time,
+                src,
+                dst,
+                payload_len,
+                ecn,
+            } => {
+                let idx = *self.udp_index.entry(key).or_insert_with(|| {
+                    self.udp.push(UdpState::new(vantage, src, dst, time));
+                    self.udp.len() - 1
+                });
+                self.udp[idx].handle(src, time, payload_len, ecn);
+            }
+            ItemKind::Sweep(now) => self.sweep(now),
+        }
+    }
+
+    fn tcp_packet(&mut self, p: &TcpItem<'_>) {
+        let (t, ip, time) = (&p.h, p.ip, p.time);
+        let o0 = p.ip_header_len + 20;
+        let o1 = (p.ip_header_len + t.header_len).min(ip.len());
+        let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
+        let keep = self.keep_series;
+        let idx = match self.last {
+            Some((k, i)) if k == p.key => i,
+            _ => {
+                let i = match self.tcp_index.get(&p.key) {
+                    Some(&i) => i,
+                    None => {
+                        let conn = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
+                        self.tcp.push((p.key, conn));
+                        self.tcp_index.insert(p.key, self.tcp.len() - 1);
+                        self.tcp.len() - 1
+                    }
+                };
+                self.last = Some((p.key, i));
+                i
+            }
+        };
+        let conn = &mut self.tcp[idx].1;
+        if conn.is_reuse_by(p.src, t) {
+            let fresh = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
+            let old = std::mem::replace(conn, fresh);
+            self.tcp_done.push(old.finish());
+        }
+        conn.handle(
+            p.src,
+            &TcpPacket {
+                time,
+                h: t,
+                opts: &opts,
+                ecn: p.ecn,
+                payload: ip
+                    .get(o1..)
+                    .map_or(&[][..], |b| &b[..b.len().min(t.payload_len)]),
+                ttl: p.ttl,
+            },
+        );
+    }
+
     /// Finishes connections that closed (FIN both ways, or RST) long enough ago that no
     /// straggler will come, so that live state tracks open connections, not all of them.
     fn sweep(&mut self, now: Instant) {
-        let done: Vec<Key> = self
-            .tcp
-            .iter()
-            .filter(|(_, c)| c.closed_before(now - SWEEP_AFTER_CLOSE))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in done {
-            if let Some(c) = self.tcp.remove(&k) {
+        let cutoff = now - SWEEP_AFTER_CLOSE;
+        if !self.tcp.iter().any(|(_, c)| c.closed_before(cutoff)) {
+            return;
+        }
+        self.last = None;
+        self.tcp_index.clear();
+        for (k, c) in std::mem::take(&mut self.tcp) {
+            if c.closed_before(cutoff) {
                 self.tcp_done.push(c.finish());
+            } else {
+                self.tcp_index.insert(k, self.tcp.len());
+                self.tcp.push((k, c));
             }
         }
     }
 
-    /// Finishes every connection and flow, runs the diagnoses, and returns the analysis.
-    pub fn finish(self) -> Analysis {
+    /// Finishes every connection and flow and runs the diagnoses.
+    pub fn finish(self) -> ShardResult {
         let mut connections = self.tcp_done;
-        connections.extend(self.tcp.into_values().map(TcpConn::finish));
+        connections.extend(self.tcp.into_iter().map(|(_, c)| c.finish()));
         connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
         // ecn_bleached: the same connection at two vantage points.
-        let mut by_pair: FastMap<(SocketAddr, SocketAddr), Vec<usize>> = FastMap::default();
+        let mut by_pair: FastMap<(End, End), Vec<usize>> = FastMap::default();
         for (i, c) in connections.iter().enumerate() {
-            let (_, x, y) = key(c.vantage, c.a, c.b);
-            by_pair.entry((x, y)).or_default().push(i);
+            let k = Key::new(c.vantage, End::of(c.a), End::of(c.b));
+            by_pair.entry((k.lo, k.hi)).or_default().push(i);
         }
         let mut extra: Vec<(usize, Diagnosis)> = Vec::new();
         for group in by_pair.values().filter(|g| g.len() > 1) {
@@ -359,47 +554,133 @@ impl Analyzer {
         }
         let mut udp: Vec<UdpFlow> = self.udp.into_iter().map(UdpState::finish).collect();
         udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
-        Analysis {
-            epoch: self.epoch.unwrap_or_default(),
-            captures: self.captures,
-            connections,
-            udp,
-            warnings: self.warnings,
-        }
+        ShardResult { connections, udp }
     }
 }
 
-impl Analysis {
-    /// Joins the analyses of the shards of the same captures ([`Shard`]): the capture
-    /// summaries and warnings of the first, the connections and flows of all, in order of
-    /// their first packet.
-    pub fn merge(parts: Vec<Analysis>) -> Analysis {
-        let mut it = parts.into_iter();
-        let Some(mut all) = it.next() else {
-            return Analysis {
-                epoch: Instant::default(),
-                captures: Vec::new(),
-                connections: Vec::new(),
-                udp: Vec::new(),
-                warnings: Vec::new(),
-            };
-        };
-        for p in it {
-            all.epoch = all.epoch.min(p.epoch);
-            all.connections.extend(p.connections);
-            all.udp.extend(p.udp);
+/// The front alone: reads captures held in memory once and splits their packets into
+/// `count` shards by address pair, for [`ShardAnalyzer`]s on other threads.
+pub struct Splitter {
+    front: Front,
+    count: u32,
+}
+
+impl Splitter {
+    pub fn new(opts: &Options, count: u32) -> Splitter {
+        Splitter {
+            front: Front::new(opts),
+            count: count.max(1),
         }
-        all.connections
-            .sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
-        all.udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
-        all
+    }
+
+    /// Reads a whole uncompressed capture from `bytes` (a mapped file), handing each packet to
+    /// `sink` with the index of its shard; items borrow `bytes`. `progress` hears how far the
+    /// reading got, every [`PROGRESS_STEP_BYTES`]. Errors only when the file header cannot be
+    /// read (or the capture is gzip-compressed: read those with an [`Analyzer`]); trouble
+    /// later in the file becomes a warning naming the packet.
+    pub fn add_capture<'a>(
+        &mut self,
+        name: &str,
+        bytes: &'a [u8],
+        sink: &mut impl FnMut(u32, Item<'a>),
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), CaptureError> {
+        let rd = CaptureReader::from_bytes(bytes)?;
+        if rd.is_gzip() {
+            return Err(CaptureError::Malformed {
+                packet: 0,
+                why: "a gzip-compressed capture cannot be split in place".into(),
+            });
+        }
+        let count = self.count;
+        self.front
+            .read_capture(name, rd, progress, |f, v, n, t, at, ip| {
+                let at = usize::try_from(at).unwrap_or(usize::MAX);
+                // In place, the datagram is these bytes of the input.
+                if let Some(ip) = bytes.get(at..at.saturating_add(ip.len())) {
+                    f.packet(v, n, t, ip, count, &mut *sink);
+                }
+            });
+        Ok(())
+    }
+
+    /// The analysis: the shards' connections and flows (in any order of shards) with the
+    /// capture summaries, warnings and epoch read here.
+    pub fn finish(self, parts: Vec<ShardResult>) -> Analysis {
+        self.front.into_analysis(parts)
+    }
+}
+
+/// Builds an [`Analysis`] from captures fed one after another, on one thread.
+pub struct Analyzer {
+    front: Front,
+    shard: ShardAnalyzer,
+}
+
+impl Analyzer {
+    pub fn new(opts: Options) -> Analyzer {
+        Analyzer {
+            front: Front::new(&opts),
+            shard: ShardAnalyzer::new(&opts),
+        }
+    }
+
+    /// Reads a whole capture as a stream. Errors only when the file header cannot be read;
+    /// trouble later in the file becomes a warning naming the packet, and what came before it
+    /// counts.
+    pub fn add_capture<R: Read>(&mut self, name: &str, input: R) -> Result<(), CaptureError> {
+        let rd = CaptureReader::new(input)?;
+        let shard = &mut self.shard;
+        self.front
+            .read_capture(name, rd, &mut |_| {}, |f, v, n, t, _, ip| {
+                f.packet(v, n, t, ip, 1, &mut |_, item| shard.handle(item));
+            });
+        Ok(())
+    }
+
+    /// Reads a whole capture held in memory (a mapped file), parsing its records in place.
+    /// Errors as [`Analyzer::add_capture`].
+    pub fn add_capture_bytes(&mut self, name: &str, bytes: &[u8]) -> Result<(), CaptureError> {
+        self.add_capture_bytes_with(name, bytes, &mut |_| {})
+    }
+
+    /// [`Analyzer::add_capture_bytes`], telling `progress` how far the reading got every
+    /// [`PROGRESS_STEP_BYTES`].
+    pub fn add_capture_bytes_with(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), CaptureError> {
+        let rd = CaptureReader::from_bytes(bytes)?;
+        let shard = &mut self.shard;
+        self.front
+            .read_capture(name, rd, progress, |f, v, n, t, _, ip| {
+                f.packet(v, n, t, ip, 1, &mut |_, item| shard.handle(item));
+            });
+        Ok(())
+    }
+
+    /// Feeds one IP datagram seen at `vantage` (for callers that have packets rather than a
+    /// file, such as a live lab). `number` is only used in warnings.
+    pub fn add_packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
+        let shard = &mut self.shard;
+        self.front
+            .packet(vantage, number, time, ip, 1, &mut |_, item| {
+                shard.handle(item)
+            });
+    }
+
+    /// Finishes every connection and flow, runs the diagnoses, and returns the analysis.
+    pub fn finish(self) -> Analysis {
+        self.front.into_analysis(vec![self.shard.finish()])
     }
 }
 
 /// Analyzes one in-memory capture.
 pub fn analyze_bytes(name: &str, bytes: &[u8], opts: Options) -> Result<Analysis, CaptureError> {
     let mut a = Analyzer::new(opts);
-    a.add_capture(name, bytes)?;
+    a.add_capture_bytes(name, bytes)?;
     Ok(a.finish())
 }
 
@@ -469,6 +750,35 @@ mod tests {
         assert_eq!(one.connections[0].b.port(), 80);
     }
 
+    /// Runs the front over `bytes` into `count` shards, one after another, and joins them.
+    fn split(bytes: &[u8], count: u32, opts: &Options) -> (Analysis, Vec<usize>) {
+        let mut front = Splitter::new(opts, count);
+        let mut queues: Vec<Vec<Item<'_>>> = (0..count).map(|_| Vec::new()).collect();
+        front
+            .add_capture(
+                "t",
+                bytes,
+                &mut |s, item| queues[s as usize].push(item),
+                &mut |_| {},
+            )
+            .unwrap();
+        let mut sizes = Vec::new();
+        let parts = queues
+            .into_iter()
+            .map(|q| {
+                let mut shard = ShardAnalyzer::new(opts);
+                let mut tcp = 0;
+                for item in q {
+                    tcp += usize::from(matches!(item.0, ItemKind::Tcp(_)));
+                    shard.handle(item);
+                }
+                sizes.push(tcp);
+                shard.finish()
+            })
+            .collect();
+        (front.finish(parts), sizes)
+    }
+
     #[test]
     fn shards_split_the_connections_and_merge_back_into_the_whole_analysis() {
         let mut pk = Vec::new();
@@ -490,33 +800,52 @@ mod tests {
         bytes[n - 8] = 4;
         bytes[n - 4] = 4;
         bytes.extend_from_slice(&[0x60, 0, 0, 0]);
-        let whole = analyze_bytes("t", &bytes, Options::default()).unwrap();
-        let parts: Vec<Analysis> = (0..3)
-            .map(|index| {
-                let shard = Shard { index, count: 3 };
-                let a = analyze_bytes(
-                    "t",
-                    &bytes,
-                    Options {
-                        shard,
-                        ..Options::default()
-                    },
-                );
-                a.unwrap()
-            })
-            .collect();
-        assert!(
-            parts.iter().filter(|p| !p.connections.is_empty()).count() >= 2,
-            "the hash spreads connections over the shards"
-        );
-        let merged = Analysis::merge(parts);
+        let opts = Options::default();
+        let whole = analyze_bytes("t", &bytes, opts.clone()).unwrap();
         let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
         assert_eq!(whole.connections.len(), 12);
         assert_eq!(whole.warnings.len(), 1);
-        assert!(
-            json(&merged) == json(&whole),
-            "merged shards differ from the whole"
-        );
+        for count in [1, 2, 3] {
+            let (merged, sizes) = split(&bytes, count, &opts);
+            assert!(
+                sizes.iter().filter(|&&n| n > 0).count() >= count.min(2) as usize,
+                "the hash spreads connections over the shards: {sizes:?}"
+            );
+            assert!(
+                json(&merged) == json(&whole),
+                "{count} merged shards differ from the whole"
+            );
+        }
+        // The stream reader and the in-place one agree.
+        let mut a = Analyzer::new(opts);
+        a.add_capture("t", &bytes[..]).unwrap();
+        assert!(json(&a.finish()) == json(&whole));
+    }
+
+    #[test]
+    fn sweeps_reach_every_shard_so_a_split_analysis_finishes_connections_alike() {
+        // Short connections, each closed long before the next: sweeps finish them as the
+        // file goes on, in every shard at the same packet.
+        let mut pk = Vec::new();
+        for i in 0..40u16 {
+            let mut b = Bulk::new(
+                format!("10.0.1.{}:{}", 1 + i % 5, 41000 + i % 3)
+                    .parse()
+                    .unwrap(),
+                "10.0.0.9:5201".parse().unwrap(),
+            );
+            b.bytes = 2_000_000;
+            b.start_ns = u64::from(i) * 40_000_000_000;
+            pk.extend(b.run());
+        }
+        pk.sort_by_key(|p| p.0);
+        assert!(pk.len() > SWEEP_EVERY_PACKETS as usize, "{}", pk.len());
+        let bytes = synth::pcap(pk);
+        let opts = Options::default();
+        let whole = analyze_bytes("t", &bytes, opts.clone()).unwrap();
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        let (merged, _) = split(&bytes, 2, &opts);
+        assert!(json(&merged) == json(&whole));
     }
 
     #[test]
@@ -614,9 +943,13 @@ mod tests {
                     *x = v;
                 }
             }
-            if let Ok(a) = analyze_bytes("f", &b, Options { keep_series: true, ..Options::default() }) {
+            let opts = Options { keep_series: true, ..Options::default() };
+            if let Ok(a) = analyze_bytes("t", &b, opts.clone()) {
                 let _ = crate::text::summary(&a);
                 let _ = crate::text::warnings(&a);
+                // Split over two shards, the same analysis.
+                let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+                proptest::prop_assert!(json(&split(&b, 2, &opts).0) == json(&a));
             }
         }
     }

@@ -84,6 +84,10 @@ pub struct RawPacket<'a> {
     pub data: &'a [u8],
     /// The packet's length on the wire.
     pub orig_len: u32,
+    /// Where `data` starts in the (uncompressed) input: for a reader made by
+    /// [`CaptureReader::from_bytes`] over an uncompressed capture, `data` is
+    /// `bytes[offset..offset + data.len()]`, so a caller may keep it beyond the next call.
+    pub offset: u64,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -126,6 +130,9 @@ struct Iface {
 /// A streaming capture reader. See the module documentation.
 pub struct CaptureReader<'r> {
     src: Box<dyn BufRead + 'r>,
+    /// The whole input, when it is in memory and not compressed: pcap records are then read
+    /// straight from it (`src` is only used for the file header).
+    whole: Option<&'r [u8]>,
     format: Format,
     gzip: bool,
     buf: Vec<u8>,
@@ -137,6 +144,8 @@ pub struct CaptureReader<'r> {
     section_base: usize,
     /// Byte order of the current pcapng section.
     ng_big_endian: bool,
+    /// Bytes of the (uncompressed) input consumed so far, lent ones included once returned.
+    pos: u64,
 }
 
 impl<'r> CaptureReader<'r> {
@@ -144,17 +153,27 @@ impl<'r> CaptureReader<'r> {
     pub fn new<R: Read + 'r>(input: R) -> Result<CaptureReader<'r>, CaptureError> {
         let mut br = BufReader::with_capacity(256 * 1024, input);
         let head = br.fill_buf().map_err(|e| io_err(0, &e))?;
-        let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
-        let src: Box<dyn BufRead + 'r> = if gzip {
-            Box::new(BufReader::with_capacity(
-                256 * 1024,
-                MultiGzDecoder::new(br),
-            ))
-        } else {
-            Box::new(br)
-        };
+        let gzip = is_gzip(head);
+        CaptureReader::start(source(br, gzip), gzip)
+    }
+
+    /// A reader over a capture held in memory (a mapped file): records are parsed in place,
+    /// without copying the file through a buffer, and each [`RawPacket::offset`] locates its
+    /// bytes in `bytes` (unless the capture is gzip-compressed, which is inflated as a stream).
+    pub fn from_bytes(bytes: &'r [u8]) -> Result<CaptureReader<'r>, CaptureError> {
+        let gzip = is_gzip(bytes);
+        // A byte slice is its own buffer: `fill_buf` hands out all that is left.
+        let mut r = CaptureReader::start(source(bytes, gzip), gzip)?;
+        if !gzip {
+            r.whole = Some(bytes);
+        }
+        Ok(r)
+    }
+
+    fn start(src: Box<dyn BufRead + 'r>, gzip: bool) -> Result<CaptureReader<'r>, CaptureError> {
         let mut r = CaptureReader {
             src,
+            whole: None,
             format: Format::Pcapng,
             gzip,
             buf: Vec::with_capacity(64 * 1024),
@@ -163,6 +182,7 @@ impl<'r> CaptureReader<'r> {
             ifaces: Vec::new(),
             section_base: 0,
             ng_big_endian: false,
+            pos: 0,
         };
         let mut magic = [0u8; 4];
         match r.read_full(&mut magic)? {
@@ -211,6 +231,11 @@ impl<'r> CaptureReader<'r> {
         Ok(r)
     }
 
+    /// Whether the input is gzip-compressed (then [`RawPacket::offset`] counts inflated bytes).
+    pub fn is_gzip(&self) -> bool {
+        self.gzip
+    }
+
     /// "pcap" or "pcapng", with " (gzip)" for compressed input.
     pub fn format_name(&self) -> String {
         let f = match self.format {
@@ -237,10 +262,15 @@ impl<'r> CaptureReader<'r> {
     /// The next packet record, `Ok(None)` at a clean end of file.
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, CaptureError> {
         if self.lent > 0 {
-            self.src.consume(std::mem::take(&mut self.lent));
+            let n = std::mem::take(&mut self.lent);
+            self.pos += n as u64;
+            self.src.consume(n);
         }
         match self.format {
-            Format::Pcap { big_endian, nanos } => self.next_pcap(big_endian, nanos),
+            Format::Pcap { big_endian, nanos } => match self.whole {
+                Some(whole) => self.next_pcap_in_place(whole, big_endian, nanos),
+                None => self.next_pcap(big_endian, nanos),
+            },
             Format::Pcapng => self.next_pcapng(),
         }
     }
@@ -251,7 +281,10 @@ impl<'r> CaptureReader<'r> {
         while got < out.len() {
             match self.src.read(&mut out[got..]) {
                 Ok(0) => break,
-                Ok(n) => got += n,
+                Ok(n) => {
+                    got += n;
+                    self.pos += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_err(self.packets + 1, &e)),
             }
@@ -339,6 +372,7 @@ impl<'r> CaptureReader<'r> {
                 linktype: self.ifaces[0].info.linktype,
                 data: &avail[16..16 + incl],
                 orig_len: orig,
+                offset: self.pos + 16,
             }));
         }
         let mut h = [0u8; 16];
@@ -356,6 +390,7 @@ impl<'r> CaptureReader<'r> {
                 why: format!("record claims {incl} captured bytes (limit {MAX_RECORD_BYTES})"),
             });
         }
+        let offset = self.pos;
         self.fill_buf_exact(incl, number)?;
         self.packets = number;
         let frac_ns = if nanos {
@@ -371,6 +406,54 @@ impl<'r> CaptureReader<'r> {
             linktype: self.ifaces[0].info.linktype,
             data: &self.buf,
             orig_len: orig,
+            offset,
+        }))
+    }
+
+    /// [`CaptureReader::next_pcap`] on an input in memory: the same records and errors, read
+    /// at `self.pos` without going through `src`.
+    fn next_pcap_in_place(
+        &mut self,
+        whole: &'r [u8],
+        big_endian: bool,
+        nanos: bool,
+    ) -> Result<Option<RawPacket<'r>>, CaptureError> {
+        let number = self.packets + 1;
+        let at = usize::try_from(self.pos).unwrap_or(usize::MAX);
+        let rest = whole.get(at..).unwrap_or(&[]);
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let Some(h) = rest.get(..16) else {
+            return Err(CaptureError::Truncated { packet: number });
+        };
+        let u32_at = |o: usize| rd32(&h[o..o + 4], big_endian);
+        let (secs, frac, incl, orig) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
+        let incl = incl as usize;
+        if incl > MAX_RECORD_BYTES {
+            return Err(CaptureError::Malformed {
+                packet: number,
+                why: format!("record claims {incl} captured bytes (limit {MAX_RECORD_BYTES})"),
+            });
+        }
+        let Some(data) = rest.get(16..16 + incl) else {
+            return Err(CaptureError::Truncated { packet: number });
+        };
+        self.packets = number;
+        self.pos += (16 + incl) as u64;
+        let frac_ns = if nanos {
+            u64::from(frac)
+        } else {
+            u64::from(frac) * 1000
+        };
+        Ok(Some(RawPacket {
+            number,
+            time: Instant::from_nanos(u64::from(secs) * 1_000_000_000 + frac_ns),
+            interface: 0,
+            linktype: self.ifaces[0].info.linktype,
+            data,
+            orig_len: orig,
+            offset: (at + 16) as u64,
         }))
     }
 
@@ -431,6 +514,7 @@ impl<'r> CaptureReader<'r> {
                 });
             }
             // Body plus the trailing length word.
+            let body_at = self.pos;
             self.fill_buf_exact(total - 8, number)?;
             let body_len = total - 12;
             match btype {
@@ -456,7 +540,7 @@ impl<'r> CaptureReader<'r> {
                             &format!("captured length {caplen} exceeds its block"),
                         ));
                     }
-                    return self.emit_ng(number, iface, ticks, 20, caplen, orig);
+                    return self.emit_ng(number, iface, ticks, (body_at, 20), caplen, orig);
                 }
                 // Simple Packet Block (§4.4): interface 0, no timestamp.
                 3 => {
@@ -466,7 +550,7 @@ impl<'r> CaptureReader<'r> {
                     }
                     let orig = rd32(&b[0..4], be);
                     let caplen = (orig as usize).min(b.len() - 4);
-                    return self.emit_ng(number, 0, 0, 4, caplen, orig);
+                    return self.emit_ng(number, 0, 0, (body_at, 4), caplen, orig);
                 }
                 // Name resolution, statistics, custom and other blocks carry no packets.
                 _ => {}
@@ -479,7 +563,7 @@ impl<'r> CaptureReader<'r> {
         number: u64,
         local_iface: u32,
         ticks: u64,
-        data_off: usize,
+        (body_at, data_off): (u64, usize),
         caplen: usize,
         orig: u32,
     ) -> Result<Option<RawPacket<'_>>, CaptureError> {
@@ -500,6 +584,7 @@ impl<'r> CaptureReader<'r> {
             linktype: iface.info.linktype,
             data: &self.buf[data_off..data_off + caplen],
             orig_len: orig,
+            offset: body_at + data_off as u64,
         }))
     }
 
@@ -566,6 +651,23 @@ impl<'r> CaptureReader<'r> {
         });
         Ok(())
     }
+}
+
+/// `input` as a reader's source, inflated when it is gzip.
+fn source<'r, B: BufRead + 'r>(input: B, gzip: bool) -> Box<dyn BufRead + 'r> {
+    if gzip {
+        Box::new(BufReader::with_capacity(
+            256 * 1024,
+            MultiGzDecoder::new(input),
+        ))
+    } else {
+        Box::new(input)
+    }
+}
+
+/// Whether bytes start like a gzip stream (RFC 1952 §2.3.1: ID1 0x1f, ID2 0x8b).
+pub fn is_gzip(head: &[u8]) -> bool {
+    head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
 fn rd32(b: &[u8], big_endian: bool) -> u32 {
@@ -776,6 +878,24 @@ mod tests {
         Ok(out)
     }
 
+    /// [`all`] through the in-place reader, checking each record's offset on the way.
+    fn all_in_place(bytes: &[u8]) -> Result<Vec<Rec>, CaptureError> {
+        let mut r = CaptureReader::from_bytes(bytes)?;
+        let mut out = Vec::new();
+        while let Some(p) = r.next_packet()? {
+            let at = p.offset as usize;
+            assert_eq!(bytes.get(at..at + p.data.len()), Some(p.data));
+            out.push((
+                p.number,
+                p.time.as_nanos(),
+                p.interface,
+                p.linktype,
+                p.data.to_vec(),
+            ));
+        }
+        Ok(out)
+    }
+
     #[test]
     fn pcap_in_both_byte_orders_and_both_units_gives_the_same_times() {
         for be in [false, true] {
@@ -876,6 +996,31 @@ mod tests {
         assert!(e.to_string().contains("interface 3"), "{e}");
     }
 
+    #[test]
+    fn records_read_in_place_are_where_their_offset_says_and_match_the_stream() {
+        let mut pcap = pcap_header(true, false, 101);
+        pcap.extend(pcap_record(true, 1, 2, &[0x45, 1, 2, 3]));
+        pcap.extend(pcap_record(true, 1, 3, &[]));
+        pcap.extend(pcap_record(true, 1, 4, &[0x60; 9]));
+        let mut ng = shb(false);
+        ng.extend(idb(false, 1, 6, None));
+        ng.extend(epb(false, 0, 5, &[7; 5], 5));
+        ng.extend(shb(false));
+        ng.extend(idb(false, 101, 9, None));
+        ng.extend(epb(false, 0, 6, &[8; 3], 3));
+        for f in [pcap, ng] {
+            let got = all_in_place(&f).unwrap();
+            assert!(got.len() >= 2, "{got:?}");
+            assert_eq!(got, all(&f).unwrap());
+            // Cut anywhere: the same records and the same error.
+            for cut in 0..f.len() {
+                assert_eq!(all_in_place(&f[..cut]), all(&f[..cut]), "cut at {cut}");
+            }
+        }
+        let empty = CaptureReader::from_bytes(&[]).err().unwrap();
+        assert_eq!(empty.to_string(), "bad file header: empty file");
+    }
+
     proptest::proptest! {
         #[test]
         fn no_bytes_make_the_reader_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
@@ -887,7 +1032,8 @@ mod tests {
                 _ => Vec::new(),
             };
             f.extend(data);
-            let _ = all(&f);
+            // In place: the same records and errors, each where its offset says.
+            proptest::prop_assert_eq!(all_in_place(&f), all(&f));
         }
     }
 }

@@ -53,6 +53,10 @@ pub(crate) struct Stall {
     pub last_send: Instant,
     pub reopen: Instant,
     pub window: u64,
+    /// The ACK that reopened the window also acknowledged new data: the receiver had taken
+    /// the data and only its ACK was late. A window update after an earlier ACK of the same
+    /// data is the receiving application reading late.
+    pub reopen_acked: bool,
 }
 
 /// A retransmission after a long silence.
@@ -166,6 +170,7 @@ impl Evidence {
         last_send: Instant,
         reopen: Instant,
         window: u64,
+        reopen_acked: bool,
     ) {
         self.window_full_ns += (reopen - since).as_nanos() as u64;
         self.window_full_count += 1;
@@ -175,6 +180,7 @@ impl Evidence {
                 last_send,
                 reopen,
                 window,
+                reopen_acked,
             });
         }
     }
@@ -577,17 +583,32 @@ fn nagle(
     let _ = f.ack_time;
 }
 
-/// delayed_ack_pacing: the window was full and the sender idle until an ACK that came much
-/// later than one RTT: the receiver's delayed-ACK timer set the pace (RFC 9293 §3.8.6.3).
+/// delayed_ack_pacing: the window was full and the sender idle until an ACK of new data that
+/// came much later than one RTT: the receiver's delayed-ACK timer set the pace (RFC 9293
+/// §3.8.6.3). A stall ended by a bare window update, the data acknowledged before, is the
+/// receiving application reading late, not a deferred ACK: Linux acknowledges on its timer
+/// with the data still unread (a small window), then opens the window when the application
+/// reads.
 fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
     // An ACK held at least 10 ms (and half an RTT) beyond the RTT is a timer, not the path.
     let extra_min = Duration::from_millis(10).max(rtt_min / 2);
     let held: Vec<&Stall> = e
         .stalls
         .iter()
-        .filter(|s| (s.reopen - s.last_send).saturating_sub(rtt_min) >= extra_min)
+        .filter(|s| s.reopen_acked && (s.reopen - s.last_send).saturating_sub(rtt_min) >= extra_min)
         .collect();
     if held.len() < 3 {
+        return;
+    }
+    // A timer sets the pace only when it holds most rounds of the stretch: a few rounds
+    // among thousands held by a receiver that was not scheduled are that receiver's delay.
+    let (from, to) = (held[0].since, held[held.len() - 1].reopen);
+    let rounds = e
+        .stalls
+        .iter()
+        .filter(|s| s.since >= from && s.reopen <= to)
+        .count();
+    if held.len() * 2 < rounds {
         return;
     }
     let idle: Vec<f64> = held.iter().map(|s| ms(s.reopen - s.last_send)).collect();
@@ -902,6 +923,60 @@ mod tests {
         );
         // The window was the limit nearly all the time, so rwnd_limited is named too.
         assert_eq!(kinds(c, DiagnosisKind::RwndLimited).len(), 1);
+    }
+
+    #[test]
+    fn a_timer_ack_of_unread_data_then_a_window_update_on_read_is_not_pacing() {
+        // The same rounds, but the receiving application is late: the timer's ACK takes the
+        // data with the window still closed (500 bytes, less than a segment), and the window
+        // opens 0.1 ms later, when the application reads. The reader, not the deferred ACK.
+        let (rtt, timer) = (5 * MS, 40 * MS);
+        let mut h = Hand::open(T0, rtt, 1460);
+        h.ack(T0 + rtt + 1, 4000);
+        let mut t = T0 + rtt + MS;
+        for _ in 0..8 {
+            for k in 0..4 {
+                h.data(t + k * 250_000, 1000);
+            }
+            let ack_at = t + rtt + timer;
+            h.ack(ack_at, 500);
+            h.ack(ack_at + 100_000, 4000);
+            t = ack_at + 200_000;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        assert!(
+            kinds(c, DiagnosisKind::DelayedAckPacing).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
+        assert_eq!(kinds(c, DiagnosisKind::RwndLimited).len(), 1);
+    }
+
+    #[test]
+    fn a_few_late_acks_among_many_prompt_rounds_are_not_pacing() {
+        // 5 ms RTT, 4000-byte window: 200 rounds released by prompt ACKs, and every 20th
+        // round's ACK 25 ms late (a receiving application that was not scheduled).
+        let rtt = 5 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        h.ack(T0 + rtt + 1, 4000);
+        let mut t = T0 + rtt + MS;
+        for round in 0..200 {
+            for k in 0..4 {
+                h.data(t + k * 250_000, 1000);
+            }
+            let late = if round % 20 == 10 { 25 * MS } else { 0 };
+            let ack_at = t + rtt + late;
+            h.ack(ack_at, 4000);
+            t = ack_at + 100_000;
+        }
+        let a = run(h.out);
+        let c = &a.connections[0];
+        assert!(
+            kinds(c, DiagnosisKind::DelayedAckPacing).is_empty(),
+            "{:#?}",
+            c.diagnoses
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod capture;
 mod diagnose;
 pub mod filter;
 pub mod handshakes;
+mod headers;
 pub mod json;
 pub mod link;
 pub mod model;
@@ -34,7 +35,7 @@ pub mod tcpopt;
 pub mod text;
 mod udp;
 
-pub use analyzer::{analyze_bytes, Analyzer, Options, Shard};
+pub use analyzer::{analyze_bytes, Analyzer, Item, Options, ShardAnalyzer, ShardResult, Splitter};
 pub use capture::CaptureError;
 pub use filter::{Filter, FilterError};
 pub use model::*;

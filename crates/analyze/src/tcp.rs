@@ -160,6 +160,8 @@ pub(crate) struct DirState {
     last_peer_ack: Option<(Instant, bool, bool)>,
     /// When everything sent was last acknowledged (start of an idle period).
     all_acked_at: Option<Instant>,
+    /// When the other side's cumulative ACK last moved forward.
+    last_ack_advance: Option<Instant>,
     /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
     pub(crate) ttl: Option<(u8, u8)>,
     window_full_since: Option<Instant>,
@@ -185,7 +187,14 @@ pub(crate) struct TcpConn {
     pub(crate) dirs: [DirState; 2],
     keep_series: bool,
     timeline: Timeline,
+    /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
+    /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
+    /// in profiles.
+    rtt_to_memo: (RttInputs, [Option<Duration>; 2]),
 }
+
+/// What [`TcpConn::rtt_to`] depends on (the RTT minimums as the bits of their f64).
+type RttInputs = [(Option<Duration>, Option<u64>); 2];
 
 /// Everything `handle` needs from one packet.
 pub(crate) struct TcpPacket<'a> {
@@ -231,6 +240,7 @@ impl TcpConn {
             dirs,
             keep_series,
             timeline: Timeline::default(),
+            rtt_to_memo: ([(None, None); 2], [None; 2]),
         }
     }
 
@@ -248,6 +258,24 @@ impl TcpConn {
             min(self.hs.synack_rtt, self.dirs[1].stats.rtt_min_ms),
             min(self.hs.syn_rtt, self.dirs[0].stats.rtt_min_ms),
         ]
+    }
+
+    /// [`TcpConn::rtt_to`], computed again only when what it depends on changed.
+    fn rtt_to_now(&mut self) -> [Option<Duration>; 2] {
+        let inputs = [
+            (
+                self.hs.synack_rtt,
+                self.dirs[1].stats.rtt_min_ms.map(f64::to_bits),
+            ),
+            (
+                self.hs.syn_rtt,
+                self.dirs[0].stats.rtt_min_ms.map(f64::to_bits),
+            ),
+        ];
+        if inputs != self.rtt_to_memo.0 {
+            self.rtt_to_memo = (inputs, self.rtt_to());
+        }
+        self.rtt_to_memo.1
     }
 
     fn outstanding(&self, d: usize) -> bool {
@@ -369,7 +397,7 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
-            rtt_to: self.rtt_to(),
+            rtt_to: self.rtt_to_now(),
         };
         self.timeline.packet(&info);
     }
@@ -538,6 +566,7 @@ impl TcpConn {
             }
             ds.acked = ack_rel;
             ds.any_ack = true;
+            ds.last_ack_advance = Some(now);
             ds.seen.prune(ack_rel);
             if keep {
                 ds.series.acks.push(SeqPoint {
@@ -660,7 +689,9 @@ impl TcpConn {
                     .filter(|&t| t > since)
                     .unwrap_or(now);
                 let last = ds.last_send.unwrap_or(since);
-                ds.ev.window_full(since, last, reopen, ds.peer_window);
+                let acked = ds.last_ack_advance == Some(reopen);
+                ds.ev
+                    .window_full(since, last, reopen, ds.peer_window, acked);
             }
             let rtt_min = ds.ev.rtt.min();
             // Nagle (RFC 896, RFC 9293 §3.7.4): this segment left right after an ACK (with no
@@ -832,7 +863,8 @@ impl TcpConn {
             {
                 if ta > since {
                     let last = ds.last_send.unwrap_or(since);
-                    ds.ev.window_full(since, last, ta, ds.peer_window);
+                    let acked = ds.last_ack_advance == Some(ta);
+                    ds.ev.window_full(since, last, ta, ds.peer_window, acked);
                 }
             }
             if let Some((start, _, pk, by)) = ds.recovery.take() {

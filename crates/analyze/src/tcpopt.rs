@@ -28,7 +28,24 @@ impl TcpOptions {
 }
 
 /// Reads the option bytes of a TCP header (everything after the 20 fixed bytes).
-pub fn parse(mut b: &[u8]) -> TcpOptions {
+pub fn parse(b: &[u8]) -> TcpOptions {
+    let mut o = TcpOptions::default();
+    // What Linux puts on every segment after the handshake (RFC 7323 Appendix A's layout:
+    // NOP, NOP, timestamps), read without the walk.
+    if let [1, 1, 8, 10, v @ ..] = b {
+        if v.len() == 8 {
+            o.timestamps = Some((
+                u32::from_be_bytes([v[0], v[1], v[2], v[3]]),
+                u32::from_be_bytes([v[4], v[5], v[6], v[7]]),
+            ));
+            return o;
+        }
+    }
+    walk(b)
+}
+
+/// The general option walk.
+fn walk(mut b: &[u8]) -> TcpOptions {
     let mut o = TcpOptions::default();
     while let Some(&kind) = b.first() {
         match kind {
@@ -111,5 +128,29 @@ mod tests {
         assert_eq!(o.mss, Some(100));
         assert_eq!(o.window_scale, None);
         assert_eq!(parse(&[2, 40, 0, 1]), TcpOptions::default());
+    }
+
+    #[test]
+    fn the_timestamp_only_layout_reads_as_the_walk_does() {
+        let b = [1, 1, 8, 10, 0, 0, 1, 2, 0xff, 0, 0, 3];
+        assert_eq!(parse(&b), walk(&b));
+        assert_eq!(parse(&b).timestamps, Some((258, 0xff00_0003)));
+        // One byte more or less is not that layout.
+        assert_eq!(parse(&b[..11]), walk(&b[..11]));
+        let mut c = b.to_vec();
+        c.push(0);
+        assert_eq!(parse(&c), walk(&c));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_agrees_with_the_walk_on_any_bytes(
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..14),
+            ts_head in proptest::bool::ANY,
+        ) {
+            let mut b = if ts_head { vec![1, 1, 8, 10] } else { Vec::new() };
+            b.extend(tail);
+            proptest::prop_assert_eq!(parse(&b), walk(&b));
+        }
     }
 }

@@ -9,10 +9,16 @@
 //! counts. The sender's counts are bytes accepted by the socket, the receiver's are bytes read
 //! by the application: only the receiver's are goodput.
 //!
-//! Not done here: anything about TCP itself (congestion control, buffer sizes stay the host's).
+//! Three options reach into TCP, for the delayed-ACK experiment: the sender's write size
+//! (`--write-size`, each `write()` call hands the socket that many bytes), the server's
+//! receive buffer (`--rcvbuf`, `SO_RCVBUF` on the listening socket, so that the window scale
+//! and the first window offered already follow it) and `--quickack` (the receiver sets
+//! `TCP_QUICKACK` after every read, so that its TCP acknowledges at once instead of deferring
+//! the ACK). Everything else (congestion control, the other buffers) stays the host's.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,6 +38,10 @@ const POLL: Duration = Duration::from_millis(100);
 const GRACE: Duration = Duration::from_secs(5);
 /// Longest transfer a server agrees to, so that a stray request cannot hold it for ever.
 const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Bytes handed to the socket per `write()` unless `--write-size` says otherwise.
+pub const DEFAULT_WRITE_SIZE: u32 = 128 * 1024;
+/// Largest `--write-size` and `--rcvbuf` accepted, bytes.
+const MAX_SIZE: i64 = 64 << 20;
 
 /// Options of `bulk-server`.
 #[derive(clap::Args, Clone, Debug)]
@@ -48,6 +58,19 @@ pub struct BulkServerArgs {
     /// Reporting interval of the per-connection `interval` lines.
     #[arg(long, default_value = "1s", value_parser = positive_time_arg, value_name = "TIME")]
     pub interval: Duration,
+    /// Bytes per write() when this side sends (downloads), e.g. `--write-size 1000`.
+    #[arg(long, default_value_t = DEFAULT_WRITE_SIZE, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_SIZE))]
+    pub write_size: u32,
+    /// SO_RCVBUF of the listening socket, inherited by every connection, e.g.
+    /// `--rcvbuf 8192` (Linux doubles it for its bookkeeping) [default: the host's
+    /// autotuned buffer].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..=MAX_SIZE))]
+    pub rcvbuf: Option<u32>,
+    /// When this side receives (uploads), set TCP_QUICKACK after every read: acknowledge at
+    /// once rather than defer the ACK.
+    #[arg(long)]
+    pub quickack: bool,
     /// Write the JSON lines to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -77,6 +100,14 @@ pub struct BulkClientArgs {
     /// Reporting interval of the `interval` lines.
     #[arg(long, default_value = "1s", value_parser = positive_time_arg, value_name = "TIME")]
     pub interval: Duration,
+    /// Bytes per write() when this side sends (uploads), e.g. `--write-size 1000`.
+    #[arg(long, default_value_t = DEFAULT_WRITE_SIZE, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_SIZE))]
+    pub write_size: u32,
+    /// When this side receives (downloads), set TCP_QUICKACK after every read: acknowledge
+    /// at once rather than defer the ACK.
+    #[arg(long)]
+    pub quickack: bool,
     /// Write the JSON lines to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -99,6 +130,19 @@ pub fn serve(
     out: &JsonLines,
     stop: &Stop,
 ) -> anyhow::Result<()> {
+    if let Some(bytes) = args.rcvbuf {
+        crate::sys::set_int_option(
+            listener.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            bytes as libc::c_int,
+        )
+        .with_context(|| format!("--rcvbuf {bytes}: cannot set SO_RCVBUF"))?;
+    }
+    let tuning = Tuning {
+        write_size: args.write_size,
+        quickack: args.quickack,
+    };
     let interval = args.interval;
     announce_and_serve(
         "bulk-server",
@@ -107,7 +151,7 @@ pub fn serve(
         stop,
         args.duration,
         move |stream, conn, clock, out, stop| {
-            server_connection(stream, conn, interval, clock, out, stop)
+            server_connection(stream, conn, interval, tuning, clock, out, stop)
         },
     )
 }
@@ -116,6 +160,7 @@ fn server_connection(
     mut stream: TcpStream,
     conn: u64,
     interval: Duration,
+    tuning: Tuning,
     clock: &Clock,
     out: &JsonLines,
     stop: &Stop,
@@ -131,6 +176,7 @@ fn server_connection(
     let ctx = Ctx {
         conn,
         interval,
+        tuning,
         clock,
         out,
         stop,
@@ -174,6 +220,10 @@ pub fn client(args: &BulkClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Re
     let ctx = Ctx {
         conn: 1,
         interval: args.interval,
+        tuning: Tuning {
+            write_size: args.write_size,
+            quickack: args.quickack,
+        },
         clock: &clock,
         out,
         stop,
@@ -214,10 +264,20 @@ pub fn client(args: &BulkClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::Re
     Ok(())
 }
 
+/// How one side drives its socket.
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    /// Bytes per `write()` when sending.
+    write_size: u32,
+    /// `TCP_QUICKACK` after every read when receiving.
+    quickack: bool,
+}
+
 /// What a transfer loop needs to report.
 struct Ctx<'a> {
     conn: u64,
     interval: Duration,
+    tuning: Tuning,
     clock: &'a Clock,
     out: &'a JsonLines,
     stop: &'a Stop,
@@ -266,7 +326,7 @@ fn send_for_quiet(
     let start = ctx.clock.now();
     let end = start + duration;
     let mut meter = IntervalMeter::new(start, ctx.interval);
-    let buf = vec![0u8; 128 * 1024];
+    let buf = vec![0u8; ctx.tuning.write_size as usize];
     loop {
         let now = ctx.clock.now();
         if now >= end || ctx.stop.requested() {
@@ -315,6 +375,12 @@ fn receive_to_eof(
             Err(e) if is_disconnect(&e) => break,
             Err(e) => return Err(e).context("read failed"),
         };
+        if n > 0 && ctx.tuning.quickack {
+            // Linux clears quick-ACK mode again by itself (it is not a permanent setting,
+            // tcp(7)), so it is set anew after every read.
+            crate::sys::set_int_option(stream.as_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
+                .context("cannot set TCP_QUICKACK")?;
+        }
         let now = ctx.clock.now();
         if n > 0 {
             last_data = now;
@@ -380,23 +446,36 @@ mod tests {
             bind: None,
             duration: Some(Duration::from_secs(10)),
             interval: Duration::from_millis(200),
+            write_size: DEFAULT_WRITE_SIZE,
+            rcvbuf: None,
+            quickack: false,
             out: None,
         }
     }
 
     fn run_pair(direction: Direction) -> (Vec<Record>, Vec<Record>) {
+        run_tuned(direction, server_args(), DEFAULT_WRITE_SIZE)
+    }
+
+    fn run_tuned(
+        direction: Direction,
+        sargs: BulkServerArgs,
+        client_write_size: u32,
+    ) -> (Vec<Record>, Vec<Record>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let server_out = JsonLines::memory();
         let stop = Stop::new();
         let (so, ss) = (server_out.clone(), stop.clone());
-        let server = std::thread::spawn(move || serve(listener, &server_args(), &so, &ss).unwrap());
+        let server = std::thread::spawn(move || serve(listener, &sargs, &so, &ss).unwrap());
         let client_out = JsonLines::memory();
         let args = BulkClientArgs {
             server: format!("127.0.0.1:{port}"),
             direction,
             duration: Duration::from_millis(700),
             interval: Duration::from_millis(200),
+            write_size: client_write_size,
+            quickack: false,
             out: None,
         };
         client(&args, &client_out, &Stop::new()).unwrap();
@@ -451,6 +530,50 @@ mod tests {
     }
 
     #[test]
+    fn an_upload_in_small_writes_into_a_small_quickack_receiver_loses_nothing() {
+        let sargs = BulkServerArgs {
+            rcvbuf: Some(8192),
+            quickack: true,
+            ..server_args()
+        };
+        let (client, server) = run_tuned(Direction::Upload, sargs, 1000);
+        let (sent, peer, _) = total(&client, "sender");
+        let (received, _, _) = total(&server, "receiver");
+        assert!(sent > 0);
+        assert_eq!(sent % 1000, 0, "whole 1000-byte writes: {sent}");
+        assert_eq!(peer, Some(received));
+        assert_eq!(sent, received);
+    }
+
+    #[test]
+    fn write_size_and_rcvbuf_refuse_zero_and_name_the_option() {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            server: BulkServerArgs,
+        }
+        use clap::Parser;
+        let ok = Cli::try_parse_from([
+            "x",
+            "--write-size",
+            "1000",
+            "--rcvbuf",
+            "8192",
+            "--quickack",
+        ])
+        .unwrap();
+        assert_eq!(ok.server.write_size, 1000);
+        assert_eq!(ok.server.rcvbuf, Some(8192));
+        assert!(ok.server.quickack);
+        for opt in ["--write-size", "--rcvbuf"] {
+            let e = Cli::try_parse_from(["x", opt, "0"])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(opt) && e.contains("'0'"), "{e}");
+        }
+    }
+
+    #[test]
     fn a_refused_connection_is_an_error_naming_the_target() {
         // Bind then drop to get a port with (almost certainly) no listener.
         let port = TcpListener::bind("127.0.0.1:0")
@@ -463,6 +586,8 @@ mod tests {
             direction: Direction::Download,
             duration: Duration::from_millis(100),
             interval: Duration::from_millis(100),
+            write_size: DEFAULT_WRITE_SIZE,
+            quickack: false,
             out: None,
         };
         let err = client(&args, &JsonLines::memory(), &Stop::new()).unwrap_err();

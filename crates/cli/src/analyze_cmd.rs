@@ -8,8 +8,9 @@
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::mpsc;
 
 use anyhow::Context;
 
@@ -43,8 +44,9 @@ pub struct AnalyzeArgs {
     /// `tcp and port 443 or udp`.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
-    /// Analyse on N threads, each reading the captures and keeping the connections whose
-    /// address pair hashes to it (default: one per core; standard input uses one).
+    /// Analyse the connections on N threads, split by address pair, while one more reads
+    /// the captures (default: one per core; standard input and gzip-compressed captures are
+    /// read on one thread).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
 }
@@ -61,38 +63,30 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         filter,
         ..analyze::Options::default()
     };
-    let stdin = args.captures.iter().any(|p| p.as_os_str() == "-");
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let jobs = if stdin { 1 } else { args.jobs.unwrap_or(cores) };
-    // Connections are independent: each thread reads every capture and keeps its share of
-    // them (`analyze::Shard`); the shards' results are merged.
-    let results: Vec<Result<analyze::Analysis, String>> = std::thread::scope(|s| {
-        let threads: Vec<_> = (0..jobs)
-            .map(|index| {
-                let shard = analyze::Shard { index, count: jobs };
-                let opts = analyze::Options {
-                    shard,
-                    ..opts.clone()
-                };
-                s.spawn(move || read_all(args, opts))
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err("an analysis thread failed".into()))
-            })
-            .collect()
-    });
-    let mut parts = Vec::new();
-    for r in results {
-        match r {
-            Ok(a) => parts.push(a),
+    let mut inputs = Vec::new();
+    for path in &args.captures {
+        match Input::open(path) {
+            Ok(i) => inputs.push(i),
             Err(line) => return Ok(usage(&line)),
         }
     }
-    let analysis = analyze::Analysis::merge(parts);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let jobs = args.jobs.unwrap_or(cores);
+    // Connections are independent: one reader parses every packet's headers once and hands
+    // the packets to `jobs` threads by address pair. That needs every capture in memory,
+    // uncompressed; a stream is read on one thread.
+    let in_place = inputs
+        .iter()
+        .all(|i| i.bytes().is_some_and(|b| !analyze::capture::is_gzip(b)));
+    let result = if jobs > 1 && in_place {
+        read_split(&inputs, &opts, jobs)
+    } else {
+        read_one(&inputs, opts)
+    };
+    let analysis = match result {
+        Ok(a) => a,
+        Err(line) => return Ok(usage(&line)),
+    };
 
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -139,46 +133,264 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads every capture into one analyzer (one shard of the connections); an error is the
-/// usage line to print.
-fn read_all(args: &AnalyzeArgs, opts: analyze::Options) -> Result<analyze::Analysis, String> {
-    let first_shard = opts.shard.index == 0;
-    let mut analyzer = analyze::Analyzer::new(opts);
-    for path in &args.captures {
-        let name = path.display().to_string();
+/// Packets handed from the reader to a shard thread at a time.
+const BATCH_PACKETS: usize = 512;
+/// Batches in flight per shard thread before the reader waits.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// One capture to read: mapped into memory when it is a regular file, else a stream.
+enum Input {
+    Stdin,
+    /// A file that cannot be mapped (a pipe, a device): read as a stream.
+    Stream {
+        name: String,
+        file: File,
+    },
+    /// A regular file, its bytes as long as it was when opened (a capture still being
+    /// written ends in a partial record, which is warned about).
+    Mapped {
+        name: String,
+        map: Option<memmap2::Mmap>,
+    },
+}
+
+impl Input {
+    fn open(path: &Path) -> Result<Input, String> {
         if path.as_os_str() == "-" {
-            // `tcpdump -w - | latencylab analyze -`: read as a stream like any file.
-            let name = "stdin".to_string();
-            if let Err(e) = analyzer.add_capture(&name, io::stdin().lock()) {
-                return Err(format!(
-                    "standard input: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
-                ));
-            }
-            continue;
+            return Ok(Input::Stdin);
         }
+        let name = path.display().to_string();
         let file = File::open(path).map_err(|e| format!("cannot open capture {name:?}: {e}"))?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let result = if first_shard && len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
-            let bar = indicatif::ProgressBar::new(len).with_message(name.clone());
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            let r = analyzer.add_capture(&name, bar.wrap_read(file));
-            bar.finish_and_clear();
-            r
-        } else {
-            analyzer.add_capture(&name, file)
-        };
-        if let Err(e) = result {
-            return Err(format!(
-                "{name:?}: {e} (accepted: pcap or pcapng, optionally gzip-compressed)"
-            ));
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot open capture {name:?}: {e}"))?;
+        if !meta.is_file() {
+            return Ok(Input::Stream { name, file });
+        }
+        if meta.len() == 0 {
+            // Nothing to map (mmap refuses a length of zero); the reader names it empty.
+            return Ok(Input::Mapped { name, map: None });
+        }
+        // SAFETY: the map is only read. Another process may append to the file meanwhile
+        // (tcpdump still writing), which the map does not see; one that truncated it while we
+        // read would make the kernel signal SIGBUS, which no check here could prevent.
+        match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(map) => {
+                // Read front to back: ask for read-ahead; a refusal only costs speed.
+                let _ = map.advise(memmap2::Advice::Sequential);
+                Ok(Input::Mapped {
+                    name,
+                    map: Some(map),
+                })
+            }
+            Err(_) => Ok(Input::Stream { name, file }),
         }
     }
+
+    fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Input::Mapped { map, .. } => Some(map.as_deref().unwrap_or(&[])),
+            _ => None,
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Input::Stdin => "stdin",
+            Input::Stream { name, .. } | Input::Mapped { name, .. } => name,
+        }
+    }
+
+    /// The usage line for a capture whose header cannot be read.
+    fn bad(&self, e: &analyze::CaptureError) -> String {
+        let what = match self {
+            Input::Stdin => "standard input".to_string(),
+            _ => format!("{:?}", self.name()),
+        };
+        format!("{what}: {e} (accepted: pcap or pcapng, optionally gzip-compressed)")
+    }
+}
+
+/// Bytes of a mapped capture kept resident behind the reader when other threads analyse
+/// its packets: those handed out but not yet analysed lie in them (at most
+/// `BATCHES_IN_FLIGHT + 2` batches per thread; dropping their pages early would only cost a
+/// page fault).
+const RESIDENT_BEHIND_BYTES: usize = 16 << 20;
+
+/// Follows the reader through a mapped capture: drops the pages it left well behind from
+/// this process (the page cache keeps them), so that resident memory does not grow with the
+/// file, and moves a progress bar on large files when stderr is a terminal.
+struct Behind<'m> {
+    map: Option<&'m memmap2::Mmap>,
+    /// Bytes kept behind the reader.
+    lag: usize,
+    released: usize,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl<'m> Behind<'m> {
+    fn new(input: &'m Input, lag: usize) -> Behind<'m> {
+        let (map, len) = match input {
+            Input::Mapped { map: Some(m), .. } => (Some(m), m.len() as u64),
+            _ => (None, 0),
+        };
+        Behind {
+            map,
+            lag,
+            released: 0,
+            bar: (len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal())
+                .then(|| progress_bar(len, input.name())),
+        }
+    }
+
+    fn reached(&mut self, at: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(at);
+        }
+        let upto = usize::try_from(at)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(self.lag);
+        if let Some(map) = self.map.filter(|_| upto > self.released) {
+            // SAFETY: the map is shared, read-only and backed by a file, so dropped pages
+            // that are touched again are read back from the page cache (or the file) with the
+            // same contents: nothing borrowed from the map changes.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.released,
+                    upto - self.released,
+                )
+            };
+            self.released = upto;
+        }
+    }
+}
+
+impl Drop for Behind<'_> {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len).with_message(name.to_string());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Reads every capture on this thread into one analyzer; an error is the usage line to print.
+fn read_one(inputs: &[Input], opts: analyze::Options) -> Result<analyze::Analysis, String> {
+    let mut analyzer = analyze::Analyzer::new(opts);
+    for input in inputs {
+        let name = input.name().to_string();
+        let result = match input {
+            // `tcpdump -w - | latencylab analyze -`: read as a stream.
+            Input::Stdin => analyzer.add_capture(&name, io::stdin().lock()),
+            Input::Mapped { .. } => {
+                // On this thread, every packet before the reader's position is done.
+                let mut behind = Behind::new(input, 0);
+                let bytes = input.bytes().unwrap_or(&[]);
+                analyzer.add_capture_bytes_with(&name, bytes, &mut |at| behind.reached(at))
+            }
+            Input::Stream { file, .. } => {
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                if len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
+                    let bar = progress_bar(len, &name);
+                    let r = analyzer.add_capture(&name, bar.wrap_read(file));
+                    bar.finish_and_clear();
+                    r
+                } else {
+                    analyzer.add_capture(&name, file)
+                }
+            }
+        };
+        result.map_err(|e| input.bad(&e))?;
+    }
     Ok(analyzer.finish())
+}
+
+/// Reads every (mapped, uncompressed) capture once on this thread and analyses its
+/// connections on `jobs` threads, split by address pair; the result is the same as
+/// [`read_one`]'s.
+fn read_split(
+    inputs: &[Input],
+    opts: &analyze::Options,
+    jobs: u32,
+) -> Result<analyze::Analysis, String> {
+    std::thread::scope(|s| {
+        let mut senders = Vec::new();
+        let mut workers = Vec::new();
+        // Emptied batches come back to the reader: a fresh 100 KB allocation per batch cost
+        // more in page faults than the hand-over itself.
+        let (back_tx, back_rx) = mpsc::channel::<Vec<analyze::Item<'_>>>();
+        for _ in 0..jobs {
+            let (tx, rx) = mpsc::sync_channel::<Vec<analyze::Item<'_>>>(BATCHES_IN_FLIGHT);
+            senders.push(tx);
+            let back = back_tx.clone();
+            workers.push(s.spawn(move || {
+                let mut shard = analyze::ShardAnalyzer::new(opts);
+                for mut batch in rx {
+                    for item in batch.drain(..) {
+                        shard.handle(item);
+                    }
+                    let _ = back.send(batch);
+                }
+                shard.finish()
+            }));
+        }
+        drop(back_tx);
+        let mut splitter = analyze::Splitter::new(opts, jobs);
+        let mut batches: Vec<Vec<analyze::Item<'_>>> = (0..jobs)
+            .map(|_| Vec::with_capacity(BATCH_PACKETS))
+            .collect();
+        let mut failed = None;
+        for input in inputs {
+            let bytes = input.bytes().unwrap_or(&[]);
+            let mut behind = Behind::new(input, RESIDENT_BEHIND_BYTES);
+            let mut sink = |shard: u32, item| {
+                let b: &mut Vec<_> = &mut batches[shard as usize];
+                b.push(item);
+                if b.len() >= BATCH_PACKETS {
+                    let empty = back_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH_PACKETS));
+                    let full = std::mem::replace(b, empty);
+                    // A worker only stops early by panicking, which the join below reports.
+                    let _ = senders[shard as usize].send(full);
+                }
+            };
+            let r =
+                splitter.add_capture(input.name(), bytes, &mut sink, &mut |at| behind.reached(at));
+            if let Err(e) = r {
+                failed = Some(input.bad(&e));
+                break;
+            }
+        }
+        for (tx, b) in senders.iter().zip(batches) {
+            if !b.is_empty() {
+                let _ = tx.send(b);
+            }
+        }
+        drop(senders);
+        let mut parts = Vec::new();
+        for w in workers {
+            parts.push(
+                w.join()
+                    .map_err(|_| "an analysis thread failed".to_string())?,
+            );
+        }
+        match failed {
+            Some(line) => Err(line),
+            None => Ok(splitter.finish(parts)),
+        }
+    })
 }
 
 /// Prints a usage error (one line) and gives exit status 2.

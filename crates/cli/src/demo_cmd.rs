@@ -67,6 +67,13 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound and DIR/pool."
     )]
     ConnReuse(ConnReuseArgs),
+    /// A photo page over HTTP/1.1 at 250 ms RTT, then clicks on 25 kB photos over the idle
+    /// connection idle longest or the one that moved the largest burst, with the server
+    /// keeping its window after idle and (control) not (about 90 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo cwnd-reuse -o out/cwnd-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/oldest, DIR/largest-burst, DIR/oldest-ssai1 and DIR/largest-burst-ssai1."
+    )]
+    CwndReuse(CwndReuseArgs),
     /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
     /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
     /// (about 60 s)
@@ -87,6 +94,13 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
     )]
     Pps(PpsArgs),
+    /// A bulk upload in 1000-byte writes into an 8 KB receive buffer on a 100 Mbit/s LAN, the
+    /// receiver deferring its ACKs (Linux's default), then with TCP_QUICKACK after every read
+    /// (about 75 s with the default duration)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
+    )]
+    DelayedAck(RunLengthArgs),
     /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
     /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
     /// (about 105 s with the default duration)
@@ -252,6 +266,36 @@ pub struct HttpParallelArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct CwndReuseArgs {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/cwnd-reuse"
+    )]
+    pub out: PathBuf,
+    /// The RTT, ms (the seed's 250)
+    #[arg(long, value_name = "MS", default_value_t = 250.0)]
+    pub rtt: f64,
+    /// How long the connections sit idle before each click, s
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub idle: f64,
+    /// Clicks per run, 1 to 3
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub clicks: usize,
+    /// Skip the control runs with the server's tcp_slow_start_after_idle=1
+    #[arg(long)]
+    pub no_control: bool,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct ConnReuseArgs {
     /// Output directory
     #[arg(
@@ -359,9 +403,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::HandshakeCdf(a) => handshake_cdf(a),
         Demo::Pipelining(a) => pipelining(a),
         Demo::ConnReuse(a) => conn_reuse(a),
+        Demo::CwndReuse(a) => cwnd_reuse(a),
         Demo::HttpParallel(a) => http_parallel(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
+        Demo::DelayedAck(a) => delayed_ack(a),
         Demo::Fallback(a) => fallback(a),
     };
     lab::restore_signals(old);
@@ -419,6 +465,25 @@ fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["nagle", "nodelay", "writev"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = duration_s(&a.duration, "the transfer needs a few seconds")?;
+    let out = a.out.clone().unwrap_or_else(|| "out/delayed-ack".into());
+    let outcome = demo::delayed_ack::run(&demo::delayed_ack::Options {
+        out_dir: out.clone(),
+        duration_s,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &out,
+        &["delayed", "quickack"],
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -566,6 +631,38 @@ fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["bound", "pool"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
+    let bad = |what: &str, v: String, range: &str| -> anyhow::Result<ExitCode> {
+        Err(lab::UsageError(format!("{what}: cannot use '{v}' ({range})")).into())
+    };
+    if !(1.0..=2000.0).contains(&a.rtt) {
+        return bad("--rtt", a.rtt.to_string(), "from 1 to 2000 ms");
+    }
+    if !(0.1..=60.0).contains(&a.idle) {
+        return bad("--idle", a.idle.to_string(), "from 0.1 to 60 s");
+    }
+    if !(1..=demo::cwnd_reuse::CLICKS.len()).contains(&a.clicks) {
+        return bad("--clicks", a.clicks.to_string(), "from 1 to 3");
+    }
+    let outcome = demo::cwnd_reuse::run(&demo::cwnd_reuse::Options {
+        out_dir: a.out.clone(),
+        rtt_ms: a.rtt,
+        idle_s: a.idle,
+        clicks: a.clicks,
+        control: !a.no_control,
+        seed: a.seed,
+        quiet: a.quiet,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &outcome.run_dirs,
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -173,6 +173,11 @@ pub struct ShellArgs {
     /// Interface MTU of both hosts (default 1500).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     mtu: Option<u32>,
+    /// TCP slow start after idle of both hosts (net.ipv4.tcp_slow_start_after_idle): 1 (as
+    /// Linux: an idle connection restarts from the initial window) or 0 (it keeps its window,
+    /// as many web servers are set: '--slow-start-after-idle 0').
+    #[arg(long, value_name = "0|1", value_parser = clap::builder::BoolishValueParser::new())]
+    slow_start_after_idle: Option<bool>,
     /// Seed for every random choice (loss, AQM), so that a run can be repeated.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
@@ -224,6 +229,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         cc: a.cc.clone(),
         ecn: a.ecn.clone(),
         mtu: a.mtu,
+        slow_start_after_idle: a.slow_start_after_idle,
         seed: a.seed,
         nat64: a.nat64,
         clat: a.clat,

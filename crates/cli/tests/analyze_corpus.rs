@@ -251,3 +251,119 @@ fn a_capture_on_stdin_is_read_and_damage_is_warned_about_on_stderr() {
         text(&o.stderr)
     );
 }
+
+/// Every capture of the corpus, one by one and each case's three together: `-j2` (one reader
+/// handing packets to two threads) gives byte for byte the JSON and text of `-j1`.
+#[test]
+fn two_threads_give_the_same_analysis_as_one_on_every_corpus_capture() {
+    let dir = corpus();
+    let mut cases: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 5, "{cases:?}");
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for case in &cases {
+        let points: Vec<String> = ["client", "middle", "server"]
+            .iter()
+            .map(|p| case.join(format!("{p}.pcap")).display().to_string())
+            .filter(|p| Path::new(p).exists())
+            .collect();
+        for p in &points {
+            runs.push(vec![p.clone()]);
+        }
+        runs.push(points);
+    }
+    for files in runs {
+        for json in [true, false] {
+            let out = |jobs: &str| {
+                let mut args = vec!["analyze", jobs];
+                if json {
+                    args.push("--json");
+                }
+                args.extend(files.iter().map(String::as_str));
+                let o = run(&args);
+                assert!(o.status.success(), "{files:?}: {}", text(&o.stderr));
+                (text(&o.stdout), text(&o.stderr))
+            };
+            let one = out("-j1");
+            assert!(one.0.len() > 100, "{files:?}: {}", one.0);
+            assert!(
+                out("-j2") == one,
+                "{files:?} (json {json}): -j2 differs from -j1"
+            );
+        }
+    }
+}
+
+/// Real tcpdump writing to a pipe: the same connections as the file it re-reads.
+#[test]
+fn tcpdump_writing_to_standard_input_is_analysed_like_the_file() {
+    let pcap = corpus().join("bulk-tbf-v6/server.pcap");
+    let p = pcap.display();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tcpdump -r {p} -w - 2>/dev/null | {} analyze --json -",
+            bin()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let piped: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = run(&["analyze", "--json", &p.to_string()]);
+    let file: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(piped["captures"][0]["name"], "stdin");
+    assert!(!file["connections"].as_array().unwrap().is_empty());
+    // The same connections, seen at a vantage point named "stdin".
+    let conns = |v: &serde_json::Value, name: &str| {
+        v["connections"]
+            .to_string()
+            .replace(&format!("\"capture\":{}", serde_json::json!(name)), "")
+    };
+    assert_eq!(conns(&piped, "stdin"), conns(&file, &p.to_string()));
+    assert_eq!(
+        piped["captures"][0]["packets"],
+        file["captures"][0]["packets"]
+    );
+}
+
+/// Mapped files that are empty, not captures, or cut inside a record (as a capture still
+/// being written is): a usage error naming the file, or a partial result with a warning on
+/// stderr, with one thread or two.
+#[test]
+fn empty_garbage_and_cut_files_get_a_clear_answer_on_any_number_of_threads() {
+    let dir = tempdir("analyze-bad-files");
+    let empty = dir.join("empty.pcap");
+    fs::write(&empty, b"").unwrap();
+    let garbage = dir.join("garbage.pcap");
+    fs::write(&garbage, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let whole = fs::read(corpus().join("nagle-v4/client.pcap")).unwrap();
+    let cut = dir.join("cut.pcap");
+    fs::write(&cut, &whole[..whole.len() * 2 / 3 + 5]).unwrap();
+    for jobs in ["-j1", "-j2"] {
+        for (file, why) in [(&empty, "empty file"), (&garbage, "not a pcap")] {
+            let o = run(&["analyze", jobs, file.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+            let err = text(&o.stderr);
+            assert!(
+                err.contains(file.to_str().unwrap()) && err.contains(why),
+                "{err}"
+            );
+            assert!(o.stdout.is_empty());
+        }
+        let o = run(&["analyze", jobs, cut.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let (out, err) = (text(&o.stdout), text(&o.stderr));
+        assert!(out.contains("10.77.2.2:5001"), "{out}");
+        assert!(
+            err.contains("latencylab: warning:") && err.contains("file ends inside packet"),
+            "{err}"
+        );
+        assert!(!out.contains("latencylab: warning"), "{out}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

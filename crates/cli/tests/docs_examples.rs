@@ -137,6 +137,10 @@ const EXAMPLES: &[Example] = &[
         },
     },
     Example {
+        cmd: "sudo latencylab shell --nat64 --clat --server 'latencylab probe-server' -- ping -c1 10.77.2.1",
+        check: run(0, &["1 received", "CLAT on client: 192.0.0.2/29"]),
+    },
+    Example {
         cmd: "sudo latencylab shell --nat64 --rtt 40ms --server 'latencylab probe-server' -- latencylab probe-client server",
         check: Check::Run {
             setup: "",
@@ -203,6 +207,14 @@ const EXAMPLES: &[Example] = &[
     Example {
         cmd: "latencylab bulk-client server:5201 --direction download --duration 10s --out bulk.jsonl",
         check: in_lab("latencylab shell --server 'latencylab bulk-server' -- {} && cat bulk.jsonl", &[("--duration 10s", "--duration 2s")], &["\"total\""]),
+    },
+    Example {
+        cmd: "latencylab bulk-server --rcvbuf 8192 --quickack --out server.jsonl",
+        check: in_lab("latencylab shell --server '{}' -- latencylab bulk-client server --direction upload --write-size 1000 --duration 2s && cat server.jsonl", &[], &["\"total\""]),
+    },
+    Example {
+        cmd: "latencylab bulk-client server --direction upload --write-size 1000 --duration 10s --out up.jsonl",
+        check: in_lab("latencylab shell --server 'latencylab bulk-server --rcvbuf 8192 --quickack' -- {} && cat up.jsonl", &[("--duration 10s", "--duration 2s")], &["\"total\""]),
     },
     Example {
         cmd: "latencylab probe-server --port 5202",
@@ -335,6 +347,10 @@ const EXAMPLES: &[Example] = &[
         check: Check::Parses { run_by: "demo_nagle.rs" },
     },
     Example {
+        cmd: "sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s",
+        check: Check::Parses { run_by: "demo_delayed_ack.rs" },
+    },
+    Example {
         cmd: "sudo latencylab demo pps -o out/pps --duration 10s --pps 1000",
         check: Check::Parses { run_by: "demo_pps.rs" },
     },
@@ -348,6 +364,12 @@ const EXAMPLES: &[Example] = &[
         cmd: "sudo latencylab demo conn-reuse -o out/conn-reuse",
         check: Check::Parses {
             run_by: "demo_conn_reuse.rs",
+        },
+    },
+    Example {
+        cmd: "sudo latencylab demo cwnd-reuse -o out/cwnd-reuse",
+        check: Check::Parses {
+            run_by: "demo_cwnd_reuse.rs",
         },
     },
     Example {

@@ -17,11 +17,15 @@
 //!   pipelining, at two RTTs (issue 15, experiment E11).
 //! - [`conn_reuse`]: a news page whose requests take whichever HTTP/1.1 connection frees up
 //!   first, against waiting for the one opened for them (issue 16, experiment E12).
+//! - [`cwnd_reuse`]: clicks on a photo page's links over the idle connection idle longest or
+//!   the one that moved the largest burst (issue 16, experiment E13).
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
 //! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
 //!   (issue 12, experiment E7).
+//! - [`delayed_ack`]: a bulk upload in non-MSS-sized writes into a small receive window, the
+//!   receiver deferring its ACKs or not (issue 12, experiment E8).
 //! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
 //!   and 9000 (issue 12, experiment E9).
 //! - [`fallback`]: a phone whose Wi-Fi goes dark while cellular works: plain connect, an
@@ -32,6 +36,8 @@
 pub mod bufferbloat;
 mod common;
 pub mod conn_reuse;
+pub mod cwnd_reuse;
+pub mod delayed_ack;
 pub mod fallback;
 pub mod handshake_cdf;
 pub mod http_parallel;

@@ -23,7 +23,7 @@ use netlink_packet_route::address::{
 };
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -253,6 +253,14 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
     sysctl("net/ipv4/tcp_congestion_control", &host.settings.cc)
         .with_context(|| format!("setting congestion control '{}'", host.settings.cc))?;
     sysctl("net/ipv4/tcp_ecn", host.settings.ecn.sysctl_value())?;
+    sysctl(
+        "net/ipv4/tcp_slow_start_after_idle",
+        if host.settings.slow_start_after_idle {
+            "1"
+        } else {
+            "0"
+        },
+    )?;
     // TCP Fast Open (RFC 7413) allowed to clients and servers (bits 1 and 2); a program still
     // opts in per socket (TCP_FASTOPEN, MSG_FASTOPEN, TCP_FASTOPEN_CONNECT), so nothing else
     // changes. A new namespace starts at 1, which would refuse data in a lab server's SYNs.
@@ -307,7 +315,13 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
 /// Gives a host with a CLAT (464XLAT) its private IPv4 side: `ipv4/prefix_len` on its first
 /// interface and an IPv4 default route through it, into the lab's engine, where the CLAT
 /// translates. The host stays IPv6-only otherwise: its IPv6 address and route are untouched.
-pub fn add_clat(ns: &HostNs, iface: &str, ipv4: std::net::Ipv4Addr, prefix_len: u8) -> Result<()> {
+pub fn add_clat(
+    ns: &HostNs,
+    iface: &str,
+    ipv4: std::net::Ipv4Addr,
+    prefix_len: u8,
+    route_mtu_bytes: u32,
+) -> Result<()> {
     let fd = ns
         .ns_fd
         .try_clone()
@@ -318,7 +332,7 @@ pub fn add_clat(ns: &HostNs, iface: &str, ipv4: std::net::Ipv4Addr, prefix_len: 
         let mut rtnl = Rtnl::new()?;
         let idx = sys::if_index(&iface).with_context(|| format!("finding {iface}"))?;
         rtnl.add_address(idx, IpAddr::V4(ipv4), prefix_len)?;
-        rtnl.add_default_route(idx, false, 100)
+        rtnl.add_default_route_mtu(idx, false, 100, Some(route_mtu_bytes))
     })
     .join()
     .map_err(|_| anyhow!("the thread configuring the CLAT of '{}' panicked", ns.host))?
@@ -467,6 +481,18 @@ impl Rtnl {
     }
 
     fn add_default_route(&mut self, index: u32, v6: bool, metric: u32) -> Result<()> {
+        self.add_default_route_mtu(index, v6, metric, None)
+    }
+
+    /// A default route, with its own MTU when `mtu` is given (which also sets the MSS TCP
+    /// announces over it).
+    fn add_default_route_mtu(
+        &mut self,
+        index: u32,
+        v6: bool,
+        metric: u32,
+        mtu: Option<u32>,
+    ) -> Result<()> {
         let mut m = RouteMessage::default();
         m.header.address_family = if v6 {
             AddressFamily::Inet6
@@ -480,6 +506,10 @@ impl Rtnl {
         m.header.kind = RouteType::Unicast;
         m.attributes.push(RouteAttribute::Oif(index));
         m.attributes.push(RouteAttribute::Priority(metric));
+        if let Some(mtu) = mtu {
+            m.attributes
+                .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+        }
         let dst = if v6 {
             RouteAddress::Inet6(std::net::Ipv6Addr::UNSPECIFIED)
         } else {

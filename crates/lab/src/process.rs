@@ -81,6 +81,9 @@ pub struct LaunchSpec {
     /// Files bind-mounted over /etc/hosts and /etc/resolv.conf in the program's mount namespace.
     pub hosts_file: PathBuf,
     pub resolv_file: PathBuf,
+    /// A file bind-mounted over /etc/gai.conf (a host with a CLAT), if any.
+    #[serde(default)]
+    pub gai_file: Option<PathBuf>,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     /// A process group of its own (background programs), or the lab's (COMMAND, so that the
@@ -408,6 +411,8 @@ fn spawn(launch: Launch) -> Result<Child> {
     let resolv_src = c(&l.resolv_file.display().to_string());
     let etc_hosts = c("/etc/hosts");
     let etc_resolv = c("/etc/resolv.conf");
+    let gai_src = l.gai_file.as_ref().map(|p| c(&p.display().to_string()));
+    let etc_gai = c("/etc/gai.conf");
     let root = c("/");
     let sys = c("/sys");
     let sysfs = c("sysfs");
@@ -449,6 +454,16 @@ fn spawn(launch: Launch) -> Result<Child> {
                 libc::MS_BIND,
                 std::ptr::null(),
             );
+            // A machine without /etc/gai.conf keeps glibc's built-in table.
+            if let Some(g) = &gai_src {
+                libc::mount(
+                    g.as_ptr(),
+                    etc_gai.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                );
+            }
             // /sys shows the devices of the namespace that mounts it, as `ip netns exec` does.
             // In a user namespace the machine's /sys is locked in place: the new one goes on top.
             libc::umount2(sys.as_ptr(), libc::MNT_DETACH);

@@ -220,6 +220,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             iface,
             c.ipv4,
             nat64::clat::HOST_PREFIX_LEN,
+            c.route_mtu_bytes,
         )?;
     }
     let inodes: Vec<u64> = td

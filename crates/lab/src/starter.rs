@@ -5,7 +5,7 @@
 
 use std::fs::{self, File};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use labnet::programs::{program_env, resolv_conf_for};
@@ -40,9 +40,17 @@ pub(crate) fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf
             fs::write(&resolv_file, resolv_conf_for(cfg, h))?;
             written.insert(families, (hosts_file, resolv_file));
         }
+        if cfg.nat64.as_ref().is_some_and(|n| n.clat.contains(&h.name)) {
+            fs::write(gai_file(&rt, &h.name), labnet::clat::GAI_CONF)?;
+        }
         name_files.push(written[families].clone());
     }
     Ok(name_files)
+}
+
+/// A CLAT host's /etc/gai.conf, in the directory of its /etc/hosts.
+fn gai_file(dir: &Path, host: &str) -> PathBuf {
+    dir.join(format!("gai-{host}.conf"))
 }
 
 /// What starting a program in a host needs: its namespace, its name files, its environment.
@@ -106,6 +114,11 @@ impl Starter<'_> {
             how: LaunchSpec {
                 hosts_file: self.name_files[hi].0.clone(),
                 resolv_file: self.name_files[hi].1.clone(),
+                gai_file: self.name_files[hi]
+                    .0
+                    .parent()
+                    .map(|d| gai_file(d, host))
+                    .filter(|p| p.exists()),
                 argv,
                 env: self.env_for(host),
                 own_process_group: own_group,

@@ -25,6 +25,25 @@ pub fn clat_ipv6(iface6: Ipv6Addr) -> Ipv6Addr {
     Ipv6Addr::from(s)
 }
 
+/// `/etc/gai.conf` for a host with a CLAT. Such a host has an IPv4 address, so glibc's
+/// `getaddrinfo` asks for A records too, and RFC 6724 rule 5 (prefer a destination whose label
+/// matches its source's) would then pick the server's IPv4 address through the CLAT over the
+/// DNS64's synthesised IPv6 one, only because the lab's own IPv6 addresses are ULAs
+/// (fd4c:…, label 6) where a carrier gives a phone global ones (label 1). These are glibc's
+/// default labels (gai.conf(5), RFC 3484 §2.1) without the ULA line, so the lab's addresses
+/// sort as a phone's do: names go over IPv6 (precedence 40 over IPv4's 10, rule 6), and only
+/// IPv4 literals and AF_INET-only code use the CLAT.
+pub const GAI_CONF: &str =
+    "# latencylab: a host with a CLAT: glibc's default labels without fc00::/7, so that\n\
+# the lab's ULA addresses sort like a phone's global ones (see docs/nat64.md)\n\
+label ::1/128       0\n\
+label ::/0          1\n\
+label 2002::/16     2\n\
+label ::/96         3\n\
+label ::ffff:0:0/96 4\n\
+label fec0::/10     5\n\
+label 2001:0::/32   7\n";
+
 /// Where the CLATs' prefix came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PrefixSource {
@@ -50,6 +69,13 @@ impl PrefixSource {
     }
 }
 
+/// Bytes an IPv4 packet may grow by in the CLAT: 20 for the IPv6 header, 8 for a fragment
+/// header. The host's IPv4 route gets an MTU this much below its interface's, as a phone's
+/// CLAT interface has (Android's clatd), so that its IPv4 packets and the MSS its TCP
+/// announces fit the IPv6 path after translation, with no Fragmentation Needed round trip
+/// from the CLAT or the NAT64.
+pub const TRANSLATION_GROWTH_BYTES: u32 = 28;
+
 /// One host's CLAT.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClatHost {
@@ -57,6 +83,8 @@ pub struct ClatHost {
     pub host: usize,
     pub ipv4: Ipv4Addr,
     pub ipv6: Ipv6Addr,
+    /// The MTU of the host's IPv4 default route.
+    pub route_mtu_bytes: u32,
 }
 
 /// The CLATs of a lab and their prefix.
@@ -92,6 +120,7 @@ impl ClatPlan {
                 host: hi,
                 ipv4: clat::HOST_IPV4,
                 ipv6: clat_ipv6(iface.ipv6),
+                route_mtu_bytes: cfg.hosts[hi].settings.mtu - TRANSLATION_GROWTH_BYTES,
             });
         }
         Ok(Some(ClatPlan {
@@ -165,6 +194,7 @@ mod tests {
                 host: 0,
                 ipv4: Ipv4Addr::new(192, 0, 0, 2),
                 ipv6: "fd4c:6c61:6200:1::464".parse().unwrap(),
+                route_mtu_bytes: 1472,
             }]
         );
         o.clat_prefix = Some("2001:db8:64::/96".into());

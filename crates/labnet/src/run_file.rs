@@ -42,6 +42,7 @@ struct RawHost {
     cc: Option<String>,
     ecn: Option<String>,
     mtu: Option<u32>,
+    slow_start_after_idle: Option<bool>,
     #[serde(default)]
     aliases: Vec<String>,
     /// A CLAT (464XLAT) on this IPv6-only host.
@@ -95,6 +96,7 @@ struct RawRunFile {
     cc: Option<String>,
     ecn: Option<String>,
     mtu: Option<u32>,
+    slow_start_after_idle: Option<bool>,
     #[serde(default)]
     host: Vec<RawHost>,
     #[serde(default)]
@@ -128,7 +130,14 @@ pub fn parse_run_file(
             None => UsageError(format!("{name}: {msg}")),
         }
     })?;
-    let defaults = host_settings("", None, raw.cc.as_deref(), raw.ecn.as_deref(), raw.mtu)?;
+    let defaults = host_settings(
+        "",
+        None,
+        raw.cc.as_deref(),
+        raw.ecn.as_deref(),
+        raw.mtu,
+        raw.slow_start_after_idle,
+    )?;
     if raw.host.is_empty() {
         return usage(format!(
             "{name}: no [[host]] (a lab needs at least two hosts and a [[link]])"
@@ -144,6 +153,7 @@ pub fn parse_run_file(
             h.cc.as_deref(),
             h.ecn.as_deref(),
             h.mtu,
+            h.slow_start_after_idle,
         )?;
         let names = h.interfaces.clone().unwrap_or_else(|| vec!["eth0".into()]);
         if names.is_empty() {
@@ -484,6 +494,28 @@ mod tests {
         assert_eq!(c.programs[0].name, "server-1");
         assert!(c.hosts_file().contains("10.77.3.1\tserver server-eth0\n"));
         assert!(c.hosts_file().contains("10.77.2.1\tphone-rmnet0\n"));
+    }
+
+    #[test]
+    fn slow_start_after_idle_is_on_unless_the_file_or_the_host_turns_it_off() {
+        let parse = |t: &str| parse_run_file("s.toml", t, Path::new("."), None, &no_files);
+        let c = parse(WIFI).unwrap();
+        assert!(c.hosts.iter().all(|h| h.settings.slow_start_after_idle));
+        let server = "name = \"server\"\n";
+        let c = parse(&WIFI.replacen(
+            server,
+            &format!("{server}slow_start_after_idle = false\n"),
+            1,
+        ))
+        .unwrap();
+        assert!(c.hosts[0].settings.slow_start_after_idle);
+        assert!(!c.hosts[1].settings.slow_start_after_idle);
+        let c = parse(&format!("slow_start_after_idle = false\n{WIFI}")).unwrap();
+        assert!(c.hosts.iter().all(|h| !h.settings.slow_start_after_idle));
+        let e = parse(&format!("slow_start_after_idle = \"maybe\"\n{WIFI}"))
+            .unwrap_err()
+            .0;
+        assert!(e.starts_with("s.toml:1:") && e.contains("bool"), "{e}");
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct ShellOptions {
     pub cc: Option<String>,
     pub ecn: Option<String>,
     pub mtu: Option<u32>,
+    /// Both hosts' `tcp_slow_start_after_idle`.
+    pub slow_start_after_idle: Option<bool>,
     pub seed: Option<u64>,
     /// `client` IPv6-only behind DNS64 + NAT64, `server` IPv4-only.
     pub nat64: bool,
@@ -91,7 +93,14 @@ pub fn shell_config(o: &ShellOptions, files: &dyn Files) -> Result<LabConfig, Us
             s.apply(&mut down);
         }
     }
-    let settings = host_settings("--", None, o.cc.as_deref(), o.ecn.as_deref(), o.mtu)?;
+    let settings = host_settings(
+        "--",
+        None,
+        o.cc.as_deref(),
+        o.ecn.as_deref(),
+        o.mtu,
+        o.slow_start_after_idle,
+    )?;
     let mut hosts = Vec::new();
     for (i, name) in ["client", "server"].into_iter().enumerate() {
         let (ipv4, ipv6) = iface_addrs(i + 1);
@@ -178,7 +187,8 @@ mod tests {
             HostSettings {
                 cc: "cubic".into(),
                 ecn: EcnMode::Passive,
-                mtu: 1500
+                mtu: 1500,
+                slow_start_after_idle: true,
             }
         );
         assert_eq!(c.links[0].up.params.capacity, Capacity::Unlimited);

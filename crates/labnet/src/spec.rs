@@ -75,6 +75,15 @@ pub struct HostSettings {
     pub cc: String,
     pub ecn: EcnMode,
     pub mtu: u32,
+    /// `net.ipv4.tcp_slow_start_after_idle`: after an idle spell longer than the RTO, restart
+    /// from the initial window (RFC 5681 section 4.1). On by default, as Linux; many web
+    /// servers turn it off so that a persistent connection keeps its congestion window.
+    #[serde(default = "slow_start_after_idle_default")]
+    pub slow_start_after_idle: bool,
+}
+
+fn slow_start_after_idle_default() -> bool {
+    true
 }
 
 impl Default for HostSettings {
@@ -83,6 +92,7 @@ impl Default for HostSettings {
             cc: DEFAULT_CC.into(),
             ecn: EcnMode::Passive,
             mtu: DEFAULT_MTU,
+            slow_start_after_idle: slow_start_after_idle_default(),
         }
     }
 }
@@ -367,6 +377,7 @@ pub(crate) fn host_settings(
     cc: Option<&str>,
     ecn: Option<&str>,
     mtu: Option<u32>,
+    slow_start_after_idle: Option<bool>,
 ) -> Result<HostSettings, UsageError> {
     let mut s = base.cloned().unwrap_or_default();
     if let Some(cc) = cc {
@@ -387,6 +398,9 @@ pub(crate) fn host_settings(
             ));
         }
         s.mtu = m;
+    }
+    if let Some(v) = slow_start_after_idle {
+        s.slow_start_after_idle = v;
     }
     Ok(s)
 }

@@ -84,10 +84,11 @@ pub struct PageLoadArgs {
     #[arg(long, value_enum, value_name = "CHOICE", default_value = "oldest")]
     pub idle_choice: IdleChoice,
     /// With --conn-manager: once the page has loaded, wait --follow-after, then fetch this
-    /// URL (a click on a link) over the page's idle connections
+    /// URL (a click on a link) over the page's idle connections; repeat for several clicks,
+    /// each after the last one's response and another --follow-after
     #[arg(long, value_name = "URL")]
-    pub follow: Option<String>,
-    /// How long the connections stay idle before --follow
+    pub follow: Vec<String>,
+    /// How long the connections stay idle before each --follow
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_secs)]
     pub follow_after: Duration,
 }
@@ -311,10 +312,11 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
             ))
         })?),
     };
-    let follow = match &a.follow {
-        None => None,
-        Some(f) => Some(Url::parse(f).map_err(|e| UsageError(format!("--follow: {e}")))?),
-    };
+    let follow = a
+        .follow
+        .iter()
+        .map(|f| Url::parse(f).map_err(|e| UsageError(format!("--follow: {e}"))))
+        .collect::<Result<VecDeque<Url>, UsageError>>()?;
     if a.conn_manager.is_some() && (a.http != HttpVersion::Http11 || a.pipeline != 1) {
         return Err(UsageError(
             "--conn-manager places one request at a time on HTTP/1.1 connections: drop \
@@ -323,7 +325,7 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
         )
         .into());
     }
-    if a.conn_manager.is_none() && follow.is_some() {
+    if a.conn_manager.is_none() && !follow.is_empty() {
         return Err(UsageError("--follow needs --conn-manager bound or pool".into()).into());
     }
     let alpn = match a.http {
@@ -365,7 +367,7 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
                         idle_choice: a.idle_choice,
                         per_host: usize::from(a.per_host),
                     };
-                    load_managed(&ctx, &url, params, follow.map(|f| (f, a.follow_after))).await
+                    load_managed(&ctx, &url, params, follow, a.follow_after).await
                 }
                 None => load_h1(&ctx, &url, a).await,
             },
@@ -700,13 +702,14 @@ fn origin_key(u: &Url) -> String {
 
 /// HTTP/1.1 under a [`ConnManager`]: the HTML's references become requests as its bytes
 /// arrive; the manager says when to open a connection and which request goes where; this loop
-/// does the I/O and tells it what happened. With `follow`, one more request after the page
-/// has loaded and its connections have been idle that long.
+/// does the I/O and tells it what happened. Then each of `follow` in turn, once every
+/// request so far has been answered and the connections have been idle `follow_after`.
 async fn load_managed(
     ctx: &Arc<Ctx>,
     url: &Url,
     params: Params,
-    mut follow: Option<(Url, Duration)>,
+    mut follow: VecDeque<Url>,
+    follow_after: Duration,
 ) -> Result<()> {
     let mut mgr = ConnManager::new(params);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
@@ -765,9 +768,9 @@ async fn load_managed(
             }
         }
         if outstanding == 0 {
-            match follow.take() {
-                Some((u, after)) => {
-                    tokio::time::sleep(after).await;
+            match follow.pop_front() {
+                Some(u) => {
+                    tokio::time::sleep(follow_after).await;
                     if u.tls != url.tls {
                         bail!("--follow {} mixes http and https with the page", u.full());
                     }

@@ -19,6 +19,8 @@
 //! path = "/i/{i}.jpg"   # {i} counts 1..count
 //! count = 20            # optional, 1 by default
 //! bytes = 6000
+//! linked = true         # optional: not loaded with the page but linked from it (<a href>),
+//!                       # fetched only when the user follows the link
 //! ```
 
 use std::collections::HashSet;
@@ -72,6 +74,8 @@ pub struct Resource {
     pub path: String,
     pub bytes: u64,
     pub think_ms: u64,
+    /// Reached by a link (`<a href>`) that a user follows, not loaded with the page.
+    pub linked: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +121,8 @@ struct RawResource {
     bytes: u64,
     #[serde(default)]
     think_ms: u64,
+    #[serde(default)]
+    linked: bool,
 }
 
 fn one() -> u32 {
@@ -184,6 +190,7 @@ impl Page {
             path: "/".into(),
             bytes: raw.html.bytes,
             think_ms: raw.html.think_ms,
+            linked: false,
         };
         let mut resources = Vec::new();
         let mut seen = HashSet::from(["/".to_string()]);
@@ -228,6 +235,7 @@ impl Page {
                     path,
                     bytes: r.bytes,
                     think_ms: r.think_ms,
+                    linked: r.linked,
                 });
             }
         }
@@ -239,7 +247,12 @@ impl Page {
         })
     }
 
-    /// Every resource, the HTML first.
+    /// The resources loaded with the page (all but the linked ones), in document order.
+    pub fn loaded(&self) -> impl Iterator<Item = &Resource> {
+        self.resources.iter().filter(|r| !r.linked)
+    }
+
+    /// Every resource, the HTML first, linked ones too.
     pub fn all(&self) -> impl Iterator<Item = &Resource> {
         std::iter::once(&self.html).chain(self.resources.iter())
     }
@@ -261,6 +274,7 @@ impl Page {
 
     /// The HTML document: a `<link>`, `<script>` or `<img>` per resource with an absolute URL
     /// (`scheme://host[:port]path`), padded with a comment to `html.bytes` when that is larger.
+    /// Linked resources are `<a href>` links at the start of the body.
     /// Scripts are `async` so that a browser fetches them as it would a page's scripts but
     /// does not wait on their (empty) execution.
     pub fn render_html(&self, scheme: &str, port: u16) -> Vec<u8> {
@@ -276,9 +290,14 @@ impl Page {
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n",
             self.name
         );
-        let tags: Vec<String> = self
+        let links: String = self
             .resources
             .iter()
+            .filter(|r| r.linked)
+            .map(|r| format!("<a href=\"{}{}\">{}</a>\n", origin(&r.host), r.path, r.path))
+            .collect();
+        let tags: Vec<String> = self
+            .loaded()
             .map(|r| {
                 let url = format!("{}{}", origin(&r.host), r.path);
                 match r.kind {
@@ -291,13 +310,14 @@ impl Page {
             })
             .collect();
         if self.spread {
-            return self.render_spread(s, &tags);
+            return self.render_spread(s, &tags, &links);
         }
         for t in &tags {
             s.push_str(t);
         }
         s.push_str("</head><body>\n");
         s.push_str(LOAD_TIME_SCRIPT);
+        s.push_str(&links);
         let tail = "</body></html>\n";
         let want = self.html.bytes as usize;
         let have = s.len() + tail.len();
@@ -314,9 +334,10 @@ impl Page {
 impl Page {
     /// The body holds the tags, each after an equal share of the padding, so that the
     /// references arrive spread over the whole document.
-    fn render_spread(&self, mut s: String, tags: &[String]) -> Vec<u8> {
+    fn render_spread(&self, mut s: String, tags: &[String], links: &str) -> Vec<u8> {
         s.push_str("</head><body>\n");
         s.push_str(LOAD_TIME_SCRIPT);
+        s.push_str(links);
         let tail = "</body></html>\n";
         let want = self.html.bytes as usize;
         let have = s.len() + tail.len() + tags.iter().map(String::len).sum::<usize>();
@@ -373,25 +394,31 @@ pub fn body(kind: Kind, bytes: u64) -> Vec<u8> {
 }
 
 /// The absolute URLs in an HTML document's `src="..."` and `href="..."` attributes, in
-/// document order. This reads the documents [`Page::render_html`] writes (double-quoted
-/// attributes); it is not an HTML parser and does not pretend to be one.
+/// document order: what a browser loads with the page, so not the `href` of an `<a>` link,
+/// which waits for a click. This reads the documents [`Page::render_html`] writes
+/// (double-quoted attributes); it is not an HTML parser and does not pretend to be one.
 pub fn referenced_urls(html: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(html);
     let mut out = Vec::new();
-    let mut rest: &str = &text;
+    let mut at = 0;
     loop {
+        let rest = &text[at..];
         let next = ["src=\"", "href=\""]
             .iter()
             .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
             .min();
         let Some((i, klen)) = next else { break };
-        rest = &rest[i + klen..];
-        let Some(end) = rest.find('"') else { break };
-        let url = &rest[..end];
-        if url.starts_with("http://") || url.starts_with("https://") {
+        let tag = text[..at + i].rfind('<').map(|t| &text[t..at + i]);
+        let anchor = tag.is_some_and(|t| t.starts_with("<a ") || t.starts_with("<A "));
+        at += i + klen;
+        let Some(end) = text[at..].find('"') else {
+            break;
+        };
+        let url = &text[at..at + end];
+        if !anchor && (url.starts_with("http://") || url.starts_with("https://")) {
             out.push(url.to_string());
         }
-        rest = &rest[end..];
+        at += end;
     }
     out
 }
@@ -508,7 +535,7 @@ think_ms = 20
         ) {
             if let Ok(page) = Page::parse(&text) {
                 let html = page.render_html("http", 80);
-                proptest::prop_assert_eq!(referenced_urls(&html).len(), page.resources.len());
+                proptest::prop_assert_eq!(referenced_urls(&html).len(), page.loaded().count());
             }
         }
 
@@ -527,7 +554,33 @@ think_ms = 20
 
     #[test]
     fn referenced_urls_ignores_relative_and_unterminated_attributes() {
-        let u = referenced_urls(b"<img src=\"/rel\"><a href=\"http://a/b\"><img src=\"http://x");
+        let u = referenced_urls(b"<img src=\"/rel\"><link href=\"http://a/b\"><img src=\"http://x");
         assert_eq!(u, ["http://a/b"]);
+    }
+
+    #[test]
+    fn a_linked_resource_is_an_anchor_that_loading_the_page_does_not_fetch() {
+        let text = format!(
+            "{PAGE}[[resource]]\nkind = \"image\"\nhost = \"server\"\npath = \"/big.gif\"\n\
+             bytes = 25000\nlinked = true\n"
+        );
+        for spread in [false, true] {
+            let t = if spread {
+                text.replace("bytes = 2000", "bytes = 2000\nspread = true")
+            } else {
+                text.clone()
+            };
+            let p = Page::parse(&t).unwrap();
+            assert!(p.resources[4].linked);
+            assert_eq!(p.loaded().count(), 4);
+            let html = p.render_html("http", 80);
+            let doc = String::from_utf8_lossy(&html);
+            assert!(doc.contains("<a href=\"http://server/big.gif\">"), "{doc}");
+            let urls = referenced_urls(&html);
+            assert_eq!(urls.len(), 4, "{spread}");
+            assert!(!urls.iter().any(|u| u.ends_with("/big.gif")), "{urls:?}");
+        }
+        let u = referenced_urls(b"<a href=\"http://a/x\">x</a><img src=\"http://a/y\">");
+        assert_eq!(u, ["http://a/y"]);
     }
 }

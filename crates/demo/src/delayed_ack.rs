@@ -1,0 +1,666 @@
+//! `latencylab demo delayed-ack`: a fast bulk sender writing non-MSS-sized pieces into a small
+//! receive window on a LAN-like path, the receiver deferring its ACKs (Linux's default) or
+//! acknowledging at once (TCP_QUICKACK after every read): experiment E8, "the big mystery" of
+//! the 1998 talk in `shared/seeds/003`.
+//!
+//! The path: 100 Mbit/s each way, 0.5 ms each way. The client uploads with `bulk-client
+//! --direction upload --write-size 1000`; the server reads with `bulk-server --rcvbuf 8192`
+//! (run `delayed`) and with `--quickack` too (run `quickack`), same seed. In 1998 the receiver
+//! held its ACK until its timer whenever the segments were not all full-sized, so the sender
+//! filled the window and sat idle until the timer: ACKs every ~50 ms, 8 Mbit/s instead of 23.
+//! Linux's receiver also acknowledges when its application reads and has taken more than one
+//! full segment, or has opened the window by half (`tcp_cleanup_rbuf`); docs/demos.md says what
+//! that means for this experiment and what the runs show.
+//!
+//! Measured, from the client's program output and its capture (the sender's side, where the
+//! analyzer judges sender-side causes): goodput, the interval between the receiver's ACKs, the
+//! share of time the sender sat with a full window, and the analyzer's diagnoses.
+//!
+//! This module runs and presents; it does not judge: the criteria of issue 12 are printed as
+//! checks, and the end-to-end test asserts what the kernel does.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use analyze::{Analysis, Connection};
+use anyhow::{bail, Context, Result};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use serde::Serialize;
+
+use crate::common::{self, Check, Progress};
+
+/// The path's capacity each way: a fast LAN.
+pub const CAPACITY: &str = "100mbit";
+/// One-way delay each way.
+const DELAY: &str = "0.5ms";
+/// The receiver's SO_RCVBUF, bytes (Linux doubles it; the window is a share of that).
+pub const RCVBUF_BYTES: u32 = 8192;
+/// The sender's bytes per write(): not a multiple of the MSS (1428 over IPv6 with timestamps).
+pub const WRITE_BYTES: u32 = 1000;
+/// When the client starts, s after the lab: the server is listening by then.
+const CLIENT_START_S: f64 = 0.5;
+/// The bulk server's port (bulk-server's default).
+const PORT: u16 = 5201;
+/// Linux's shortest delayed-ACK timeout, ms (`TCP_DELACK_MIN`, HZ/25).
+const DELACK_MIN_MS: f64 = 40.0;
+/// Length of the time-sequence slice drawn from the middle of each run, s.
+const SLICE_S: f64 = 0.02;
+
+/// The two runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Delayed,
+    Quickack,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 2] = [Variant::Delayed, Variant::Quickack];
+
+    /// The run's directory and key in `results.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Delayed => "delayed",
+            Variant::Quickack => "quickack",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Delayed => "delayed ACKs (Linux's default)",
+            Variant::Quickack => "TCP_QUICKACK after every read",
+        }
+    }
+
+    fn server_flags(self) -> &'static str {
+        match self {
+            Variant::Delayed => "",
+            Variant::Quickack => " --quickack",
+        }
+    }
+
+    fn color(self) -> Rgb {
+        match self {
+            Variant::Delayed => Rgb(213, 94, 0),
+            Variant::Quickack => Rgb(0, 114, 178),
+        }
+    }
+}
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub out_dir: PathBuf,
+    /// Length of each run's transfer, s.
+    pub duration_s: f64,
+    pub seed: u64,
+    pub quiet: bool,
+}
+
+/// One run's numbers, as `results.json` writes them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunMetrics {
+    /// The receiver's count over the transfer (the client's `total` line).
+    pub goodput_mbps: f64,
+    /// Median time between two ACKs that acknowledged new data, at the sender, ms.
+    pub ack_interval_ms_p50: f64,
+    /// Share of the transfer the sender sat with a full window (less than one full segment
+    /// left in it), %.
+    pub idle_pct: f64,
+    /// ACKs that acknowledged new data, per second.
+    pub acks_per_s: f64,
+    /// The analyzer's diagnosis kinds for the connection (the sender's capture).
+    pub diagnoses: Vec<String>,
+}
+
+/// `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Results {
+    pub delayed: RunMetrics,
+    pub quickack: RunMetrics,
+}
+
+impl Results {
+    fn get(&self, v: Variant) -> &RunMetrics {
+        match v {
+            Variant::Delayed => &self.delayed,
+            Variant::Quickack => &self.quickack,
+        }
+    }
+}
+
+/// What the demo leaves.
+pub struct Outcome {
+    pub results: Results,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// A slice of the sender's time-sequence graph, times in s from the slice's start, sequence
+/// in kB from its lowest byte.
+#[derive(Clone, Debug, Default)]
+struct Slice {
+    data: Vec<(f64, f64, f64)>,
+    acks: Vec<(f64, f64)>,
+    window: Vec<(f64, f64)>,
+}
+
+struct RunData {
+    variant: Variant,
+    metrics: RunMetrics,
+    analysis: Analysis,
+    ack_intervals_ms: Vec<f64>,
+    slice: Slice,
+}
+
+/// The lab of one run.
+pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
+    };
+    let lan = || common::direction(CAPACITY, DELAY, "fifo limit 1000");
+    LabConfig {
+        seed,
+        // The lab ends with the client.
+        duration_s: None,
+        hosts: vec![
+            common::host("client", 1, EcnMode::Passive),
+            common::host("server", 2, EcnMode::Passive),
+        ],
+        routers: vec![],
+        links: vec![LinkSpec {
+            name: "lan".into(),
+            a: "client".into(),
+            b: "server".into(),
+            up: lan(),
+            down: lan(),
+        }],
+        changes: vec![],
+        programs: vec![
+            prog(
+                "bulk-server",
+                "server",
+                0.0,
+                format!(
+                    "exec latencylab bulk-server --rcvbuf {RCVBUF_BYTES}{}",
+                    v.server_flags()
+                ),
+                false,
+            ),
+            prog(
+                "bulk-client",
+                "client",
+                CLIENT_START_S,
+                format!(
+                    "exec latencylab bulk-client server --direction upload \
+                     --write-size {WRITE_BYTES} --duration {:.0}ms",
+                    duration_s * 1000.0
+                ),
+                true,
+            ),
+        ],
+        nat64: None,
+    }
+}
+
+/// Runs the two labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(2.0..=600.0).contains(&opts.duration_s) {
+        bail!("--duration: {} s is outside 2 s to 600 s", opts.duration_s);
+    }
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+    let mut progress = Progress::new(2.0 * (lab_s + 3.0) + 2.0, opts.quiet);
+    let mut runs = Vec::new();
+    for (i, v) in Variant::ALL.into_iter().enumerate() {
+        let dir = opts.out_dir.join(v.name());
+        let cfg = lab_config(v, opts.duration_s, opts.seed);
+        let msg = format!("run {}/2: {}", i + 1, v.label());
+        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+        let data = progress.phase(&format!("analysing the {} run", v.name()), 3.0, || {
+            collect(v, &dir)
+        })?;
+        runs.push(data);
+    }
+    let results = Results {
+        delayed: runs[0].metrics.clone(),
+        quickack: runs[1].metrics.clone(),
+    };
+    let checks = checks(&results);
+    let table = table(&results);
+    let report = opts.out_dir.join("report.html");
+    progress.phase("drawing the report", 2.0, || {
+        write_outputs(opts, &results, &checks, &runs)
+    })?;
+    progress.finish();
+    Ok(Outcome {
+        results,
+        table,
+        checks,
+        report,
+    })
+}
+
+/// Reads one run's outputs back.
+fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+    let client = common::program_records(dir, "bulk-client")?;
+    let Some(goodput_mbps) = client.iter().find_map(|r| match r {
+        apps::Record::Total {
+            role, goodput_mbps, ..
+        } if role == "sender" => Some(*goodput_mbps),
+        _ => None,
+    }) else {
+        bail!(
+            "{}: the client wrote no total (see programs/bulk-client.err)",
+            dir.display()
+        );
+    };
+    let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
+    let Some(conn) = analysis
+        .connections
+        .iter()
+        .filter(|c| c.b.port() == PORT || c.a.port() == PORT)
+        .max_by_key(|c| upload(c).stats.unique_bytes)
+    else {
+        bail!(
+            "{}: the client's capture holds no connection to port {PORT}",
+            dir.display()
+        );
+    };
+    let d = upload(conn);
+    let s = &d.series;
+    let ns = |t: wire::Instant| t.as_nanos() as f64;
+    // ACKs of new data while the transfer ran.
+    let ack_times: Vec<f64> = s.acks.iter().map(|a| ns(a.time)).collect();
+    let ack_intervals_ms: Vec<f64> = ack_times.windows(2).map(|w| (w[1] - w[0]) / 1e6).collect();
+    let first = s.segments.iter().find(|g| g.len > 0).map(|g| ns(g.time));
+    let last = s
+        .segments
+        .iter()
+        .rev()
+        .find(|g| g.len > 0)
+        .map(|g| ns(g.time));
+    let (Some(first), Some(last)) = (first, last) else {
+        bail!("{}: the client's capture holds no data", dir.display());
+    };
+    let span_ns = (last - first).max(1.0);
+    let idle_ns = full_window_ns(d);
+    let mid = first + span_ns / 2.0;
+    Ok(RunData {
+        variant: v,
+        metrics: RunMetrics {
+            goodput_mbps,
+            ack_interval_ms_p50: apps::Percentiles::of(&ack_intervals_ms).map_or(0.0, |p| p.p50),
+            idle_pct: 100.0 * idle_ns / span_ns,
+            acks_per_s: ack_times.len() as f64 / (span_ns / 1e9),
+            diagnoses: common::diagnosis_kinds(&analysis, PORT),
+        },
+        slice: slice(d, mid, mid + SLICE_S * 1e9),
+        analysis,
+        ack_intervals_ms,
+    })
+}
+
+/// The client's data: the direction towards the bulk server.
+fn upload(c: &Connection) -> &analyze::Direction {
+    if c.b.port() == PORT {
+        &c.a2b
+    } else {
+        &c.b2a
+    }
+}
+
+/// Time the sender sat with less than one full segment left in the receiver's window, ns:
+/// from the segment (or window update) that left it so until the ACK or window update that
+/// opened it again.
+fn full_window_ns(d: &analyze::Direction) -> f64 {
+    let s = &d.series;
+    let mss = s
+        .segments
+        .iter()
+        .map(|g| u64::from(g.len))
+        .max()
+        .unwrap_or(0);
+    if mss == 0 {
+        return 0.0;
+    }
+    // Merge the two time-ordered series: new data, and the receiver's right edge.
+    let (mut i, mut j) = (0, 0);
+    let (mut snd_max, mut edge): (u64, Option<u64>) = (0, None);
+    let mut full_since: Option<u64> = None;
+    let mut total = 0u64;
+    while i < s.segments.len() || j < s.windows.len() {
+        let take_seg = match (s.segments.get(i), s.windows.get(j)) {
+            (Some(g), Some(w)) => g.time <= w.time,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let now = if take_seg {
+            let g = s.segments[i];
+            i += 1;
+            if g.len == 0 || g.end() <= snd_max {
+                continue;
+            }
+            snd_max = g.end();
+            g.time.as_nanos()
+        } else {
+            let w = s.windows[j];
+            j += 1;
+            edge = Some(w.ack + w.window_bytes);
+            w.time.as_nanos()
+        };
+        let full = edge.is_some_and(|e| e.saturating_sub(snd_max) < mss);
+        if full && full_since.is_none() {
+            full_since = Some(now);
+        } else if !full {
+            if let Some(since) = full_since.take() {
+                total += now.saturating_sub(since);
+            }
+        }
+    }
+    total as f64
+}
+
+/// The sender's time-sequence graph between `from_ns` and `to_ns`.
+fn slice(d: &analyze::Direction, from_ns: f64, to_ns: f64) -> Slice {
+    let s = &d.series;
+    let inside = |t: wire::Instant| (from_ns..=to_ns).contains(&(t.as_nanos() as f64));
+    let x = |t: wire::Instant| (t.as_nanos() as f64 - from_ns) / 1e9;
+    let base = s
+        .segments
+        .iter()
+        .filter(|g| inside(g.time) && g.len > 0)
+        .map(|g| g.seq)
+        .min()
+        .unwrap_or(0);
+    let kb = |seq: u64| (seq as f64 - base as f64) / 1000.0;
+    Slice {
+        data: s
+            .segments
+            .iter()
+            .filter(|g| inside(g.time) && g.len > 0)
+            .map(|g| (x(g.time), kb(g.seq), kb(g.end())))
+            .collect(),
+        acks: s
+            .acks
+            .iter()
+            .filter(|a| inside(a.time) && a.seq >= base)
+            .map(|a| (x(a.time), kb(a.seq)))
+            .collect(),
+        window: s
+            .windows
+            .iter()
+            .filter(|w| inside(w.time) && w.ack >= base)
+            .map(|w| (x(w.time), kb(w.ack + w.window_bytes)))
+            .collect(),
+    }
+}
+
+/// The issue's criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
+/// ACKs at regular ~50 ms intervals, the deferred-ACK timer).
+pub fn checks(r: &Results) -> Vec<Check> {
+    let ratio = r.quickack.goodput_mbps / r.delayed.goodput_mbps.max(1e-9);
+    let pacing = |m: &RunMetrics| m.diagnoses.iter().any(|d| d == "delayed_ack_pacing");
+    vec![
+        Check {
+            what: format!(
+                "quickack moves at least twice the goodput of delayed ({:.1} against {:.1} \
+                 Mbit/s, {ratio:.2}×; the talk: 23 against 8)",
+                r.quickack.goodput_mbps, r.delayed.goodput_mbps
+            ),
+            passed: ratio >= 2.0,
+        },
+        Check {
+            what: format!(
+                "delayed: the ACKs are paced by the delayed-ACK timer (median interval {:.2} ms, \
+                 at least {:.0} ms, Linux's shortest timeout being {DELACK_MIN_MS:.0} ms; the \
+                 talk: ~50 ms)",
+                r.delayed.ack_interval_ms_p50,
+                0.75 * DELACK_MIN_MS
+            ),
+            passed: r.delayed.ack_interval_ms_p50 >= 0.75 * DELACK_MIN_MS,
+        },
+        Check {
+            what: "the analyzer names delayed_ack_pacing in delayed and not in quickack".into(),
+            passed: pacing(&r.delayed) && !pacing(&r.quickack),
+        },
+    ]
+}
+
+/// The side-by-side table: header and rows.
+pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
+    let runs: Vec<(&str, &RunMetrics)> =
+        Variant::ALL.iter().map(|v| (v.name(), r.get(*v))).collect();
+    let row = |label: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, label, f);
+    let header = common::run_header(&runs);
+    let rows = vec![
+        row("goodput (Mbit/s)", &|m| format!("{:.1}", m.goodput_mbps)),
+        row("ACK interval, median (ms)", &|m| {
+            format!("{:.2}", m.ack_interval_ms_p50)
+        }),
+        row("ACKs of new data per s", &|m| {
+            format!("{:.0}", m.acks_per_s)
+        }),
+        row("sender idle on a full window (%)", &|m| {
+            format!("{:.1}", m.idle_pct)
+        }),
+        row("analyzer", &|m| {
+            if m.diagnoses.is_empty() {
+                "nothing".into()
+            } else {
+                m.diagnoses.join(", ")
+            }
+        }),
+    ];
+    (header, rows)
+}
+
+/// The side-by-side table for the terminal.
+pub fn table(r: &Results) -> String {
+    let (header, rows) = table_rows(r);
+    common::text_table(&header, &rows)
+}
+
+fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let tsg: Vec<Chart> = runs.iter().map(tsg_chart).collect();
+    let intervals = intervals_chart(runs);
+    let page = page(opts, r, checks, runs, &tsg, &intervals)?;
+    common::write_report_files(
+        &opts.out_dir,
+        r,
+        &[
+            ("tsg-delayed", &tsg[0]),
+            ("tsg-quickack", &tsg[1]),
+            ("ack-intervals", &intervals),
+        ],
+        &page,
+    )
+}
+
+fn tsg_chart(run: &RunData) -> Chart {
+    let m = &run.metrics;
+    let longest_ms = run
+        .slice
+        .acks
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0) * 1e3)
+        .fold(0.0, f64::max);
+    let caption = format!(
+        "{:.0} ms of the run at the sender: data segments (ticks), the receiver's cumulative ACK \
+         (grey), its window's right edge (green). Where the ticks reach the green edge the window \
+         is full and the sender waits for an ACK ({:.0}% of the run). The longest wait here is \
+         {longest_ms:.1} ms, against the {DELACK_MIN_MS:.0} ms of the delayed-ACK timer; median \
+         ACK interval {:.2} ms.",
+        SLICE_S * 1000.0,
+        m.idle_pct,
+        m.ack_interval_ms_p50,
+    );
+    Chart::new(
+        format!("Time-sequence, {}", run.variant.label()),
+        Axis::new("time in the slice", "s").with_range(0.0, SLICE_S),
+        Axis::new("sequence", "kB").from_zero(),
+    )
+    .size(900, 420)
+    .caption(caption)
+    .with(
+        Series::step(
+            "receiver's window edge",
+            Rgb(0, 158, 115),
+            run.slice.window.clone(),
+        )
+        .keep_in_legend(),
+    )
+    .with(Series::step("cumulative ACK", Rgb::GREY, run.slice.acks.clone()).keep_in_legend())
+    .with(
+        Series::new(
+            "data segment",
+            run.variant.color(),
+            Marks::IBeams(run.slice.data.clone()),
+        )
+        .keep_in_legend(),
+    )
+}
+
+fn intervals_chart(runs: &[RunData]) -> Chart {
+    let timer_x = DELACK_MIN_MS;
+    let mut c = Chart::new(
+        "Time between the receiver's ACKs",
+        Axis::new("interval between two ACKs of new data", "ms").with_range(0.0, 1.25 * timer_x),
+        Axis::new("share of intervals at or below", "%").with_range(0.0, 100.0),
+    )
+    .size(900, 420)
+    .caption(format!(
+        "Each curve climbs to 100 % at the longest interval of its run. A deferred-ACK timer \
+         would put the climb at the grey line, {DELACK_MIN_MS:.0} ms, or later (the talk's \
+         receiver: every ~50 ms). Both runs climb at once, near 0: median intervals of {:.2} ms \
+         (delayed) and {:.2} ms (quickack); Linux's receiver acknowledged as its application \
+         read.",
+        runs[0].metrics.ack_interval_ms_p50, runs[1].metrics.ack_interval_ms_p50
+    ));
+    c.push(Series::line(
+        format!("delayed-ACK timer, {DELACK_MIN_MS:.0} ms"),
+        Rgb::GREY,
+        vec![(timer_x, 0.0), (timer_x, 100.0)],
+    ));
+    for run in runs {
+        c.push(
+            Series::cdf(
+                run.variant.label(),
+                run.variant.color(),
+                &run.ack_intervals_ms,
+            )
+            .keep_in_legend(),
+        );
+    }
+    c
+}
+
+fn page(
+    opts: &Options,
+    r: &Results,
+    checks: &[Check],
+    runs: &[RunData],
+    tsg: &[Chart],
+    intervals: &Chart,
+) -> Result<Page> {
+    let mut page = Page::new("Delayed ACKs and a small receive window");
+    page.subtitle = format!(
+        "One bulk TCP upload of {:.0} s per run over a LAN ({CAPACITY}, {DELAY} each way); the \
+         client writes {WRITE_BYTES}-byte pieces, the server's SO_RCVBUF is {RCVBUF_BYTES} bytes; \
+         seed {}. Run delayed: the receiver defers its ACKs as Linux does by default. Run \
+         quickack: it sets TCP_QUICKACK after every read.",
+        opts.duration_s, opts.seed
+    );
+    let (header, rows) = table_rows(r);
+    page.push(
+        Section::new("Results")
+            .with(Block::Table(Table {
+                header,
+                rows,
+                caption: "Goodput is the server's count over the transfer (sent back to the \
+                          client). The ACK interval, ACK rate and idle share are from the \
+                          client's capture, the sender's side."
+                    .into(),
+            }))
+            .with(common::findings(checks)),
+    );
+    let mut sec = Section::new("The sender's view");
+    for (chart, run) in tsg.iter().zip(runs) {
+        let name = format!("tsg-{}", run.variant.name());
+        sec = sec.with(Block::Figure(
+            Figure::from_chart(&name, chart, false).with_context(|| format!("drawing {name}"))?,
+        ));
+    }
+    sec = sec.with(Block::Figure(
+        Figure::from_chart("ack-intervals", intervals, false).context("drawing ack-intervals")?,
+    ));
+    page.push(sec);
+    let analyses: Vec<(&str, &Analysis)> = runs
+        .iter()
+        .map(|r| (r.variant.name(), &r.analysis))
+        .collect();
+    page.push(
+        Section::new("What the analyzer found")
+            .with(Block::Paragraph(
+                "Diagnoses of `latencylab analyze` on each run's client capture.".into(),
+            ))
+            .with(common::analyzer_findings(&analyses)),
+    );
+    page.push(Section::new("Files").with(Block::List(vec![
+        "results.json: the numbers of the table".into(),
+        "tsg-delayed.png, tsg-quickack.png, ack-intervals.png: the charts of this page".into(),
+        "delayed/, quickack/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
+         links/*.log, programs/*.out"
+            .into(),
+    ])));
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(mbps: f64, ack_ms: f64, kinds: &[&str]) -> RunMetrics {
+        RunMetrics {
+            goodput_mbps: mbps,
+            ack_interval_ms_p50: ack_ms,
+            idle_pct: 0.0,
+            acks_per_s: 1000.0 / ack_ms,
+            diagnoses: kinds.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn checks_pass_on_the_talks_numbers_and_fail_on_prompt_acks() {
+        let talk = Results {
+            delayed: metrics(8.0, 50.0, &["delayed_ack_pacing", "rwnd_limited"]),
+            quickack: metrics(23.0, 0.5, &[]),
+        };
+        assert!(checks(&talk).iter().all(|c| c.passed));
+        let prompt = Results {
+            delayed: metrics(90.0, 0.3, &[]),
+            quickack: metrics(91.0, 0.2, &[]),
+        };
+        assert!(checks(&prompt).iter().all(|c| !c.passed));
+    }
+
+    #[test]
+    fn the_labs_differ_only_in_the_receivers_quickack() {
+        let a = lab_config(Variant::Delayed, 10.0, 1);
+        let b = lab_config(Variant::Quickack, 10.0, 1);
+        a.validate().unwrap();
+        b.validate().unwrap();
+        assert_eq!(a.links, b.links);
+        assert_eq!(a.hosts, b.hosts);
+        assert_eq!(a.programs[1], b.programs[1]);
+        assert!(a.programs[1].run.contains("--write-size 1000"));
+        assert!(!a.programs[0].run.contains("--quickack"));
+        assert!(b.programs[0].run.contains("--rcvbuf 8192 --quickack"));
+    }
+}
