@@ -18,6 +18,7 @@ pub mod call;
 pub mod chunk;
 pub mod common;
 pub mod fallback;
+pub mod nat64_sample;
 pub mod playback;
 pub mod probe;
 pub mod records;
@@ -110,6 +111,13 @@ pub enum AppCommand {
         after_help = "Example:\n  latencylab fallback-client server:5208 --mode race --duration 25s --out f.jsonl"
     )]
     FallbackClient(fallback::FallbackClientArgs),
+    /// A client that reaches a server the way one class of app does (getaddrinfo, an IPv4
+    /// literal, AF_INET-only code, an "is IPv4 up?" preflight, RFC 7050 local synthesis), for
+    /// IPv6-only networks; one line says what it did, exit 1 when it did not get through.
+    #[command(
+        after_help = "Example:\n  latencylab nat64-sample --class af-inet-only server 5202\n  latencylab nat64-sample --class local-synthesis 10.77.2.1 5202\n\nAny server that answers a short request works: an echo server (latencylab probe-server) or an HTTP server."
+    )]
+    Nat64Sample(nat64_sample::Nat64SampleArgs),
 }
 
 /// Runs one program. A usage error found after parsing (options that contradict each other)
@@ -133,9 +141,11 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
         AppCommand::ChunkClient(a) => chunk::run_client(a),
         AppCommand::FallbackServer(a) => fallback::run_server(a),
         AppCommand::FallbackClient(a) => fallback::run_client(a),
+        AppCommand::Nat64Sample(a) => nat64_sample::run(a),
     };
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.is::<nat64_sample::NotThrough>() => Ok(ExitCode::from(1)),
         Err(e) => match e.downcast_ref::<common::UsageError>() {
             Some(u) => {
                 eprintln!("error: {u}");

@@ -276,6 +276,18 @@ pub enum Record {
         attempts: u32,
         request_ms: f64,
     },
+    /// What `nat64-sample` did: its class, the target as given, whether it got through, the
+    /// address it connected to, the time from its start to the answer's first byte, and the
+    /// line it prints without `--out`.
+    Nat64Sample {
+        t_s: f64,
+        class: String,
+        target: String,
+        ok: bool,
+        addr: Option<String>,
+        ttfb_ms: Option<f64>,
+        line: String,
+    },
     /// `fallback-client`'s Better Route probe connected over the preferred interface `iface`:
     /// new requests go back to it.
     BetterRoute { t_s: f64, iface: String },
@@ -330,7 +342,8 @@ impl Record {
             | RrSummary { t_s, .. }
             | FallbackRequest { t_s, .. }
             | BetterRoute { t_s, .. }
-            | FallbackSummary { t_s, .. } => Some(*t_s),
+            | FallbackSummary { t_s, .. }
+            | Nat64Sample { t_s, .. } => Some(*t_s),
             Other => None,
         }
     }

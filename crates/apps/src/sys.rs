@@ -613,6 +613,83 @@ fn sockaddr_from_bytes(b: &[u8]) -> Option<SocketAddr> {
     }
 }
 
+/// `getaddrinfo(host, port)` for stream sockets of `family` (`AF_UNSPEC`, `AF_INET6`, …), with
+/// no flags (no AI_ADDRCONFIG): the addresses in the resolver's order (glibc sorts them by
+/// RFC 6724). A failed lookup is an error with `gai_strerror`'s words.
+pub fn getaddrinfo(host: &str, port: u16, family: libc::c_int) -> io::Result<Vec<SocketAddr>> {
+    let node = std::ffi::CString::new(host)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the host name"))?;
+    let service = std::ffi::CString::new(port.to_string()).expect("digits have no NUL");
+    // SAFETY: addrinfo is plain data; all-zero is a valid "no preference" hints value.
+    let mut hints: libc::addrinfo = unsafe { std::mem::zeroed() };
+    hints.ai_family = family;
+    hints.ai_socktype = libc::SOCK_STREAM;
+    let mut list: *mut libc::addrinfo = std::ptr::null_mut();
+    // SAFETY: node and service are NUL-terminated and outlive the call; hints is initialised;
+    // `list` receives a list we free below with freeaddrinfo.
+    let rc = unsafe { libc::getaddrinfo(node.as_ptr(), service.as_ptr(), &hints, &mut list) };
+    if rc != 0 {
+        // SAFETY: gai_strerror returns a static NUL-terminated string for any code.
+        let msg = unsafe { std::ffi::CStr::from_ptr(libc::gai_strerror(rc)) };
+        return Err(io::Error::other(msg.to_string_lossy().into_owned()));
+    }
+    let mut out = Vec::new();
+    let mut p = list;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getaddrinfo returned, not yet freed; its ai_addr
+        // points to ai_addrlen bytes of a socket address.
+        unsafe {
+            let ai = &*p;
+            if !ai.ai_addr.is_null() {
+                if let Some(a) = sockaddr_to_std(ai.ai_addr.cast(), ai.ai_addrlen) {
+                    out.push(a);
+                }
+            }
+            p = ai.ai_next;
+        }
+    }
+    // SAFETY: `list` came from a successful getaddrinfo and is freed once.
+    unsafe { libc::freeaddrinfo(list) };
+    Ok(out)
+}
+
+extern "C" {
+    // glibc's; the libc crate declares `struct hostent` but not the function.
+    fn gethostbyname(name: *const libc::c_char) -> *mut libc::hostent;
+}
+
+/// `gethostbyname(host)`: the IPv4 addresses of `host`, from the hosts file or A records (the
+/// resolver asks for nothing else). Not thread-safe in C (a static result); callers call it from
+/// one thread.
+pub fn gethostbyname_v4(host: &str) -> io::Result<Vec<Ipv4Addr>> {
+    let name = std::ffi::CString::new(host)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the host name"))?;
+    // SAFETY: `name` is NUL-terminated; the result is glibc's static hostent or NULL.
+    let h = unsafe { gethostbyname(name.as_ptr()) };
+    if h.is_null() {
+        return Err(io::Error::other("gethostbyname found no IPv4 address"));
+    }
+    let mut out = Vec::new();
+    // SAFETY: a non-NULL hostent from gethostbyname: h_addr_list is a NULL-terminated array of
+    // pointers to h_length-byte addresses, valid until the next call on this thread.
+    unsafe {
+        let h = &*h;
+        if h.h_addrtype == libc::AF_INET && h.h_length == 4 {
+            let mut i = 0;
+            loop {
+                let a = *h.h_addr_list.add(i);
+                if a.is_null() {
+                    break;
+                }
+                let b = std::slice::from_raw_parts(a.cast::<u8>(), 4);
+                out.push(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,6 +108,32 @@ pub enum Demo {
         after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
     )]
     Fallback(FallbackArgs),
+    /// One small client per class of app on an IPv6-only network (host name, IPv4 literal,
+    /// AF_INET-only, "is IPv4 up?" preflight, RFC 7050 local synthesis), each through
+    /// ipv6-check, then with 464XLAT (about 5 s)
+    #[command(
+        after_help = "Example:\n  sudo latencylab demo nat64 -o out/nat64\n\nLeaves DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE."
+    )]
+    Nat64(Nat64Args),
+}
+
+/// The options of `demo nat64`.
+#[derive(clap::Args, Debug)]
+pub struct Nat64Args {
+    /// Output directory
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "out/nat64"
+    )]
+    pub out: PathBuf,
+    /// Seed for every random choice in the labs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The options of `demo fallback`.
@@ -409,6 +435,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Pps(a) => pps(a),
         Demo::DelayedAck(a) => delayed_ack(a),
         Demo::Fallback(a) => fallback(a),
+        Demo::Nat64(a) => nat64(a),
     };
     lab::restore_signals(old);
     r
@@ -535,6 +562,23 @@ fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
         &outcome.report,
         &a.out,
         &["wifi-only", "fallback", "mptcp"],
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
+    let outcome = demo::nat64::run(&demo::nat64::Options {
+        out_dir: a.out.clone(),
+        seed: a.seed,
+        quiet: a.quiet,
+        gather: crate::ipv6_check::gather,
+    })?;
+    print_outcome(
+        &outcome.table,
+        &outcome.checks,
+        &outcome.report,
+        &a.out,
+        &["ipv6-only", "clat"],
     );
     Ok(ExitCode::SUCCESS)
 }

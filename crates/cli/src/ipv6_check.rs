@@ -103,10 +103,19 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
     result
 }
 
-fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
+/// Runs `command` as the client of the NAT64 lab `cfg` (under strace when it is installed),
+/// with `server` (a shell command line) in its server host, the lab's output in `dir`, and
+/// gathers the evidence for the rules. `demo nat64` runs its samples through this too.
+pub fn gather(
+    cfg: &LabConfig,
+    dir: &Path,
+    command: &[String],
+    server: Option<&str>,
+    quiet: bool,
+) -> Result<Evidence> {
     let strace = find_strace();
     let trace_file = dir.join("strace.txt");
-    let mut command = a.lab.command.clone();
+    let mut command = command.to_vec();
     if let Some(s) = &strace {
         // COMMAND (and strace) run as the user who invoked sudo: the file must be theirs.
         lab::owner::write(&trace_file, "")
@@ -129,15 +138,15 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     let run = RunOptions {
         out_dir: Some(dir.to_path_buf()),
         command: Some(("client".into(), command)),
-        server: a.lab.server.clone().map(|s| ("server".into(), s)),
-        quiet: a.lab.quiet,
+        server: server.map(|s| ("server".into(), s.to_string())),
+        quiet,
         // The client's capture is evidence: --no-capture does not apply here.
         no_capture: false,
     };
     let result = run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();
     let flows = flows(&RunDir::new(dir).capture("client", "eth0"))?;
-    let evidence = Evidence {
+    Ok(Evidence {
         calls: match &strace {
             Some(_) => Some(parse_strace(
                 &fs::read_to_string(&trace_file)
@@ -159,7 +168,21 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
         no_route: result.summary.no_route,
         server_listening: result.server_listened,
         exit_code: result.exit_code,
-    };
+        clat: cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.clat.iter().any(|h| h == "client")),
+    })
+}
+
+fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
+    let evidence = gather(
+        cfg,
+        dir,
+        &a.lab.command,
+        a.lab.server.as_deref(),
+        a.lab.quiet,
+    )?;
     let verdict = analyze(&evidence);
     eprint!("{}", render(&evidence, &verdict));
     Ok(if passed(&evidence, &verdict) {

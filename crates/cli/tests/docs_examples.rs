@@ -393,6 +393,34 @@ const EXAMPLES: &[Example] = &[
         check: Check::Illustrative("needs a host with wlan0 and rmnet0, which demo fallback builds"),
     },
     Example {
+        cmd: "sudo latencylab ipv6-check --server 'latencylab probe-server' -- latencylab nat64-sample --class af-inet-only server 5202",
+        check: run(1, &["af-inet-only: gethostbyname", "asked for A records only"]),
+    },
+    Example {
+        cmd: "latencylab nat64-sample --class af-inet-only server 5202",
+        check: Check::Run {
+            setup: "",
+            wrap: "latencylab shell --nat64 --server 'latencylab probe-server' -- {}",
+            shorten: &[],
+            exit: 1,
+            contains: &["Network is unreachable"],
+        },
+    },
+    Example {
+        cmd: "latencylab nat64-sample --class local-synthesis 10.77.2.1 5202",
+        check: in_lab(
+            "latencylab shell --nat64 --server 'latencylab probe-server' -- {}",
+            &[],
+            &["synthesised under 64:ff9b::/96"],
+        ),
+    },
+    Example {
+        cmd: "sudo latencylab demo nat64 -o out/nat64",
+        check: Check::Parses {
+            run_by: "demo_nat64.rs",
+        },
+    },
+    Example {
         cmd: "sudo latencylab sweep examples/sweep-small.toml -o out/small",
         check: run(0, &["4 of 4 runs ok", "out/small/results.parquet"]),
     },

@@ -242,3 +242,43 @@ fn a_failure_with_no_visible_cause_is_said_to_be_unseen_not_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_nothing_left();
 }
+
+/// With `--clat` (464XLAT) the IPv4 literal and AF_INET-only code work: the check passes and
+/// says in notes what would fail on an IPv6-only network without a CLAT.
+#[test]
+fn through_a_clat_literals_and_af_inet_only_code_pass_with_notes() {
+    let _g = lock();
+    for (name, command, note) in [
+        (
+            "curl to an IPv4 literal",
+            "curl -sf -o /dev/null http://10.77.2.1:8080/",
+            "the IPv4 literal 10.77.2.1:8080 went through the CLAT",
+        ),
+        (
+            "nc -4 (AF_INET only)",
+            "echo hello | nc -4 -w 2 server 8080",
+            "the lookup of 'server' asked for A records only",
+        ),
+    ] {
+        let server = HTTP_SERVER.replace("HTTP_SH", &http_script());
+        let o = run(&[
+            "ipv6-check",
+            "-q",
+            "--clat",
+            "--server",
+            &server,
+            "--",
+            "sh",
+            "-c",
+            command,
+        ]);
+        let report = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{name}:\n{report}");
+        assert!(report.contains(note), "{name}:\n{report}");
+        assert!(
+            report.contains("with a CLAT (464XLAT)"),
+            "{name}:\n{report}"
+        );
+        assert_nothing_left();
+    }
+}

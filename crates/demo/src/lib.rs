@@ -30,6 +30,8 @@
 //!   and 9000 (issue 12, experiment E9).
 //! - [`fallback`]: a phone whose Wi-Fi goes dark while cellular works: plain connect, an
 //!   RFC 8305 race with a Better Route probe, MPTCP (issue 14, experiment E2).
+//! - [`nat64`]: one small client per class of app on an IPv6-only network, through
+//!   `ipv6-check`, and again with 464XLAT (issue 14, experiment E1).
 //! - [`handshake_cdf`]: handshake times over a browsing session to servers at a measured
 //!   spread of RTTs (experiment E14).
 
@@ -43,6 +45,7 @@ pub mod handshake_cdf;
 pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;
+pub mod nat64;
 pub mod notsent_lowat;
 pub mod pipelining;
 pub mod pps;

@@ -51,6 +51,10 @@ pub struct Evidence {
     pub server_listening: Option<bool>,
     /// COMMAND's exit status.
     pub exit_code: i32,
+    /// The client had a CLAT (464XLAT, RFC 6877): an IPv4 address and route into a local
+    /// translator, so IPv4 literals and A-only lookups work. What would break without one is
+    /// then a note, not a finding.
+    pub clat: bool,
 }
 
 /// What kind of problem a finding is, for programs that read the check's result (the nat64
@@ -210,7 +214,7 @@ pub fn analyze(e: &Evidence) -> Verdict {
             let Call::Reach {
                 syscall,
                 addr,
-                error: Some(err),
+                error,
                 ..
             } = c
             else {
@@ -220,6 +224,15 @@ pub fn analyze(e: &Evidence) -> Verdict {
             if v4.is_loopback() || probes.contains(&i) {
                 continue;
             }
+            let Some(err) = error else {
+                // Only a CLAT carries IPv4 from an IPv6-only host: worth saying what that
+                // hides, once per destination.
+                if e.clat && seen.insert((v4, addr.port(), *syscall)) {
+                    v.notes
+                        .extend(clat_note(e, syscall, v4, addr.port(), &a_only, &asked));
+                }
+                continue;
+            };
             if !seen.insert((v4, addr.port(), *syscall)) {
                 continue;
             }
@@ -285,6 +298,10 @@ pub fn analyze(e: &Evidence) -> Verdict {
     }
 
     for n in &a_only {
+        if e.clat {
+            v.notes.push(format!("the lookup of '{n}' asked for A records only: its IPv4 answer is reached through the CLAT here, and cannot be reached on an IPv6-only network without one"));
+            continue;
+        }
         v.findings.push(Finding {
             class: Class::AOnlyLookup,
             what: format!("the lookup of '{n}' asked for A records only"),
@@ -378,6 +395,27 @@ pub fn analyze(e: &Evidence) -> Verdict {
     v
 }
 
+/// What a `connect()`/`sendto()` to an IPv4 address that worked through the CLAT would do
+/// without it; `None` for the address of a name whose lookup also gave an IPv6 one (the
+/// resolver's order put IPv4 first because the CLAT gave it a route; without one it sorts
+/// IPv6 first).
+fn clat_note(
+    e: &Evidence,
+    syscall: &str,
+    v4: Ipv4Addr,
+    port: u16,
+    a_only: &BTreeSet<&str>,
+    asked: &dyn Fn(&str, &str) -> bool,
+) -> Option<String> {
+    let names: Vec<&String> = e.names_of_v4.get(&v4).into_iter().flatten().collect();
+    let what = match names.iter().find(|n| a_only.contains(n.as_str())) {
+        Some(n) => format!("the IPv4 address of '{n}', from an A-only lookup,"),
+        None if names.iter().any(|n| asked(n, "AAAA")) => return None,
+        None => "the IPv4 literal".to_string(),
+    };
+    Some(format!("{syscall}() to {what} {v4}:{port} went through the CLAT (464XLAT): it works on networks with one, and fails on IPv6-only networks without one"))
+}
+
 fn nat64_hint(reason: &str) -> &'static str {
     match reason {
         "no-session" => "an IPv4 host sent to the client without the client talking first: behind a NAT64 an IPv6-only client cannot accept IPv4-initiated connections",
@@ -420,7 +458,11 @@ pub fn render(e: &Evidence, v: &Verdict) -> String {
     }
     if v.findings.is_empty() {
         if e.exit_code == 0 {
-            s.push_str("ipv6-check: no findings: COMMAND worked on the IPv6-only network\n");
+            s.push_str(if e.clat {
+                "ipv6-check: no findings: COMMAND worked on the IPv6-only network with a CLAT (464XLAT)\n"
+            } else {
+                "ipv6-check: no findings: COMMAND worked on the IPv6-only network\n"
+            });
         } else {
             s.push_str(&format!(
                 "ipv6-check: COMMAND failed, and the cause was not seen: no IPv6-only problem shows in the trace, the capture or the counters. The check cannot see {BLIND_SPOTS}.\n"
@@ -666,6 +708,47 @@ mod tests {
         assert!(r.contains("the cause was not seen"), "{r}");
         assert!(r.contains("cannot see"), "{r}");
         assert!(!r.contains("no findings"), "{r}");
+    }
+
+    #[test]
+    fn through_a_clat_ipv4_literals_and_a_only_lookups_work_and_are_notes_not_findings() {
+        // AF_INET-only code on a 464XLAT network: A only, then an AF_INET connect that the
+        // CLAT carries (EINPROGRESS, then connected).
+        let t = socket(9, 3, "AF_INET", "SOCK_STREAM")
+            + &connect(9, 3, &format!("{SERVER4}:5202"), Some("EINPROGRESS"))
+            + &socket(9, 4, "AF_INET", "SOCK_STREAM")
+            + &connect(9, 4, "10.77.9.9:80", None);
+        let mut e = Evidence {
+            clat: true,
+            server_listening: Some(true),
+            ..evidence(&t, &[("server", "A")])
+        };
+        let v = analyze(&e);
+        assert!(v.findings.is_empty(), "{v:?}");
+        assert_eq!(v.notes.len(), 3, "{v:?}");
+        assert!(
+            v.notes[0].contains("'server', from an A-only lookup"),
+            "{v:?}"
+        );
+        assert!(
+            v.notes[1].contains("the IPv4 literal 10.77.9.9:80"),
+            "{v:?}"
+        );
+        assert!(v.notes[2].contains("asked for A records only"), "{v:?}");
+        // getaddrinfo's order put the CLAT's IPv4 first: nothing to say.
+        let both = probes(9, 5202)
+            + &socket(9, 5, "AF_INET", "SOCK_STREAM")
+            + &connect(9, 5, &format!("{SERVER4}:5202"), Some("EINPROGRESS"));
+        let dual = Evidence {
+            clat: true,
+            ..evidence(&both, DUAL)
+        };
+        assert_eq!(analyze(&dual), Verdict::default());
+        assert!(passed(&e, &v));
+        assert!(render(&e, &v).contains("with a CLAT (464XLAT)"));
+        // The same program without the CLAT: the A-only lookup is a finding.
+        e.clat = false;
+        assert_eq!(classes(&analyze(&e)), vec![Class::AOnlyLookup]);
     }
 
     #[test]

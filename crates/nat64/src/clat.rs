@@ -365,8 +365,10 @@ pub fn prefixes_from_answer(msg: &[u8]) -> Result<Vec<Prefix>, DiscoveryError> {
     Ok(found)
 }
 
-/// The one prefix under which `a` embeds a well-known address (RFC 7050 §3).
-fn prefix_of(a: Ipv6Addr) -> Option<Prefix> {
+/// The one prefix under which `a` embeds a well-known address (RFC 7050 §3). Public for
+/// clients that get the AAAA records from their resolver rather than a DNS message
+/// (`nat64-sample --class local-synthesis`).
+pub fn prefix_of(a: Ipv6Addr) -> Option<Prefix> {
     for wka in WELL_KNOWN_IPV4 {
         let at: Vec<Prefix> = [32u8, 40, 48, 56, 64, 96]
             .into_iter()
