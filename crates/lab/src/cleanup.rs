@@ -96,6 +96,7 @@ fn alive(pid: u32) -> bool {
 /// the namespaces it removed.
 pub fn remove_leftovers() -> Vec<String> {
     let mut removed = Vec::new();
+    let mut inodes = Vec::new();
     if let Ok(dir) = fs::read_dir(NETNS_DIR) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -109,13 +110,15 @@ pub fn remove_leftovers() -> Vec<String> {
                 continue;
             }
             if let Ok(f) = fs::File::open(e.path()) {
-                if let Some(ino) = process::ns_inode(f.as_raw_fd()) {
-                    process::kill_all_in_ns(ino);
-                }
+                inodes.extend(process::ns_inode(f.as_raw_fd()));
             }
-            netns::remove_ns(&name);
             removed.push(name);
         }
+    }
+    // One look through /proc for every namespace: a big lab left hundreds.
+    process::kill_all_in_namespaces(&inodes);
+    for name in &removed {
+        netns::remove_ns(name);
     }
     let (base, prefix) = if userns::rootless() {
         (userns::runtime_base(), rootless_prefix())

@@ -242,6 +242,7 @@ impl Forwarder {
                 // Measured by the loop, which fills them in.
                 longest_stall_ms: 0.0,
                 longest_stall_at_s: 0.0,
+                host_tx_dropped: Default::default(),
             },
             nat64: self.core.nat64_summary(),
             warnings: self.warnings.clone(),

@@ -13,12 +13,14 @@
 
 pub mod cleanup;
 pub mod engine;
+mod event_loop;
 pub mod files;
 pub mod netns;
 pub mod output;
 pub mod owner;
 pub mod process;
 pub mod runner;
+mod starter;
 mod sys;
 pub mod userns;
 

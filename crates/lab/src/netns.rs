@@ -6,10 +6,12 @@
 //! running lab and a later lab can find and remove what a killed one left behind. A lab without
 //! root (see [`crate::userns`]) cannot mount there: its namespaces are only held open by the lab.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
 use netlink_packet_core::{
@@ -26,7 +28,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::{setns, unshare, CloneFlags};
 
 use crate::sys;
 use crate::userns;
@@ -55,16 +57,132 @@ pub fn ns_path(name: &str) -> PathBuf {
     Path::new(NETNS_DIR).join(name)
 }
 
-/// Creates the namespace of `host` with its TUN devices, configured. Runs on a thread of its
-/// own because `unshare(CLONE_NEWNET)` moves the calling thread.
-pub fn create_host(lab_pid: u32, host: &Host) -> Result<HostNs> {
-    let name = ns_name(lab_pid, &host.name);
-    let h = host.clone();
-    let n = name.clone();
-    std::thread::spawn(move || build_in_new_netns(&n, &h))
-        .join()
-        .map_err(|_| anyhow!("the thread building host '{}' panicked", host.name))?
-        .with_context(|| format!("building host '{}' (namespace {name})", host.name))
+/// The TUN device's transmit ring, where a host's packets wait for the engine to read them (500
+/// by default). Here the host's "wire" is the engine, and a packet dropped before it reaches
+/// the emulated link is a loss nobody asked for: a server answering 200 clients five times a
+/// second overflowed 500 whenever the engine was late by a fraction of a second (its
+/// `tx_dropped` counted them; docs/PERFORMANCE.md, "Big labs"). The ring is 8 bytes a packet
+/// of kernel memory (32 KB a host).
+const TUN_TX_QUEUE_PACKETS: u32 = 4096;
+
+/// Threads that build hosts at once. Building a namespace is mostly waiting in the kernel (for
+/// the routing lock and RCU grace periods, from a few to 70 ms a host on a busy machine), not
+/// CPU, so a few more threads than cores overlap the waits (docs/PERFORMANCE.md, "Big labs").
+const BUILD_THREADS: usize = 16;
+
+/// Creates every host's namespace with its TUN devices, configured, in `hosts` order. Runs on
+/// threads of their own because `unshare(CLONE_NEWNET)` moves the calling thread; each thread
+/// builds one host after another (each `unshare` makes a new namespace). On an error, the hosts
+/// already built are removed and the first error in host order is returned.
+pub fn create_hosts(lab_pid: u32, hosts: &[Host]) -> Result<Vec<HostNs>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = hosts.len().clamp(1, BUILD_THREADS);
+    let mut built: Vec<(usize, Result<HostNs>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(host) = hosts.get(i) else { break };
+                        let name = ns_name(lab_pid, &host.name);
+                        let r = build_in_new_netns(&name, host).with_context(|| {
+                            format!("building host '{}' (namespace {name})", host.name)
+                        });
+                        failed.fetch_or(r.is_err(), Ordering::Relaxed);
+                        mine.push((i, r));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(mine) => mine,
+                Err(_) => vec![(usize::MAX, Err(anyhow!("a thread building hosts panicked")))],
+            })
+            .collect()
+    });
+    built.sort_by_key(|b| b.0);
+    if built.iter().all(|b| b.1.is_ok()) {
+        return Ok(built.into_iter().filter_map(|b| b.1.ok()).collect());
+    }
+    let mut first_error = None;
+    let mut done = Vec::new();
+    for (_, r) in built {
+        match r {
+            Ok(h) => done.push(h),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    remove_hosts(done);
+    Err(first_error.expect("an error was seen"))
+}
+
+/// Packets each host's kernel dropped at its TUN devices' transmit queues (`tx_dropped`), by
+/// host name, for the hosts that dropped any. Read from /proc/net/dev inside each namespace, on
+/// threads that enter them.
+pub fn tun_tx_drops(hosts: &[HostNs]) -> BTreeMap<String, u64> {
+    let threads = hosts.len().clamp(1, BUILD_THREADS);
+    let chunk = hosts.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = hosts
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .filter_map(|h| {
+                            setns(&h.ns_fd, CloneFlags::CLONE_NEWNET).ok()?;
+                            let dev = fs::read_to_string("/proc/thread-self/net/dev").ok()?;
+                            let n = tx_dropped(&dev);
+                            (n > 0).then(|| (h.host.clone(), n))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// The sum of the transmit `drop` column of /proc/net/dev over every device but loopback.
+fn tx_dropped(dev: &str) -> u64 {
+    dev.lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(name, _)| name.trim() != "lo")
+        // Receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
+        // packets errs drop ...
+        .filter_map(|(_, v)| v.split_whitespace().nth(11)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Removes hosts: their TUN devices (closing each unregisters it, which waits for the kernel's
+/// RCU grace periods, so the closes run on several threads at once) and their bind mounts; the
+/// kernel frees each namespace once nothing holds it.
+pub fn remove_hosts(hosts: Vec<HostNs>) {
+    let threads = hosts.len().clamp(1, BUILD_THREADS);
+    let chunk = hosts.len().div_ceil(threads).max(1);
+    let mut hosts = hosts;
+    std::thread::scope(|s| {
+        while !hosts.is_empty() {
+            let rest = hosts.split_off(hosts.len().saturating_sub(chunk));
+            s.spawn(move || {
+                for h in rest {
+                    let name = h.ns_name.clone();
+                    drop(h);
+                    remove_ns(&name);
+                }
+            });
+        }
+    });
 }
 
 /// Makes /run/netns a shared mount point of its own before any namespace is mounted in it, as
@@ -336,6 +454,8 @@ impl Rtnl {
         m.header.change_mask = LinkFlags::Up;
         if let Some(mtu) = mtu {
             m.attributes.push(LinkAttribute::Mtu(mtu));
+            m.attributes
+                .push(LinkAttribute::TxQueueLen(TUN_TX_QUEUE_PACKETS));
         }
         self.request(RouteNetlinkMessage::SetLink(m), 0, "set link up")
     }
@@ -410,4 +530,20 @@ pub fn remove_ns(name: &str) {
     let p = ns_path(name);
     let _ = umount2(&p, MntFlags::MNT_DETACH);
     let _ = fs::remove_file(&p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_drops_are_summed_over_every_device_but_loopback() {
+        let dev = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     100       2    0    0    0     0          0         0      100       2    0    7    0     0       0          0
+  eth0:  390728    3757    0    0    0     0          0         0   379184    3646    0  111    0     0       0          0
+rmnet0:       0       0    0    0    0     0          0         0        0       0    0    4    0     0       0          0
+";
+        assert_eq!(tx_dropped(dev), 115);
+    }
 }

@@ -112,6 +112,8 @@ pub struct Launcher {
     sock: OwnedFd,
     pid: i32,
     buf: Vec<u8>,
+    /// Requests not sent yet: the socket was full.
+    pending: std::collections::VecDeque<Launch>,
 }
 
 /// What became of programs asked for: starts are answered in the order they were asked.
@@ -152,6 +154,7 @@ impl Launcher {
                 sock: lab_end,
                 pid: child.as_raw(),
                 buf: vec![0; MAX_MESSAGE],
+                pending: Default::default(),
             }),
         }
     }
@@ -162,24 +165,44 @@ impl Launcher {
     }
 
     /// Asks for a program to be started, without waiting: the answer comes as a
-    /// [`LaunchEvent`] from [`Launcher::events`].
+    /// [`LaunchEvent`] from [`Launcher::events`]. When the socket is full (hundreds of programs
+    /// asked for at once), the request waits here and goes with a later [`Launcher::flush`]:
+    /// the loop must never block on the launcher, which may itself be waiting for the loop to
+    /// read its answers.
     pub fn spawn(&mut self, l: Launch) -> Result<()> {
-        let what = l.how.argv.join(" ");
-        let json = serde_json::to_vec(&l.how).expect("plain data serializes");
-        let fds = [
-            l.ns.as_raw_fd(),
-            l.stdin.as_raw_fd(),
-            l.stdout.as_raw_fd(),
-            l.stderr.as_raw_fd(),
-        ];
-        sendmsg::<()>(
-            self.sock.as_raw_fd(),
-            &[IoSlice::new(&json)],
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            None,
-        )
-        .with_context(|| format!("asking the launcher to start '{what}'"))?;
+        self.pending.push_back(l);
+        self.flush()
+    }
+
+    /// Sends the requests waiting in [`Launcher::spawn`] until the socket is full. Call it when
+    /// the launcher has answered (its answers mean it has read requests).
+    pub fn flush(&mut self) -> Result<()> {
+        while let Some(l) = self.pending.front() {
+            let json = serde_json::to_vec(&l.how).expect("plain data serializes");
+            let fds = [
+                l.ns.as_raw_fd(),
+                l.stdin.as_raw_fd(),
+                l.stdout.as_raw_fd(),
+                l.stderr.as_raw_fd(),
+            ];
+            match sendmsg::<()>(
+                self.sock.as_raw_fd(),
+                &[IoSlice::new(&json)],
+                &[ControlMessage::ScmRights(&fds)],
+                MsgFlags::MSG_DONTWAIT,
+                None,
+            ) {
+                Ok(_) => {
+                    self.pending.pop_front();
+                }
+                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+                Err(e) => {
+                    return Err(io::Error::from(e)).with_context(|| {
+                        format!("asking the launcher to start '{}'", l.how.argv.join(" "))
+                    })
+                }
+            }
+        }
         Ok(())
     }
 
@@ -488,10 +511,15 @@ pub fn ns_inode(fd: RawFd) -> Option<u64> {
     nix::sys::stat::fstat(fd).ok().map(|s| s.st_ino)
 }
 
-/// Every process (other than this one) whose network namespace has inode `ino`.
-pub fn processes_in_ns(ino: u64) -> Vec<i32> {
+/// Every process (other than this one) whose network namespace is one of `inodes`, in one
+/// pass over /proc whatever the number of namespaces.
+pub fn processes_in_namespaces(inodes: &[u64]) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut pids = Vec::new();
+    if inodes.is_empty() {
+        return pids;
+    }
+    let wanted: std::collections::HashSet<u64> = inodes.iter().copied().collect();
     let Ok(dir) = fs::read_dir("/proc") else {
         return pids;
     };
@@ -504,7 +532,7 @@ pub fn processes_in_ns(ino: u64) -> Vec<i32> {
         }
         if let Ok(s) = fs::metadata(format!("/proc/{pid}/ns/net")) {
             use std::os::unix::fs::MetadataExt;
-            if s.ino() == ino {
+            if wanted.contains(&s.ino()) {
                 pids.push(pid);
             }
         }
@@ -512,11 +540,11 @@ pub fn processes_in_ns(ino: u64) -> Vec<i32> {
     pids
 }
 
-/// Kills every process in the namespace and waits (up to a second) for them to be gone.
-pub fn kill_all_in_ns(ino: u64) {
+/// Kills every process in the namespaces and waits (up to a second) for them to be gone.
+pub fn kill_all_in_namespaces(inodes: &[u64]) {
     let deadline = StdInstant::now() + Duration::from_secs(1);
     loop {
-        let pids = processes_in_ns(ino);
+        let pids = processes_in_namespaces(inodes);
         if pids.is_empty() || StdInstant::now() > deadline {
             return;
         }

@@ -8,13 +8,17 @@
 //! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
 //! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`clat`] (its hosts' CLATs), [`forwarder`] (the lab's
 //! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
-//! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy) and [`sim`]
+//! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy), [`programs`]
+//! (the programs of a running lab, their environment), [`messages`] (what a lab says on
+//! stderr) and [`sim`]
 //! (whole labs in simulated time).
 
 pub mod clat;
 pub mod dns_tcp;
 pub mod forwarder;
 pub mod lifecycle;
+pub mod messages;
+pub mod programs;
 pub mod run_dir;
 pub mod run_file;
 pub mod schedule;

@@ -11,6 +11,11 @@ use wire::{Duration, Instant};
 
 use crate::schedule::{programs_done, ProgramState};
 
+/// Programs started in one loop turn at most. Starting one (its stdio files, its environment,
+/// a request to the launcher) takes the loop a fraction of a millisecond, but a thousand due at
+/// once kept it from reading its interfaces for most of a second; in turns of this many, the
+/// packets move between them.
+pub const STARTS_PER_TURN: usize = 8;
 /// How long programs get to exit after SIGTERM before SIGKILL; the network keeps running.
 pub const GRACE: Duration = Duration::from_secs(2);
 /// How long COMMAND waits for `--server` to listen.
@@ -46,6 +51,8 @@ pub struct Lifecycle {
     has_command: bool,
     command_pending: bool,
     has_server: bool,
+    /// When `--server`'s process started.
+    server_started_at: Option<Instant>,
     has_duration: bool,
     duration_over: bool,
     /// Once ending: the moment programs still running get SIGKILL, and why it ends.
@@ -59,6 +66,7 @@ impl Lifecycle {
             has_command,
             command_pending: has_command,
             has_server,
+            server_started_at: None,
             has_duration,
             duration_over: false,
             ending: None,
@@ -66,17 +74,27 @@ impl Lifecycle {
     }
 
     /// Whether COMMAND is to start now: once the server listens, has exited or has had
-    /// [`SERVER_READY_TIMEOUT`], and never once the lab is ending. `server` is asked only
-    /// while COMMAND waits for a server.
+    /// [`SERVER_READY_TIMEOUT`] since it started (see [`Lifecycle::server_started`]; a server
+    /// whose start is slow, as in a lab of hundreds of hosts, is not cut short), and never once
+    /// the lab is ending. `server` is asked only while COMMAND waits for a server.
     pub fn command_due(&self, now: Instant, server: impl FnOnce() -> ServerState) -> bool {
         if !self.command_pending || self.ending.is_some() {
             return false;
         }
-        if !self.has_server || now >= Instant::ZERO + SERVER_READY_TIMEOUT {
+        if !self.has_server {
             return true;
         }
         let s = server();
-        s.listening || s.exited
+        s.listening
+            || s.exited
+            || self
+                .server_started_at
+                .is_some_and(|t| now >= t + SERVER_READY_TIMEOUT)
+    }
+
+    /// `--server`'s process started at `now` (the launcher said so).
+    pub fn server_started(&mut self, now: Instant) {
+        self.server_started_at = Some(now);
     }
 
     pub fn command_started(&mut self) {
@@ -416,13 +434,36 @@ mod tests {
 
     #[test]
     fn command_waits_for_the_server_to_listen_or_for_the_timeout() {
-        let lc = Lifecycle::new(true, true, false);
+        let mut lc = Lifecycle::new(true, true, false);
         assert!(!lc.command_due(ms(0), || SERVER_STARTING));
+        lc.server_started(ms(1));
         assert!(lc.command_due(ms(40), || SERVER_UP));
-        assert!(lc.command_due(ms(3000), || SERVER_STARTING));
+        assert!(!lc.command_due(ms(3000), || SERVER_STARTING));
+        assert!(lc.command_due(ms(3001), || SERVER_STARTING));
         assert_eq!(lc.next_wakeup(ms(40)), Some(ms(45)));
         let no_server = Lifecycle::new(true, false, false);
         assert!(no_server.command_due(ms(0), || unreachable!("no server to ask")));
+    }
+
+    #[test]
+    fn the_wait_for_the_server_counts_from_the_servers_start_not_the_labs() {
+        // A big lab: the server's process started 2.5 s after the lab's clock began.
+        let mut lc = Lifecycle::new(true, true, false);
+        assert!(
+            !lc.command_due(ms(3500), || SERVER_STARTING),
+            "the server has not even started"
+        );
+        lc.server_started(ms(2500));
+        assert!(!lc.command_due(ms(3500), || SERVER_STARTING));
+        assert!(!lc.command_due(ms(5499), || SERVER_STARTING));
+        assert!(lc.command_due(ms(5500), || SERVER_STARTING));
+        // A server that exited before listening lets COMMAND go at once (it will see why).
+        let mut gone = Lifecycle::new(true, true, false);
+        gone.server_started(ms(10));
+        assert!(gone.command_due(ms(20), || ServerState {
+            listening: false,
+            exited: true
+        }));
     }
 
     #[test]

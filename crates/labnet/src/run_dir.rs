@@ -463,6 +463,11 @@ pub struct EngineSummary {
     /// When that stall began, in seconds since the lab started.
     #[serde(default)]
     pub longest_stall_at_s: f64,
+    /// Packets a host's kernel dropped at its own TUN device's transmit queue, by host (only
+    /// hosts that dropped any): the host sent faster than the engine read, so they never
+    /// reached the emulated link. Read when the lab ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_tx_dropped: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use wire::units::parse_time;
 use crate::setting::{parse_all, Direction, Files, Setting};
 use crate::spec::{
     host_settings, iface_addrs, usage, Change, Family, Host, Interface, LabConfig, LinkSpec,
-    Nat64Spec, Program, Side, UsageError, NAT64_PREFIX,
+    Nat64Spec, Program, Side, UsageError, MAX_INTERFACES, NAT64_PREFIX,
 };
 
 fn seconds(what: &str, s: &str) -> Result<f64, UsageError> {
@@ -164,7 +164,7 @@ pub fn parse_run_file(
         let mut interfaces = Vec::new();
         for i in names {
             n += 1;
-            let (ipv4, ipv6) = iface_addrs(n.min(250));
+            let (ipv4, ipv6) = iface_addrs(n.min(MAX_INTERFACES));
             interfaces.push(Interface {
                 name: i,
                 ipv4,

@@ -84,6 +84,12 @@ impl Schedule {
         }
     }
 
+    /// Takes back the start [`Schedule::poll_action`] returned last, which the shell will ask
+    /// for again (it starts only so many programs per loop turn).
+    pub fn unpoll_start(&mut self) {
+        self.next_start = self.next_start.saturating_sub(1);
+    }
+
     /// When something is next due.
     pub fn next_wakeup(&self) -> Option<Instant> {
         let start = (!self.starts_held)
@@ -197,6 +203,17 @@ mod tests {
         assert!(sch.all_started());
         // Asking early is harmless, and asking again after the end says nothing.
         assert_eq!(sch.poll_action(s(11)), None);
+    }
+
+    #[test]
+    fn a_start_taken_back_is_due_again_at_once() {
+        let cfg = parse_run_file("s.toml", LAB, Path::new(""), None, &no_files).unwrap();
+        let mut sch = Schedule::new(&cfg);
+        assert_eq!(sch.poll_action(s(0)), Some(Action::Start(0)));
+        sch.unpoll_start();
+        assert_eq!(sch.next_wakeup(), Some(s(0)));
+        assert_eq!(sch.poll_action(s(0)), Some(Action::Start(0)));
+        assert_eq!(sch.next_wakeup(), Some(s(2)));
     }
 
     #[test]

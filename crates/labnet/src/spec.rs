@@ -5,7 +5,8 @@
 //! values ([`crate::setting`]); this module knows the tree they form, not what they mean.
 //!
 //! Addresses are the lab's own: interface number *i* (counting from 1 over all hosts) has
-//! 10.77.*i*.1 and fd4c:6c61:6200:*i*::1. Nothing outside these ranges is ever routed.
+//! 10.77.*i*.1 and fd4c:6c61:6200:*i*::1, and from the 251st on 10.78.*j*.*k* (see
+//! [`iface_addrs`]). Nothing outside these ranges is ever routed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -167,7 +168,8 @@ pub struct Nat64Spec {
 /// The translator's IPv4 address. RFC 6052 §3.1 says the Well-Known Prefix should not embed
 /// private addresses; the lab is a closed world whose every address is private, so it does.
 pub const NAT64_POOL4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 64);
-/// The DNS64's address: outside every interface's fd4c:6c61:6200:i::/64 (i is at most 250).
+/// The DNS64's address: outside every interface's fd4c:6c61:6200:i::/64 (i is at most
+/// [`MAX_INTERFACES`]).
 pub const DNS64_ADDR: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 0xffff, 0, 0, 0, 0x53);
 /// The Well-Known Prefix `64:ff9b::/96` (RFC 6052 §2.1).
 pub const NAT64_PREFIX: nat64::Prefix = nat64::prefix::WELL_KNOWN;
@@ -309,12 +311,35 @@ pub struct LabConfig {
     pub nat64: Option<Nat64Spec>,
 }
 
-/// The lab's address of interface number `i` (1-based).
+/// The most interfaces a lab may have: what the address plan of [`iface_addrs`] numbers.
+pub const MAX_INTERFACES: usize = SMALL_LAB_INTERFACES + 250 * 256;
+/// Labs of at most this many interfaces number them 10.77.*i*.1, as they always have.
+const SMALL_LAB_INTERFACES: usize = 250;
+
+/// The lab's address of interface number `i` (1-based, at most [`MAX_INTERFACES`]).
+///
+/// - IPv4: 10.77.*i*.1 for the first 250; from the 251st on, 10.78.*j*.*k* with
+///   *i* − 251 = 250 *j* + (*k* − 1), so *k* runs 1..=250 (10.78.0.1 is the 251st, 10.78.3.250
+///   the 1250th). A lab of 250 interfaces or fewer keeps the addresses it always had, and a
+///   bigger one adds a range of its own rather than renumbering the first 250, so scripts that
+///   know 10.77.2.1 keep working; the last octet never is 0 or 255, which tools read as a
+///   network or broadcast address.
+/// - IPv6: fd4c:6c61:6200:*i*::1 for every *i* (the fourth group holds up to 65535; the
+///   lab's own fd4c:6c61:6200:fffe:: and :ffff:: stay clear of 64250).
 pub fn iface_addrs(i: usize) -> (Ipv4Addr, Ipv6Addr) {
-    let i = u8::try_from(i).expect("validated: at most 250 interfaces");
+    assert!(
+        (1..=MAX_INTERFACES).contains(&i),
+        "validated: at most {MAX_INTERFACES} interfaces"
+    );
+    let ipv4 = if i <= SMALL_LAB_INTERFACES {
+        Ipv4Addr::new(10, 77, i as u8, 1)
+    } else {
+        let n = i - SMALL_LAB_INTERFACES - 1;
+        Ipv4Addr::new(10, 78, (n / 250) as u8, (n % 250 + 1) as u8)
+    };
     (
-        Ipv4Addr::new(10, 77, i, 1),
-        Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, u16::from(i), 0, 0, 0, 1),
+        ipv4,
+        Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, i as u16, 0, 0, 0, 1),
     )
 }
 
@@ -471,8 +496,10 @@ impl LabConfig {
             }
         }
         let n_ifaces: usize = self.hosts.iter().map(|h| h.interfaces.len()).sum();
-        if n_ifaces > 250 {
-            return usage(format!("{n_ifaces} interfaces: a lab has at most 250"));
+        if n_ifaces > MAX_INTERFACES {
+            return usage(format!(
+                "{n_ifaces} interfaces: a lab has at most {MAX_INTERFACES} (its address plan, docs/run-files.md)"
+            ));
         }
         let mut link_names = HashSet::new();
         let mut used: HashMap<Attach, String> = HashMap::new();
@@ -740,5 +767,28 @@ mod tests {
         q.extend_from_slice(&qtype.to_be_bytes());
         q.extend_from_slice(&[0, 1]);
         q
+    }
+
+    #[test]
+    fn the_first_250_interfaces_keep_10_77_and_the_rest_number_on_in_10_78() {
+        let v4 = |i| iface_addrs(i).0;
+        assert_eq!(v4(1), Ipv4Addr::new(10, 77, 1, 1));
+        assert_eq!(v4(250), Ipv4Addr::new(10, 77, 250, 1));
+        assert_eq!(v4(251), Ipv4Addr::new(10, 78, 0, 1));
+        assert_eq!(v4(500), Ipv4Addr::new(10, 78, 0, 250));
+        assert_eq!(v4(501), Ipv4Addr::new(10, 78, 1, 1));
+        assert_eq!(v4(1250), Ipv4Addr::new(10, 78, 3, 250));
+        assert_eq!(v4(MAX_INTERFACES), Ipv4Addr::new(10, 78, 255, 250));
+        assert_eq!(
+            iface_addrs(1000).1,
+            "fd4c:6c61:6200:3e8::1".parse::<Ipv6Addr>().unwrap()
+        );
+        // Every interface of the largest lab has its own addresses, apart from the lab's own.
+        let all: HashSet<Ipv4Addr> = (1..=MAX_INTERFACES).map(v4).collect();
+        assert_eq!(all.len(), MAX_INTERFACES);
+        assert!(!all.contains(&NAT64_POOL4));
+        let v6: HashSet<Ipv6Addr> = (1..=MAX_INTERFACES).map(|i| iface_addrs(i).1).collect();
+        assert_eq!(v6.len(), MAX_INTERFACES);
+        assert!(v6.iter().all(|a| a.segments()[3] < 0xfffe));
     }
 }

@@ -32,39 +32,41 @@ pub struct Percentiles {
 /// A delay histogram from 1 µs to 1000 s with `DIGITS` significant digits: 3 (0.1 %) by
 /// default; 2 (1 %) where a per-packet record must stay cheap, since the smaller table stays in
 /// cache when the recorded values vary (a jittered delay).
-#[derive(Clone, Debug)]
-pub struct DelayHistogram<const DIGITS: u8 = 3>(Histogram<u64>);
-
-impl<const DIGITS: u8> Default for DelayHistogram<DIGITS> {
-    fn default() -> Self {
-        DelayHistogram(
-            Histogram::new_with_bounds(1, 1_000_000_000, DIGITS).expect("static bounds are valid"),
-        )
-    }
-}
+///
+/// The table (about 180 KB at 3 digits) is allocated on the first record: a lab of a thousand
+/// link directions, most of which carry a few packets or none, holds six of these per direction.
+#[derive(Clone, Debug, Default)]
+pub struct DelayHistogram<const DIGITS: u8 = 3>(Option<Box<Histogram<u64>>>);
 
 impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     pub fn record(&mut self, d: Duration) {
         let us = (d.as_nanos() / 1000).clamp(1, 1_000_000_000) as u64;
-        self.0.saturating_record(us);
+        self.0
+            .get_or_insert_with(|| {
+                Box::new(
+                    Histogram::new_with_bounds(1, 1_000_000_000, DIGITS)
+                        .expect("static bounds are valid"),
+                )
+            })
+            .saturating_record(us);
     }
     pub fn len(&self) -> u64 {
-        self.0.len()
+        self.0.as_ref().map_or(0, |h| h.len())
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
     pub fn percentiles(&self) -> Percentiles {
-        if self.0.is_empty() {
+        let Some(h) = self.0.as_ref().filter(|h| !h.is_empty()) else {
             return Percentiles::default();
-        }
-        let q = |p: f64| self.0.value_at_quantile(p) as f64 / 1000.0;
+        };
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
         Percentiles {
             p50_ms: q(0.50),
             p95_ms: q(0.95),
             p99_ms: q(0.99),
-            max_ms: self.0.max() as f64 / 1000.0,
-            samples: self.0.len(),
+            max_ms: h.max() as f64 / 1000.0,
+            samples: h.len(),
         }
     }
 }

@@ -1,0 +1,376 @@
+//! The lab's event loop, one turn at a time: start what is due, move packets, apply the stop
+//! rules, sleep until the next packet, signal, launcher report or deadline, and handle what came.
+//! Every decision is `labnet`'s (`schedule`, `lifecycle`, `programs`); this module reads the
+//! clock and the descriptors and does what they answer.
+
+use anyhow::{bail, Context, Result};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::signalfd::SignalFd;
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use std::os::fd::{AsFd, AsRawFd};
+use wire::Instant;
+
+use crate::engine::Forwarder;
+use crate::netns::HostNs;
+use crate::process::{self, LaunchEvent, Launcher};
+use crate::runner::RunOptions;
+use crate::starter::Starter;
+use crate::sys;
+use labnet::lifecycle::{
+    earliest, wait_for, EarlyWake, Lifecycle, PriorityPolicy, ServerState, StallMeter, Wait,
+    HEARTBEAT, STARTS_PER_TURN,
+};
+use labnet::programs::{Program, Programs};
+use labnet::schedule::{Action, Schedule};
+use labnet::spec::{secs, LabConfig};
+
+const TOKEN_SIGNAL: u64 = u64::MAX;
+const TOKEN_TIMER: u64 = u64::MAX - 1;
+const TOKEN_LAUNCHER: u64 = u64::MAX - 2;
+
+/// Signals a program, and its process group when it has one of its own.
+pub(crate) fn signal(p: &Program, sig: libc::c_int) {
+    let Some(pid) = p.pid else { return };
+    if p.own_group {
+        process::signal_group(pid, sig);
+    } else {
+        process::signal(pid, sig);
+    }
+}
+
+/// The loop's descriptors: one epoll over the interfaces, the signalfd, the timerfd and the
+/// program launcher's socket.
+pub(crate) struct LoopIo {
+    epoll: Epoll,
+    sfd: SignalFd,
+    timer: TimerFd,
+    /// The absolute monotonic time the timer is armed for.
+    armed: Option<u64>,
+    events: Vec<EpollEvent>,
+}
+
+impl LoopIo {
+    pub fn new(
+        fwd: &Forwarder,
+        hosts: &[HostNs],
+        sfd: SignalFd,
+        launcher: &Launcher,
+    ) -> Result<LoopIo> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll")?;
+        for (i, iface) in fwd.ifaces.iter().enumerate() {
+            let fd = hosts
+                .iter()
+                .flat_map(|h| h.tuns.iter())
+                .find(|t| t.as_raw_fd() == iface.fd)
+                .expect("own fd");
+            epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+        }
+        epoll.add(
+            sfd.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_SIGNAL),
+        )?;
+        let timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        epoll.add(
+            timer.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER),
+        )?;
+        epoll.add(
+            launcher.fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_LAUNCHER),
+        )?;
+        Ok(LoopIo {
+            epoll,
+            sfd,
+            timer,
+            armed: None,
+            events: vec![EpollEvent::empty(); 64],
+        })
+    }
+
+    /// Waits as `wait` says (`mono_start` turns lab time into the monotonic clock's) and
+    /// returns how many events came.
+    fn wait(&mut self, wait: Wait, mono_start: u64) -> Result<usize> {
+        let timeout = match wait {
+            Wait::Poll => EpollTimeout::ZERO,
+            Wait::Block => EpollTimeout::NONE,
+            Wait::Timer(t) => {
+                let abs = mono_start + t.as_nanos();
+                // The timer stays armed until it fires; re-arm only for a new deadline.
+                if self.armed != Some(abs) {
+                    let ts =
+                        TimeSpec::new((abs / 1_000_000_000) as i64, (abs % 1_000_000_000) as i64);
+                    self.timer.set(
+                        Expiration::OneShot(ts),
+                        TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+                    )?;
+                    self.armed = Some(abs);
+                }
+                EpollTimeout::NONE
+            }
+        };
+        match self.epoll.wait(&mut self.events, timeout) {
+            // A stop and continue (SIGSTOP, a debugger, Ctrl-Z) interrupts the wait: look again.
+            Err(nix::errno::Errno::EINTR) => Ok(0),
+            r => Ok(r?),
+        }
+    }
+}
+
+/// A lab while it runs: the network, the programs and the rules, driven one loop turn at a
+/// time by [`Lab::run`].
+pub(crate) struct Lab<'a> {
+    pub starter: Starter<'a>,
+    pub cfg: &'a LabConfig,
+    pub opts: &'a RunOptions,
+    pub fwd: Forwarder,
+    pub io: LoopIo,
+    /// The monotonic clock's reading at the lab's `Instant::ZERO`.
+    pub mono_start: u64,
+    pub early: EarlyWake,
+    pub priority: PriorityPolicy,
+    pub schedule: Schedule,
+    pub life: Lifecycle,
+    pub link_idx: std::collections::BTreeMap<String, usize>,
+    pub ns_inodes: Vec<u64>,
+    pub progs: Programs,
+    /// `--server`'s index in `progs`.
+    pub server: Option<usize>,
+    /// Whether the server listened when COMMAND started.
+    pub server_listened: Option<bool>,
+    pub stalls: StallMeter,
+    /// When the current loop turn began (the end of the last wait).
+    pub turn_start: Instant,
+}
+
+impl Lab<'_> {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(sys::monotonic_ns().saturating_sub(self.mono_start))
+    }
+
+    /// The loop: start what is due, move packets, apply the stop rules, sleep until the next
+    /// packet, signal, program exit or deadline, and handle what came.
+    pub fn run(&mut self) -> Result<()> {
+        // Setting the lab up (captures, logs) before the first turn is no stall.
+        self.turn_start = self.now();
+        loop {
+            let now = self.now();
+            self.start_due(now)?;
+            self.fwd.poll(now);
+            self.check_end(now);
+            if self.life.finished(now, self.all_gone()) {
+                return Ok(());
+            }
+            self.wait_and_handle(now)?;
+        }
+    }
+
+    /// Starts COMMAND once it is due, and every program and link change whose time has come.
+    fn start_due(&mut self, now: Instant) -> Result<()> {
+        // Requests the launcher had no room for yet (it answers, and so makes room, at its pace).
+        self.starter.launcher.flush()?;
+        let server = self.server.map(|s| self.progs.get(s));
+        let due = self.life.command_due(now, || match server {
+            Some(p) => ServerState {
+                listening: p.pid.is_some_and(|pid| process::has_listener(pid as u32)),
+                exited: p.status.is_some(),
+            },
+            None => ServerState {
+                listening: false,
+                exited: false,
+            },
+        });
+        if due {
+            self.server_listened = self.server.map(|s| {
+                self.progs
+                    .get(s)
+                    .pid
+                    .is_some_and(|pid| process::has_listener(pid as u32))
+            });
+            let (host, argv) = self.opts.command.clone().context("a command is due")?;
+            self.starter.start(&host, argv, false, "command", true)?;
+            self.progs.asked("COMMAND", false, true, true);
+            self.life.command_started();
+        }
+        if self.life.is_ending() {
+            self.schedule.hold_starts();
+        }
+        let mut starts = 0;
+        while let Some(action) = self.schedule.poll_action(now) {
+            match action {
+                Action::Start(i) => {
+                    starts += 1;
+                    if starts > STARTS_PER_TURN {
+                        // Still due: the next turn, right after this one's packets, starts it.
+                        self.schedule.unpoll_start();
+                        break;
+                    }
+                    let p = &self.cfg.programs[i];
+                    let argv = vec!["sh".into(), "-c".into(), p.run.clone()];
+                    self.starter.start(&p.host, argv, true, &p.name, false)?;
+                    self.progs.asked(&p.name, true, p.wait, false);
+                }
+                Action::Change(i) => self.change_link(i),
+                Action::DurationOver => self.life.duration_over(),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `cfg.changes[i]` to the link directions it names, at its scheduled time.
+    fn change_link(&mut self, i: usize) {
+        let c = &self.cfg.changes[i];
+        let li = self.link_idx[&c.link];
+        for d in 0..self.fwd.dirs().len() {
+            let info = &self.fwd.dirs()[d];
+            if info.link_index == li && c.direction.is_none_or(|x| x == info.side) {
+                let params = c.apply(self.fwd.params(d));
+                self.fwd.set_params(Instant::ZERO + secs(c.at_s), d, params);
+            }
+        }
+    }
+
+    /// Applies the stop rules; when the lab begins to end, what still runs gets SIGTERM.
+    fn check_end(&mut self, now: Instant) {
+        let all_started = self.schedule.all_started();
+        let states = self.progs.states();
+        let command_status = self.progs.command_status();
+        if self
+            .life
+            .check_end(now, command_status, all_started, &states)
+            .is_some()
+        {
+            self.terminate_all();
+        }
+    }
+
+    fn terminate_all(&self) {
+        for p in self.progs.running() {
+            signal(p, libc::SIGTERM);
+        }
+    }
+
+    /// Whether every program and every process in the lab's namespaces has gone. A program
+    /// started through `sh -c` may outlive its shell: each gets to finish writing its results.
+    fn all_gone(&self) -> bool {
+        self.life.is_ending()
+            && self.progs.all_ended()
+            && process::processes_in_namespaces(&self.ns_inodes).is_empty()
+    }
+
+    /// Sleeps until the next packet, signal or deadline, and handles what came.
+    fn wait_and_handle(&mut self, now: Instant) -> Result<()> {
+        // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
+        // timer once per heartbeat and not on every turn.
+        let beat = HEARTBEAT.as_nanos() as u64;
+        let heartbeat = Instant::from_nanos((now.as_nanos() / beat + 1) * beat);
+        let deadline = earliest([
+            self.fwd.next_wakeup(),
+            self.schedule.next_wakeup(),
+            self.life.next_wakeup(now),
+            Some(heartbeat),
+        ]);
+        let wait = wait_for(deadline, now, self.early.margin());
+        let before = self.now();
+        self.stalls.turn(self.turn_start, before);
+        let n = self.io.wait(wait, self.mono_start)?;
+        let now = self.now();
+        self.turn_start = now;
+        match wait {
+            Wait::Timer(due) => {
+                self.stalls.woke(due, now);
+                self.early.woke(due, now);
+            }
+            Wait::Poll => self.stalls.woke(before, now),
+            Wait::Block => {}
+        }
+        if wait != Wait::Poll {
+            self.priority.blocked(now - before);
+        }
+        match self.priority.poll_switch(now) {
+            Some(true) => {
+                sys::realtime_priority();
+            }
+            Some(false) => {
+                sys::normal_policy();
+                sys::high_priority();
+            }
+            None => {}
+        }
+        for k in 0..n {
+            match self.io.events[k].data() {
+                TOKEN_TIMER => {
+                    let _ = self.io.timer.wait();
+                    self.io.armed = None;
+                }
+                TOKEN_SIGNAL => self.read_signals(now)?,
+                TOKEN_LAUNCHER => {
+                    self.record_exits(now)?;
+                    self.starter.launcher.flush()?;
+                }
+                // Level-triggered: an interface with packets left after a burst is reported again.
+                i => {
+                    self.fwd.read_iface(i as usize, now)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_signals(&mut self, now: Instant) -> Result<()> {
+        while let Some(si) = self.io.sfd.read_signal()? {
+            let sig = si.ssi_signo as i32;
+            // Programs are the launcher's children: a SIGCHLD here is the launcher's own end.
+            if sig == libc::SIGCHLD {
+                if !self.starter.launcher.alive() {
+                    bail!("the program launcher ended unexpectedly");
+                }
+                continue;
+            }
+            let from_tty = sig == libc::SIGINT && si.ssi_code == libc::SI_KERNEL;
+            let command_running = self.progs.command_running();
+            if self.life.on_signal(now, sig, from_tty, command_running) {
+                self.terminate_all();
+            }
+        }
+        Ok(())
+    }
+
+    /// Records what the launcher reports: process ids of programs started, in the order they
+    /// were asked for, and the programs that have ended. A program that starts once the lab is
+    /// ending gets SIGTERM at once.
+    fn record_exits(&mut self, now: Instant) -> Result<()> {
+        let ending = self.life.is_ending();
+        for ev in self.starter.launcher.events()? {
+            match ev {
+                LaunchEvent::Started(pid) => {
+                    let i = self.progs.started(pid)?;
+                    if Some(i) == self.server {
+                        self.life.server_started(now);
+                    }
+                    if ending {
+                        signal(self.progs.get(i), libc::SIGTERM);
+                    }
+                }
+                LaunchEvent::Failed(e) => {
+                    bail!("starting program '{}': {e}", self.progs.starting_name());
+                }
+                LaunchEvent::Exited { pid, status } => {
+                    let Some(p) = self.progs.exited(pid, status) else {
+                        continue;
+                    };
+                    if !self.opts.quiet && !p.is_command && status != 0 && !ending {
+                        eprintln!(
+                            "latencylab: program '{}' ended with status {status}",
+                            p.name
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,260 @@
+//! The programs of a running lab as the shell knows them: asked for, given a process id by the
+//! launcher (in the order they were asked for), ended with a status. The stop rules
+//! ([`crate::lifecycle`]) read their facts from here. Also what a program finds in its host:
+//! its environment and its resolver file.
+//!
+//! Not here: starting processes, signals, descriptors (`lab::starter`, `lab::process`).
+
+use std::path::Path;
+
+use crate::schedule::ProgramState;
+use crate::spec::{Host, LabConfig};
+
+/// One program the lab asked the launcher to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// `server`, `COMMAND`, or the run file's program name.
+    pub name: String,
+    /// Known once the launcher has said it started.
+    pub pid: Option<i32>,
+    /// It leads a process group of its own (signals go to the whole group).
+    pub own_group: bool,
+    /// The lab waits for it to end.
+    pub wait: bool,
+    pub is_command: bool,
+    /// Its exit status (128 + signal when killed), once it has ended.
+    pub status: Option<i32>,
+}
+
+impl Program {
+    pub fn running(&self) -> bool {
+        self.status.is_none()
+    }
+}
+
+/// What went wrong between the lab and its launcher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProgramsError {
+    /// The launcher reported a start nobody asked for.
+    UnaskedStart(i32),
+}
+
+impl std::fmt::Display for ProgramsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramsError::UnaskedStart(pid) => write!(
+                f,
+                "the launcher started a program nobody asked for (pid {pid})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProgramsError {}
+
+/// The lab's programs, in the order they were asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Programs {
+    list: Vec<Program>,
+}
+
+impl Programs {
+    /// A program was asked for; returns its index.
+    pub fn asked(&mut self, name: &str, own_group: bool, wait: bool, is_command: bool) -> usize {
+        self.list.push(Program {
+            name: name.to_string(),
+            pid: None,
+            own_group,
+            wait,
+            is_command,
+            status: None,
+        });
+        self.list.len() - 1
+    }
+
+    /// The launcher started the oldest program still waiting for its process id; returns its
+    /// index.
+    pub fn started(&mut self, pid: i32) -> Result<usize, ProgramsError> {
+        let i = self
+            .list
+            .iter()
+            .position(|p| p.pid.is_none() && p.running())
+            .ok_or(ProgramsError::UnaskedStart(pid))?;
+        self.list[i].pid = Some(pid);
+        Ok(i)
+    }
+
+    /// The name of the program the launcher is starting now (the one a start failure is about).
+    pub fn starting_name(&self) -> &str {
+        self.list
+            .iter()
+            .find(|p| p.pid.is_none())
+            .map_or("?", |p| p.name.as_str())
+    }
+
+    /// Process `pid` ended; returns the program, or `None` for a process that is not one of
+    /// the lab's programs.
+    pub fn exited(&mut self, pid: i32, status: i32) -> Option<&Program> {
+        let p = self.list.iter_mut().find(|p| p.pid == Some(pid))?;
+        p.status = Some(status);
+        Some(p)
+    }
+
+    pub fn get(&self, i: usize) -> &Program {
+        &self.list[i]
+    }
+
+    pub fn all(&self) -> &[Program] {
+        &self.list
+    }
+
+    /// Programs that have not ended (some may not have a process id yet).
+    pub fn running(&self) -> impl Iterator<Item = &Program> {
+        self.list.iter().filter(|p| p.running())
+    }
+
+    /// COMMAND's exit status once it has ended.
+    pub fn command_status(&self) -> Option<i32> {
+        self.list
+            .iter()
+            .find(|p| p.is_command)
+            .and_then(|p| p.status)
+    }
+
+    pub fn command_running(&self) -> bool {
+        self.list.iter().any(|p| p.is_command && p.running())
+    }
+
+    pub fn all_ended(&self) -> bool {
+        self.list.iter().all(|p| !p.running())
+    }
+
+    /// What the stop rules need of each program.
+    pub fn states(&self) -> Vec<ProgramState> {
+        self.list
+            .iter()
+            .map(|p| ProgramState {
+                wait: p.wait,
+                running: p.running(),
+            })
+            .collect()
+    }
+}
+
+/// A program's environment in `host`: its host's name, every host's address by name
+/// (`LATENCYLAB_SERVER=10.77.1.1`), the run directory, and `exe_dir` (where latencylab itself
+/// is) ahead of `path`, so that `latencylab bulk-client` and friends resolve inside the lab even
+/// under sudo, whose PATH leaves out ~/.cargo/bin.
+pub fn program_env(
+    cfg: &LabConfig,
+    host: &str,
+    exe_dir: Option<&Path>,
+    path: &str,
+    out_dir: Option<&Path>,
+) -> Vec<(String, String)> {
+    let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
+    if let Some(dir) = exe_dir {
+        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+    }
+    for h in &cfg.hosts {
+        let i = &h.interfaces[0];
+        env.push((
+            format!(
+                "LATENCYLAB_{}",
+                h.name.to_ascii_uppercase().replace('-', "_")
+            ),
+            if h.has_ipv4() {
+                i.ipv4.to_string()
+            } else {
+                i.ipv6.to_string()
+            },
+        ));
+    }
+    if let Some(d) = out_dir {
+        env.push(("LATENCYLAB_OUT".into(), d.display().to_string()));
+    }
+    env
+}
+
+/// The /etc/resolv.conf a host's programs see: in a NAT64 lab an IPv6-only host asks the lab's
+/// DNS64; every other host has no resolver, since the lab's names are in its /etc/hosts and
+/// nothing else resolves (closed world).
+pub fn resolv_conf_for(cfg: &LabConfig, host: &Host) -> String {
+    match &cfg.nat64 {
+        Some(n) if !host.has_ipv4() => format!(
+            "# latencylab: the lab's DNS64\nnameserver {}\noptions timeout:1 attempts:2\n",
+            n.dns
+        ),
+        _ => "# latencylab: no DNS server in this lab\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setting::no_files;
+    use crate::shell::{shell_config, ShellOptions};
+
+    #[test]
+    fn process_ids_go_to_programs_in_the_order_they_were_asked_for() {
+        let mut ps = Programs::default();
+        assert_eq!(ps.asked("server", true, false, false), 0);
+        assert_eq!(ps.asked("COMMAND", false, true, true), 1);
+        assert_eq!(ps.starting_name(), "server");
+        assert_eq!(ps.started(100), Ok(0));
+        assert_eq!(ps.starting_name(), "COMMAND");
+        assert_eq!(ps.started(101), Ok(1));
+        assert_eq!(ps.started(102), Err(ProgramsError::UnaskedStart(102)));
+        assert!(ps.command_running());
+        assert_eq!(ps.exited(999, 0), None, "not one of ours");
+        assert_eq!(ps.exited(101, 3).map(|p| p.name.as_str()), Some("COMMAND"));
+        assert_eq!(ps.command_status(), Some(3));
+        assert!(!ps.command_running());
+        assert!(!ps.all_ended());
+        assert_eq!(ps.running().count(), 1);
+        ps.exited(100, 143);
+        assert!(ps.all_ended());
+        assert_eq!(
+            ps.states(),
+            [
+                ProgramState {
+                    wait: false,
+                    running: false
+                },
+                ProgramState {
+                    wait: true,
+                    running: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_program_that_ended_before_its_start_was_reported_takes_no_process_id() {
+        let mut ps = Programs::default();
+        ps.asked("a", true, false, false);
+        ps.asked("b", true, false, false);
+        // A lab that ends marks what never started as ended, so later ids go to the rest.
+        ps.list[0].status = Some(0);
+        assert_eq!(ps.started(7), Ok(1));
+    }
+
+    #[test]
+    fn a_programs_environment_names_every_host_and_puts_latencylab_first_on_path() {
+        let cfg = shell_config(&ShellOptions::default(), &no_files).unwrap();
+        let env = program_env(
+            &cfg,
+            "client",
+            Some(Path::new("/opt/ll")),
+            "/usr/bin",
+            Some(Path::new("/tmp/run")),
+        );
+        let get = |k: &str| env.iter().find(|e| e.0 == k).map(|e| e.1.as_str());
+        assert_eq!(get("LATENCYLAB_HOST"), Some("client"));
+        assert_eq!(get("PATH"), Some("/opt/ll:/usr/bin"));
+        assert_eq!(get("LATENCYLAB_SERVER"), Some("10.77.2.1"));
+        assert_eq!(get("LATENCYLAB_OUT"), Some("/tmp/run"));
+        let resolv = resolv_conf_for(&cfg, &cfg.hosts[0]);
+        assert!(resolv.contains("nameserver 127.0.0.1"), "{resolv}");
+    }
+}
