@@ -155,7 +155,7 @@ pub struct ShellArgs {
     /// of the IPv4-only server (a carrier's IPv6-only network; see docs/nat64.md).
     #[arg(long)]
     nat64: bool,
-    /// With --nat64: 464XLAT, as mobile carriers deploy it. The client also gets 192.0.0.2/29
+    /// 464XLAT on the IPv6-only network, as mobile carriers deploy it. The client also gets 192.0.0.2/29
     /// and an IPv4 default route into a CLAT (a stateless translator on its side of the lab),
     /// so IPv4 literals and AF_INET-only programs work through the NAT64. The CLAT's prefix is
     /// discovered per RFC 7050 from ipv4only.arpa (see docs/nat64.md).
