@@ -11,7 +11,11 @@ fuzz_target!(|data: &[u8]| {
     };
     match sweep::SweepFile::parse(text, Path::new("/nonexistent/latencylab-fuzz")) {
         Ok(f) => {
-            let _ = f.json();
+            let runs = sweep::plan::expand(&f);
+            if let Some(run) = runs.first() {
+                let _ = run.params_json();
+                let _ = sweep::plan::args(&f, run, Path::new("/nonexistent/latencylab-fuzz/out"));
+            }
         }
         Err(e) => assert!(!e.to_string().contains('\n'), "a one-line error: {e}"),
     }
