@@ -12,6 +12,7 @@ pub mod build;
 pub mod checksum;
 pub mod ecn;
 pub mod flow;
+pub mod gso;
 pub mod packet;
 pub mod pcap;
 pub mod time;
