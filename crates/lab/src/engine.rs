@@ -10,14 +10,16 @@ use labnet::forwarder::{self, DirInfo};
 use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::spec::LabConfig;
 use link::LinkParams;
+use wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN, VNET_HDR_NONE};
 use wire::Instant;
 
 use crate::netns::HostNs;
 use crate::output::{self, EngineSummary, LinkLog, Pcap, Reserve, RotatingFile, Summary};
 use crate::sys;
 
-/// The largest packet a TUN device hands us (an IPv4/IPv6 datagram is at most 64 KiB).
-const MAX_PACKET: usize = 65_536;
+/// The largest read from a TUN device: a virtio header and an IPv4/IPv6 datagram (at most
+/// 64 KiB, an IPv6 header more).
+const MAX_PACKET: usize = VNET_HDR_LEN + 65_536 + 40;
 /// Packets read from one interface per loop turn before the others get a go.
 const READ_BURST: usize = 64;
 /// Bytes a packet may grow by in translation: IPv4 → IPv6 header (20) plus a fragment header (8).
@@ -30,6 +32,21 @@ const POOL_BUFFERS: usize = 4096;
 pub struct IfaceRt {
     pub fd: RawFd,
     pcap: Option<Pcap>,
+    /// Each packet read or written carries a `virtio_net_hdr` (the device has offloads).
+    vnet: bool,
+    /// Consecutive TCP segments of one flow written together go in as one super-packet.
+    coalesce: bool,
+}
+
+/// A buffer from `pool` (or a new one) holding `bytes`, with room for the bytes a packet may
+/// grow by in translation, so that the translator can reuse it.
+fn take_pooled(pool: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
+    let mut data = pool
+        .pop()
+        .unwrap_or_else(|| Vec::with_capacity(bytes.len() + TRANSLATION_HEADROOM));
+    data.clear();
+    data.extend_from_slice(bytes);
+    data
 }
 
 pub struct Forwarder {
@@ -44,8 +61,18 @@ pub struct Forwarder {
     last_now: Instant,
     real_start_ns: u64,
     buf: Vec<u8>,
+    /// Where a super-packet's segments are built, one at a time.
+    scratch: Vec<u8>,
+    /// The segments of the last super-packet read, in order.
+    segments: Vec<Vec<u8>>,
     /// Buffers of packets already written, for the next packets read.
     pool: Vec<Vec<u8>>,
+    /// Packets read with a virtio header that could not be cut into datagrams (dropped).
+    pub offload_errors: u64,
+    coalescer: Coalescer,
+    /// Reads from and writes into the TUN devices.
+    reads: u64,
+    writes: u64,
     /// Writes into a TUN device that failed (the host's interface was gone or full).
     pub write_errors: u64,
     pub packets_read: u64,
@@ -74,6 +101,8 @@ impl Forwarder {
                 ifaces.push(IfaceRt {
                     fd: ns.tuns[ii].as_raw_fd(),
                     pcap,
+                    vnet: sys::tun_offload() != sys::Offload::Off,
+                    coalesce: sys::tun_offload() == sys::Offload::Full,
                 });
             }
         }
@@ -93,7 +122,13 @@ impl Forwarder {
             last_now: Instant::ZERO,
             real_start_ns,
             buf: vec![0; MAX_PACKET],
+            scratch: Vec::new(),
+            segments: Vec::new(),
             pool: Vec::new(),
+            offload_errors: 0,
+            coalescer: Coalescer::default(),
+            reads: 0,
+            writes: 0,
             write_errors: 0,
             packets_read: 0,
             lateness: Default::default(),
@@ -113,25 +148,62 @@ impl Forwarder {
                 self.flush(now);
                 return Ok(false);
             };
-            // Room for the 20 bytes an IPv4 header grows by in translation to IPv6 (and an
-            // IPv6 fragment header), so that the buffer can be recycled by the translator.
-            let mut data = self
-                .pool
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(n + TRANSLATION_HEADROOM));
-            data.clear();
-            data.extend_from_slice(&self.buf[..n]);
-            self.packets_read += 1;
-            if let Some(p) = &mut self.ifaces[i].pcap {
-                if let Err(e) = p.write(self.real_start_ns + now.as_nanos(), &data) {
-                    let path = p.file().path().to_path_buf();
-                    self.stop_captures(&path, &e, now);
+            self.reads += 1;
+            if self.ifaces[i].vnet {
+                self.cut(i, n, now);
+                let mut segments = std::mem::take(&mut self.segments);
+                for data in segments.drain(..) {
+                    self.take_packet(i, now, data);
                 }
+                self.segments = segments;
+            } else {
+                let data = take_pooled(&mut self.pool, &self.buf[..n]);
+                self.take_packet(i, now, data);
             }
-            self.core.handle_packet(now, i, data);
         }
         self.flush(now);
         Ok(true)
+    }
+
+    /// Cuts the `n` bytes read from interface `i` (a virtio header and a packet, maybe a
+    /// super-packet) into the datagrams the host would have sent, into `self.segments`. One
+    /// that cannot be cut is dropped, counted, and the first such named in a warning.
+    fn cut(&mut self, i: usize, n: usize, now: Instant) {
+        let (head, packet) = self.buf[..n].split_at_mut(n.min(VNET_HDR_LEN));
+        let pool = &mut self.pool;
+        let segments = &mut self.segments;
+        let r = VnetHdr::parse(head).and_then(|hdr| {
+            gso::segment(&hdr, packet, &mut self.scratch, |s| {
+                segments.push(take_pooled(pool, s));
+            })
+        });
+        if let Err(e) = r {
+            self.segments.clear();
+            self.offload_errors += 1;
+            if self.offload_errors == 1 {
+                let w = format!(
+                    "a packet of {} bytes from interface {} could not be cut into datagrams at \
+                     {:.3} s: {e}; it and any like it were dropped",
+                    n.saturating_sub(VNET_HDR_LEN),
+                    self.core.ifaces[i].iface,
+                    now.as_secs_f64()
+                );
+                eprintln!("latencylab: warning: {w}");
+                self.warnings.push(w);
+            }
+        }
+    }
+
+    /// Captures a datagram sent by interface `i` and feeds it to the network at `now`.
+    fn take_packet(&mut self, i: usize, now: Instant, data: Vec<u8>) {
+        self.packets_read += 1;
+        if let Some(p) = &mut self.ifaces[i].pcap {
+            if let Err(e) = p.write(self.real_start_ns + now.as_nanos(), &data) {
+                let path = p.file().path().to_path_buf();
+                self.stop_captures(&path, &e, now);
+            }
+        }
+        self.core.handle_packet(now, i, data);
     }
 
     /// Runs the network up to `now` and writes what arrived into the hosts.
@@ -141,27 +213,69 @@ impl Forwarder {
 
     /// Writes what reached the hosts into their TUN devices, and the link events into the logs.
     fn flush(&mut self, now: Instant) {
+        // The interface whose super-packet `coalescer` is building: segments due by the same
+        // `now`, consecutive and of one flow, go into the host with one write.
+        let mut open = None;
         while let Some(t) = self.core.poll_transmit(now) {
-            let iface = &mut self.ifaces[t.iface];
             self.lateness.record(now - t.at);
-            let mut failed = None;
-            if let Some(pc) = &mut iface.pcap {
+            if let Some(pc) = &mut self.ifaces[t.iface].pcap {
                 if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
-                    failed = Some((pc.file().path().to_path_buf(), e));
+                    let path = pc.file().path().to_path_buf();
+                    self.stop_captures(&path, &e, now);
                 }
             }
-            if sys::write_packet(iface.fd, &t.data).is_err() {
+            if self.ifaces[t.iface].coalesce {
+                if open == Some(t.iface) && self.coalescer.push(&t.data) {
+                    self.recycle(t.data);
+                    continue;
+                }
+                if let Some(j) = open.take() {
+                    self.write_coalesced(j);
+                }
+                if self.coalescer.push(&t.data) {
+                    open = Some(t.iface);
+                    self.recycle(t.data);
+                    continue;
+                }
+            }
+            let iface = &self.ifaces[t.iface];
+            let written = if iface.vnet {
+                sys::write_packet_vnet(iface.fd, &VNET_HDR_NONE, &t.data)
+            } else {
+                sys::write_packet(iface.fd, &t.data)
+            };
+            if written.is_err() {
                 self.write_errors += 1;
             }
-            if let Some((path, e)) = failed {
-                self.stop_captures(&path, &e, now);
-            }
-            if self.pool.len() < POOL_BUFFERS {
-                self.pool.push(t.data);
-            }
+            self.writes += 1;
+            self.recycle(t.data);
+        }
+        if let Some(j) = open {
+            self.write_coalesced(j);
         }
         self.log_events(now);
         self.last_now = now;
+    }
+
+    /// Writes what the coalescer built into interface `i`'s host.
+    fn write_coalesced(&mut self, i: usize) {
+        let fd = self.ifaces[i].fd;
+        let segments = self.coalescer.len() as u64;
+        let mut failed = false;
+        self.coalescer.take(|hdr, data| {
+            failed = sys::write_packet_vnet(fd, &hdr.emit(), data).is_err();
+        });
+        if failed {
+            self.write_errors += segments;
+        }
+        self.writes += 1;
+    }
+
+    /// Keeps a written packet's buffer for a packet to come.
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.pool.len() < POOL_BUFFERS {
+            self.pool.push(data);
+        }
     }
 
     /// Writes the link events into the logs.
@@ -243,6 +357,9 @@ impl Forwarder {
                 longest_stall_ms: 0.0,
                 longest_stall_at_s: 0.0,
                 host_tx_dropped: Default::default(),
+                reads: self.reads,
+                writes: self.writes,
+                offload_errors: self.offload_errors,
             },
             nat64: self.core.nat64_summary(),
             warnings: self.warnings.clone(),

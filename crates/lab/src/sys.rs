@@ -8,6 +8,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+/// `_IOW('T', 208, unsigned int)`: the offloads the device's reader can take.
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// `_IOW('T', 216, int)`: the size of the virtio header before each packet.
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -17,8 +27,35 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// How the lab's TUN devices move packets, as `LATENCYLAB_OFFLOAD` asks (read once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// `off`: one plain IP packet per read and per write.
+    Off,
+    /// `segment`: reads with offloads (`IFF_VNET_HDR`, TSO, USO), so that a host's kernel hands
+    /// over TCP and UDP super-packets of up to 64 KB with partial checksums, which
+    /// `wire::gso` cuts back into the datagrams it would have sent; one datagram per write.
+    Segment,
+    /// `on`, the default: as `Segment`, and consecutive TCP segments of one flow written at
+    /// once go into the receiving host as one super-packet (`wire::gso::Coalescer`).
+    Full,
+}
+
+/// The offload mode of this process's TUN devices.
+pub fn tun_offload() -> Offload {
+    static MODE: std::sync::OnceLock<Offload> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("LATENCYLAB_OFFLOAD").as_deref() {
+        Ok("off" | "0" | "no") => Offload::Off,
+        Ok("segment") => Offload::Segment,
+        _ => Offload::Full,
+    })
+}
+
 /// Creates a TUN device named `name` in the calling thread's network namespace and returns the
 /// non-blocking, close-on-exec descriptor that carries its packets (raw IP, no packet info).
+/// Unless [`tun_offload`] is `Off`, each packet read or written is preceded by a `virtio_net_hdr`
+/// (`wire::gso::VNET_HDR_LEN` bytes), and the device takes checksum offload, TSO for IPv4 and
+/// IPv6, and USO where the kernel has it (Linux 6.2).
 pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
     let path = CString::new("/dev/net/tun").expect("no NUL");
     // SAFETY: path is a valid C string; the returned descriptor is owned below.
@@ -42,9 +79,24 @@ pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI;
+    let offload = tun_offload() != Offload::Off;
+    ifr.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 };
     // SAFETY: TUNSETIFF reads a struct ifreq, which ifr is, for the duration of the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut ifr) })?;
+    if offload {
+        let size: libc::c_int = wire::gso::VNET_HDR_LEN as libc::c_int;
+        // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer during the call.
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &size) })?;
+        let tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+        // SAFETY: TUNSETOFFLOAD takes its flags by value.
+        let with_uso =
+            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, tso | TUN_F_USO4 | TUN_F_USO6) };
+        if with_uso < 0 {
+            // A kernel without USO refuses the whole set: TCP offloads alone.
+            // SAFETY: as above.
+            cvt(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, tso) })?;
+        }
+    }
     Ok(fd)
 }
 
@@ -78,6 +130,32 @@ pub fn read_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 pub fn write_packet(fd: RawFd, data: &[u8]) -> io::Result<()> {
     // SAFETY: data is valid for reads of data.len() bytes.
     let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes one packet after the virtio header `hdr` (a device opened with offloads), in one
+/// `writev`.
+pub fn write_packet_vnet(
+    fd: RawFd,
+    hdr: &[u8; wire::gso::VNET_HDR_LEN],
+    data: &[u8],
+) -> io::Result<()> {
+    let iov = [
+        libc::iovec {
+            iov_base: hdr.as_ptr() as *mut libc::c_void,
+            iov_len: hdr.len(),
+        },
+        libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        },
+    ];
+    // SAFETY: both iovecs point at live buffers of their lengths; writev only reads them.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), iov.len() as libc::c_int) };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {

@@ -468,6 +468,18 @@ pub struct EngineSummary {
     /// reached the emulated link. Read when the lab ends.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub host_tx_dropped: BTreeMap<String, u64>,
+    /// Reads from the hosts' TUN devices: fewer than `packets` when the hosts' kernels hand
+    /// over TCP and UDP super-packets (TUN offloads, docs/PERFORMANCE.md).
+    #[serde(default)]
+    pub reads: u64,
+    /// Writes into the hosts' TUN devices: fewer than the packets delivered when consecutive
+    /// segments of one flow go in as one super-packet.
+    #[serde(default)]
+    pub writes: u64,
+    /// Packets read that could not be cut into datagrams, and so dropped (named in
+    /// `warnings`).
+    #[serde(default)]
+    pub offload_errors: u64,
 }
 
 #[cfg(test)]
