@@ -453,7 +453,7 @@ impl Coalescer {
 
     /// Starts a run with `seg` if it may begin one.
     fn start(&mut self, seg: &[u8]) -> bool {
-        let (v4, l4) = match seg.first().map(|b| *b) {
+        let (v4, l4) = match seg.first().copied() {
             // IPv4 without options, TCP, not a fragment.
             Some(0x45) if seg.len() >= 40 && seg[9] == PROTO_TCP => {
                 if u16::from_be_bytes([seg[6], seg[7]]) & 0x3fff != 0 {
