@@ -892,7 +892,7 @@ mod tests {
         let (rtt, wait) = (2 * MS, 2 * MS + MS / 2);
         let mut h = Hand::open(T0, rtt, 1460);
         let mut t = T0 + rtt + MS;
-        let mut hold = |h: &mut Hand, t: &mut u64| {
+        let hold = |h: &mut Hand, t: &mut u64| {
             h.data(*t, 1000);
             h.ack(*t + wait, 65535);
             h.data(*t + wait + 50_000, 1000);
