@@ -182,9 +182,10 @@ impl Forwarder {
             self.offload_errors += 1;
             if self.offload_errors == 1 {
                 let w = format!(
-                    "a packet of {} bytes from interface {} could not be cut into datagrams at \
+                    "a packet of {} bytes from {}'s {} could not be cut into datagrams at \
                      {:.3} s: {e}; it and any like it were dropped",
                     n.saturating_sub(VNET_HDR_LEN),
+                    self.core.ifaces[i].host,
                     self.core.ifaces[i].iface,
                     now.as_secs_f64()
                 );
