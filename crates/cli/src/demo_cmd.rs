@@ -40,7 +40,7 @@ pub enum Demo {
     #[command(
         after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
     )]
-    NotsentLowat(RunLengthArgs),
+    NotsentLowat(NotsentLowatArgs),
     /// Many short connections with one request each over a 100 ms RTT, without and with TCP
     /// Fast Open, then both again with late duplicates of the client's packets (about 50 s
     /// with the default number of requests)
@@ -117,140 +117,108 @@ pub enum Demo {
     Nat64(Nat64Args),
 }
 
-/// The options of `demo nat64`.
+/// What every demo takes. Each demo flattens it first into its own options and names its
+/// default output directory with `mut_arg("out", …)`. `--seed` and `--quiet` carry a late
+/// display order so that `--help` lists them after the demo's own options, as it always has.
 #[derive(clap::Args, Debug)]
-pub struct Nat64Args {
+pub struct CommonArgs {
     /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/nat64"
-    )]
+    #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "out")]
     pub out: PathBuf,
     /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, display_order = 900)]
     pub seed: u64,
     /// No progress bar
-    #[arg(short, long)]
+    #[arg(short, long, display_order = 901)]
     pub quiet: bool,
+}
+
+/// The options of `demo nat64`.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/nat64")))]
+pub struct Nat64Args {
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// The options of `demo fallback`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/fallback")))]
 pub struct FallbackArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/fallback"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// How long the phone makes requests: a time (35s) or a number of seconds, from 23s
     /// (the Wi-Fi comes back at 20 s)
     #[arg(long, value_name = "TIME", default_value = "35s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo pps`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/pps")))]
 pub struct PpsArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/pps"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of each run's transfer: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
     /// The hop's ceiling, packets per second each way (from 100 to 100000)
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub pps: u64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo handshake-cdf`.
 #[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("out", |a| a.default_value("out/handshake-cdf")),
+    mut_arg("seed", |a| a.help("Seed for every random choice in the lab"))
+)]
 pub struct HandshakeCdfArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/handshake-cdf"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Servers, each at its own round trip (from 2 to 60)
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub servers: usize,
     /// Connections to each server (from 1 to 50)
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub per_server: u64,
-    /// Seed for every random choice in the lab
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo tfo`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/tfo")))]
 pub struct TfoArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/tfo"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Requests per run, each on a connection of its own (from 3 to 1000)
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub requests: u64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo nagle`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/nagle")))]
 pub struct NagleArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/nagle"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// How long each run's client keeps exchanging: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
+}
+
+/// The options of `demo notsent-lowat`. Its help has always named the default directory
+/// `out/DEMO`, which the default here keeps while it shows the real one.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a
+    .default_value("out/notsent-lowat")
+    .hide_default_value(true)
+    .help("Output directory [default: out/DEMO]")))]
+pub struct NotsentLowatArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Length of each run: a time (30s, 1m)
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub duration: String,
 }
 
 /// The options of a demo whose runs last `--duration`.
@@ -271,36 +239,20 @@ pub struct RunLengthArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/http-parallel")))]
 pub struct HttpParallelArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/http-parallel"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Do not load the page in headless Chromium even where it is installed
     #[arg(long)]
     pub no_chromium: bool,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/cwnd-reuse")))]
 pub struct CwndReuseArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/cwnd-reuse"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The RTT, ms (the seed's 250)
     #[arg(long, value_name = "MS", default_value_t = 250.0)]
     pub rtt: f64,
@@ -313,12 +265,6 @@ pub struct CwndReuseArgs {
     /// Skip the control runs with the server's tcp_slow_start_after_idle=1
     #[arg(long)]
     pub no_control: bool,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -343,69 +289,36 @@ pub struct ConnReuseArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/pipelining")))]
 pub struct PipeliningArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/pipelining"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The first RTT, ms (the seed's 100)
     #[arg(long, value_name = "MS", default_value_t = 100.0)]
     pub rtt: f64,
     /// The second, larger RTT, ms (the seed's +200 ms)
     #[arg(long, value_name = "MS", default_value_t = 300.0)]
     pub rtt2: f64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/l4s")))]
 pub struct L4sArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/l4s"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of the call in each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/bufferbloat")))]
 pub struct BufferbloatArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/bufferbloat"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// `30s`, `1m`, `1500ms`: a time with its unit, as every other option of latencylab (a bare
@@ -444,29 +357,29 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the call needs a few seconds to settle")?;
     let outcome = demo::l4s::run(&demo::l4s::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["classic", "l4s", "bleached"],
     );
     Ok(ExitCode::SUCCESS)
 }
 
-fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
+fn notsent_lowat(a: &NotsentLowatArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
-    let out = a.out.clone().unwrap_or_else(|| "out/notsent-lowat".into());
+    let out = a.common.out.clone();
     let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
         out_dir: out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
@@ -481,16 +394,16 @@ fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
 fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "an exchange takes up to 1.5 s")?;
     let outcome = demo::nagle::run(&demo::nagle::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["nagle", "nodelay", "writev"],
     );
     Ok(ExitCode::SUCCESS)
@@ -525,17 +438,17 @@ fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::pps::run(&demo::pps::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
         pps: a.pps,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["mtu1500", "mtu9000"],
     );
     Ok(ExitCode::SUCCESS)
@@ -551,16 +464,16 @@ fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::fallback::run(&demo::fallback::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["wifi-only", "fallback", "mptcp"],
     );
     Ok(ExitCode::SUCCESS)
@@ -568,16 +481,16 @@ fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
 
 fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
     let outcome = demo::nat64::run(&demo::nat64::Options {
-        out_dir: a.out.clone(),
-        seed: a.seed,
-        quiet: a.quiet,
+        out_dir: a.common.out.clone(),
+        seed: a.common.seed,
+        quiet: a.common.quiet,
         gather: crate::ipv6_check::gather,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["ipv6-only", "clat"],
     );
     Ok(ExitCode::SUCCESS)
@@ -592,16 +505,16 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::tfo::run(&demo::tfo::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         requests: a.requests,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
     );
     Ok(ExitCode::SUCCESS)
@@ -617,17 +530,17 @@ fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
         return Err(lab::UsageError(msg).into());
     }
     let outcome = demo::handshake_cdf::run(&demo::handshake_cdf::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         servers: a.servers,
         per_server: a.per_server,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["browsing"],
     );
     Ok(ExitCode::SUCCESS)
@@ -635,16 +548,16 @@ fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
 
 fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
     let outcome = demo::http_parallel::run(&demo::http_parallel::Options {
-        out_dir: a.out.clone(),
-        seed: a.seed,
+        out_dir: a.common.out.clone(),
+        seed: a.common.seed,
         no_chromium: a.no_chromium,
-        quiet: a.quiet,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &[
             "36-conns",
             "6-conns",
@@ -693,19 +606,19 @@ fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
         return bad("--clicks", a.clicks.to_string(), "from 1 to 3");
     }
     let outcome = demo::cwnd_reuse::run(&demo::cwnd_reuse::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtt_ms: a.rtt,
         idle_s: a.idle,
         clicks: a.clicks,
         control: !a.no_control,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &outcome.run_dirs,
     );
     Ok(ExitCode::SUCCESS)
@@ -720,16 +633,16 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let outcome = demo::pipelining::run(&demo::pipelining::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtts_ms: [a.rtt, a.rtt2],
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &[
             "no-pipelining",
             "pipelining",
@@ -743,16 +656,16 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the FIFO needs several seconds to fill")?;
     let outcome = demo::bufferbloat::run(&demo::bufferbloat::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
     print_outcome(
         &outcome.table,
         &outcome.checks,
         &outcome.report,
-        &a.out,
+        &a.common.out,
         &["fifo", "codel"],
     );
     Ok(ExitCode::SUCCESS)
@@ -815,5 +728,46 @@ mod tests {
         );
         let e = seconds("--duration", "soon").unwrap_err();
         assert!(e.0.contains("'soon'"), "{e}");
+    }
+
+    fn demo_commands() -> Vec<clap::Command> {
+        use clap::Args;
+        let cmd = DemoArgs::augment_args(clap::Command::new("demo"));
+        cmd.get_subcommands().cloned().collect()
+    }
+
+    #[test]
+    fn each_demo_writes_by_default_into_out_slash_its_own_name() {
+        for sub in demo_commands() {
+            let out = sub
+                .get_arguments()
+                .find(|a| a.get_id() == "out")
+                .unwrap_or_else(|| panic!("demo {} has no --out", sub.get_name()));
+            let defaults: Vec<_> = out.get_default_values().iter().collect();
+            // A demo without a clap default picks its directory itself.
+            if !defaults.is_empty() {
+                let want = format!("out/{}", sub.get_name());
+                assert_eq!(defaults, [&want], "demo {}", sub.get_name());
+            }
+        }
+    }
+
+    #[test]
+    fn each_demo_lists_its_own_options_between_out_and_seed_quiet_help() {
+        for mut sub in demo_commands() {
+            let help = sub.render_help().to_string();
+            let at = |flag: &str| {
+                help.find(flag)
+                    .unwrap_or_else(|| panic!("demo {}: no {flag} in\n{help}", sub.get_name()))
+            };
+            let (out, seed, quiet, h) = (at("--out"), at("--seed"), at("--quiet"), at("--help"));
+            assert!(out < seed && seed < quiet && quiet < h, "{help}");
+            for a in sub.get_arguments().filter_map(|a| a.get_long()) {
+                if !["out", "seed", "quiet", "help"].contains(&a) {
+                    let own = at(&format!("--{a} "));
+                    assert!(out < own && own < seed, "--{a}: {help}");
+                }
+            }
+        }
     }
 }
