@@ -444,14 +444,7 @@ fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["mtu1500", "mtu9000"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["mtu1500", "mtu9000"])
 }
 
 fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
@@ -683,14 +676,14 @@ fn duration_s(value: &str, why: &str) -> anyhow::Result<f64> {
     Ok(s)
 }
 
+/// Prints a demo's outcome as [`print_outcome`] does: the demo ran, whatever its numbers.
+fn done<R>(o: &demo::Outcome<R>, out: &Path, runs: &[&str]) -> anyhow::Result<ExitCode> {
+    print_outcome(&o.table, &o.checks, &o.report, out, runs);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The table, each criterion as `ok` or `NOT`, and where everything is.
-fn print_outcome(
-    table: &str,
-    checks: &[demo::bufferbloat::Check],
-    report: &Path,
-    out: &Path,
-    runs: &[&str],
-) {
+fn print_outcome(table: &str, checks: &[demo::Check], report: &Path, out: &Path, runs: &[&str]) {
     // Under sudo, the report and every run's files are the user's.
     if let Err(e) = lab::owner::hand_over(out) {
         eprintln!("latencylab: cannot give {} to the user: {e}", out.display());
