@@ -381,14 +381,7 @@ fn notsent_lowat(a: &NotsentLowatArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &out,
-        &["unbounded", "lowat"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &out, &["unbounded", "lowat"])
 }
 
 fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
