@@ -392,14 +392,7 @@ fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["nagle", "nodelay", "writev"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["nagle", "nodelay", "writev"])
 }
 
 fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
