@@ -362,14 +362,7 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["classic", "l4s", "bleached"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["classic", "l4s", "bleached"])
 }
 
 fn notsent_lowat(a: &NotsentLowatArgs) -> anyhow::Result<ExitCode> {
