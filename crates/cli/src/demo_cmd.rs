@@ -482,14 +482,11 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
+    done(
+        &outcome,
         &a.common.out,
         &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
