@@ -441,14 +441,7 @@ fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["wifi-only", "fallback", "mptcp"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["wifi-only", "fallback", "mptcp"])
 }
 
 fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
