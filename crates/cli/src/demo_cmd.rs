@@ -623,14 +623,7 @@ fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["fifo", "codel"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["fifo", "codel"])
 }
 
 /// `--duration` in seconds, refused outside 5 s to 600 s with the demo's reason.
