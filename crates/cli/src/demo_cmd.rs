@@ -600,10 +600,8 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
+    done(
+        &outcome,
         &a.common.out,
         &[
             "no-pipelining",
@@ -611,8 +609,7 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
             "no-pipelining-300ms",
             "pipelining-300ms",
         ],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
