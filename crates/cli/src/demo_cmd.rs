@@ -515,10 +515,8 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
         no_chromium: a.no_chromium,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
+    done(
+        &outcome,
         &a.common.out,
         &[
             "36-conns",
@@ -528,8 +526,7 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
             "h2-coalesced",
             "chromium",
         ],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {

@@ -119,6 +119,11 @@ impl<'a> Series<'a> {
         })
     }
 
+    /// The bar, for a phase of the demo's own.
+    pub fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
     /// Runs the labs in turn, each into its own directory below the output directory (emptied
     /// first), under the bar as "run I/N: MSG", and reads each back with `collect` (its key,
     /// directory and lab result) as soon as it ends: under the bar as "analysing the DIR run"
