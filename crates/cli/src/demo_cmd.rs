@@ -573,14 +573,8 @@ fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &outcome.run_dirs,
-    );
-    Ok(ExitCode::SUCCESS)
+    let runs = demo::cwnd_reuse::run_dirs(!a.no_control);
+    done(&outcome, &a.common.out, &runs)
 }
 
 fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
