@@ -498,14 +498,7 @@ fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["browsing"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["browsing"])
 }
 
 fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
