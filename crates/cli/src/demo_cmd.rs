@@ -451,14 +451,7 @@ fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
         quiet: a.common.quiet,
         gather: crate::ipv6_check::gather,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.common.out,
-        &["ipv6-only", "clat"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["ipv6-only", "clat"])
 }
 
 fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
