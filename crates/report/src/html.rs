@@ -214,6 +214,9 @@ fn block(o: &mut String, b: &Block) {
     }
 }
 
+/// Text cells longer than this wrap (at most a readable line wide); shorter ones stay on one line.
+const LONG_CELL_CHARS: usize = 48;
+
 fn table(o: &mut String, t: &Table) {
     o.push_str("<div class=\"table\"><table>\n");
     if !t.caption.is_empty() {
@@ -232,6 +235,8 @@ fn table(o: &mut String, t: &Table) {
         for (i, c) in r.iter().enumerate() {
             let class = if i > 0 && looks_numeric(c) {
                 " class=\"num\""
+            } else if c.chars().count() > LONG_CELL_CHARS {
+                " class=\"long\""
             } else {
                 ""
             };
@@ -343,8 +348,11 @@ th, td { border: 1px solid var(--line); padding: 3px 10px; text-align: left; whi
 /* Headers may wrap (at the spaces of "A → B"), so a two-direction table fits the page. */
 th { background: #f0f0f4; white-space: normal; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+/* A long text cell (a hint, a command line) wraps instead of widening the table off the page. */
+td.long { white-space: normal; min-width: 24ch; max-width: 70ch; overflow-wrap: anywhere; }
 tbody tr:nth-child(even) { background: #f7f7fa; }
-pre { background: #fff; border: 1px solid var(--line); padding: 8px; overflow-x: auto; }
+/* A program's own report wraps at the page's edge rather than scrolling sideways. */
+pre { background: #fff; border: 1px solid var(--line); padding: 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
 dl.findings { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px;
   background: #fff7f5; border-left: 4px solid var(--bad); padding: 8px 12px; }
 dl.findings dt { font-weight: 600; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
@@ -499,6 +507,31 @@ mod tests {
         assert!(html.contains("<td>closed</td>"));
         assert!(html.contains("<dt>bufferbloat</dt>"));
         assert!(html.contains("data-xlabel=\"time (s)\""));
+    }
+
+    #[test]
+    fn long_text_cells_wrap_and_short_ones_and_numbers_do_not() {
+        let hint =
+            "Use a hostname instead of the IPv4 literal 192.0.2.1, or let the CLAT translate it";
+        let mut o = String::new();
+        table(
+            &mut o,
+            &Table {
+                header: vec!["check".into(), "hint".into(), "ms".into()],
+                rows: vec![vec![
+                    "literal".into(),
+                    hint.into(),
+                    "123456789012345".into(),
+                ]],
+                caption: String::new(),
+            },
+        );
+        assert!(o.contains(&format!("<td class=\"long\">{}</td>", esc(hint))));
+        assert!(o.contains("<td>literal</td>"));
+        assert!(o.contains("<td class=\"num\">123456789012345</td>"));
+        let css = page().to_html();
+        assert!(css.contains("td.long { white-space: normal;"));
+        assert!(css.contains("white-space: pre-wrap"));
     }
 
     #[test]
