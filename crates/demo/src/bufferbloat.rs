@@ -210,8 +210,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         fifo: fifo.metrics.clone(),
         codel: codel.metrics.clone(),
     };
-    let (checks, table) = (checks(&results), table(&results));
-    series.finish(6.0, results, table, checks, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(6.0, results, checks, rows, |r, c| {
         write_outputs(opts, r, c, &fifo, &codel)
     })
 }
@@ -431,12 +431,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("playback stalls", &|m| m.stalls.to_string()),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 const FIFO_COLOR: Rgb = Rgb(213, 94, 0);

@@ -157,13 +157,14 @@ impl<'a> Series<'a> {
     }
 
     /// The last phase: `draw` writes the report's files under the bar ("drawing the report",
-    /// `draw_s` seconds); then the bar goes and the outcome comes back.
+    /// `draw_s` seconds); then the bar goes and the outcome comes back, with the side-by-side
+    /// table (header and rows) as text for the terminal.
     pub fn finish<R>(
         mut self,
         draw_s: f64,
         results: R,
-        table: String,
         checks: Vec<Check>,
+        (header, rows): (Vec<String>, Vec<Vec<String>>),
         draw: impl FnOnce(&R, &[Check]) -> Result<()>,
     ) -> Result<Outcome<R>> {
         self.progress
@@ -171,7 +172,7 @@ impl<'a> Series<'a> {
         self.progress.finish();
         Ok(Outcome {
             results,
-            table,
+            table: text_table(&header, &rows),
             checks,
             report: self.out.join("report.html"),
         })
@@ -405,14 +406,26 @@ mod tests {
         };
         let mut drawn = None;
         let o = series
-            .finish(0.0, 7_u32, "t".into(), vec![check], |r, c| {
-                drawn = Some((*r, c.len()));
-                Ok(())
-            })
+            .finish(
+                0.0,
+                7_u32,
+                vec![check],
+                (
+                    vec!["".into(), "run".into()],
+                    vec![vec!["x".into(), "1".into()]],
+                ),
+                |r, c| {
+                    drawn = Some((*r, c.len()));
+                    Ok(())
+                },
+            )
             .unwrap();
         fs::remove_dir_all(&out).unwrap();
         assert_eq!(drawn, Some((7, 1)));
-        assert_eq!((o.results, o.table.as_str()), (7, "t"));
+        assert_eq!(
+            (o.results, o.table.as_str()),
+            (7, "    run\n-------\nx     1\n")
+        );
         assert_eq!(o.report, out.join("report.html"));
     }
 
@@ -421,10 +434,15 @@ mod tests {
         let file = std::env::temp_dir().join(format!("demo-series-file-{}", std::process::id()));
         fs::write(&file, "").unwrap();
         let under = file.join("out");
-        let e = Series::new(&under, 1.0, true).err().expect("a file is in the way");
+        let e = Series::new(&under, 1.0, true)
+            .err()
+            .expect("a file is in the way");
         fs::remove_file(&file).unwrap();
         let e = format!("{e:#}");
-        assert!(e.starts_with("-o: cannot create ") && e.contains("demo-series-file"), "{e}");
+        assert!(
+            e.starts_with("-o: cannot create ") && e.contains("demo-series-file"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -236,9 +236,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         largest_burst_ssai: take("largest-burst-ssai1"),
     };
     let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    series.finish(3.0, results, table, checks, |r, c| {
+    let rows = table_rows(&results);
+    series.finish(3.0, results, checks, rows, |r, c| {
         write_outputs(&opts.out_dir, r, c, &data)
     })
 }

@@ -245,8 +245,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         fallback: runs[1].metrics.clone(),
         mptcp: runs[2].metrics.clone(),
     };
-    let (checks, table) = (checks(&results), table(&results));
-    series.finish(2.0, results, table, checks, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(2.0, results, checks, rows, |r, c| {
         write_outputs(opts, r, c, &runs)
     })
 }
@@ -410,12 +410,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

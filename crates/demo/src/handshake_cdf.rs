@@ -197,8 +197,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         })?;
     let results = results(&analysis, opts)?;
     let checks = checks(&results, opts);
-    let table = table(&results);
-    series.finish(2.0, results, table, checks, |r, c| {
+    let rows = table_rows(&results);
+    series.finish(2.0, results, checks, rows, |r, c| {
         write_outputs(opts, r, c, &analysis)
     })
 }
@@ -293,12 +293,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ],
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) -> Result<()> {

@@ -180,9 +180,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         chromium_note,
     };
     let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    series.finish(4.0, results, table, checks, |r, c| {
+    let rows = table_rows(&results);
+    series.finish(4.0, results, checks, rows, |r, c| {
         write_outputs(&opts.out_dir, r, c, &runs)
     })
 }

@@ -221,8 +221,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .collect(),
     };
     let checks = checks(&results);
-    let table = table(&results);
-    series.finish(1.0, results, table, checks, |r, c| {
+    let rows = table_rows(&results);
+    series.finish(1.0, results, checks, rows, |r, c| {
         common::write_report_files(&opts.out_dir, r, &[], &page(opts, r, c))
     })
 }
@@ -364,12 +364,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         })
         .collect();
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 /// What each sample does, in a sentence.
@@ -585,7 +579,8 @@ mod tests {
 
     #[test]
     fn the_table_has_a_row_per_sample_and_says_what_was_not_run() {
-        let t = table(&as_the_talk_says(false));
+        let (header, rows) = table_rows(&as_the_talk_says(false));
+        let t = common::text_table(&header, &rows);
         assert_eq!(t.lines().count(), 2 + 5, "{t}");
         assert!(t.contains("FAILS"), "{t}");
         assert!(t.contains("not run"), "{t}");
