@@ -38,9 +38,10 @@ pub enum Demo {
     /// while the socket takes them, then with TCP_NOTSENT_LOWAT 16 KB (about 70 s with the
     /// default duration)
     #[command(
+        mut_arg("out", |a| a.default_value("out/notsent-lowat")),
         after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
     )]
-    NotsentLowat(NotsentLowatArgs),
+    NotsentLowat(RunLengthArgs),
     /// Many short connections with one request each over a 100 ms RTT, without and with TCP
     /// Fast Open, then both again with late duplicates of the client's packets (about 50 s
     /// with the default number of requests)
@@ -98,6 +99,7 @@ pub enum Demo {
     /// receiver deferring its ACKs (Linux's default), then with TCP_QUICKACK after every read
     /// (about 75 s with the default duration)
     #[command(
+        mut_arg("out", |a| a.default_value("out/delayed-ack")),
         after_help = "Example:\n  sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
     )]
     DelayedAck(RunLengthArgs),
@@ -206,36 +208,19 @@ pub struct NagleArgs {
     pub duration: String,
 }
 
-/// The options of `demo notsent-lowat`. Its help has always named the default directory
-/// `out/DEMO`, which the default here keeps while it shows the real one.
+/// The options of a demo whose runs last `--duration` (notsent-lowat, delayed-ack). Its help
+/// has always named the default directory `out/DEMO`: each demo's variant sets the real one,
+/// which the help keeps hidden.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("out", |a| a
-    .default_value("out/notsent-lowat")
     .hide_default_value(true)
     .help("Output directory [default: out/DEMO]")))]
-pub struct NotsentLowatArgs {
+pub struct RunLengthArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-}
-
-/// The options of a demo whose runs last `--duration`.
-#[derive(clap::Args, Debug)]
-pub struct RunLengthArgs {
-    /// Output directory [default: out/DEMO]
-    #[arg(short = 'o', long = "out", value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Length of each run: a time (30s, 1m)
-    #[arg(long, value_name = "TIME", default_value = "30s")]
-    pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -365,16 +350,15 @@ fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
     done(&outcome, &a.common.out, &["classic", "l4s", "bleached"])
 }
 
-fn notsent_lowat(a: &NotsentLowatArgs) -> anyhow::Result<ExitCode> {
+fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
-    let out = a.common.out.clone();
     let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
-        out_dir: out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    done(&outcome, &out, &["unbounded", "lowat"])
+    done(&outcome, &a.common.out, &["unbounded", "lowat"])
 }
 
 fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
@@ -390,21 +374,13 @@ fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
 
 fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the transfer needs a few seconds")?;
-    let out = a.out.clone().unwrap_or_else(|| "out/delayed-ack".into());
     let outcome = demo::delayed_ack::run(&demo::delayed_ack::Options {
-        out_dir: out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &out,
-        &["delayed", "quickack"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["delayed", "quickack"])
 }
 
 fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
