@@ -640,6 +640,7 @@ impl TcpConn {
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
+        let path_rtt = self.hs.syn_rtt.zip(self.hs.synack_rtt).map(|(x, y)| x + y);
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
         let data_start = start + u64::from(syn);
@@ -764,6 +765,11 @@ impl TcpConn {
             }
             if let Some((tsval, _)) = p.opts.timestamps {
                 ds.ev.one_way_delay(now, tsval);
+            }
+            if kind == SegmentKind::New {
+                ds.ev
+                    .flights
+                    .data(now, u64::from(len), path_rtt, peer_last_data);
             }
             if kind == SegmentKind::OutOfOrder {
                 // The segments above a hole wait for it to be filled before the cumulative ACK
