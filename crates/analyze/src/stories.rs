@@ -689,21 +689,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_path_slower_than_its_handshake_is_network_not_server() {
-        // At the client: the handshake takes 880 ms, the request's ACK 1160 ms (the path got
-        // slower), the answer follows the ACK by 5 ms.
+    /// At the client: a handshake of `rtt` ms, the request's ACK 1160 ms later (the path got
+    /// slower), the answer 5 ms after the ACK, and the client ACKs it at once (0.1 ms).
+    fn late_ack_at_the_client(rtt: f64) -> Connection {
         let mut t = Talk::new(0.0, 0.0, false);
         t.client(0.0, SYN, &[], 65535);
-        t.server(880.0, SYN | ACK, 0, 65535);
-        t.client(880.0, ACK, &[], 65535);
-        t.client(881.0, ACK | PSH, GET, 65535);
-        t.server(881.0 + 1160.0, ACK, 0, 65535);
-        t.server(881.0 + 1165.0, ACK, 1448, 65535);
-        t.server(881.0 + 1165.1, ACK | PSH | FIN, 500, 65535);
-        t.client(881.0 + 1165.2, ACK | FIN, &[], 65535);
-        t.server(881.0 + 1165.2 + 880.0, ACK, 0, 65535);
-        let c = t.run();
+        t.server(rtt, SYN | ACK, 0, 65535);
+        t.client(rtt, ACK, &[], 65535);
+        let req = rtt + 1.0;
+        t.client(req, ACK | PSH, GET, 65535);
+        t.server(req + 1160.0, ACK, 0, 65535);
+        t.server(req + 1165.0, ACK, 1448, 65535);
+        t.server(req + 1165.1, ACK | PSH | FIN, 500, 65535);
+        t.client(req + 1165.2, ACK | FIN, &[], 65535);
+        t.server(req + 1165.2 + rtt, ACK, 0, 65535);
+        t.run()
+    }
+
+    #[test]
+    fn a_path_slower_than_its_handshake_is_network_not_server() {
+        let c = late_ack_at_the_client(880.0);
         assert_adds_up(&c);
         assert_eq!(kinds(&c), [DiagnosisKind::PathDelay], "{:?}", c.diagnoses);
         assert_eq!(largest(&c.story.budget), "network");
@@ -716,19 +721,7 @@ mod tests {
 
     #[test]
     fn at_the_client_the_minimum_round_trip_is_the_paths_not_the_clients_own_ack_delay() {
-        // A 40 ms path; the request's ACK comes 1160 ms later (the path got slower), the
-        // answer 5 ms after it, and the client ACKs the answer at once (0.1 ms).
-        let mut t = Talk::new(0.0, 0.0, false);
-        t.client(0.0, SYN, &[], 65535);
-        t.server(40.0, SYN | ACK, 0, 65535);
-        t.client(40.0, ACK, &[], 65535);
-        t.client(41.0, ACK | PSH, GET, 65535);
-        t.server(41.0 + 1160.0, ACK, 0, 65535);
-        t.server(41.0 + 1165.0, ACK, 1448, 65535);
-        t.server(41.0 + 1165.1, ACK | PSH | FIN, 500, 65535);
-        t.client(41.0 + 1165.2, ACK | FIN, &[], 65535);
-        t.server(41.0 + 1165.2 + 40.0, ACK, 0, 65535);
-        let c = t.run();
+        let c = late_ack_at_the_client(40.0);
         assert_eq!(c.b2a.capture_point, CapturePoint::Receiver);
         let d: Vec<&Diagnosis> = c
             .diagnoses
