@@ -173,6 +173,8 @@ pub(crate) struct IdleRestart {
     pub next: Instant,
     /// The largest flight before the idle spell, bytes.
     pub largest_before: u64,
+    /// The largest receive window the peer advertised during the flight, bytes.
+    pub peer_window: u64,
 }
 
 /// One direction's data cut into flights: data separated by gaps of at least half the path's
@@ -188,19 +190,27 @@ pub(crate) struct Flights {
     /// The current flight began after an idle spell: (the last data before it, the largest
     /// flight before it).
     after_idle: Option<(Instant, u64)>,
+    /// The largest receive window the peer advertised during the current flight.
+    window: u64,
+    /// How many zero windows the peer had advertised at the last data.
+    zero_windows: u64,
     pub restarts: Vec<IdleRestart>,
 }
 
+/// What the sender knew of its peer when it sent a segment.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct PeerView {
+    /// When the peer last sent data (a flight after it answers it).
+    pub last_data: Option<Instant>,
+    /// The receive window it last advertised, bytes.
+    pub window: u64,
+    /// How many zero windows it has advertised.
+    pub zero_windows: u64,
+}
+
 impl Flights {
-    /// New data of `len` bytes at `now`; `path_rtt` from the handshake (none: no flights),
-    /// `peer_last_data` when the peer last sent data (a flight after it answers it).
-    pub fn data(
-        &mut self,
-        now: Instant,
-        len: u64,
-        path_rtt: Option<Duration>,
-        peer_last_data: Option<Instant>,
-    ) {
+    /// New data of `len` bytes at `now`; `path_rtt` from the handshake (none: no flights).
+    pub fn data(&mut self, now: Instant, len: u64, path_rtt: Option<Duration>, peer: PeerView) {
         let Some(rtt) = path_rtt.filter(|r| !r.is_zero()) else {
             return;
         };
@@ -212,7 +222,7 @@ impl Flights {
                 if let (Some((idle_from, largest_before)), Some(start)) =
                     (self.after_idle.take(), self.start)
                 {
-                    let answered = peer_last_data.is_some_and(|t| t > last);
+                    let answered = peer.last_data.is_some_and(|t| t > last);
                     if !answered && gap < rtt * 2 && self.restarts.len() < MAX_EVENTS {
                         self.restarts.push(IdleRestart {
                             idle_from,
@@ -220,17 +230,22 @@ impl Flights {
                             bytes: self.bytes,
                             next: now,
                             largest_before,
+                            peer_window: self.window,
                         });
                     }
                 }
                 self.largest = self.largest.max(self.bytes);
-                if gap >= rtt + RTO_MIN {
+                // A silence the peer's zero window imposed is a stall, not idle.
+                if gap >= rtt + RTO_MIN && peer.zero_windows == self.zero_windows {
                     self.after_idle = Some((last, self.largest));
                 }
                 self.start = None;
                 self.bytes = 0;
+                self.window = 0;
             }
         }
+        self.window = self.window.max(peer.window);
+        self.zero_windows = peer.zero_windows;
         self.start.get_or_insert(now);
         self.last = Some(now);
         self.bytes += len;
@@ -613,8 +628,10 @@ pub(crate) fn diagnose(
 }
 
 /// slow_start_after_idle: after an idle spell longer than an RTO, the sender's first flight
-/// was at most half of its largest flight before the spell, and it went on sending one round
-/// trip later with nothing from the peer in between: its window had been cut back while idle
+/// was at most half of its largest flight before the spell and of the peer's receive window
+/// (so not a reader that had stopped, whose window reopens small), and it went on sending one
+/// round trip later with nothing from the peer in between: its window had been cut back while
+/// idle
 /// (RFC 5681 §4.1, restart window; RFC 2861 §3; Linux `tcp_slow_start_after_idle=1`). Each
 /// costs at least the round trip it waited for ACKs.
 fn slow_start_after_idle(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence) {
@@ -622,7 +639,7 @@ fn slow_start_after_idle(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence) {
         .flights
         .restarts
         .iter()
-        .filter(|r| r.bytes * 2 <= r.largest_before)
+        .filter(|r| r.bytes * 2 <= r.largest_before && r.bytes * 2 <= r.peer_window)
         .collect();
     let (Some(f), Some(l)) = (cut.first(), cut.last()) else {
         return;
@@ -961,6 +978,21 @@ mod tests {
     /// A sender that grows its flights to 40 segments (58 kB), idles 2 s, then sends
     /// `after` (segments per round trip) with 100 ms RTT, the capture at the sender.
     fn idle_then(after: &[u64], reply_between: bool) -> Analysis {
+        idle_then_with(after, reply_between, 65535, false)
+    }
+
+    /// The same, the peer advertising `window` bytes after the idle spell.
+    fn idle_then_window(after: &[u64], window: u16) -> Analysis {
+        idle_then_with(after, false, window, false)
+    }
+
+    /// `stalled`: the silence is the peer's zero window, reopened to `window_after`.
+    fn idle_then_with(
+        after: &[u64],
+        reply_between: bool,
+        window_after: u16,
+        stalled: bool,
+    ) -> Analysis {
         let rtt = 100 * MS;
         let mut h = Hand::open(T0, rtt, 1460);
         let mut t = T0 + rtt + MS;
@@ -974,7 +1006,11 @@ mod tests {
         for segs in [10, 20, 40] {
             round(&mut h, &mut t, segs);
         }
+        if stalled {
+            h.ack(t + 10 * MS, 0);
+        }
         t += 2_000 * MS;
+        h.ack(t - MS, window_after);
         for (k, segs) in after.iter().enumerate() {
             if k == 1 && reply_between {
                 h.reply(t - MS, 100);
@@ -1013,6 +1049,13 @@ mod tests {
         assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
         // A small message, then more after the peer answered: a conversation, not a window.
         let a = idle_then(&[10, 30], true);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // A receive window that reopens small after the reader stopped is no cut-back
+        // congestion window either.
+        let a = idle_then_window(&[10, 30], 20_000);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // Nor a silence the peer's zero window imposed: that is zero_window_stall.
+        let a = idle_then_with(&[10, 30], false, 65535, true);
         assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
         // A first flight as large as half the earlier ones is no cut-back window.
         let a = idle_then(&[25, 30], false);

@@ -641,6 +641,7 @@ impl TcpConn {
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
         let path_rtt = self.hs.syn_rtt.zip(self.hs.synack_rtt).map(|(x, y)| x + y);
+        let peer_zero_windows = self.dirs[o].stats.zero_window;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
         let data_start = start + u64::from(syn);
@@ -767,9 +768,16 @@ impl TcpConn {
                 ds.ev.one_way_delay(now, tsval);
             }
             if kind == SegmentKind::New {
-                ds.ev
-                    .flights
-                    .data(now, u64::from(len), path_rtt, peer_last_data);
+                let peer = diagnose::PeerView {
+                    last_data: peer_last_data,
+                    window: if ds.any_window {
+                        ds.peer_window
+                    } else {
+                        u64::MAX
+                    },
+                    zero_windows: peer_zero_windows,
+                };
+                ds.ev.flights.data(now, u64::from(len), path_rtt, peer);
             }
             if kind == SegmentKind::OutOfOrder {
                 // The segments above a hole wait for it to be filled before the cumulative ACK
