@@ -363,9 +363,10 @@ fn saved_cdf(saved_ms: &[f64], rtt_ms: f64) -> Chart {
         "Each request that another connection served while its own new connection was still \
          in its handshake, by how much sooner it left. The seed expects these spread between 0 \
          and one RTT ({rtt_ms:.0} ms), about 80 ms on average: a straight line would be a \
-         uniform spread."
+         uniform spread; a dot per request."
     ))
-    .with(Series::line("saved", Rgb(0, 114, 178), pts).stroke(3))
+    .with(Series::cdf("saved", Rgb(0, 114, 178), saved_ms).stroke(3))
+    .with(Series::scatter("one request", Rgb(0, 114, 178), pts))
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
@@ -405,8 +406,9 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     let mut page =
         Page::new("Connection reuse: a request takes whichever connection frees up first");
     page.subtitle = format!(
-        "A news front page (examples/pages/news.toml: {} resources over {} host names, found as \
-         the HTML arrives), {PER_HOST} connections per name, {DOWN} down / {UP} up, {:.0} ms RTT; \
+        "A news front page (examples/pages/news.toml: {} resources over {} host names on four \
+         servers, found in four waves: the HTML's references as it arrives, then what \
+         stylesheets, scripts and ad servers reference), {PER_HOST} connections per name, {DOWN} down / {UP} up, {:.0} ms RTT; \
          connection manager `bound` against `pool`.",
         results.pool.resources,
         SERVERS.iter().map(|(_, names)| names.len()).sum::<usize>(),
