@@ -670,6 +670,12 @@ think_ms = 20
             p.body_of(&p.resources[1], "http", 80),
             body(Kind::Image, 500)
         );
+        // The HTML and the files with references name every loaded resource once.
+        let in_files: usize = p
+            .loaded()
+            .map(|r| referenced_urls(&p.body_of(r, "http", 80)).len())
+            .sum();
+        assert_eq!(urls.len() + in_files, p.loaded().count());
     }
 
     #[test]
