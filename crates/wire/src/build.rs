@@ -27,7 +27,8 @@ pub struct Ip {
     identification: u16,
 }
 
-/// A TCP segment's header fields (RFC 9293 §3.1), without options.
+/// A TCP segment's header fields (RFC 9293 §3.1); options go beside it, to
+/// [`Ip::tcp_with_options`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tcp {
     pub src_port: u16,
@@ -37,6 +38,8 @@ pub struct Tcp {
     pub ack: Option<u32>,
     /// The other flags, as [`TcpHeader`]'s constants (`TcpHeader::SYN | TcpHeader::PSH`).
     pub flags: u8,
+    /// The AE flag (Accurate ECN, RFC 9768 §3.1; the former NS bit, bit 8 of the flags).
+    pub ae: bool,
     pub window: u16,
 }
 
@@ -50,6 +53,7 @@ impl Tcp {
             seq,
             ack: None,
             flags: 0,
+            ae: false,
             window: u16::MAX,
         }
     }
@@ -67,6 +71,59 @@ impl Tcp {
         }
         self.flags |= flags & !TcpHeader::ACK;
         self
+    }
+
+    /// With the AE flag set.
+    pub fn ae(mut self) -> Tcp {
+        self.ae = true;
+        self
+    }
+
+    /// With a receive window of `window`.
+    pub fn window(mut self, window: u16) -> Tcp {
+        self.window = window;
+        self
+    }
+}
+
+/// The most option bytes a TCP header holds: its data offset counts at most 15 words of 4.
+pub const TCP_OPTIONS_MAX_BYTES: usize = 40;
+
+/// TCP option bytes (RFC 9293 §3.2), each with the NOPs that align it as Linux sends them.
+pub mod tcp_option {
+    /// Maximum segment size (kind 2, RFC 9293 §3.7.1).
+    pub fn mss(mss: u16) -> Vec<u8> {
+        let b = mss.to_be_bytes();
+        vec![2, 4, b[0], b[1]]
+    }
+
+    /// Window scale (kind 3, RFC 7323 §2.2), after one NOP.
+    pub fn wscale(shift: u8) -> Vec<u8> {
+        vec![1, 3, 3, shift]
+    }
+
+    /// SACK-permitted (kind 4, RFC 2018 §2), after two NOPs.
+    pub fn sack_permitted() -> Vec<u8> {
+        vec![1, 1, 4, 2]
+    }
+
+    /// Timestamps (kind 8, RFC 7323 §3.2), after two NOPs.
+    pub fn timestamps(tsval: u32, tsecr: u32) -> Vec<u8> {
+        let mut v = vec![1, 1, 8, 10];
+        v.extend_from_slice(&tsval.to_be_bytes());
+        v.extend_from_slice(&tsecr.to_be_bytes());
+        v
+    }
+
+    /// SACK blocks (kind 5, RFC 2018 §3), after two NOPs; at most four blocks fit.
+    pub fn sack(blocks: &[(u32, u32)]) -> Vec<u8> {
+        let blocks = &blocks[..blocks.len().min(4)];
+        let mut v = vec![1, 1, 5, (2 + 8 * blocks.len()) as u8];
+        for (l, r) in blocks {
+            v.extend_from_slice(&l.to_be_bytes());
+            v.extend_from_slice(&r.to_be_bytes());
+        }
+        v
     }
 }
 
@@ -169,6 +226,14 @@ impl Ip {
 
     /// A TCP segment (RFC 9293) carrying `payload`.
     pub fn tcp(&self, seg: &Tcp, payload: &[u8]) -> Vec<u8> {
+        self.tcp_with_options(seg, &[], payload)
+    }
+
+    /// A TCP segment carrying the option bytes `options` (see [`tcp_option`]), padded with
+    /// NOPs to whole words and cut at [`TCP_OPTIONS_MAX_BYTES`], then `payload`.
+    pub fn tcp_with_options(&self, seg: &Tcp, options: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut opts = options[..options.len().min(TCP_OPTIONS_MAX_BYTES)].to_vec();
+        opts.resize(opts.len().next_multiple_of(4), 1);
         let mut b = self
             .start()
             .tcp(seg.src_port, seg.dst_port, seg.seq, seg.window);
@@ -197,7 +262,13 @@ impl Ip {
         if f(TcpHeader::CWR) {
             b = b.cwr();
         }
-        emit!(self, b, 20, payload)
+        if seg.ae {
+            b = b.ns();
+        }
+        let b = b
+            .options_raw(&opts)
+            .expect("whole words within the 40 option bytes");
+        emit!(self, b, 20 + opts.len(), payload)
     }
 
     /// A TCP segment of `total_bytes` in all, IP header included, its payload zeros.
@@ -371,6 +442,44 @@ mod tests {
             assert_eq!((t.window, t.payload_len), (u16::MAX, 2));
             assert!(transport_sum_ok(&p));
         }
+    }
+
+    #[test]
+    fn tcp_options_are_padded_to_words_and_the_ae_bit_is_set() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let mut opts = tcp_option::mss(1460);
+            opts.extend(tcp_option::wscale(7));
+            opts.extend([4, 2]); // SACK-permitted without its NOPs
+            let seg = Tcp::new(1, 2, 3).flags(TcpHeader::SYN).ae().window(1000);
+            let p = ip.tcp_with_options(&seg, &opts, b"x");
+            let at = ip.header_bytes();
+            assert_eq!(p[at + 12] >> 4, 8, "20 + 12 bytes of options: 8 words");
+            assert_eq!(p[at + 12] & 1, 1, "AE");
+            assert_eq!(
+                &p[at + 20..at + 32],
+                &[2, 4, 5, 180, 1, 3, 3, 7, 4, 2, 1, 1]
+            );
+            assert_eq!(p.len(), at + 32 + 1);
+            let Transport::Tcp(t) = parse(&p).unwrap().transport else {
+                panic!("not TCP")
+            };
+            assert_eq!((t.window, t.payload_len), (1000, 1));
+            assert!(transport_sum_ok(&p));
+        }
+    }
+
+    #[test]
+    fn tcp_options_beyond_forty_bytes_are_cut() {
+        let opts = tcp_option::sack(&[(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]);
+        assert_eq!(opts.len(), 4 + 32, "four blocks at most");
+        let p = Ip::v4(A4, B4).tcp_with_options(
+            &Tcp::new(1, 2, 3),
+            &[opts.clone(), opts].concat(),
+            &[],
+        );
+        assert_eq!(p[32] >> 4, 15);
+        assert_eq!(p.len(), 20 + 60);
+        assert!(transport_sum_ok(&p));
     }
 
     #[test]
