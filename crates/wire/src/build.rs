@@ -9,8 +9,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{
-    icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpHeaders, IpNumber,
-    Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
+    icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpFragOffset, IpHeaders,
+    IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
 };
 
 use crate::packet::TcpHeader;
@@ -126,6 +126,9 @@ pub mod tcp_option {
         v
     }
 }
+
+/// The IPv6 Fragment header's Next Header value (RFC 8200 §4.5).
+const IPV6_FRAGMENT: u8 = 44;
 
 /// IPv4's default TTL and IPv6's default hop limit on Linux (`ip_default_ttl`).
 pub const DEFAULT_HOP_LIMIT: u8 = 64;
@@ -320,6 +323,50 @@ impl Ip {
         }
     }
 
+    /// An ICMP (RFC 792) or ICMPv6 (RFC 4443 §2.1) message of any type: `kind` and `code`,
+    /// `rest` as the four bytes after the checksum, then `body` (for an error, the start of the
+    /// packet it is about). The caller decides whether such a message may be sent.
+    pub fn icmp(&self, kind: u8, code: u8, rest: [u8; 4], body: &[u8]) -> Vec<u8> {
+        match self.src {
+            IpAddr::V4(_) => emit!(self, self.start().icmpv4_raw(kind, code, rest), 8, body),
+            IpAddr::V6(_) => emit!(self, self.start().icmpv6_raw(kind, code, rest), 8, body),
+        }
+    }
+
+    /// A fragment of a datagram whose upper layer is protocol `proto`: `part` of its payload,
+    /// `offset_8` eight-byte units in, more to come when `more`. IPv4 carries the low 16 bits
+    /// of `id` in its header (RFC 791 §3.1); IPv6 carries all 32 in a fragment header (RFC 8200
+    /// §4.5). Offsets beyond 13 bits are cut to them.
+    pub fn fragment(&self, proto: u8, id: u32, offset_8: u16, more: bool, part: &[u8]) -> Vec<u8> {
+        let offset_8 = offset_8 & 0x1fff;
+        let (header, next, extension) = match self.header() {
+            IpHeaders::Ipv4(mut h, e) => {
+                h.identification = id as u16;
+                h.fragment_offset = IpFragOffset::try_new(offset_8).expect("13 bits");
+                h.more_fragments = more;
+                (IpHeaders::Ipv4(h, e), proto, Vec::new())
+            }
+            // The fragment header is written here: etherparse 0.18 writes its offset and M flag
+            // elsewhere than RFC 8200 §4.5 puts them (offset in the top 13 bits, M the last).
+            h @ IpHeaders::Ipv6(..) => {
+                let mut ext = vec![proto, 0];
+                ext.extend_from_slice(&(offset_8 << 3 | u16::from(more)).to_be_bytes());
+                ext.extend_from_slice(&id.to_be_bytes());
+                (h, IPV6_FRAGMENT, ext)
+            }
+        };
+        let part = payload_cap(
+            self.header_bytes(),
+            self.header_bytes() + extension.len(),
+            part,
+        );
+        let mut out = Vec::with_capacity(self.header_bytes() + extension.len() + part.len());
+        PacketBuilder::ip(header)
+            .write(&mut out, IpNumber(next), &[&extension[..], part].concat())
+            .expect("a Vec takes any write within the length fields");
+        out
+    }
+
     /// Bytes of the IP header this writes (no IPv4 options, no IPv6 extension headers).
     pub fn header_bytes(&self) -> usize {
         match self.src {
@@ -329,7 +376,11 @@ impl Ip {
     }
 
     fn start(&self) -> PacketBuilderStep<IpHeaders> {
-        let header = match (self.src, self.dst) {
+        PacketBuilder::ip(self.header())
+    }
+
+    fn header(&self) -> IpHeaders {
+        match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => IpHeaders::Ipv4(
                 Ipv4Header {
                     dscp: IpDscp::ZERO,
@@ -358,8 +409,7 @@ impl Ip {
             ),
             // `Ip`'s constructors keep the two addresses of one family.
             _ => unreachable!("an Ip of mixed families"),
-        };
-        PacketBuilder::ip(header)
+        }
     }
 }
 
@@ -518,6 +568,40 @@ mod tests {
         assert_eq!(e[40], 2);
         assert_eq!(u32::from_be_bytes([e[44], e[45], e[46], e[47]]), 1280);
         assert!(transport_sum_ok(&e));
+    }
+
+    #[test]
+    fn icmp_of_any_type_carries_its_rest_and_body_with_a_valid_checksum() {
+        let quoted = Ip::v4(B4, A4).udp(53, 5000, b"late");
+        let e = Ip::v4(A4, B4).icmp(3, 3, [0, 0, 5, 220], &quoted);
+        assert_eq!((e[9], e[20], e[21]), (1, 3, 3));
+        assert_eq!(&e[24..28], &[0, 0, 5, 220]);
+        assert_eq!(&e[28..], &quoted[..]);
+        assert_eq!(checksum::checksum(&e[20..], 0), 0);
+        let e = Ip::v6(A6, B6).icmp(1, 4, [0; 4], b"quote");
+        assert_eq!((e[6], e[40], e[41]), (58, 1, 4));
+        assert!(transport_sum_ok(&e));
+    }
+
+    #[test]
+    fn fragments_carry_their_offset_more_flag_and_identification() {
+        let f = Ip::v4(A4, B4)
+            .dont_fragment(false)
+            .fragment(17, 0xabcd_0042, 3, true, &[7; 16]);
+        assert_eq!(f.len(), 20 + 16);
+        assert_eq!(u16::from_be_bytes([f[4], f[5]]), 0x0042);
+        assert_eq!(u16::from_be_bytes([f[6], f[7]]), 0x2000 | 3, "MF, offset");
+        assert_eq!((f[9], checksum::checksum(&f[..20], 0)), (17, 0));
+        let f = Ip::v6(A6, B6).fragment(17, 0xabcd_0042, 4, false, &[7; 16]);
+        assert_eq!(f.len(), 40 + 8 + 16);
+        assert_eq!((u16::from_be_bytes([f[4], f[5]]), f[6]), (24, 44));
+        assert_eq!(f[40], 17, "the fragment header's next header");
+        assert_eq!(
+            u16::from_be_bytes([f[42], f[43]]),
+            4 << 3,
+            "offset, no M flag"
+        );
+        assert_eq!(&f[44..48], &0xabcd_0042u32.to_be_bytes());
     }
 
     #[test]
