@@ -561,31 +561,17 @@ pub fn kill_all_in_namespaces(inodes: &[u64]) {
 /// True once the process has a listening TCP socket or a bound UDP socket in its namespace
 /// (read from /proc/PID/net, which shows the process's namespace).
 pub fn has_listener(pid: u32) -> bool {
-    let listening = |file: &str, want_state: Option<&str>| {
+    [
+        ("tcp", true),
+        ("tcp6", true),
+        ("udp", false),
+        ("udp6", false),
+    ]
+    .iter()
+    .any(|(file, tcp)| {
         fs::read_to_string(format!("/proc/{pid}/net/{file}"))
-            .map(|t| {
-                t.lines().skip(1).any(|l| {
-                    let st = l.split_whitespace().nth(3).unwrap_or("");
-                    want_state.is_none_or(|w| st == w)
-                })
-            })
-            .unwrap_or(false)
-    };
-    listening("tcp", Some("0A"))
-        || listening("tcp6", Some("0A"))
-        || listening("udp", None)
-        || listening("udp6", None)
-}
-
-/// Waits until a server started in a host listens, exits, or `timeout` passes.
-pub fn wait_until_listening(child: &mut Child, timeout: Duration) {
-    let deadline = StdInstant::now() + timeout;
-    while StdInstant::now() < deadline {
-        if has_listener(child.id()) || matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+            .is_ok_and(|t| labnet::system::has_listener(&t, *tcp))
+    })
 }
 
 /// Sends a signal to a process group, ignoring "no such process".
@@ -600,13 +586,5 @@ pub fn signal(pid: i32, sig: libc::c_int) {
     // SAFETY: kill takes plain integers.
     unsafe {
         libc::kill(pid, sig);
-    }
-}
-
-/// Keeps a descriptor from being inherited past exec (TUN and namespace handles).
-pub fn cloexec(fd: &impl AsRawFd) {
-    // SAFETY: F_SETFD with FD_CLOEXEC on a descriptor we own.
-    unsafe {
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
     }
 }

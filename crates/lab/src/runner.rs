@@ -32,6 +32,7 @@ use labnet::programs::Programs;
 use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::schedule::Schedule;
 use labnet::spec::{LabConfig, UsageError};
+use labnet::system;
 
 /// The timer is armed at most this much before a deadline and the rest is busy-waited: a
 /// sleeping thread wakes some microseconds late, a polling one does not. How early within this
@@ -112,26 +113,11 @@ pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
             "/dev/net/tun is missing (load the tun module: modprobe tun)".into(),
         ));
     }
-    let avail = netns::available_cc();
-    if userns::rootless() {
-        let allowed = netns::allowed_cc();
-        for h in &cfg.hosts {
-            if let Some(line) = userns::cc_line(&h.settings.cc, &h.name, &avail, &allowed) {
-                return Err(UsageError(line));
-            }
-        }
+    let (avail, allowed) = (netns::available_cc(), netns::allowed_cc());
+    match system::cc_refusal(cfg, &avail, &allowed, userns::rootless()) {
+        Some(line) => Err(UsageError(line)),
+        None => Ok(()),
     }
-    for h in &cfg.hosts {
-        if !avail.is_empty() && !avail.contains(&h.settings.cc) {
-            return Err(UsageError(format!(
-                "--cc: '{}' (host {}) is not available in this kernel (available: {})",
-                h.settings.cc,
-                h.name,
-                avail.join(", ")
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The signals a lab reads from its signalfd.
@@ -202,9 +188,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     // A host holds two descriptors (its namespace, its TUN device) and, with `-o`, a capture and
     // two link logs: a 1000-host lab needs more than the usual soft limit of 1024. Raised after
     // the launcher's fork, so programs keep the limit they would have had.
-    let per_iface = if opts.out_dir.is_some() { 5 } else { 2 };
-    let ifaces: usize = cfg.hosts.iter().map(|h| h.interfaces.len()).sum();
-    raise_fd_limit((per_iface * ifaces + 64) as u64)?;
+    raise_fd_limit(system::open_files_needed(cfg, opts.out_dir.is_some()))?;
 
     let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
