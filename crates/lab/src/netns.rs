@@ -235,31 +235,18 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
     let mut rtnl = Rtnl::new()?;
     rtnl.link_up(sys::if_index("lo").context("finding lo")?, None)?;
     let mut tuns = Vec::new();
-    for (k, iface) in host.interfaces.iter().enumerate() {
-        let fd = sys::open_tun(&iface.name)
-            .with_context(|| format!("creating TUN device {}", iface.name))?;
-        let idx = sys::if_index(&iface.name)?;
-        rtnl.link_up(idx, Some(host.settings.mtu))
-            .with_context(|| {
-                format!("bringing {} up with MTU {}", iface.name, host.settings.mtu)
-            })?;
-        // A default route per interface, the first interface preferred: all traffic goes into
-        // the lab's engine, which routes only the lab's own addresses and drops the rest.
-        let metric = 100 * (k as u32 + 1);
-        // An IPv6-only host gets no IPv4 address and no IPv4 route, so an AF_INET connect()
-        // fails at once with ENETUNREACH, as on a carrier's IPv6-only network. (Linux has no
-        // switch to turn IPv4 off on an interface; loopback keeps 127.0.0.1.)
-        if host.has_ipv4() {
-            rtnl.add_address(idx, IpAddr::V4(iface.ipv4), 32)?;
-            rtnl.add_default_route(idx, false, metric)?;
+    for plan in labnet::system::iface_plan(host) {
+        let fd = sys::open_tun(&plan.name)
+            .with_context(|| format!("creating TUN device {}", plan.name))?;
+        let idx = sys::if_index(&plan.name)?;
+        rtnl.link_up(idx, Some(plan.mtu_bytes))
+            .with_context(|| format!("bringing {} up with MTU {}", plan.name, plan.mtu_bytes))?;
+        for addr in plan.addresses {
+            rtnl.add_address(idx, addr, labnet::system::host_prefix_len(addr))?;
+            rtnl.add_default_route(idx, addr.is_ipv6(), plan.route_metric)?;
         }
-        if host.has_ipv6() {
-            rtnl.add_address(idx, IpAddr::V6(iface.ipv6), 128)?;
-            rtnl.add_default_route(idx, true, metric)?;
-        } else {
-            // An IPv4-only host: IPv6 off on the interface (loopback keeps ::1, so programs
-            // that listen on :: still work, reached over IPv4).
-            sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", iface.name), "1")?;
+        if plan.disable_ipv6 {
+            sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", plan.name), "1")?;
         }
         tuns.push(fd);
     }

@@ -38,22 +38,11 @@ fn read_sysctl(key: &str) -> Option<String> {
 
 /// The line for a `/dev/net/tun` the user may not open.
 fn tun_line(e: &io::Error) -> String {
-    let mode = {
-        use std::os::unix::fs::PermissionsExt;
-        fs::metadata("/dev/net/tun")
-            .map(|m| format!("mode {:04o}", m.permissions().mode() & 0o7777))
-            .unwrap_or_else(|_| "missing".into())
-    };
-    if e.kind() == io::ErrorKind::NotFound {
-        return format!(
-            "/dev/net/tun is missing: load the tun module (`sudo modprobe tun`), {OR_SUDO}"
-        );
-    }
-    format!(
-        "/dev/net/tun is not open to you ({mode}, {e}): open it with `sudo chmod 0666 \
-         /dev/net/tun` (the default on Debian, Ubuntu and Fedora; a TUN device still needs \
-         CAP_NET_ADMIN in its namespace), {OR_SUDO}"
-    )
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata("/dev/net/tun")
+        .ok()
+        .map(|m| m.permissions().mode());
+    labnet::system::tun_refusal(e.kind() == io::ErrorKind::NotFound, mode, &e.to_string())
 }
 
 /// Enters a user namespace of the lab's own when this process is not root; does nothing under

@@ -5,6 +5,8 @@
 //! the shell takes (transmit drops, listening sockets). The shell (`lab`) makes the calls and
 //! reads the files; what they mean is decided here.
 
+use std::net::IpAddr;
+
 use crate::spec::{Host, LabConfig};
 
 /// A lab's namespace names start with this, then the lab's process id and the host's name.
@@ -62,6 +64,57 @@ pub fn host_sysctls(host: &Host, rootless_gid: Option<u32>) -> Vec<(&'static str
     v
 }
 
+/// How one interface of a host is set up once its TUN device exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfacePlan {
+    pub name: String,
+    pub mtu_bytes: u32,
+    /// Its addresses, each a host route (/32, /128), and for each a default route of its
+    /// family through the interface: all traffic goes into the lab's engine, which routes only
+    /// the lab's own addresses and drops the rest.
+    pub addresses: Vec<IpAddr>,
+    /// The default routes' metric: the first interface is preferred.
+    pub route_metric: u32,
+    /// IPv6 off on the interface (an IPv4-only host; loopback keeps `::1`, so programs that
+    /// listen on `::` still work, reached over IPv4).
+    pub disable_ipv6: bool,
+}
+
+/// The address plan of a host's interfaces, in its interface order. An IPv6-only host gets no
+/// IPv4 address and no IPv4 route, so an AF_INET connect() fails at once with ENETUNREACH, as
+/// on a carrier's IPv6-only network (Linux has no switch to turn IPv4 off on an interface).
+pub fn iface_plan(host: &Host) -> Vec<IfacePlan> {
+    host.interfaces
+        .iter()
+        .enumerate()
+        .map(|(k, i)| {
+            let mut addresses = Vec::new();
+            if host.has_ipv4() {
+                addresses.push(IpAddr::V4(i.ipv4));
+            }
+            if host.has_ipv6() {
+                addresses.push(IpAddr::V6(i.ipv6));
+            }
+            IfacePlan {
+                name: i.name.clone(),
+                mtu_bytes: host.settings.mtu,
+                addresses,
+                route_metric: 100 * (k as u32 + 1),
+                disable_ipv6: !host.has_ipv6(),
+            }
+        })
+        .collect()
+}
+
+/// The prefix length of a host route to `addr`.
+pub fn host_prefix_len(addr: IpAddr) -> u8 {
+    if addr.is_ipv4() {
+        32
+    } else {
+        128
+    }
+}
+
 /// How a refusal line ends: the other way to run a lab.
 pub const OR_SUDO: &str = "or run latencylab with sudo";
 
@@ -93,6 +146,22 @@ pub fn forbidding_setting(
         ));
     }
     None
+}
+
+/// The line for a `/dev/net/tun` the user may not open: `missing` when the open said so,
+/// else its permission bits (`mode`, if they could be read) and the open's error.
+pub fn tun_refusal(missing: bool, mode: Option<u32>, error: &str) -> String {
+    if missing {
+        return format!(
+            "/dev/net/tun is missing: load the tun module (`sudo modprobe tun`), {OR_SUDO}"
+        );
+    }
+    let mode = mode.map_or("missing".into(), |m| format!("mode {:04o}", m & 0o7777));
+    format!(
+        "/dev/net/tun is not open to you ({mode}, {error}): open it with `sudo chmod 0666 \
+         /dev/net/tun` (the default on Debian, Ubuntu and Fedora; a TUN device still needs \
+         CAP_NET_ADMIN in its namespace), {OR_SUDO}"
+    )
 }
 
 /// The line for a congestion control that a lab without root cannot give its hosts: only the
@@ -226,6 +295,31 @@ mod tests {
     }
 
     #[test]
+    fn interfaces_get_their_families_addresses_and_the_first_the_best_metric() {
+        let cfg = lab("cubic");
+        let p = iface_plan(&cfg.hosts[0]);
+        assert_eq!(p.len(), 1);
+        let i = &cfg.hosts[0].interfaces[0];
+        assert_eq!(p[0].addresses, vec![IpAddr::V4(i.ipv4), IpAddr::V6(i.ipv6)]);
+        assert_eq!((p[0].route_metric, p[0].disable_ipv6), (100, false));
+        assert_eq!(p[0].mtu_bytes, cfg.hosts[0].settings.mtu);
+        let o = ShellOptions {
+            nat64: true,
+            ..ShellOptions::default()
+        };
+        let nat = shell_config(&o, &no_files).unwrap();
+        for h in &nat.hosts {
+            let p = iface_plan(h);
+            let v4 = p[0].addresses.iter().filter(|a| a.is_ipv4()).count();
+            let v6 = p[0].addresses.len() - v4;
+            assert_eq!((v4 > 0, v6 > 0), (h.has_ipv4(), h.has_ipv6()), "{}", h.name);
+            assert_eq!(p[0].disable_ipv6, !h.has_ipv6());
+        }
+        assert_eq!(host_prefix_len(p[0].addresses[0]), 32);
+        assert_eq!(host_prefix_len(p[0].addresses[1]), 128);
+    }
+
+    #[test]
     fn each_forbidding_setting_is_named_with_how_to_allow_it() {
         let l = forbidding_setting(Some("0"), Some("100"), None).unwrap();
         assert!(l.contains("kernel.unprivileged_userns_clone = 0"), "{l}");
@@ -252,6 +346,16 @@ mod tests {
             None
         );
         assert_eq!(forbidding_setting(None, None, None), None);
+    }
+
+    #[test]
+    fn a_tun_device_missing_or_closed_to_the_user_says_how_to_open_it() {
+        let l = tun_refusal(true, None, "no such file");
+        assert!(l.contains("sudo modprobe tun"), "{l}");
+        let l = tun_refusal(false, Some(0o20600), "permission denied");
+        assert!(l.contains("(mode 0600, permission denied)"), "{l}");
+        assert!(l.contains("sudo chmod 0666 /dev/net/tun"), "{l}");
+        assert!(l.ends_with(OR_SUDO), "{l}");
     }
 
     #[test]
