@@ -5,7 +5,8 @@
 //! The loop blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and reads them from a signalfd,
 //! so a signal is just another event. Timers are a timerfd armed at the network's next
 //! deadline, with the thread's timer slack at 1 ns, armed as early as the timer has lately been
-//! late (at most [`SPIN_NS`]) and the rest waited for by polling, since a sleep overshoots.
+//! late (at most `labnet::lifecycle::SPIN_CEILING`) and the rest waited for by polling, since a
+//! sleep overshoots.
 
 use std::fs;
 use std::io::Write;
@@ -33,15 +34,6 @@ use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::schedule::Schedule;
 use labnet::spec::{LabConfig, UsageError};
 use labnet::system;
-
-/// The timer is armed at most this much before a deadline and the rest is busy-waited: a
-/// sleeping thread wakes some microseconds late, a polling one does not. How early within this
-/// is learnt from the timer's recent lateness (`labnet::lifecycle::EarlyWake`, docs/
-/// PERFORMANCE.md). `LATENCYLAB_SPIN_NS` fixes the margin instead, trading timing accuracy
-/// for CPU.
-/// `LATENCYLAB_PRIORITY` (`auto`, the default; `rt`; `nice`; `normal`) chooses the loop's
-/// scheduling (see `labnet::lifecycle::PriorityPolicy`).
-const SPIN_NS: u64 = 50_000;
 
 /// What to run besides the configuration's own programs.
 #[derive(Clone, Debug, Default)]
@@ -238,13 +230,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             sys::realtime_priority();
         }
     }
-    let early = match std::env::var("LATENCYLAB_SPIN_NS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(ns) => EarlyWake::fixed(wire::Duration::from_nanos(ns)),
-        None => EarlyWake::learning(wire::Duration::from_nanos(SPIN_NS)),
-    };
+    let early = EarlyWake::from_setting(std::env::var("LATENCYLAB_SPIN_NS").ok().as_deref());
     let starter = Starter {
         cfg,
         opts,
