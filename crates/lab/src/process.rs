@@ -92,17 +92,6 @@ pub struct LaunchSpec {
     pub run_as: Option<RunAs>,
 }
 
-/// What the launcher tells the lab.
-#[derive(Debug, Serialize, Deserialize)]
-enum Reply {
-    /// The program asked for last runs as this process.
-    Started(i32),
-    /// It could not be started, and why.
-    Failed(String),
-    /// A program ended with this status (128 + signal when killed).
-    Exited { pid: i32, status: i32 },
-}
-
 /// The largest request: a program's environment names every host's address (about 40 bytes a
 /// host), so a 1000-host lab's requests are about 50 KB.
 const MAX_MESSAGE: usize = 1 << 20;
@@ -116,8 +105,9 @@ pub struct Launcher {
     pending: std::collections::VecDeque<Launch>,
 }
 
-/// What became of programs asked for: starts are answered in the order they were asked.
-#[derive(Debug, PartialEq, Eq)]
+/// What the launcher tells the lab of the programs asked for: starts are answered in the order
+/// they were asked.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LaunchEvent {
     /// The oldest unanswered request runs as this process.
     Started(i32),
@@ -210,12 +200,8 @@ impl Launcher {
     pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
         let mut out = Vec::new();
         loop {
-            match self.recv(true) {
-                Ok(Some(Reply::Started(pid))) => out.push(LaunchEvent::Started(pid)),
-                Ok(Some(Reply::Failed(e))) => out.push(LaunchEvent::Failed(e)),
-                Ok(Some(Reply::Exited { pid, status })) => {
-                    out.push(LaunchEvent::Exited { pid, status })
-                }
+            match self.recv() {
+                Ok(Some(ev)) => out.push(ev),
                 Ok(None) => bail!("the program launcher has ended"),
                 Err(e) if is_would_block(&e) => return Ok(out),
                 Err(e) => return Err(e),
@@ -223,13 +209,9 @@ impl Launcher {
         }
     }
 
-    /// One message; `None` at end of stream.
-    fn recv(&mut self, nonblocking: bool) -> Result<Option<Reply>> {
-        let flags = if nonblocking {
-            MsgFlags::MSG_DONTWAIT
-        } else {
-            MsgFlags::empty()
-        };
+    /// One message, without waiting; `None` at end of stream.
+    fn recv(&mut self) -> Result<Option<LaunchEvent>> {
+        let flags = MsgFlags::MSG_DONTWAIT;
         let n = nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags)
             .map_err(io::Error::from)
             .context("reading from the program launcher")?;
@@ -291,7 +273,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
     )?;
     let mut children: BTreeMap<i32, Child> = BTreeMap::new();
     let mut buf = vec![0u8; MAX_MESSAGE];
-    let send = |r: &Reply| -> Result<()> {
+    let send = |r: &LaunchEvent| -> Result<()> {
         let json = serde_json::to_vec(r).expect("plain data serializes");
         nix::sys::socket::send(sock.as_raw_fd(), &json, MsgFlags::empty())?;
         Ok(())
@@ -351,13 +333,13 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
                         Ok(child) => {
                             let pid = child.id() as i32;
                             children.insert(pid, child);
-                            Reply::Started(pid)
+                            LaunchEvent::Started(pid)
                         }
-                        Err(e) => Reply::Failed(format!("{e:#}")),
+                        Err(e) => LaunchEvent::Failed(format!("{e:#}")),
                     }
                 }
-                (Err(e), _) => Reply::Failed(format!("bad request: {e}")),
-                (_, k) => Reply::Failed(format!("bad request: {k} descriptors, not 4")),
+                (Err(e), _) => LaunchEvent::Failed(format!("bad request: {e}")),
+                (_, k) => LaunchEvent::Failed(format!("bad request: {k} descriptors, not 4")),
             };
             send(&reply)?;
         }
@@ -370,7 +352,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         }
         for (pid, status) in ended {
             children.remove(&pid);
-            send(&Reply::Exited { pid, status })?;
+            send(&LaunchEvent::Exited { pid, status })?;
         }
     }
 }
