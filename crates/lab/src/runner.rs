@@ -148,10 +148,8 @@ pub fn restore_signals(old: SigSet) {
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     preflight(cfg)?;
     let pid = std::process::id();
-    let mut ccs: Vec<&str> = cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
-    ccs.dedup();
     // Without root the list is only read (preflight checked it).
-    for cc in ccs.into_iter().filter(|_| !userns::rootless()) {
+    for cc in system::congestion_controls(cfg).filter(|_| !userns::rootless()) {
         if netns::allow_cc(cc)? && !opts.quiet {
             eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
         }
@@ -165,12 +163,9 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     }
 
     // Signals become events from here on (children get an empty mask back in pre_exec).
-    let mask = stop_signals();
-    let old_mask = mask
-        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-        .context("blocking signals")?;
-    let result = run_blocked(cfg, opts, pid, &mask);
-    let _ = old_mask.thread_set_mask();
+    let old_mask = block_stop_signals()?;
+    let result = run_blocked(cfg, opts, pid, &stop_signals());
+    restore_signals(old_mask);
     result
 }
 

@@ -217,6 +217,13 @@ pub fn cc_refusal(
     ))
 }
 
+/// The congestion controls the lab's hosts use, each once.
+pub fn congestion_controls(cfg: &LabConfig) -> impl Iterator<Item = &str> {
+    let ccs: std::collections::BTreeSet<&str> =
+        cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
+    ccs.into_iter()
+}
+
 /// The descriptors a lab holds open: a namespace and a TUN device per host interface, and with
 /// captures a pcap and two link logs more, plus some for the loop itself.
 pub fn open_files_needed(cfg: &LabConfig, capturing: bool) -> u64 {
@@ -385,6 +392,17 @@ mod tests {
         let l = cc_refusal(&cfg, &v("reno cubic"), &allowed, false).unwrap();
         assert!(l.contains("'bbr' (host client) is not available"), "{l}");
         assert_eq!(cc_refusal(&cfg, &[], &allowed, false), None, "unread");
+    }
+
+    #[test]
+    fn each_congestion_control_is_named_once() {
+        let mut cfg = lab("reno");
+        let mut third = cfg.hosts[0].clone();
+        third.name = "third".into();
+        cfg.hosts.push(third);
+        cfg.hosts[1].settings.cc = "bbr".into();
+        let ccs: Vec<&str> = congestion_controls(&cfg).collect();
+        assert_eq!(ccs, vec!["bbr", "reno"]);
     }
 
     #[test]
