@@ -226,14 +226,14 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
     }
     let early = EarlyWake::from_setting(std::env::var("LATENCYLAB_SPIN_NS").ok().as_deref());
-    let starter = Starter {
+    let starter = Starter::new(
         cfg,
         opts,
-        hosts: &td.hosts,
-        name_files: &name_files,
-        run_as: process::invoking_user(),
+        &td.hosts,
+        &name_files,
+        process::invoking_user(),
         launcher,
-    };
+    )?;
     let mut lab = Lab {
         starter,
         cfg,
