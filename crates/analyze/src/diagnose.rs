@@ -952,10 +952,10 @@ mod tests {
                 out: Vec::new(),
             };
             let mut syn = Tcp::new(c, s, h.cseq, 0, SYN);
-            syn.options = synth::opt_mss(mss);
+            syn.options = synth::tcp_option::mss(mss);
             h.out.push((t, syn.build()));
             let mut sa = Tcp::new(s, c, h.sseq, h.cseq + 1, SYN | ACK);
-            sa.options = synth::opt_mss(mss);
+            sa.options = synth::tcp_option::mss(mss);
             h.out.push((t + rtt, sa.build()));
             h.cseq += 1;
             h.sseq += 1;

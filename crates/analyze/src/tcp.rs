@@ -1433,7 +1433,7 @@ mod transfer_tests {
         syn.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
         syn.payload_len = 100;
         let mut sa = Tcp::new(s, c, 700, 201, SYN | ACK | CWR);
-        sa.options = synth::opt_mss(1460);
+        sa.options = synth::tcp_option::mss(1460);
         let pk = vec![
             (t0, syn.build()),
             (t0 + 30_000_000, sa.build()),
@@ -1454,7 +1454,7 @@ mod transfer_tests {
         assert!((conn.a2b.stats.rtt_min_ms.unwrap() - 30.0).abs() < 1e-9);
         // A classic-ECN server answers AccECN's SYN with ECE alone.
         let mut sa2 = Tcp::new(s, c, 700, 201, SYN | ACK | ECE);
-        sa2.options = synth::opt_mss(1460);
+        sa2.options = synth::tcp_option::mss(1460);
         let mut syn2 = syn.clone();
         syn2.payload_len = 0;
         let a = run(vec![(t0, syn2.build()), (t0 + 1, sa2.build())]);
