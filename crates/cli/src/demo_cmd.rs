@@ -253,24 +253,13 @@ pub struct CwndReuseArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/conn-reuse")))]
 pub struct ConnReuseArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/conn-reuse"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The RTT, ms (the seed's 250)
     #[arg(long, value_name = "MS", default_value_t = 250.0)]
     pub rtt: f64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -498,19 +487,12 @@ fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let outcome = demo::conn_reuse::run(&demo::conn_reuse::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtt_ms: a.rtt,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["bound", "pool"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["bound", "pool"])
 }
 
 fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {

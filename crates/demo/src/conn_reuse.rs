@@ -26,7 +26,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 use web::WebRecord;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 use crate::web_common::{analyzer_section, resource_bars, waterfall};
 
 /// The page, shipped in `examples/pages/`.
@@ -119,12 +119,8 @@ pub struct Results {
     pub pool: RunMetrics,
 }
 
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run: the client on the access line (`--rtt` split over both directions),
 /// a router, and behind it the [`SERVERS`] (a gigabit each, no delay of their own), each
@@ -191,40 +187,32 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1.0..=2000.0).contains(&opts.rtt_ms) {
         bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
-    let page_file = opts.out_dir.join("news.toml");
-    fs::write(&page_file, NEWS).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
     // The lab's start, then about 16 round trips: the HTML's, and four waves of handshakes
     // and requests.
     let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
-    let mut progress = Progress::new(2.0 * expect + 6.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, design) in ["bound", "pool"].into_iter().enumerate() {
-        let dir = opts.out_dir.join(design);
-        let cfg = lab_config(opts.rtt_ms, design, &page_file, opts.seed);
-        let msg = format!("run {}/2: {design} ({:.0} ms RTT)", i + 1, opts.rtt_ms);
-        progress.phase(&msg, expect, || common::run_lab_in(&cfg, &dir))?;
-        runs.push(collect(design, opts.rtt_ms, &dir)?);
-    }
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * expect + 6.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("news.toml");
+    fs::write(&page_file, NEWS).with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let labs = ["bound", "pool"].map(|design| {
+        let run = common::Run {
+            dir: design.into(),
+            msg: format!("{design} ({:.0} ms RTT)", opts.rtt_ms),
+            expected_s: expect,
+            config: lab_config(opts.rtt_ms, design, &page_file, opts.seed),
+        };
+        (design, run)
+    });
+    let runs = series.run(labs.into(), None, |design, dir, _| {
+        collect(design, opts.rtt_ms, dir)
+    })?;
     let results = Results {
         bound: runs[0].metrics.clone(),
         pool: runs[1].metrics.clone(),
     };
-    let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 3.0, || {
-        write_outputs(&opts.out_dir, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(3.0, results, checks, rows, |r, c| {
+        write_outputs(&opts.out_dir, r, c, &runs)
     })
 }
 
