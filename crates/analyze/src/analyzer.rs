@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use wire::packet::{TcpHeader, Transport};
 use wire::{Ecn, Instant};
@@ -123,6 +123,15 @@ impl End {
     }
     fn of(s: SocketAddr) -> End {
         End::new(s.ip(), s.port())
+    }
+    /// The inverse of [`End::new`].
+    fn socket(self) -> SocketAddr {
+        let port = self.port_family as u16;
+        if self.port_family >> 16 == 1 {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::from(self.ip)), port)
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::from(self.ip as u32)), port)
+        }
     }
 }
 
@@ -260,11 +269,10 @@ enum ItemKind<'a> {
 
 /// A TCP packet with its headers parsed, inside a shard.
 struct TcpItem<'a> {
-    key: Key,
     vantage: Vantage,
     time: Instant,
-    src: SocketAddr,
-    dst: SocketAddr,
+    src: End,
+    dst: End,
     h: TcpHeader,
     ecn: Ecn,
     ttl: u8,
@@ -488,9 +496,9 @@ pub struct ShardAnalyzer {
     filter: Option<Filter>,
     /// Warnings about the datagrams this shard parsed.
     warnings: Warnings,
-    /// Live connections, with their keys, found through `tcp_index` (or `last`, the previous
-    /// packet's, which is the next packet's more often than not).
-    tcp: Vec<(Key, TcpConn)>,
+    /// Live connections, with their keys and their `a` ends, found through `tcp_index` (or
+    /// `last`, the previous packet's, which is the next packet's more often than not).
+    tcp: Vec<(Key, End, TcpConn)>,
     tcp_index: FastMap<Key, usize>,
     last: Option<(Key, usize)>,
     tcp_done: Vec<Connection>,
@@ -535,6 +543,30 @@ impl ShardAnalyzer {
 
     /// One IP datagram: parsed, filtered, and fed to its connection or flow.
     fn packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
+        // Most packets: TCP read at fixed offsets, without building addresses.
+        if let Some(f) = headers::tcp_fast(ip) {
+            if let Some(t) = f.tcp {
+                let family = if f.v6 { 1 << 16 } else { 0 };
+                self.tcp_packet(&TcpItem {
+                    vantage,
+                    time,
+                    src: End {
+                        ip: f.src,
+                        port_family: u32::from(t.src_port) | family,
+                    },
+                    dst: End {
+                        ip: f.dst,
+                        port_family: u32::from(t.dst_port) | family,
+                    },
+                    h: t,
+                    ecn: f.ecn,
+                    ttl: f.ttl,
+                    ip_header_len: f.header_len,
+                    ip,
+                });
+            }
+            return;
+        }
         let h = match headers::parse(ip) {
             Ok(h) => h,
             Err(e) => {
@@ -544,32 +576,17 @@ impl ShardAnalyzer {
             }
         };
         match h.transport {
-            Transport::Tcp(t) => {
-                let src = SocketAddr::new(h.ip.src, t.src_port);
-                let dst = SocketAddr::new(h.ip.dst, t.dst_port);
-                if let Some(f) = &self.filter {
-                    if !f.matches(true, src, dst) {
-                        return;
-                    }
-                }
-                let key = Key::new(
-                    vantage,
-                    End::new(h.ip.src, t.src_port),
-                    End::new(h.ip.dst, t.dst_port),
-                );
-                self.tcp_packet(&TcpItem {
-                    key,
-                    vantage,
-                    time,
-                    src,
-                    dst,
-                    h: t,
-                    ecn: h.ip.ecn,
-                    ttl: h.ip.ttl,
-                    ip_header_len: h.ip.header_len,
-                    ip,
-                });
-            }
+            Transport::Tcp(t) => self.tcp_packet(&TcpItem {
+                vantage,
+                time,
+                src: End::new(h.ip.src, t.src_port),
+                dst: End::new(h.ip.dst, t.dst_port),
+                h: t,
+                ecn: h.ip.ecn,
+                ttl: h.ip.ttl,
+                ip_header_len: h.ip.header_len,
+                ip,
+            }),
             Transport::Udp {
                 src_port,
                 dst_port,
@@ -593,36 +610,49 @@ impl ShardAnalyzer {
         }
     }
 
+    #[inline]
     fn tcp_packet(&mut self, p: &TcpItem<'_>) {
+        if let Some(f) = &self.filter {
+            if !f.matches(true, p.src.socket(), p.dst.socket()) {
+                return;
+            }
+        }
+        let key = Key::new(p.vantage, p.src, p.dst);
         let (t, ip, time) = (&p.h, p.ip, p.time);
         let o0 = p.ip_header_len + 20;
         let o1 = (p.ip_header_len + t.header_len).min(ip.len());
         let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
         let keep = self.keep_series;
         let idx = match self.last {
-            Some((k, i)) if k == p.key => i,
+            Some((k, i)) if k == key => i,
             _ => {
-                let i = match self.tcp_index.get(&p.key) {
+                let i = match self.tcp_index.get(&key) {
                     Some(&i) => i,
                     None => {
-                        let conn = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
-                        self.tcp.push((p.key, conn));
-                        self.tcp_index.insert(p.key, self.tcp.len() - 1);
+                        let (src, dst) = (p.src.socket(), p.dst.socket());
+                        let conn = TcpConn::new(p.vantage, src, dst, t, time, keep);
+                        self.tcp.push((key, End::of(conn.a), conn));
+                        self.tcp_index.insert(key, self.tcp.len() - 1);
                         self.tcp.len() - 1
                     }
                 };
-                self.last = Some((p.key, i));
+                self.last = Some((key, i));
                 i
             }
         };
-        let conn = &mut self.tcp[idx].1;
-        if conn.is_reuse_by(p.src, t) {
-            let fresh = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
+        let (_, a, conn) = &mut self.tcp[idx];
+        // 0: sent by `a`; 1: by `b`.
+        let mut side = usize::from(p.src != *a);
+        if conn.is_reuse_by(side, t) {
+            let (src, dst) = (p.src.socket(), p.dst.socket());
+            let fresh = TcpConn::new(p.vantage, src, dst, t, time, keep);
+            *a = End::of(fresh.a);
+            side = usize::from(p.src != *a);
             let old = std::mem::replace(conn, fresh);
             self.tcp_done.push(old.finish());
         }
         conn.handle(
-            p.src,
+            side,
             &TcpPacket {
                 time,
                 h: t,
@@ -640,17 +670,17 @@ impl ShardAnalyzer {
     /// straggler will come, so that live state tracks open connections, not all of them.
     fn sweep(&mut self, now: Instant) {
         let cutoff = now - SWEEP_AFTER_CLOSE;
-        if !self.tcp.iter().any(|(_, c)| c.closed_before(cutoff)) {
+        if !self.tcp.iter().any(|(_, _, c)| c.closed_before(cutoff)) {
             return;
         }
         self.last = None;
         self.tcp_index.clear();
-        for (k, c) in std::mem::take(&mut self.tcp) {
+        for (k, a, c) in std::mem::take(&mut self.tcp) {
             if c.closed_before(cutoff) {
                 self.tcp_done.push(c.finish());
             } else {
                 self.tcp_index.insert(k, self.tcp.len());
-                self.tcp.push((k, c));
+                self.tcp.push((k, a, c));
             }
         }
     }
@@ -658,7 +688,7 @@ impl ShardAnalyzer {
     /// Finishes every connection and flow and runs the diagnoses.
     pub fn finish(self) -> ShardResult {
         let mut connections = self.tcp_done;
-        connections.extend(self.tcp.into_iter().map(|(_, c)| c.finish()));
+        connections.extend(self.tcp.into_iter().map(|(_, _, c)| c.finish()));
         connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
         // ecn_bleached: the same connection at two vantage points.
         let mut by_pair: FastMap<(End, End), Vec<usize>> = FastMap::default();
