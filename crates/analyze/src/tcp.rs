@@ -283,9 +283,8 @@ impl TcpConn {
         ds.any_seq && (!ds.any_ack || ds.acked < ds.snd_max)
     }
 
-    /// Whether a SYN from `src` starts a new connection on a reused 4-tuple.
-    pub(crate) fn is_reuse_by(&self, src: SocketAddr, h: &TcpHeader) -> bool {
-        let d = usize::from(src != self.a);
+    /// Whether a SYN from side `d` (0: `a`, 1: `b`) starts a new connection on a reused 4-tuple.
+    pub(crate) fn is_reuse_by(&self, d: usize, h: &TcpHeader) -> bool {
         h.has(TcpHeader::SYN)
             && !h.has(TcpHeader::ACK)
             && matches!(self.state, ConnState::Closed | ConnState::Reset)
@@ -300,9 +299,8 @@ impl TcpConn {
         matches!(self.state, ConnState::Closed | ConnState::Reset) && self.last_time < t
     }
 
-    /// Feeds one packet sent by `src`.
-    pub(crate) fn handle(&mut self, src: SocketAddr, p: &TcpPacket) {
-        let d = usize::from(src != self.a);
+    /// Feeds one packet sent by side `d` (0: `a`, 1: `b`).
+    pub(crate) fn handle(&mut self, d: usize, p: &TcpPacket) {
         let o = 1 - d;
         let h = p.h;
         let now = p.time;
@@ -397,7 +395,12 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
-            rtt_to: self.rtt_to_now(),
+            // Only packets that occupy sequence space or reset the connection use it.
+            rtt_to: if len > 0 || syn || fin || rst {
+                self.rtt_to_now()
+            } else {
+                [None; 2]
+            },
         };
         self.timeline.packet(&info);
     }
