@@ -4,15 +4,17 @@
 //! A radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms for the shortest path
 //! problem", J. ACM 37(2), 1990): a priority queue for keys that never go below the last one
 //! taken, which arrival times on a link do not (a packet is put on the wire at or after the
-//! moment the link was last polled, and arrives no earlier than that). Bucket `b` holds the
-//! items whose key first differs from the last key taken at bit `b − 1`; taking the smallest
-//! item empties the lowest non-empty bucket into lower ones, so each item moves at most 64
-//! times and every move is a sequential copy. A binary heap over 10 000 packets in flight
-//! instead sifts through 13 levels of scattered memory per packet; here the packets are not
-//! moved while they wait in the lowest buckets, and are handed out in order from `ready`.
+//! moment the link was last polled, and arrives no earlier than that). It works on grains of
+//! 2^10 ns (about a microsecond): bucket `b` holds the packets whose grain first differs from
+//! the grain last taken at bit `b − 1`; when `ready` (the packets of the grain last taken, in
+//! order of arrival) runs out, the lowest non-empty bucket is split into lower ones, so each
+//! packet moves at most 54 times, in practice a handful, and every move is a sequential copy.
+//! A binary heap over 10 000 packets in flight instead sifts through 13 levels of scattered
+//! memory for each packet.
 //!
 //! Among equal arrival times the packet put in first comes out first: equal keys always share
-//! a bucket, and buckets keep their order when they are appended to and split.
+//! a bucket, buckets keep their order when they are appended to and split, and `ready` is kept
+//! sorted by a stable sort and by inserting after equal keys.
 //!
 //! What this module is not: the decision of which packets go out of line (see `Link::launch`).
 
@@ -20,27 +22,32 @@ use std::collections::VecDeque;
 
 use wire::{Instant, Packet};
 
-/// Buckets 1..=64 by the highest bit in which a key differs from `last`; bucket 0 is `ready`.
-const BUCKETS: usize = 65;
+/// Nanoseconds per grain, as a shift: 2^10 ns.
+const GRAIN_BITS: u32 = 10;
+/// Buckets 1..=54 by the highest bit in which a grain differs from the last; 0 is `ready`.
+const BUCKETS: usize = (u64::BITS - GRAIN_BITS) as usize + 1;
 
 pub(crate) struct OutOfLine {
-    /// The key last taken, or last split on: no key in the queue is below it.
-    last: u64,
-    /// The packets whose arrival is `last`, in the order they were put in.
-    ready: VecDeque<Packet>,
-    /// Bucket `b` (1..=64): packets whose key's highest bit differing from `last` is `b − 1`,
+    /// The arrival last taken: an arrival put in before it is due with it.
+    floor: u64,
+    /// The grain last split on or taken from: no packet waiting is in an earlier grain.
+    grain: u64,
+    /// The packets of `grain`, sorted by arrival, then by the order they were put in.
+    ready: VecDeque<(u64, Packet)>,
+    /// Bucket `b` (1..): packets whose grain's highest bit differing from `grain` is `b − 1`,
     /// in the order they were put in.
     buckets: Vec<Vec<(u64, Packet)>>,
-    /// The smallest key in each bucket (meaningless for an empty one).
+    /// The earliest arrival in each bucket (meaningless for an empty one).
     mins: [u64; BUCKETS],
-    /// Bit `b` set when bucket `b` (1..=64) is not empty.
-    nonempty: u128,
+    /// Bit `b` set when bucket `b` (1..) is not empty.
+    nonempty: u64,
 }
 
 impl Default for OutOfLine {
     fn default() -> OutOfLine {
         OutOfLine {
-            last: 0,
+            floor: 0,
+            grain: 0,
             ready: VecDeque::new(),
             buckets: Vec::new(),
             mins: [0; BUCKETS],
@@ -51,19 +58,21 @@ impl Default for OutOfLine {
 
 impl OutOfLine {
     fn bucket_of(&self, key: u64) -> usize {
-        (u64::BITS - (key ^ self.last).leading_zeros()) as usize
+        (u64::BITS - ((key >> GRAIN_BITS) ^ self.grain).leading_zeros()) as usize
     }
 
     /// Puts `packet` on the wire to arrive at `at`. An arrival earlier than one already taken
     /// (a caller whose clock went back) is due at once: it arrives with the last one taken.
     pub(crate) fn push(&mut self, at: Instant, packet: Packet) {
-        let key = at.as_nanos().max(self.last);
-        let b = self.bucket_of(key);
-        if b == 0 {
-            self.ready.push_back(packet);
-            return;
+        let key = at.as_nanos().max(self.floor);
+        match self.bucket_of(key) {
+            0 => {
+                // Usually at the back: arrivals within a grain mostly come in order.
+                let i = self.ready.partition_point(|(k, _)| *k <= key);
+                self.ready.insert(i, (key, packet));
+            }
+            b => self.put(b, key, packet),
         }
-        self.put(b, key, packet);
     }
 
     fn put(&mut self, b: usize, key: u64, packet: Packet) {
@@ -81,12 +90,12 @@ impl OutOfLine {
 
     /// The earliest arrival, if any.
     pub(crate) fn peek(&self) -> Option<Instant> {
-        if !self.ready.is_empty() {
-            return Some(Instant::from_nanos(self.last));
+        if let Some((key, _)) = self.ready.front() {
+            return Some(Instant::from_nanos(*key));
         }
         match self.nonempty.trailing_zeros() as usize {
-            BUCKETS.. => None,
-            b => Some(Instant::from_nanos(self.mins[b])),
+            b if b < BUCKETS => Some(Instant::from_nanos(self.mins[b])),
+            _ => None,
         }
     }
 
@@ -97,24 +106,31 @@ impl OutOfLine {
             if b >= BUCKETS || self.mins[b] > now.as_nanos() {
                 return None;
             }
-            // The smallest key becomes `last`, and every item of the bucket moves down: those
-            // equal to it into `ready`, the rest below `b` (they share `last`'s bits from `b` up).
-            self.last = self.mins[b];
+            // The earliest grain becomes the current one, and every packet of the bucket moves
+            // down: those of that grain into `ready`, the rest below `b` (they share the grain's
+            // bits from `b` up).
+            self.grain = self.mins[b] >> GRAIN_BITS;
             self.nonempty &= !(1 << b);
             let mut items = std::mem::take(&mut self.buckets[b]);
             for (key, packet) in items.drain(..) {
                 match self.bucket_of(key) {
-                    0 => self.ready.push_back(packet),
+                    0 => self.ready.push_back((key, packet)),
                     lower => self.put(lower, key, packet),
                 }
             }
             // Keep the bucket's allocation for its next fill.
             self.buckets[b] = items;
-        } else if self.last > now.as_nanos() {
-            return None;
+            // Stable: among equal arrivals, the order put in.
+            self.ready.make_contiguous().sort_by_key(|(key, _)| *key);
         }
-        let packet = self.ready.pop_front()?;
-        Some((Instant::from_nanos(self.last), packet))
+        match self.ready.front() {
+            Some((key, _)) if *key <= now.as_nanos() => {
+                let (key, packet) = self.ready.pop_front().expect("a front");
+                self.floor = key;
+                Some((Instant::from_nanos(key), packet))
+            }
+            _ => None,
+        }
     }
 }
 
