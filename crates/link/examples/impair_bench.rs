@@ -6,10 +6,10 @@
 //! 1500-byte UDP packet per simulated microsecond, and polled at each step. The loop does what
 //! the shell does around the link: each packet is copied into a buffer from a pool (the read
 //! from the TUN device), each delivered packet is copied out (the write into the far host's) and
-//! its buffer goes back to the pool, 4096 at most, the rest to the network (`Link::recycle`,
-//! where a duplicating link makes its copies). The clock starts after 100 000 packets, once the
-//! pool and the packets in flight are steady. The
-//! configurations take turns, 15 rounds of 300 000 packets each, so that a busy machine slows
+//! its buffer goes back to the pool, 4096 at most, the rest to the link (`Link::recycle`, where
+//! a duplicating link makes its copies; the lab's engine does not hand its surplus to the links
+//! yet, it frees it). The clock starts after 100 000 packets, once the pool and the packets in
+//! flight are steady. The configurations take turns, 15 rounds of 300 000 packets each, so that a busy machine slows
 //! them alike. Time is the thread's own time on a CPU (the first field of
 //! `/proc/thread-self/schedstat`, in ns), so that waiting for a core on a shared machine is not
 //! counted. The table gives the minimum and the median per packet, and the difference of the
@@ -68,9 +68,8 @@ fn run(impair: &Impairments) -> f64 {
     );
     l.set_event_detail(false);
     // The shell's pool of written packets' buffers (a stack, as the shell's: the buffer reused
-    // next is the one written last, warm as a fresh read would be); buffers beyond it go back
-    // to the network (`Link::recycle`), which lets them go unless a link duplicates.
-    // Full from the start, and enough beside it for the packets in flight, as a running lab's
+    // next is the one written last); buffers beyond it go back to the link (`Link::recycle`),
+    // which lets them go unless it duplicates. Full from the start, and enough beside it for the packets in flight, as a running lab's
     // pool is once its hosts have been idle. Its buffers are shuffled: allocated in a row they
     // would lie at consecutive addresses, and a link that delivers in order would hand them back
     // in that order, a stride the cache's prefetcher follows, which a running lab's pool, long
