@@ -392,6 +392,11 @@ impl Link {
         );
     }
 
+    /// Whether [`Link::recycle`] would keep a buffer now.
+    pub fn wants_buffers(&self) -> bool {
+        self.params.impair.duplicate.is_some() && self.spare.len() < SPARE_BUFFERS
+    }
+
     /// A copy of `p`, in a spare buffer when there is one.
     fn copy_of(&mut self, p: &Packet) -> Packet {
         let data = match self.spare.pop() {
