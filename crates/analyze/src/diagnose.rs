@@ -27,6 +27,13 @@ pub(crate) const NEAR: Duration = Duration::from_millis(1);
 /// the ACK's softirq: microseconds; this leaves room for a loaded host).
 pub(crate) const NAGLE_SLACK: Duration = Duration::from_micros(500);
 
+/// Least time Nagle holds must cost in all before `nagle_delayed_ack` is named: one delayed-ACK
+/// timeout of Linux's (`TCP_DELACK_MIN`, 40 ms), the wait a single hold costs when the peer
+/// defers its ACK. The captures of scripts/corpus lose 1.5 s and more to Nagle (some 40 holds
+/// of ~40 ms each); a loaded host whose sender once held three bulk writes for about a
+/// millisecond each lost 4 ms, which is not what costs anyone time.
+const NAGLE_MIN_TOTAL: Duration = Duration::from_millis(40);
+
 /// A one-way delay that never rose this far above its minimum shows no queue between the
 /// sender and the capture point (TSvals tick in milliseconds, so less is not measurable).
 const OWD_FLAT: Duration = Duration::from_millis(5);
@@ -565,6 +572,9 @@ fn nagle(
     };
     let waits: Vec<f64> = evs.iter().map(|n| ms(n.time - n.prev_time)).collect();
     let total: f64 = waits.iter().sum();
+    if total < ms(NAGLE_MIN_TOTAL) {
+        return;
+    }
     out.push(Diagnosis {
         kind: DiagnosisKind::NagleDelayedAck,
         dir: Some(dir),
@@ -872,6 +882,45 @@ mod tests {
         assert!(n[0].summary.starts_with("5 times"), "{}", n[0].summary);
         // The server's replies are not Nagle stalls.
         assert!(n.iter().all(|d| d.dir == Some(Dir::AtoB)));
+    }
+
+    #[test]
+    fn nagle_holds_of_a_few_ms_in_all_are_not_named() {
+        // Holds on a LAN (RTT 2 ms): the peer ACKs each small segment 2.5 ms after it left,
+        // and the second write waits that long. Three of them cost 7.7 ms in all, less than
+        // one delayed-ACK timeout.
+        let (rtt, wait) = (2 * MS, 2 * MS + MS / 2);
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        let hold = |h: &mut Hand, t: &mut u64| {
+            h.data(*t, 1000);
+            h.ack(*t + wait, 65535);
+            h.data(*t + wait + 50_000, 1000);
+            h.ack(*t + wait + 50_000 + rtt, 65535);
+            *t += 20 * MS;
+        };
+        for _ in 0..3 {
+            hold(&mut h, &mut t);
+        }
+        let a = run(h.out.clone());
+        assert!(
+            kinds(&a.connections[0], DiagnosisKind::NagleDelayedAck).is_empty(),
+            "{:#?}",
+            a.connections[0].diagnoses
+        );
+        // Sixteen cost 40.8 ms: one delayed-ACK timeout's worth, named.
+        for _ in 0..13 {
+            hold(&mut h, &mut t);
+        }
+        let a = run(h.out);
+        let n = kinds(&a.connections[0], DiagnosisKind::NagleDelayedAck);
+        assert_eq!(n.len(), 1, "{:#?}", a.connections[0].diagnoses);
+        assert!(n[0].summary.starts_with("16 times"), "{}", n[0].summary);
+        assert!(
+            (n[0].delay_ms - 16.0 * 2.55).abs() < 0.1,
+            "{}",
+            n[0].delay_ms
+        );
     }
 
     #[test]

@@ -555,7 +555,7 @@ fn without_root_the_lab_runs_in_a_user_namespace_of_its_own() {
     let dir = out_dir("nobody");
     fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("latencylab");
-    fs::copy(bin(), &exe).unwrap();
+    fs::copy(real_bin(), &exe).unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
     let o = Command::new("runuser")

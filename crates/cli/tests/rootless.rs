@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, lock, text};
+use common::{bin, lock, real_bin, text};
 
 const USER: &str = "latencylab-test";
 
@@ -269,9 +269,11 @@ fn rootless_bufferbloat_demo_meets_its_criteria() {
 
 /// A lab with a server and a command, stopped by `sig` after `after`.
 fn stop_lab(dir: &Path, sig: i32, after: Duration) {
+    // The binary itself: a signal in its first milliseconds must reach the lab, not a shell
+    // about to exec it.
     let mut child: Child = as_user(
         dir,
-        bin(),
+        real_bin(),
         &[
             "shell",
             "--rtt",

@@ -162,3 +162,55 @@ fn a_250_host_lab_stopped_by_sigint_sigterm_or_sigkill_at_any_moment_leaves_noth
         }
     }
 }
+
+#[test]
+fn a_1000_host_lab_leaves_no_namespace_mount_process_or_tun_device_behind() {
+    let _g = lock();
+    let file = out_dir("star999.toml");
+    let dir = out_dir("star999");
+    std::fs::write(&file, star(999, "ping -n -c 1 -W 5 srv", None)).unwrap();
+    let child = Command::new(bin())
+        .args(["run", "-q", file.to_str().unwrap(), "-o"])
+        .arg(&dir)
+        .arg("--no-capture")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // What the lab made, seen while it runs, to be looked for once it has ended.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while seen.len() < 1000 && Instant::now() < deadline {
+        seen = common::lab_namespaces()
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("ll-{pid}-")))
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen.len() >= 1000, "the lab's namespaces: {}", seen.len());
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    for i in 0..999 {
+        let out = std::fs::read_to_string(dir.join(format!("programs/c{i}.out"))).unwrap();
+        assert!(
+            out.contains("1 packets transmitted, 1 received"),
+            "c{i}: {out}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_nothing_left();
+    // The check above looks at this test process's labs; this one by name as well.
+    let left: Vec<String> = common::lab_namespaces()
+        .into_iter()
+        .filter(|n| seen.contains(n))
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&format!("/run/netns/ll-{pid}-")),
+        "namespace mounts left"
+    );
+}

@@ -44,8 +44,8 @@ const CLIENT_START_S: f64 = 0.5;
 const PORT: u16 = 5201;
 /// Linux's shortest delayed-ACK timeout, ms (`TCP_DELACK_MIN`, HZ/25).
 const DELACK_MIN_MS: f64 = 40.0;
-/// Length of the time-sequence slice drawn from the middle of each run, s.
-const SLICE_S: f64 = 0.02;
+/// Length of the time-sequence slice drawn from the middle of each run, ms.
+const SLICE_MS: f64 = 20.0;
 
 /// The two runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +137,7 @@ pub struct Outcome {
     pub report: PathBuf,
 }
 
-/// A slice of the sender's time-sequence graph, times in s from the slice's start, sequence
+/// A slice of the sender's time-sequence graph, times in ms from the slice's start, sequence
 /// in kB from its lowest byte.
 #[derive(Clone, Debug, Default)]
 struct Slice {
@@ -301,7 +301,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
             acks_per_s: ack_times.len() as f64 / (span_ns / 1e9),
             diagnoses: common::diagnosis_kinds(&analysis, PORT),
         },
-        slice: slice(d, mid, mid + SLICE_S * 1e9),
+        slice: slice(d, mid, mid + SLICE_MS * 1e6),
         analysis,
         ack_intervals_ms,
     })
@@ -371,7 +371,7 @@ fn full_window_ns(d: &analyze::Direction) -> f64 {
 fn slice(d: &analyze::Direction, from_ns: f64, to_ns: f64) -> Slice {
     let s = &d.series;
     let inside = |t: wire::Instant| (from_ns..=to_ns).contains(&(t.as_nanos() as f64));
-    let x = |t: wire::Instant| (t.as_nanos() as f64 - from_ns) / 1e9;
+    let x = |t: wire::Instant| (t.as_nanos() as f64 - from_ns) / 1e6;
     let base = s
         .segments
         .iter()
@@ -489,7 +489,7 @@ fn tsg_chart(run: &RunData) -> Chart {
         .slice
         .acks
         .windows(2)
-        .map(|w| (w[1].0 - w[0].0) * 1e3)
+        .map(|w| w[1].0 - w[0].0)
         .fold(0.0, f64::max);
     let caption = format!(
         "{:.0} ms of the run at the sender: data segments (ticks), the receiver's cumulative ACK \
@@ -497,13 +497,11 @@ fn tsg_chart(run: &RunData) -> Chart {
          is full and the sender waits for an ACK ({:.0}% of the run). The longest wait here is \
          {longest_ms:.1} ms, against the {DELACK_MIN_MS:.0} ms of the delayed-ACK timer; median \
          ACK interval {:.2} ms.",
-        SLICE_S * 1000.0,
-        m.idle_pct,
-        m.ack_interval_ms_p50,
+        SLICE_MS, m.idle_pct, m.ack_interval_ms_p50,
     );
     Chart::new(
         format!("Time-sequence, {}", run.variant.label()),
-        Axis::new("time in the slice", "s").with_range(0.0, SLICE_S),
+        Axis::new("time in the slice", "ms").with_range(0.0, SLICE_MS),
         Axis::new("sequence", "kB").from_zero(),
     )
     .size(900, 420)

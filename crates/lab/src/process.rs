@@ -6,6 +6,10 @@
 //! reports its exit. The forwarding loop only writes a request on a socket: a `fork` from the
 //! loop would copy the engine's page tables (about 1 MB of memory per host) while every link
 //! waits, and stalled a 250-host lab for seconds (docs/PERFORMANCE.md, "Starting programs").
+//! The launcher is told the hosts (their namespaces and name files) and the programs' shared
+//! environment once, before the loop runs, and itself opens each program's output files, so
+//! that a request is a host's index, a name and a command line: a few hundred bytes, no
+//! descriptors, no file system work on the loop's thread, whatever the size of the lab.
 //!
 //! Everything a program's child does between fork and exec is a raw syscall on data prepared
 //! before the fork (no allocation).
@@ -64,32 +68,54 @@ pub fn invoking_user() -> Option<RunAs> {
     })
 }
 
-/// How to start one program.
-pub struct Launch {
-    /// The host's network namespace.
-    pub ns: OwnedFd,
-    pub stdin: OwnedFd,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
-    pub how: LaunchSpec,
-}
-
-/// The plain-data part of a [`Launch`], which crosses to the launcher as JSON (the descriptors
-/// go beside it, as SCM_RIGHTS).
+/// What the launcher keeps of one host, told once when the lab is up: its name files. Its
+/// namespace goes beside, as SCM_RIGHTS.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LaunchSpec {
+pub struct HostFiles {
     /// Files bind-mounted over /etc/hosts and /etc/resolv.conf in the program's mount namespace.
     pub hosts_file: PathBuf,
     pub resolv_file: PathBuf,
     /// A file bind-mounted over /etc/gai.conf (a host with a CLAT), if any.
     #[serde(default)]
     pub gai_file: Option<PathBuf>,
-    pub argv: Vec<String>,
+}
+
+/// What every program of the lab shares, told once when the lab is up.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LabSetup {
+    /// The environment of every program (`labnet::programs::lab_env`); each also gets
+    /// `LATENCYLAB_HOST`.
     pub env: Vec<(String, String)>,
+    pub run_as: Option<RunAs>,
+    /// Where background programs' stdout and stderr go (`programs/NAME.out`, `.err`); on the
+    /// lab's stderr without one.
+    pub run_dir: Option<PathBuf>,
+}
+
+/// How to start one program: a few hundred bytes, whatever the size of the lab.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StartSpec {
+    /// The host's index in the lab (the order of [`Launcher::tell_hosts`]).
+    pub host: usize,
+    pub host_name: String,
+    /// Names its output files.
+    pub name: String,
+    pub argv: Vec<String>,
+    /// COMMAND: the lab's own stdin, stdout and stderr (the terminal). Any other program: no
+    /// stdin, its output in the run directory (or on stderr).
+    pub command: bool,
     /// A process group of its own (background programs), or the lab's (COMMAND, so that the
     /// terminal's Ctrl-C reaches it).
     pub own_process_group: bool,
-    pub run_as: Option<RunAs>,
+}
+
+/// What the lab tells the launcher.
+#[derive(Debug, Serialize, Deserialize)]
+enum Request {
+    /// The next hosts, in order; their namespaces come beside, one descriptor each.
+    Hosts(Vec<HostFiles>),
+    Setup(LabSetup),
+    Start(StartSpec),
 }
 
 /// What the launcher tells the lab.
@@ -103,9 +129,13 @@ enum Reply {
     Exited { pid: i32, status: i32 },
 }
 
-/// The largest request: a program's environment names every host's address (about 40 bytes a
-/// host), so a 1000-host lab's requests are about 50 KB.
+/// The largest message. Requests to start a program are small; [`Request::Hosts`] carries at
+/// most [`HOSTS_PER_MESSAGE`] hosts' paths, and [`Request::Setup`] names every host's address
+/// (about 40 bytes a host: 40 KB for a thousand hosts).
 const MAX_MESSAGE: usize = 1 << 20;
+
+/// Hosts told in one message: the kernel passes at most 253 descriptors in one (SCM_MAX_FD).
+const HOSTS_PER_MESSAGE: usize = 200;
 
 /// The lab's handle on its launcher process.
 pub struct Launcher {
@@ -113,7 +143,7 @@ pub struct Launcher {
     pid: i32,
     buf: Vec<u8>,
     /// Requests not sent yet: the socket was full.
-    pending: std::collections::VecDeque<Launch>,
+    pending: std::collections::VecDeque<StartSpec>,
 }
 
 /// What became of programs asked for: starts are answered in the order they were asked.
@@ -159,6 +189,39 @@ impl Launcher {
         }
     }
 
+    /// Tells the launcher the lab's hosts (their namespaces and name files, in the order
+    /// [`StartSpec::host`] counts them) and what every program shares. Once, when the lab is
+    /// up and before the loop runs, so that starting a program later asks the loop for one
+    /// small message and nothing else. Waits for room on the socket: nothing runs yet that the
+    /// launcher could be waiting on.
+    pub fn tell_hosts(&self, hosts: &[(BorrowedFd, HostFiles)], setup: LabSetup) -> Result<()> {
+        for chunk in hosts.chunks(HOSTS_PER_MESSAGE) {
+            let files: Vec<HostFiles> = chunk.iter().map(|h| h.1.clone()).collect();
+            let fds: Vec<RawFd> = chunk.iter().map(|h| h.0.as_raw_fd()).collect();
+            self.send(&Request::Hosts(files), &fds, MsgFlags::empty())
+                .context("telling the program launcher the lab's hosts")?;
+        }
+        self.send(&Request::Setup(setup), &[], MsgFlags::empty())
+            .context("telling the program launcher the programs' environment")?;
+        Ok(())
+    }
+
+    fn send(&self, r: &Request, fds: &[RawFd], flags: MsgFlags) -> nix::Result<usize> {
+        let json = serde_json::to_vec(r).expect("plain data serializes");
+        let cmsgs: &[ControlMessage] = if fds.is_empty() {
+            &[]
+        } else {
+            &[ControlMessage::ScmRights(fds)]
+        };
+        sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[IoSlice::new(&json)],
+            cmsgs,
+            flags,
+            None,
+        )
+    }
+
     /// The launcher's socket, readable when a program has ended.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
@@ -169,37 +232,29 @@ impl Launcher {
     /// asked for at once), the request waits here and goes with a later [`Launcher::flush`]:
     /// the loop must never block on the launcher, which may itself be waiting for the loop to
     /// read its answers.
-    pub fn spawn(&mut self, l: Launch) -> Result<()> {
-        self.pending.push_back(l);
+    pub fn spawn(&mut self, s: StartSpec) -> Result<()> {
+        self.pending.push_back(s);
         self.flush()
     }
 
     /// Sends the requests waiting in [`Launcher::spawn`] until the socket is full. Call it when
     /// the launcher has answered (its answers mean it has read requests).
     pub fn flush(&mut self) -> Result<()> {
-        while let Some(l) = self.pending.front() {
-            let json = serde_json::to_vec(&l.how).expect("plain data serializes");
-            let fds = [
-                l.ns.as_raw_fd(),
-                l.stdin.as_raw_fd(),
-                l.stdout.as_raw_fd(),
-                l.stderr.as_raw_fd(),
-            ];
-            match sendmsg::<()>(
-                self.sock.as_raw_fd(),
-                &[IoSlice::new(&json)],
-                &[ControlMessage::ScmRights(&fds)],
-                MsgFlags::MSG_DONTWAIT,
-                None,
-            ) {
-                Ok(_) => {
-                    self.pending.pop_front();
-                }
-                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+        while let Some(s) = self.pending.pop_front() {
+            let r = Request::Start(s);
+            match self.send(&r, &[], MsgFlags::MSG_DONTWAIT) {
+                Ok(_) => {}
                 Err(e) => {
+                    let Request::Start(s) = r else {
+                        unreachable!("a start request")
+                    };
+                    if e == nix::errno::Errno::EAGAIN {
+                        self.pending.push_front(s);
+                        return Ok(());
+                    }
                     return Err(io::Error::from(e)).with_context(|| {
-                        format!("asking the launcher to start '{}'", l.how.argv.join(" "))
-                    })
+                        format!("asking the launcher to start '{}'", s.argv.join(" "))
+                    });
                 }
             }
         }
@@ -265,6 +320,112 @@ impl Drop for Launcher {
     }
 }
 
+/// The launcher's state: what it was told of the lab, and the programs it runs.
+struct Served {
+    hosts: Vec<(OwnedFd, HostFiles)>,
+    setup: LabSetup,
+    /// The soft limit on open descriptors the lab had, which its programs get back (the
+    /// launcher holds a namespace per host, which may take more).
+    nofile: Option<libc::rlim_t>,
+    children: BTreeMap<i32, Child>,
+}
+
+impl Served {
+    fn handle(&mut self, r: Request, fds: Vec<OwnedFd>) -> Option<Reply> {
+        match r {
+            Request::Hosts(files) if files.len() == fds.len() => {
+                self.ensure_fd_room(self.hosts.len() + fds.len());
+                self.hosts.extend(fds.into_iter().zip(files));
+                None
+            }
+            Request::Hosts(files) => Some(Reply::Failed(format!(
+                "bad request: {} hosts and {} namespaces",
+                files.len(),
+                fds.len()
+            ))),
+            Request::Setup(s) => {
+                self.setup = s;
+                None
+            }
+            Request::Start(s) => Some(match self.start(&s) {
+                Ok(child) => {
+                    let pid = child.id() as i32;
+                    self.children.insert(pid, child);
+                    Reply::Started(pid)
+                }
+                Err(e) => Reply::Failed(format!("{e:#}")),
+            }),
+        }
+    }
+
+    /// Raises the soft limit on open descriptors so that `hosts` namespaces fit beside the
+    /// usual few, within the hard limit (the lab checked that it allows the lab's own need,
+    /// which is larger).
+    fn ensure_fd_room(&mut self, hosts: usize) {
+        let need = hosts as libc::rlim_t + 64;
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit read and write a plain struct on our stack.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= need {
+                return;
+            }
+            self.nofile.get_or_insert(lim.rlim_cur);
+            lim.rlim_cur = need.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+
+    /// Starts a program in its host: stdio, environment, then [`spawn`].
+    fn start(&self, s: &StartSpec) -> Result<Child> {
+        let (ns, files) = self.hosts.get(s.host).with_context(|| {
+            format!(
+                "host {} ({}) was never told to the launcher",
+                s.host, s.host_name
+            )
+        })?;
+        let dup = |fd: BorrowedFd| fd.try_clone_to_owned();
+        // SAFETY: 0, 1 and 2 are the lab's own stdio, inherited at the fork and open for the
+        // launcher's life.
+        let std_fd = |n: RawFd| unsafe { BorrowedFd::borrow_raw(n) };
+        let (stdin, stdout, stderr): (OwnedFd, OwnedFd, OwnedFd) =
+            match (&self.setup.run_dir, s.command) {
+                (_, true) => (dup(std_fd(0))?, dup(std_fd(1))?, dup(std_fd(2))?),
+                (Some(d), false) => {
+                    let d = labnet::run_dir::RunDir::new(d);
+                    crate::owner::create_dir_all(&d.programs())?;
+                    (
+                        fs::File::open("/dev/null")?.into(),
+                        crate::owner::create_file(&d.program_out(&s.name))?.into(),
+                        crate::owner::create_file(&d.program_err(&s.name))?.into(),
+                    )
+                }
+                // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
+                (None, false) => (
+                    fs::File::open("/dev/null")?.into(),
+                    dup(std_fd(2))?,
+                    dup(std_fd(2))?,
+                ),
+            };
+        let mut env = self.setup.env.clone();
+        env.push(("LATENCYLAB_HOST".into(), s.host_name.clone()));
+        spawn(Launch {
+            ns: ns.as_fd(),
+            stdin,
+            stdout,
+            stderr,
+            files,
+            argv: &s.argv,
+            env: &env,
+            own_process_group: s.own_process_group,
+            run_as: self.setup.run_as.as_ref(),
+            nofile: self.nofile,
+        })
+    }
+}
+
 /// The launcher's life: start what the lab asks for, report what ends, and end with the lab.
 fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
     // SAFETY: prctl and getppid take and return plain integers.
@@ -289,7 +450,12 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         &chld,
         nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
     )?;
-    let mut children: BTreeMap<i32, Child> = BTreeMap::new();
+    let mut served = Served {
+        hosts: Vec::new(),
+        setup: LabSetup::default(),
+        nofile: None,
+        children: BTreeMap::new(),
+    };
     let mut buf = vec![0u8; MAX_MESSAGE];
     let send = |r: &Reply| -> Result<()> {
         let json = serde_json::to_vec(r).expect("plain data serializes");
@@ -313,7 +479,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         // safety net for a SIGCHLD merged away.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
         if fds[0].revents != 0 {
-            let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+            let mut cmsg = nix::cmsg_space!([RawFd; HOSTS_PER_MESSAGE]);
             let mut iov = [IoSliceMut::new(&mut buf)];
             let msg = recvmsg::<()>(
                 sock.as_raw_fd(),
@@ -336,40 +502,23 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
                 // The lab has gone: so do its programs (their parent-death signal).
                 return Ok(());
             }
-            let reply = match (serde_json::from_slice::<LaunchSpec>(&buf[..n]), got.len()) {
-                (Ok(how), 4) => {
-                    let mut it = got.into_iter();
-                    let mut next = || it.next().expect("four descriptors");
-                    let l = Launch {
-                        ns: next(),
-                        stdin: next(),
-                        stdout: next(),
-                        stderr: next(),
-                        how,
-                    };
-                    match spawn(l) {
-                        Ok(child) => {
-                            let pid = child.id() as i32;
-                            children.insert(pid, child);
-                            Reply::Started(pid)
-                        }
-                        Err(e) => Reply::Failed(format!("{e:#}")),
-                    }
-                }
-                (Err(e), _) => Reply::Failed(format!("bad request: {e}")),
-                (_, k) => Reply::Failed(format!("bad request: {k} descriptors, not 4")),
+            let reply = match serde_json::from_slice::<Request>(&buf[..n]) {
+                Ok(r) => served.handle(r, got),
+                Err(e) => Some(Reply::Failed(format!("bad request: {e}"))),
             };
-            send(&reply)?;
+            if let Some(r) = reply {
+                send(&r)?;
+            }
         }
         while let Ok(Some(_)) = sfd.read_signal() {}
         let mut ended = Vec::new();
-        for (pid, c) in children.iter_mut() {
+        for (pid, c) in served.children.iter_mut() {
             if let Ok(Some(st)) = c.try_wait() {
                 ended.push((*pid, exit_code_of(st)));
             }
         }
         for (pid, status) in ended {
-            children.remove(&pid);
+            served.children.remove(&pid);
             send(&Reply::Exited { pid, status })?;
         }
     }
@@ -386,19 +535,47 @@ fn c(s: &str) -> CString {
     CString::new(s).expect("paths and names have no NUL")
 }
 
+/// How to start one program, in the launcher.
+struct Launch<'a> {
+    /// The host's network namespace.
+    ns: BorrowedFd<'a>,
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    files: &'a HostFiles,
+    argv: &'a [String],
+    env: &'a [(String, String)],
+    /// A process group of its own (background programs), or the lab's (COMMAND).
+    own_process_group: bool,
+    run_as: Option<&'a RunAs>,
+    /// The soft limit on open descriptors to give back, when the launcher raised its own.
+    nofile: Option<libc::rlim_t>,
+}
+
 /// Starts a program in a host (in the launcher).
 fn spawn(launch: Launch) -> Result<Child> {
-    let l = &launch.how;
-    let (prog, args) = l.argv.split_first().context("empty command")?;
+    let Launch {
+        ns,
+        stdin,
+        stdout,
+        stderr,
+        files,
+        argv,
+        env,
+        own_process_group,
+        run_as,
+        nofile,
+    } = launch;
+    let (prog, args) = argv.split_first().context("empty command")?;
     let mut cmd = Command::new(prog);
     cmd.args(args)
-        .stdout(Stdio::from(launch.stdout))
-        .stderr(Stdio::from(launch.stderr))
-        .stdin(Stdio::from(launch.stdin));
-    for (k, v) in &l.env {
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .stdin(Stdio::from(stdin));
+    for (k, v) in env {
         cmd.env(k, v);
     }
-    if let Some(r) = &l.run_as {
+    if let Some(r) = run_as {
         if let Some(h) = &r.home {
             cmd.env("HOME", h);
         }
@@ -406,18 +583,18 @@ fn spawn(launch: Launch) -> Result<Child> {
             cmd.env("USER", u).env("LOGNAME", u);
         }
     }
-    let ns_fd = launch.ns.as_raw_fd();
-    let hosts_src = c(&l.hosts_file.display().to_string());
-    let resolv_src = c(&l.resolv_file.display().to_string());
+    let ns_fd = ns.as_raw_fd();
+    let hosts_src = c(&files.hosts_file.display().to_string());
+    let resolv_src = c(&files.resolv_file.display().to_string());
     let etc_hosts = c("/etc/hosts");
     let etc_resolv = c("/etc/resolv.conf");
-    let gai_src = l.gai_file.as_ref().map(|p| c(&p.display().to_string()));
+    let gai_src = files.gai_file.as_ref().map(|p| c(&p.display().to_string()));
     let etc_gai = c("/etc/gai.conf");
     let root = c("/");
     let sys = c("/sys");
     let sysfs = c("sysfs");
-    let own_pg = l.own_process_group;
-    let run_as = l.run_as.clone();
+    let own_pg = own_process_group;
+    let run_as = run_as.cloned();
     // SAFETY: the closure runs in the child between fork and exec and makes only raw syscalls on
     // values prepared above; it allocates nothing and touches no lock.
     unsafe {
@@ -474,6 +651,12 @@ fn spawn(launch: Launch) -> Result<Child> {
                 0,
                 std::ptr::null(),
             );
+            if let Some(soft) = nofile {
+                let mut lim: libc::rlimit = std::mem::zeroed();
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+                lim.rlim_cur = soft;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
             if own_pg {
                 check(libc::setpgid(0, 0))?;
             }
@@ -503,7 +686,7 @@ fn spawn(launch: Launch) -> Result<Child> {
         });
     }
     cmd.spawn()
-        .with_context(|| format!("starting '{}'", l.argv.join(" ")))
+        .with_context(|| format!("starting '{}'", argv.join(" ")))
 }
 
 /// The inode of a namespace file: processes whose /proc/PID/ns/net has it are in the namespace.

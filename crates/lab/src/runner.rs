@@ -261,14 +261,14 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         Some(ns) => EarlyWake::fixed(wire::Duration::from_nanos(ns)),
         None => EarlyWake::learning(wire::Duration::from_nanos(SPIN_NS)),
     };
-    let starter = Starter {
+    let starter = Starter::new(
         cfg,
         opts,
-        hosts: &td.hosts,
-        name_files: &name_files,
-        run_as: process::invoking_user(),
+        &td.hosts,
+        &name_files,
+        process::invoking_user(),
         launcher,
-    };
+    )?;
     let mut lab = Lab {
         starter,
         cfg,

@@ -1,21 +1,20 @@
 //! Starting a program in a lab host: its namespace, its own /etc/hosts and /etc/resolv.conf,
 //! its stdio (the terminal for COMMAND, the run directory or stderr for the others) and its
-//! environment, handed to the [`Launcher`]. What goes in the files and the environment is
-//! decided in `labnet::programs`; here they are written and opened.
+//! environment, all told to the [`Launcher`] once when the lab is up; each start is then a
+//! request naming the host and the command. What goes in the files and the environment is
+//! decided in `labnet::programs`; here the files are written.
 
-use std::fs::{self, File};
-use std::os::fd::{AsFd, OwnedFd};
+use std::fs;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use labnet::programs::{program_env, resolv_conf_for};
-use labnet::run_dir::RunDir;
+use labnet::programs::{lab_env, resolv_conf_for};
 use labnet::spec::LabConfig;
 
 use crate::cleanup::runtime_dir;
 use crate::netns::HostNs;
-use crate::owner;
-use crate::process::{self, Launch, LaunchSpec, Launcher};
+use crate::process::{self, HostFiles, LabSetup, Launcher, StartSpec};
 use crate::runner::RunOptions;
 
 /// Each host's /etc/hosts and /etc/resolv.conf, in the lab's runtime directory: in a NAT64
@@ -53,20 +52,57 @@ fn gai_file(dir: &Path, host: &str) -> PathBuf {
     dir.join(format!("gai-{host}.conf"))
 }
 
-/// What starting a program in a host needs: its namespace, its name files, its environment.
+/// Starts programs in the lab's hosts, through the [`Launcher`].
 pub(crate) struct Starter<'a> {
-    pub cfg: &'a LabConfig,
-    pub opts: &'a RunOptions,
-    pub hosts: &'a [HostNs],
-    pub name_files: &'a [(PathBuf, PathBuf)],
-    pub run_as: Option<process::RunAs>,
+    cfg: &'a LabConfig,
     pub launcher: Launcher,
 }
 
-impl Starter<'_> {
+impl<'a> Starter<'a> {
+    /// Tells the launcher everything about the lab that programs need (each host's namespace
+    /// and name files, the environment, who programs run as, where their output goes), before
+    /// the loop runs: starting a program is then one small request.
+    pub fn new(
+        cfg: &'a LabConfig,
+        opts: &RunOptions,
+        hosts: &[HostNs],
+        name_files: &[(PathBuf, PathBuf)],
+        run_as: Option<process::RunAs>,
+        launcher: Launcher,
+    ) -> Result<Starter<'a>> {
+        let told: Vec<(BorrowedFd, HostFiles)> = cfg
+            .hosts
+            .iter()
+            .zip(hosts)
+            .zip(name_files)
+            .map(|((h, ns), (hosts_file, resolv_file))| {
+                let gai = hosts_file.parent().map(|d| gai_file(d, &h.name));
+                (
+                    ns.ns_fd.as_fd(),
+                    HostFiles {
+                        hosts_file: hosts_file.clone(),
+                        resolv_file: resolv_file.clone(),
+                        gai_file: gai.filter(|p| p.exists()),
+                    },
+                )
+            })
+            .collect();
+        let exe_dir = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        let path = std::env::var("PATH").unwrap_or_default();
+        let setup = LabSetup {
+            env: lab_env(cfg, exe_dir.as_deref(), &path, opts.out_dir.as_deref()),
+            run_as,
+            run_dir: opts.out_dir.clone(),
+        };
+        launcher.tell_hosts(&told, setup)?;
+        Ok(Starter { cfg, launcher })
+    }
+
     /// Asks for `argv` to start in `host` (its process id comes later, from the launcher):
     /// COMMAND (`command`) with the terminal's stdio, any other program with its output in the
-    /// run directory (or on stderr) and no stdin.
+    /// run directory (or on stderr) and no stdin; `own_group`: a process group of its own.
     pub fn start(
         &mut self,
         host: &str,
@@ -81,64 +117,13 @@ impl Starter<'_> {
             .iter()
             .position(|h| h.name == host)
             .context("validated host")?;
-        let dup = |fd: std::os::fd::BorrowedFd| fd.try_clone_to_owned();
-        let (stdout, stderr): (OwnedFd, OwnedFd) = match (&self.opts.out_dir, command) {
-            (_, true) => (
-                dup(std::io::stdout().as_fd())?,
-                dup(std::io::stderr().as_fd())?,
-            ),
-            (Some(d), false) => {
-                let d = RunDir::new(d);
-                owner::create_dir_all(&d.programs())?;
-                (
-                    owner::create_file(&d.program_out(name))?.into(),
-                    owner::create_file(&d.program_err(name))?.into(),
-                )
-            }
-            // Background programs must not mix into COMMAND's stdout (`... -- cmd | jq`).
-            (None, false) => (
-                dup(std::io::stderr().as_fd())?,
-                dup(std::io::stderr().as_fd())?,
-            ),
-        };
-        let stdin: OwnedFd = if command {
-            dup(std::io::stdin().as_fd())?
-        } else {
-            File::open("/dev/null")?.into()
-        };
-        self.launcher.spawn(Launch {
-            ns: self.hosts[hi].ns_fd.try_clone()?,
-            stdin,
-            stdout,
-            stderr,
-            how: LaunchSpec {
-                hosts_file: self.name_files[hi].0.clone(),
-                resolv_file: self.name_files[hi].1.clone(),
-                gai_file: self.name_files[hi]
-                    .0
-                    .parent()
-                    .map(|d| gai_file(d, host))
-                    .filter(|p| p.exists()),
-                argv,
-                env: self.env_for(host),
-                own_process_group: own_group,
-                run_as: self.run_as.clone(),
-            },
+        self.launcher.spawn(StartSpec {
+            host: hi,
+            host_name: host.to_string(),
+            name: name.to_string(),
+            argv,
+            command,
+            own_process_group: own_group,
         })
-    }
-
-    /// A program's environment ([`program_env`]).
-    fn env_for(&self, host: &str) -> Vec<(String, String)> {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
-        let path = std::env::var("PATH").unwrap_or_default();
-        program_env(
-            self.cfg,
-            host,
-            exe_dir.as_deref(),
-            &path,
-            self.opts.out_dir.as_deref(),
-        )
     }
 }

@@ -1,7 +1,7 @@
 //! The programs of a running lab as the shell knows them: asked for, given a process id by the
 //! launcher (in the order they were asked for), ended with a status. The stop rules
 //! ([`crate::lifecycle`]) read their facts from here. Also what a program finds in its host:
-//! its environment and its resolver file.
+//! its environment (the lab's, made once, and its host's name) and its resolver file.
 //!
 //! Not here: starting processes, signals, descriptors (`lab::starter`, `lab::process`).
 
@@ -141,10 +141,8 @@ impl Programs {
     }
 }
 
-/// A program's environment in `host`: its host's name, every host's address by name
-/// (`LATENCYLAB_SERVER=10.77.1.1`), the run directory, and `exe_dir` (where latencylab itself
-/// is) ahead of `path`, so that `latencylab bulk-client` and friends resolve inside the lab even
-/// under sudo, whose PATH leaves out ~/.cargo/bin.
+/// A program's environment in `host`: its host's name, then what every program of the lab
+/// shares ([`lab_env`]).
 pub fn program_env(
     cfg: &LabConfig,
     host: &str,
@@ -153,6 +151,21 @@ pub fn program_env(
     out_dir: Option<&Path>,
 ) -> Vec<(String, String)> {
     let mut env = vec![("LATENCYLAB_HOST".to_string(), host.to_string())];
+    env.extend(lab_env(cfg, exe_dir, path, out_dir));
+    env
+}
+
+/// What every program's environment has, whatever its host: every host's address by name
+/// (`LATENCYLAB_SERVER=10.77.1.1`), the run directory, and `exe_dir` (where latencylab itself
+/// is) ahead of `path`, so that `latencylab bulk-client` and friends resolve inside the lab even
+/// under sudo, whose PATH leaves out ~/.cargo/bin. Made once per lab: it grows with the hosts.
+pub fn lab_env(
+    cfg: &LabConfig,
+    exe_dir: Option<&Path>,
+    path: &str,
+    out_dir: Option<&Path>,
+) -> Vec<(String, String)> {
+    let mut env = Vec::with_capacity(cfg.hosts.len() + 2);
     if let Some(dir) = exe_dir {
         env.push(("PATH".into(), format!("{}:{path}", dir.display())));
     }
@@ -254,6 +267,16 @@ mod tests {
         assert_eq!(get("PATH"), Some("/opt/ll:/usr/bin"));
         assert_eq!(get("LATENCYLAB_SERVER"), Some("10.77.2.1"));
         assert_eq!(get("LATENCYLAB_OUT"), Some("/tmp/run"));
+        assert_eq!(
+            env[1..],
+            lab_env(
+                &cfg,
+                Some(Path::new("/opt/ll")),
+                "/usr/bin",
+                Some(Path::new("/tmp/run"))
+            )[..],
+            "the host's name, then what every program shares"
+        );
         let resolv = resolv_conf_for(&cfg, &cfg.hosts[0]);
         assert!(resolv.contains("nameserver 127.0.0.1"), "{resolv}");
     }

@@ -33,33 +33,94 @@ pub struct Percentiles {
 /// default; 2 (1 %) where a per-packet record must stay cheap, since the smaller table stays in
 /// cache when the recorded values vary (a jittered delay).
 ///
-/// The table (about 180 KB at 3 digits) is allocated on the first record: a lab of a thousand
-/// link directions, most of which carry a few packets or none, holds six of these per direction.
+/// A full table is about 160 KB at 3 digits and 24 KB at 2, and a lab holds six histograms per
+/// link direction: a thousand-host lab whose links carry a few pings each would hold hundreds
+/// of megabytes of zeros. So a histogram starts empty, then keeps its counts sparse (a sorted
+/// list of the buckets it has seen, at most [`SPARSE_BUCKETS`]), and takes the full table only
+/// when it has seen more buckets than that. Sparse or full, it counts by the same buckets as an
+/// `hdrhistogram::Histogram` of the same bounds and digits, so its percentiles are that
+/// histogram's to the microsecond.
 #[derive(Clone, Debug, Default)]
-pub struct DelayHistogram<const DIGITS: u8 = 3>(Option<Box<Histogram<u64>>>);
+pub struct DelayHistogram<const DIGITS: u8 = 3>(Counts);
+
+/// The most buckets a histogram keeps as a list (16 bytes each) before it takes the full table.
+pub const SPARSE_BUCKETS: usize = 512;
+
+#[derive(Clone, Debug, Default)]
+enum Counts {
+    #[default]
+    Empty,
+    /// (the bucket's lowest value in µs, its count), sorted by value; and the total count.
+    Sparse(Vec<(u64, u64)>, u64),
+    Full(Box<Histogram<u64>>),
+}
+
+/// The histogram every [`DelayHistogram`] of `digits` counts like: its bucket boundaries.
+fn shape(digits: u8) -> &'static Histogram<u64> {
+    use std::sync::OnceLock;
+    static SHAPES: [OnceLock<Histogram<u64>>; 6] = [const { OnceLock::new() }; 6];
+    SHAPES[digits as usize].get_or_init(|| new_table(digits))
+}
+
+fn new_table(digits: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1_000_000_000, digits).expect("static bounds are valid")
+}
 
 impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     pub fn record(&mut self, d: Duration) {
         let us = (d.as_nanos() / 1000).clamp(1, 1_000_000_000) as u64;
-        self.0
-            .get_or_insert_with(|| {
-                Box::new(
-                    Histogram::new_with_bounds(1, 1_000_000_000, DIGITS)
-                        .expect("static bounds are valid"),
-                )
-            })
-            .saturating_record(us);
+        match &mut self.0 {
+            Counts::Full(h) => h.saturating_record(us),
+            Counts::Empty => {
+                let bucket = shape(DIGITS).lowest_equivalent(us);
+                self.0 = Counts::Sparse(vec![(bucket, 1)], 1);
+            }
+            Counts::Sparse(list, total) => {
+                let bucket = shape(DIGITS).lowest_equivalent(us);
+                *total += 1;
+                match list.binary_search_by_key(&bucket, |e| e.0) {
+                    Ok(i) => list[i].1 += 1,
+                    Err(_) if list.len() == SPARSE_BUCKETS => {
+                        let mut h = Box::new(new_table(DIGITS));
+                        for &(v, n) in list.iter() {
+                            h.saturating_record_n(v, n);
+                        }
+                        h.saturating_record(us);
+                        self.0 = Counts::Full(h);
+                    }
+                    Err(i) => list.insert(i, (bucket, 1)),
+                }
+            }
+        }
     }
     pub fn len(&self) -> u64 {
-        self.0.as_ref().map_or(0, |h| h.len())
+        match &self.0 {
+            Counts::Empty => 0,
+            Counts::Sparse(_, total) => *total,
+            Counts::Full(h) => h.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     pub fn percentiles(&self) -> Percentiles {
-        let Some(h) = self.0.as_ref().filter(|h| !h.is_empty()) else {
-            return Percentiles::default();
+        let full;
+        let h = match &self.0 {
+            Counts::Empty => return Percentiles::default(),
+            Counts::Full(h) => h.as_ref(),
+            // A table for the moment: percentiles are asked for once a run, not per packet.
+            Counts::Sparse(list, _) => {
+                let mut h = new_table(DIGITS);
+                for &(v, n) in list {
+                    h.saturating_record_n(v, n);
+                }
+                full = h;
+                &full
+            }
         };
+        if h.is_empty() {
+            return Percentiles::default();
+        }
         let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
         Percentiles {
             p50_ms: q(0.50),
@@ -68,6 +129,10 @@ impl<const DIGITS: u8> DelayHistogram<DIGITS> {
             max_ms: h.max() as f64 / 1000.0,
             samples: h.len(),
         }
+    }
+    #[cfg(test)]
+    fn is_full_table(&self) -> bool {
+        matches!(self.0, Counts::Full(_))
     }
 }
 
@@ -350,6 +415,74 @@ mod tests {
     use crate::link::Link;
     use qdisc::fifo::{Fifo, Limit};
     use wire::Rate;
+
+    /// What `hdrhistogram` itself says of `values_us` recorded one by one.
+    fn reference(values_us: &[u64], digits: u8) -> Percentiles {
+        let mut h = new_table(digits);
+        for &v in values_us {
+            h.saturating_record(v.clamp(1, 1_000_000_000));
+        }
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
+        Percentiles {
+            p50_ms: q(0.50),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: h.max() as f64 / 1000.0,
+            samples: h.len(),
+        }
+    }
+
+    fn recorded<const D: u8>(values_us: &[u64]) -> DelayHistogram<D> {
+        let mut h = DelayHistogram::<D>::default();
+        for &v in values_us {
+            h.record(Duration::from_micros(v));
+        }
+        h
+    }
+
+    #[test]
+    fn a_few_samples_stay_in_a_short_list_with_the_full_tables_percentiles() {
+        // Three pings' worth of queue delay and lateness: 40 ms, 40.2 ms, 61.7 ms.
+        let values = [40_000, 40_213, 61_700];
+        let h3 = recorded::<3>(&values);
+        let h2 = recorded::<2>(&values);
+        assert!(!h3.is_full_table() && !h2.is_full_table());
+        assert_eq!(h3.percentiles(), reference(&values, 3));
+        assert_eq!(h2.percentiles(), reference(&values, 2));
+        assert_eq!(h3.len(), 3);
+        assert_eq!(
+            DelayHistogram::<3>::default().percentiles(),
+            Percentiles::default()
+        );
+    }
+
+    #[test]
+    fn many_buckets_take_the_full_table_and_the_percentiles_stay_those_of_hdrhistogram() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(22);
+        // From sub-microsecond to beyond the top bound, skewed to small values as delays are.
+        let values: Vec<u64> = (0..50_000)
+            .map(|_| {
+                let exp: u32 = rng.gen_range(0..34);
+                rng.gen_range(0..(1u64 << exp))
+            })
+            .collect();
+        for n in [1, 10, 100, 1000, 5000, 50_000] {
+            let v = &values[..n];
+            let h3 = recorded::<3>(v);
+            let h2 = recorded::<2>(v);
+            assert_eq!(h3.percentiles(), reference(v, 3), "{n} values, 3 digits");
+            assert_eq!(h2.percentiles(), reference(v, 2), "{n} values, 2 digits");
+        }
+        assert!(recorded::<3>(&values).is_full_table());
+        // Just under and just over the list's capacity: distinct buckets 1 µs apart.
+        let under: Vec<u64> = (1..=SPARSE_BUCKETS as u64).collect();
+        let over: Vec<u64> = (1..=SPARSE_BUCKETS as u64 + 1).collect();
+        assert!(!recorded::<3>(&under).is_full_table());
+        let h = recorded::<3>(&over);
+        assert!(h.is_full_table());
+        assert_eq!(h.percentiles(), reference(&over, 3));
+    }
 
     #[test]
     fn a_packet_rate_below_the_byte_rate_shows_in_what_the_link_got() {

@@ -10,9 +10,51 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+/// The `latencylab` the tests run: a small script in this test process's scratch root that
+/// notes each process it starts (a lab's process id is that of its namespaces' names: `exec`
+/// keeps it) and marks it, and so every lab program, with this test process's id, so that
+/// [`assert_nothing_left`] looks at this test process's labs only. Other labs on the machine
+/// (another test binary's, a person's) are none of its business.
 pub fn bin() -> &'static str {
+    static WRAPPER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    WRAPPER.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let root = scratch_root();
+        let pids = root.join("lab-pids");
+        fs::write(&pids, "").expect("lab-pids written");
+        // Labs run as another user (tests without root) note themselves too.
+        fs::set_permissions(&pids, fs::Permissions::from_mode(0o666)).expect("lab-pids mode");
+        let script = root.join("latencylab");
+        fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho $$ >> '{}' 2>/dev/null\n{OWNER_VAR}={} exec '{}' \"$@\"\n",
+                pids.display(),
+                std::process::id(),
+                real_bin()
+            ),
+        )
+        .expect("wrapper written");
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("wrapper mode");
+        let _ = TUNS_BEFORE.set(tun_devices());
+        script
+            .to_str()
+            .expect("a UTF-8 temporary directory")
+            .to_string()
+    })
+}
+
+/// The binary itself, for a test that copies it elsewhere (the script of [`bin`] names it by
+/// its path in the build directory).
+pub fn real_bin() -> &'static str {
     env!("CARGO_BIN_EXE_latencylab")
 }
+
+/// The variable by which a lab's processes name the test process that started the lab.
+const OWNER_VAR: &str = "LATENCYLAB_TEST_OWNER";
+
+/// TUN devices in the machine's namespace before this test process ran its first lab.
+static TUNS_BEFORE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
 /// Runs `latencylab ARGS` to its end with no input.
 pub fn run(args: &[&str]) -> Output {
@@ -134,15 +176,39 @@ pub fn lab_namespaces() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The process ids of the labs (and other `latencylab` processes) this test process started
+/// through [`bin`].
+pub fn own_lab_pids() -> Vec<u32> {
+    let Some(root) = SCRATCH_ROOT.get() else {
+        return Vec::new();
+    };
+    fs::read_to_string(root.join("lab-pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The lab process a namespace name belongs to (`ll-PID-HOST`).
+fn lab_pid_of(namespace: &str) -> Option<u32> {
+    namespace
+        .strip_prefix("ll-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Namespaces of labs still running (other tests or people may run labs at the same time),
 /// with their inode.
 pub fn live_lab_namespaces() -> Vec<(String, u64)> {
     lab_namespaces()
         .into_iter()
-        .filter(|n| {
-            let pid = n.trim_start_matches("ll-").split('-').next().unwrap_or("");
-            Path::new(&format!("/proc/{pid}")).exists()
-        })
+        .filter(|n| lab_pid_of(n).is_some_and(alive))
         .filter_map(|n| {
             fs::metadata(format!("/run/netns/{n}"))
                 .ok()
@@ -151,22 +217,39 @@ pub fn live_lab_namespaces() -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Namespaces whose lab has ended.
+/// Namespaces whose lab, one this test process started, has ended.
 pub fn dead_lab_namespaces() -> Vec<String> {
-    let live: Vec<String> = live_lab_namespaces().into_iter().map(|(n, _)| n).collect();
+    let own = own_lab_pids();
     lab_namespaces()
         .into_iter()
-        .filter(|n| !live.contains(n))
+        .filter(|n| lab_pid_of(n).is_some_and(|p| own.contains(&p) && !alive(p)))
         .collect()
 }
 
-/// Lab programs (every one has `LATENCYLAB_HOST` in its environment, and so do their
-/// children) in a network namespace other than the machine's and not of a live lab: programs
-/// that outlived their lab. Other tools' namespaces and processes are none of our business.
+/// The mounts of those namespaces' names (each `/run/netns/ll-PID-HOST` is a bind mount).
+pub fn dead_lab_mounts() -> Vec<String> {
+    let own = own_lab_pids();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| {
+            m.strip_prefix("/run/netns/")
+                .and_then(lab_pid_of)
+                .is_some_and(|p| own.contains(&p) && !alive(p))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Processes of this test process's labs (marked by [`bin`]'s script, and their children
+/// after them) in a network namespace other than the machine's and not of a live lab: programs
+/// that outlived their lab.
 pub fn orphaned_processes() -> Vec<String> {
     // The test runs in the machine's own namespace.
     let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
     let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
+    let mark = format!("{OWNER_VAR}={}", std::process::id());
     let mut found = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -176,9 +259,7 @@ pub fn orphaned_processes() -> Vec<String> {
             continue;
         };
         let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let ours = env
-            .split(|b| *b == 0)
-            .any(|v| v.starts_with(b"LATENCYLAB_HOST="));
+        let ours = env.split(|b| *b == 0).any(|v| v == mark.as_bytes());
         if ours && m.ino() != root && !live.contains(&m.ino()) {
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             found.push(format!("{pid} {}", comm.trim()));
@@ -197,8 +278,10 @@ pub fn tun_devices() -> Vec<String> {
         .collect()
 }
 
-/// Fails the test if any ended lab left a namespace, a process, a TUN device in the machine's
-/// namespace, or a runtime directory.
+/// Fails the test if a lab this test process started (through [`bin`]) and that has ended
+/// left a namespace, its mount, a process, or a runtime directory; or if a TUN device appeared
+/// in the machine's namespace since its first lab (a lab makes its devices inside its hosts'
+/// namespaces, never there).
 pub fn assert_nothing_left() {
     // The kernel frees a namespace asynchronously once its last holder is gone.
     for _ in 0..50 {
@@ -213,29 +296,32 @@ pub fn assert_nothing_left() {
         "namespaces left behind"
     );
     assert_eq!(
+        dead_lab_mounts(),
+        Vec::<String>::new(),
+        "namespace mounts left behind"
+    );
+    assert_eq!(
         orphaned_processes(),
         Vec::<String>::new(),
         "processes left behind"
     );
+    let before = TUNS_BEFORE.get().cloned().unwrap_or_default();
+    let tuns: Vec<String> = tun_devices()
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .collect();
     assert_eq!(
-        tun_devices(),
+        tuns,
         Vec::<String>::new(),
         "TUN devices in the machine's namespace"
     );
-    let run_dirs: Vec<String> = fs::read_dir("/run/latencylab")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let stale: Vec<&String> = run_dirs
-        .iter()
-        .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
+    let stale: Vec<u32> = own_lab_pids()
+        .into_iter()
+        .filter(|p| !alive(*p) && Path::new(&format!("/run/latencylab/{p}")).exists())
         .collect();
     assert!(
         stale.is_empty(),
-        "runtime directories left behind: {stale:?}"
+        "runtime directories left behind: /run/latencylab/{stale:?}"
     );
 }
 
