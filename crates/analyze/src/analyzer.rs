@@ -1,13 +1,15 @@
 //! The analyzer: captures in, [`Analysis`] out.
 //!
 //! Two halves. The front reads each capture ([`crate::capture`]), strips the link layer
-//! ([`crate::link`]), parses the IP and transport headers once ([`crate::headers`]), applies
-//! the filter, and hands each packet as an [`Item`] to the shard that keeps its connection,
-//! chosen by a hash of the address pair. A [`ShardAnalyzer`] reads the TCP options
-//! ([`crate::tcpopt`]) and feeds the TCP connection or UDP flow the packet belongs to, keyed
-//! by vantage point and address pair. A SYN on a 4-tuple whose connection was closed or reset
-//! starts a new connection. Problems in the middle of a file become warnings naming the packet
-//! number; the analysis keeps what it read. It does not open files, print, or start threads.
+//! ([`crate::link`]) and hands each IP datagram as an [`Item`] to the shard that keeps its
+//! connection, chosen by a hash of the address pair, which it reads from the raw bytes at
+//! fixed offsets for unfragmented TCP and UDP (other datagrams are parsed to find it). A
+//! [`ShardAnalyzer`] parses the IP and transport headers ([`crate::headers`]) and the TCP
+//! options ([`crate::tcpopt`]), applies the filter, and feeds the TCP connection or UDP flow
+//! the packet belongs to, keyed by vantage point and address pair. A SYN on a 4-tuple whose
+//! connection was closed or reset starts a new connection. Problems in the middle of a file
+//! become warnings naming the packet number; the analysis keeps what it read. It does not open
+//! files, print, or start threads.
 //!
 //! [`Analyzer`] joins the two halves on one thread. [`Splitter`] is the front alone, for a
 //! caller that runs shards on several threads: the result of [`Splitter::finish`] over any
@@ -16,7 +18,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use wire::packet::{TcpHeader, Transport};
 use wire::{Ecn, Instant};
@@ -122,6 +124,15 @@ impl End {
     fn of(s: SocketAddr) -> End {
         End::new(s.ip(), s.port())
     }
+    /// The inverse of [`End::new`].
+    fn socket(self) -> SocketAddr {
+        let port = self.port_family as u16;
+        if self.port_family >> 16 == 1 {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::from(self.ip)), port)
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::from(self.ip as u32)), port)
+        }
+    }
 }
 
 /// (vantage, lower end, higher end): both directions of a flow map to one key.
@@ -169,31 +180,99 @@ impl Key {
     }
 }
 
-/// One packet on its way from the front ([`Splitter`]) to the shard that keeps its connection
-/// ([`ShardAnalyzer`]), with its headers already parsed; or the front's signal to finish
-/// closed connections. `'a` is the capture's bytes (the payload is read in place).
+/// Which of `count` shards keeps the flow of IP datagram `ip`: [`Key::shard`] of its address
+/// pair, read at fixed offsets from an unfragmented IPv4 datagram or an IPv6 one without
+/// extension headers that carries TCP or UDP (where [`headers::parse`] finds them too), and
+/// from the full parse otherwise. Datagrams that are neither TCP nor UDP go to shard 0.
+fn shard_of(ip: &[u8], count: u32) -> u32 {
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let be16 = |b: &[u8]| u16::from_be_bytes([b[0], b[1]]);
+    let ends = match ip.first().map(|b| b >> 4) {
+        Some(4) => {
+            let hlen = usize::from(ip[0] & 0x0f) * 4;
+            match ip.get(..hlen + 4) {
+                Some(d)
+                    if hlen >= 20 && matches!(d[9], 6 | 17) && d[6] & 0x3f == 0 && d[7] == 0 =>
+                {
+                    Some((
+                        End {
+                            ip: u128::from(be32(&d[12..])),
+                            port_family: u32::from(be16(&d[hlen..])),
+                        },
+                        End {
+                            ip: u128::from(be32(&d[16..])),
+                            port_family: u32::from(be16(&d[hlen + 2..])),
+                        },
+                    ))
+                }
+                _ => None,
+            }
+        }
+        Some(6) => match ip.get(..44) {
+            Some(d) if matches!(d[6], 6 | 17) => {
+                let addr = |o: usize| {
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(&d[o..o + 16]);
+                    u128::from_be_bytes(b)
+                };
+                Some((
+                    End {
+                        ip: addr(8),
+                        port_family: u32::from(be16(&d[40..])) | 1 << 16,
+                    },
+                    End {
+                        ip: addr(24),
+                        port_family: u32::from(be16(&d[42..])) | 1 << 16,
+                    },
+                ))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let (x, y) = match ends {
+        Some(e) => e,
+        None => match headers::parse(ip) {
+            Ok(h) => match h.transport {
+                Transport::Tcp(t) => (
+                    End::new(h.ip.src, t.src_port),
+                    End::new(h.ip.dst, t.dst_port),
+                ),
+                Transport::Udp {
+                    src_port, dst_port, ..
+                } => (End::new(h.ip.src, src_port), End::new(h.ip.dst, dst_port)),
+                _ => return 0,
+            },
+            Err(_) => return 0,
+        },
+    };
+    Key::new(Vantage::default(), x, y).shard(count)
+}
+
+/// One IP datagram on its way from the front ([`Splitter`]) to the shard that keeps its
+/// connection ([`ShardAnalyzer`]), which parses it; or the front's signal to finish closed
+/// connections. `'a` is the capture's bytes (the datagram is read in place). Small, so that
+/// handing it over costs little next to the parse.
 pub struct Item<'a>(ItemKind<'a>);
 
 enum ItemKind<'a> {
-    Tcp(TcpItem<'a>),
-    Udp {
-        key: Key,
+    Packet {
         vantage: Vantage,
+        /// The record's number, for warnings.
+        number: u64,
         time: Instant,
-        src: SocketAddr,
-        dst: SocketAddr,
-        payload_len: usize,
-        ecn: Ecn,
+        /// The IP datagram as captured.
+        ip: &'a [u8],
     },
     Sweep(Instant),
 }
 
+/// A TCP packet with its headers parsed, inside a shard.
 struct TcpItem<'a> {
-    key: Key,
     vantage: Vantage,
     time: Instant,
-    src: SocketAddr,
-    dst: SocketAddr,
+    src: End,
+    dst: End,
     h: TcpHeader,
     ecn: Ecn,
     ttl: u8,
@@ -202,14 +281,70 @@ struct TcpItem<'a> {
     ip: &'a [u8],
 }
 
-/// The front: capture summaries, warnings, the epoch and the sweep clock, which are the same
-/// however many shards there are.
+/// Warnings kept (the first `max` in capture and packet order) and the number left out per
+/// capture: the front keeps its own, and each shard those about the datagrams it parsed;
+/// [`Front::into_analysis`] merges them into what one reader would have kept.
+#[derive(Default)]
+struct Warnings {
+    max: usize,
+    kept: Vec<Warning>,
+    /// Indexed by capture.
+    dropped: Vec<u64>,
+}
+
+impl Warnings {
+    fn new(max: usize) -> Warnings {
+        Warnings {
+            max,
+            ..Warnings::default()
+        }
+    }
+
+    fn warn(&mut self, capture: usize, packet: u64, message: String) {
+        if self.kept.len() < self.max {
+            self.kept.push(Warning {
+                capture,
+                packet,
+                message,
+            });
+        } else {
+            self.count_dropped(capture, 1);
+        }
+    }
+
+    fn count_dropped(&mut self, capture: usize, n: u64) {
+        if self.dropped.len() <= capture {
+            self.dropped.resize(capture + 1, 0);
+        }
+        self.dropped[capture] += n;
+    }
+
+    /// Joins `others` into these: each set holds the first of its own warnings in capture and
+    /// packet order (a reader warns in that order), so the first `max` of the union sorted
+    /// that way are the first `max` overall.
+    fn merge(&mut self, others: Vec<Warnings>) {
+        for o in others {
+            self.kept.extend(o.kept);
+            for (c, &n) in o.dropped.iter().enumerate() {
+                if n > 0 {
+                    self.count_dropped(c, n);
+                }
+            }
+        }
+        // Stable: one packet's warnings stay in the order they were given.
+        self.kept.sort_by_key(|w| (w.capture, w.packet));
+        for w in self.kept.split_off(self.kept.len().min(self.max)) {
+            self.count_dropped(w.capture, 1);
+        }
+    }
+}
+
+/// The front: capture summaries, warnings about records and link layers, the epoch and the
+/// sweep clock, which are the same however many shards there are.
 struct Front {
-    filter: Option<Filter>,
-    max_warnings: usize,
     epoch: Option<Instant>,
     captures: Vec<CaptureSummary>,
-    warnings: Vec<Warning>,
+    warnings: Warnings,
     /// IP packets since the last sweep of closed connections.
     since_sweep: u32,
 }
@@ -217,11 +352,9 @@ struct Front {
 impl Front {
     fn new(opts: &Options) -> Front {
         Front {
-            filter: opts.filter.clone(),
-            max_warnings: opts.max_warnings,
             epoch: None,
             captures: Vec::new(),
-            warnings: Vec::new(),
+            warnings: Warnings::new(opts.max_warnings),
             since_sweep: 0,
         }
     }
@@ -293,19 +426,11 @@ impl Front {
     }
 
     fn warn(&mut self, capture: usize, packet: u64, message: String) {
-        if self.warnings.len() < self.max_warnings {
-            self.warnings.push(Warning {
-                capture,
-                packet,
-                message,
-            });
-        } else if let Some(c) = self.captures.get_mut(capture) {
-            c.warnings_dropped += 1;
-        }
+        self.warnings.warn(capture, packet, message);
     }
 
-    /// One IP datagram: parsed once, filtered, and handed to `sink` with the index of the
-    /// shard (of `count`) that keeps its flow.
+    /// One IP datagram: handed to `sink` with the index of the shard (of `count`) that keeps
+    /// its flow.
     fn packet<'a>(
         &mut self,
         vantage: Vantage,
@@ -323,41 +448,145 @@ impl Front {
                 sink(shard, Item(ItemKind::Sweep(time)));
             }
         }
+        let shard = if count <= 1 { 0 } else { shard_of(ip, count) };
+        sink(
+            shard,
+            Item(ItemKind::Packet {
+                vantage,
+                number,
+                time,
+                ip,
+            }),
+        );
+    }
+
+    fn into_analysis(mut self, mut parts: Vec<ShardResult>) -> Analysis {
+        let mut connections = Vec::new();
+        let mut udp = Vec::new();
+        let mut warnings = Vec::new();
+        let one = parts.len() == 1;
+        for p in parts.drain(..) {
+            connections.extend(p.connections);
+            udp.extend(p.udp);
+            warnings.push(p.warnings);
+        }
+        self.warnings.merge(warnings);
+        for (c, &n) in self.warnings.dropped.iter().enumerate() {
+            if let Some(s) = self.captures.get_mut(c) {
+                s.warnings_dropped += n;
+            }
+        }
+        if !one {
+            connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
+            udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
+        }
+        Analysis {
+            epoch: self.epoch.unwrap_or_default(),
+            captures: self.captures,
+            connections,
+            udp,
+            warnings: self.warnings.kept,
+        }
+    }
+}
+
+/// The connections and flows of one shard: everything per connection, nothing per capture.
+pub struct ShardAnalyzer {
+    keep_series: bool,
+    filter: Option<Filter>,
+    /// Warnings about the datagrams this shard parsed.
+    warnings: Warnings,
+    /// Live connections, with their keys and their `a` ends, found through `tcp_index` (or
+    /// `last`, the previous packet's, which is the next packet's more often than not).
+    tcp: Vec<(Key, End, TcpConn)>,
+    tcp_index: FastMap<Key, usize>,
+    last: Option<(Key, usize)>,
+    tcp_done: Vec<Connection>,
+    udp_index: FastMap<Key, usize>,
+    udp: Vec<UdpState>,
+}
+
+/// What a shard found, for [`Splitter::finish`].
+pub struct ShardResult {
+    connections: Vec<Connection>,
+    udp: Vec<UdpFlow>,
+    warnings: Warnings,
+}
+
+impl ShardAnalyzer {
+    pub fn new(opts: &Options) -> ShardAnalyzer {
+        ShardAnalyzer {
+            keep_series: opts.keep_series,
+            filter: opts.filter.clone(),
+            warnings: Warnings::new(opts.max_warnings),
+            tcp: Vec::new(),
+            tcp_index: FastMap::default(),
+            last: None,
+            tcp_done: Vec::new(),
+            udp_index: FastMap::default(),
+            udp: Vec::new(),
+        }
+    }
+
+    /// Feeds one item from the front.
+    pub fn handle(&mut self, item: Item<'_>) {
+        match item.0 {
+            ItemKind::Packet {
+                vantage,
+                number,
+                time,
+                ip,
+            } => self.packet(vantage, number, time, ip),
+            ItemKind::Sweep(now) => self.sweep(now),
+        }
+    }
+
+    /// One IP datagram: parsed, filtered, and fed to its connection or flow.
+    fn packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
+        // Most packets: TCP read at fixed offsets, without building addresses.
+        if let Some(f) = headers::tcp_fast(ip) {
+            if let Some(t) = f.tcp {
+                let family = if f.v6 { 1 << 16 } else { 0 };
+                self.tcp_packet(&TcpItem {
+                    vantage,
+                    time,
+                    src: End {
+                        ip: f.src,
+                        port_family: u32::from(t.src_port) | family,
+                    },
+                    dst: End {
+                        ip: f.dst,
+                        port_family: u32::from(t.dst_port) | family,
+                    },
+                    h: t,
+                    ecn: f.ecn,
+                    ttl: f.ttl,
+                    ip_header_len: f.header_len,
+                    ip,
+                });
+            }
+            return;
+        }
         let h = match headers::parse(ip) {
             Ok(h) => h,
             Err(e) => {
-                self.warn(vantage.capture, number, format!("packet {number}: {e}"));
+                let msg = format!("packet {number}: {e}");
+                self.warnings.warn(vantage.capture, number, msg);
                 return;
             }
         };
         match h.transport {
-            Transport::Tcp(t) => {
-                let src = SocketAddr::new(h.ip.src, t.src_port);
-                let dst = SocketAddr::new(h.ip.dst, t.dst_port);
-                if let Some(f) = &self.filter {
-                    if !f.matches(true, src, dst) {
-                        return;
-                    }
-                }
-                let key = Key::new(
-                    vantage,
-                    End::new(h.ip.src, t.src_port),
-                    End::new(h.ip.dst, t.dst_port),
-                );
-                let item = TcpItem {
-                    key,
-                    vantage,
-                    time,
-                    src,
-                    dst,
-                    h: t,
-                    ecn: h.ip.ecn,
-                    ttl: h.ip.ttl,
-                    ip_header_len: h.ip.header_len,
-                    ip,
-                };
-                sink(key.shard(count), Item(ItemKind::Tcp(item)));
-            }
+            Transport::Tcp(t) => self.tcp_packet(&TcpItem {
+                vantage,
+                time,
+                src: End::new(h.ip.src, t.src_port),
+                dst: End::new(h.ip.dst, t.dst_port),
+                h: t,
+                ecn: h.ip.ecn,
+                ttl: h.ip.ttl,
+                ip_header_len: h.ip.header_len,
+                ip,
+            }),
             Transport::Udp {
                 src_port,
                 dst_port,
@@ -371,128 +600,59 @@ impl Front {
                     }
                 }
                 let key = Key::new(vantage, End::of(src), End::of(dst));
-                let item = ItemKind::Udp {
-                    key,
-                    vantage,
-                    time,
-                    src,
-                    dst,
-                    payload_len,
-                    ecn: h.ip.ecn,
-                };
-                sink(key.shard(count), Item(item));
+                let idx = *self.udp_index.entry(key).or_insert_with(|| {
+                    self.udp.push(UdpState::new(vantage, src, dst, time));
+                    self.udp.len() - 1
+                });
+                self.udp[idx].handle(src, time, payload_len, h.ip.ecn);
             }
             _ => {}
         }
     }
 
-    fn into_analysis(self, mut parts: Vec<ShardResult>) -> Analysis {
-        let mut connections = Vec::new();
-        let mut udp = Vec::new();
-        let one = parts.len() == 1;
-        for p in parts.drain(..) {
-            connections.extend(p.connections);
-            udp.extend(p.udp);
-        }
-        if !one {
-            connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
-            udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
-        }
-        Analysis {
-            epoch: self.epoch.unwrap_or_default(),
-            captures: self.captures,
-            connections,
-            udp,
-            warnings: self.warnings,
-        }
-    }
-}
-
-/// The connections and flows of one shard: everything per connection, nothing per capture.
-pub struct ShardAnalyzer {
-    keep_series: bool,
-    /// Live connections, with their keys, found through `tcp_index` (or `last`, the previous
-    /// packet's, which is the next packet's more often than not).
-    tcp: Vec<(Key, TcpConn)>,
-    tcp_index: FastMap<Key, usize>,
-    last: Option<(Key, usize)>,
-    tcp_done: Vec<Connection>,
-    udp_index: FastMap<Key, usize>,
-    udp: Vec<UdpState>,
-}
-
-/// What a shard found, for [`Splitter::finish`].
-pub struct ShardResult {
-    connections: Vec<Connection>,
-    udp: Vec<UdpFlow>,
-}
-
-impl ShardAnalyzer {
-    pub fn new(opts: &Options) -> ShardAnalyzer {
-        ShardAnalyzer {
-            keep_series: opts.keep_series,
-            tcp: Vec::new(),
-            tcp_index: FastMap::default(),
-            last: None,
-            tcp_done: Vec::new(),
-            udp_index: FastMap::default(),
-            udp: Vec::new(),
-        }
-    }
-
-    /// Feeds one item from the front.
-    pub fn handle(&mut self, item: Item<'_>) {
-        match item.0 {
-            ItemKind::Tcp(p) => self.tcp_packet(&p),
-            ItemKind::Udp {
-                key,
-                vantage,
-                time,
-                src,
-                dst,
-                payload_len,
-                ecn,
-            } => {
-                let idx = *self.udp_index.entry(key).or_insert_with(|| {
-                    self.udp.push(UdpState::new(vantage, src, dst, time));
-                    self.udp.len() - 1
-                });
-                self.udp[idx].handle(src, time, payload_len, ecn);
-            }
-            ItemKind::Sweep(now) => self.sweep(now),
-        }
-    }
-
+    #[inline]
     fn tcp_packet(&mut self, p: &TcpItem<'_>) {
+        if let Some(f) = &self.filter {
+            if !f.matches(true, p.src.socket(), p.dst.socket()) {
+                return;
+            }
+        }
+        let key = Key::new(p.vantage, p.src, p.dst);
         let (t, ip, time) = (&p.h, p.ip, p.time);
         let o0 = p.ip_header_len + 20;
         let o1 = (p.ip_header_len + t.header_len).min(ip.len());
         let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
         let keep = self.keep_series;
         let idx = match self.last {
-            Some((k, i)) if k == p.key => i,
+            Some((k, i)) if k == key => i,
             _ => {
-                let i = match self.tcp_index.get(&p.key) {
+                let i = match self.tcp_index.get(&key) {
                     Some(&i) => i,
                     None => {
-                        let conn = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
-                        self.tcp.push((p.key, conn));
-                        self.tcp_index.insert(p.key, self.tcp.len() - 1);
+                        let (src, dst) = (p.src.socket(), p.dst.socket());
+                        let conn = TcpConn::new(p.vantage, src, dst, t, time, keep);
+                        self.tcp.push((key, End::of(conn.a), conn));
+                        self.tcp_index.insert(key, self.tcp.len() - 1);
                         self.tcp.len() - 1
                     }
                 };
-                self.last = Some((p.key, i));
+                self.last = Some((key, i));
                 i
             }
         };
-        let conn = &mut self.tcp[idx].1;
-        if conn.is_reuse_by(p.src, t) {
-            let fresh = TcpConn::new(p.vantage, p.src, p.dst, t, time, keep);
+        let (_, a, conn) = &mut self.tcp[idx];
+        // 0: sent by `a`; 1: by `b`.
+        let mut side = usize::from(p.src != *a);
+        if conn.is_reuse_by(side, t) {
+            let (src, dst) = (p.src.socket(), p.dst.socket());
+            let fresh = TcpConn::new(p.vantage, src, dst, t, time, keep);
+            *a = End::of(fresh.a);
+            side = usize::from(p.src != *a);
             let old = std::mem::replace(conn, fresh);
             self.tcp_done.push(old.finish());
         }
         conn.handle(
-            p.src,
+            side,
             &TcpPacket {
                 time,
                 h: t,
@@ -510,17 +670,17 @@ impl ShardAnalyzer {
     /// straggler will come, so that live state tracks open connections, not all of them.
     fn sweep(&mut self, now: Instant) {
         let cutoff = now - SWEEP_AFTER_CLOSE;
-        if !self.tcp.iter().any(|(_, c)| c.closed_before(cutoff)) {
+        if !self.tcp.iter().any(|(_, _, c)| c.closed_before(cutoff)) {
             return;
         }
         self.last = None;
         self.tcp_index.clear();
-        for (k, c) in std::mem::take(&mut self.tcp) {
+        for (k, a, c) in std::mem::take(&mut self.tcp) {
             if c.closed_before(cutoff) {
                 self.tcp_done.push(c.finish());
             } else {
                 self.tcp_index.insert(k, self.tcp.len());
-                self.tcp.push((k, c));
+                self.tcp.push((k, a, c));
             }
         }
     }
@@ -528,7 +688,7 @@ impl ShardAnalyzer {
     /// Finishes every connection and flow and runs the diagnoses.
     pub fn finish(self) -> ShardResult {
         let mut connections = self.tcp_done;
-        connections.extend(self.tcp.into_iter().map(|(_, c)| c.finish()));
+        connections.extend(self.tcp.into_iter().map(|(_, _, c)| c.finish()));
         connections.sort_by_key(|c| (c.first_time, c.vantage, c.a, c.b));
         // ecn_bleached: the same connection at two vantage points.
         let mut by_pair: FastMap<(End, End), Vec<usize>> = FastMap::default();
@@ -554,7 +714,11 @@ impl ShardAnalyzer {
         }
         let mut udp: Vec<UdpFlow> = self.udp.into_iter().map(UdpState::finish).collect();
         udp.sort_by_key(|u| (u.first_time, u.vantage, u.a, u.b));
-        ShardResult { connections, udp }
+        ShardResult {
+            connections,
+            udp,
+            warnings: self.warnings,
+        }
     }
 }
 
@@ -769,7 +933,7 @@ mod tests {
                 let mut shard = ShardAnalyzer::new(opts);
                 let mut tcp = 0;
                 for item in q {
-                    tcp += usize::from(matches!(item.0, ItemKind::Tcp(_)));
+                    tcp += usize::from(matches!(item.0, ItemKind::Packet { .. }));
                     shard.handle(item);
                 }
                 sizes.push(tcp);
@@ -820,6 +984,113 @@ mod tests {
         let mut a = Analyzer::new(opts);
         a.add_capture("t", &bytes[..]).unwrap();
         assert!(json(&a.finish()) == json(&whole));
+    }
+
+    #[test]
+    fn the_shard_read_from_raw_bytes_is_the_one_of_the_parsed_address_pair() {
+        let tcp = synth::Tcp::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+            1,
+            2,
+            synth::ACK,
+        )
+        .build();
+        let tcp6 = synth::Tcp::new(
+            "[fd00::1]:443".parse().unwrap(),
+            "[fd00::2]:50000".parse().unwrap(),
+            1,
+            2,
+            synth::ACK,
+        )
+        .build();
+        let udp = |v6: bool| {
+            let mut p = if v6 {
+                let mut p = vec![0x60, 0, 0, 0, 0, 8, 17, 64];
+                p.extend((0..32u8).map(|i| i * 7));
+                p
+            } else {
+                vec![
+                    0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 3, 10, 0, 0, 4,
+                ]
+            };
+            p.extend_from_slice(&[0x13, 0x88, 0, 53, 0, 8, 0, 0]);
+            p
+        };
+        let mut frag = tcp.clone();
+        frag[6] = 0x20;
+        let mut options = vec![0x46];
+        options.extend_from_slice(&tcp[1..20]);
+        options.extend_from_slice(&[1, 1, 1, 0]);
+        options.extend_from_slice(&tcp[20..]);
+        let total = u16::from_be_bytes([tcp[2], tcp[3]]) + 4;
+        options[2..4].copy_from_slice(&total.to_be_bytes());
+        for ip in [
+            tcp,
+            tcp6,
+            udp(false),
+            udp(true),
+            frag,
+            options,
+            vec![0x45; 12],
+        ] {
+            let parsed = match headers::parse(&ip).map(|h| h.transport) {
+                Ok(Transport::Tcp(_) | Transport::Udp { .. }) => {
+                    let h = headers::parse(&ip).unwrap();
+                    let (sp, dp) = match h.transport {
+                        Transport::Tcp(t) => (t.src_port, t.dst_port),
+                        Transport::Udp {
+                            src_port, dst_port, ..
+                        } => (src_port, dst_port),
+                        _ => unreachable!(),
+                    };
+                    Some(Key::new(
+                        Vantage::default(),
+                        End::new(h.ip.src, sp),
+                        End::new(h.ip.dst, dp),
+                    ))
+                }
+                _ => None,
+            };
+            for count in [2, 3, 7] {
+                let want = parsed.map_or(0, |k| k.shard(count));
+                assert_eq!(shard_of(&ip, count), want, "{ip:02x?} in {count}");
+            }
+        }
+    }
+
+    #[test]
+    fn warnings_from_several_shards_merge_into_the_first_ones_of_the_file() {
+        // Connections spread over the shards, each followed by a damaged datagram, and the
+        // cap lower than the number of warnings.
+        let mut pk = Vec::new();
+        for i in 0..8u16 {
+            let mut b = Bulk::new(
+                format!("10.0.2.{}:{}", 1 + i, 42000 + i).parse().unwrap(),
+                "10.0.0.9:5201".parse().unwrap(),
+            );
+            b.bytes = 5_000;
+            b.start_ns = u64::from(i) * 1_000_000_000;
+            pk.extend(b.run());
+            // TCP over IPv4 whose header claims 24 words: the parse fails in the shard.
+            let mut bad = pk.last().unwrap().1.clone();
+            bad[0] = 0x4f;
+            bad.truncate(40);
+            pk.push((b.start_ns + 900_000_000, bad));
+        }
+        pk.sort_by_key(|p| p.0);
+        let bytes = synth::pcap(pk);
+        let opts = Options {
+            max_warnings: 3,
+            ..Options::default()
+        };
+        let whole = analyze_bytes("t", &bytes, opts.clone()).unwrap();
+        assert_eq!(whole.warnings.len(), 3);
+        assert_eq!(whole.captures[0].warnings_dropped, 5);
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        for count in [2, 3] {
+            assert!(json(&split(&bytes, count, &opts).0) == json(&whole));
+        }
     }
 
     #[test]

@@ -151,7 +151,8 @@ pub(crate) struct Timeline {
     syn_times: Vec<Instant>,
     pub(crate) synack_seen: bool,
     pub(crate) refused_at: Option<Instant>,
-    /// Largest RTT seen for the round trip's two parts (for path_delay's "far above").
+    /// The round trips to `a` and `b` as last known (for path_delay's "far above"); set at
+    /// the end.
     rtt_last: [Option<Duration>; 2],
 }
 
@@ -164,7 +165,6 @@ impl Timeline {
     pub(crate) fn packet(&mut self, p: &PacketInfo) {
         let now = p.time;
         self.first_time.get_or_insert(now);
-        self.rtt_last = p.rtt_to;
         // The interval since the previous packet joins the pending gap.
         if let Some(prev) = self.last_time {
             let dt = if now > prev { ns(now - prev) } else { 0 };
@@ -406,6 +406,7 @@ impl Timeline {
         outstanding: [bool; 2],
         at_receiver: [bool; 2],
     ) -> (Story, Evidence) {
+        self.rtt_last = rtt_to;
         let last_speaker_outstanding = self.last_utter.is_some_and(|(_, s)| outstanding[s]);
         self.resolve_gap(None, last_speaker_outstanding, false, None, rtt_to);
         // Zero windows still closed at the end count until the last packet.

@@ -670,6 +670,23 @@ pub fn is_gzip(head: &[u8]) -> bool {
     head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
+/// Calls `f` with the capture time and the bytes of every IP datagram of a capture, in file
+/// order, for readers that want only the IP layer. Records of other protocols (ARP, LLDP) and
+/// records whose link header does not read are passed over; a capture that does not read is an
+/// error.
+pub fn for_each_ip_packet<R: Read>(
+    input: R,
+    mut f: impl FnMut(Instant, &[u8]),
+) -> Result<(), CaptureError> {
+    let mut r = CaptureReader::new(input)?;
+    while let Some(p) = r.next_packet()? {
+        if let Ok(Some(ip)) = crate::link::ip_payload(p.linktype, p.data) {
+            f(p.time, ip);
+        }
+    }
+    Ok(())
+}
+
 fn rd32(b: &[u8], big_endian: bool) -> u32 {
     let a = [b[0], b[1], b[2], b[3]];
     if big_endian {
@@ -1035,5 +1052,24 @@ mod tests {
             // In place: the same records and errors, each where its offset says.
             proptest::prop_assert_eq!(all_in_place(&f), all(&f));
         }
+    }
+
+    #[test]
+    fn for_each_ip_packet_gives_the_ip_datagrams_and_passes_over_the_rest() {
+        let ip = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()).udp(1, 2, b"x");
+        let frame = |ethertype: [u8; 2], body: &[u8]| {
+            let mut f = vec![0u8; 12];
+            f.extend_from_slice(&ethertype);
+            f.extend_from_slice(body);
+            f
+        };
+        let mut cap = pcap_header(false, true, 1);
+        cap.extend(pcap_record(false, 1, 5, &frame([0x08, 0x00], &ip)));
+        cap.extend(pcap_record(false, 2, 0, &frame([0x08, 0x06], &[0; 28])));
+        cap.extend(pcap_record(false, 3, 7, &frame([0x08, 0x00], &ip)));
+        let mut got = Vec::new();
+        for_each_ip_packet(&cap[..], |t, p| got.push((t.as_nanos(), p.to_vec()))).unwrap();
+        assert_eq!(got, vec![(1_000_000_005, ip.clone()), (3_000_000_007, ip)]);
+        assert!(for_each_ip_packet(&b"not a capture"[..], |_, _| {}).is_err());
     }
 }

@@ -159,6 +159,104 @@ pub(crate) struct Evidence {
     /// First and last (capture time, TSval) of the data, to check the TSval clock's rate.
     pub ts_first: Option<(Instant, u32)>,
     pub ts_last: Option<(Instant, u32)>,
+    /// The data's flights (what the sender sent in one round trip), for
+    /// `slow_start_after_idle`.
+    pub flights: Flights,
+}
+
+/// Linux's smallest retransmission timeout, `TCP_RTO_MIN` (RFC 6298 §2.4 asks for 1 s): a
+/// sender idle for less than one RTT plus this has not been idle for an RTO.
+const RTO_MIN: Duration = Duration::from_millis(200);
+
+/// The first flight after an idle spell, cut short: the sender went on one round trip later
+/// though the peer had sent nothing meanwhile.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct IdleRestart {
+    /// The last data before the idle spell.
+    pub idle_from: Instant,
+    /// The flight: its first segment, its bytes, and when the next flight began.
+    pub start: Instant,
+    pub bytes: u64,
+    pub next: Instant,
+    /// The largest flight before the idle spell, bytes.
+    pub largest_before: u64,
+    /// The largest receive window the peer advertised during the flight, bytes.
+    pub peer_window: u64,
+}
+
+/// One direction's data cut into flights: data separated by gaps of at least half the path's
+/// round trip (from the handshake), which is what a sender limited by its window sends per
+/// round trip, seen the same at the sender, on the path and at the receiver.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Flights {
+    /// The current flight's first and last segment and its bytes.
+    start: Option<Instant>,
+    last: Option<Instant>,
+    bytes: u64,
+    largest: u64,
+    /// The current flight began after an idle spell: (the last data before it, the largest
+    /// flight before it).
+    after_idle: Option<(Instant, u64)>,
+    /// The largest receive window the peer advertised during the current flight.
+    window: u64,
+    /// How many zero windows the peer had advertised at the last data.
+    zero_windows: u64,
+    pub restarts: Vec<IdleRestart>,
+}
+
+/// What the sender knew of its peer when it sent a segment.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct PeerView {
+    /// When the peer last sent data (a flight after it answers it).
+    pub last_data: Option<Instant>,
+    /// The receive window it last advertised, bytes.
+    pub window: u64,
+    /// How many zero windows it has advertised.
+    pub zero_windows: u64,
+}
+
+impl Flights {
+    /// New data of `len` bytes at `now`; `path_rtt` from the handshake (none: no flights).
+    pub fn data(&mut self, now: Instant, len: u64, path_rtt: Option<Duration>, peer: PeerView) {
+        let Some(rtt) = path_rtt.filter(|r| !r.is_zero()) else {
+            return;
+        };
+        if let Some(last) = self.last {
+            let gap = now - last;
+            if gap >= rtt / 2 {
+                // The flight after an idle spell was cut short when the next one follows a
+                // round trip later with nothing from the peer in between (not a reply).
+                if let (Some((idle_from, largest_before)), Some(start)) =
+                    (self.after_idle.take(), self.start)
+                {
+                    let answered = peer.last_data.is_some_and(|t| t > last);
+                    if !answered && gap < rtt * 2 && self.restarts.len() < MAX_EVENTS {
+                        self.restarts.push(IdleRestart {
+                            idle_from,
+                            start,
+                            bytes: self.bytes,
+                            next: now,
+                            largest_before,
+                            peer_window: self.window,
+                        });
+                    }
+                }
+                self.largest = self.largest.max(self.bytes);
+                // A silence the peer's zero window imposed is a stall, not idle.
+                if gap >= rtt + RTO_MIN && peer.zero_windows == self.zero_windows {
+                    self.after_idle = Some((last, self.largest));
+                }
+                self.start = None;
+                self.bytes = 0;
+                self.window = 0;
+            }
+        }
+        self.window = self.window.max(peer.window);
+        self.zero_windows = peer.zero_windows;
+        self.start.get_or_insert(now);
+        self.last = Some(now);
+        self.bytes += len;
+    }
 }
 
 /// Keeps one-way delays positive: the first packet's delay is taken as this much, and later
@@ -405,6 +503,7 @@ pub(crate) fn diagnose(
                 });
             }
         }
+        slow_start_after_idle(&mut out, dir, e);
         // loss_burst: three or more segments retransmitted in one recovery episode.
         let bursts: Vec<&Recovery> = e.recoveries.iter().filter(|r| r.packets >= 3).collect();
         for (k, r) in bursts.iter().enumerate() {
@@ -533,6 +632,41 @@ pub(crate) fn diagnose(
     }
     out.sort_by(|a, b| a.start.cmp(&b.start).then(a.kind.cmp(&b.kind)));
     (out, not_judged)
+}
+
+/// slow_start_after_idle: after an idle spell longer than an RTO, the sender's first flight
+/// was at most half of its largest flight before the spell and of the peer's receive window
+/// (so not a reader that had stopped, whose window reopens small), and it went on sending one
+/// round trip later with nothing from the peer in between: its window had been cut back while
+/// idle
+/// (RFC 5681 §4.1, restart window; RFC 2861 §3; Linux `tcp_slow_start_after_idle=1`). Each
+/// costs at least the round trip it waited for ACKs.
+fn slow_start_after_idle(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence) {
+    let cut: Vec<&IdleRestart> = e
+        .flights
+        .restarts
+        .iter()
+        .filter(|r| r.bytes * 2 <= r.largest_before && r.bytes * 2 <= r.peer_window)
+        .collect();
+    let (Some(f), Some(l)) = (cut.first(), cut.last()) else {
+        return;
+    };
+    let waits: Vec<f64> = cut.iter().map(|r| ms(r.next - r.start)).collect();
+    let total: f64 = waits.iter().sum();
+    let idle_ms = median(cut.iter().map(|r| ms(r.start - r.idle_from)).collect());
+    let flight = cut.iter().map(|r| r.bytes).max().unwrap_or(0);
+    let before = cut.iter().map(|r| r.largest_before).max().unwrap_or(0);
+    out.push(Diagnosis {
+        kind: DiagnosisKind::SlowStartAfterIdle,
+        dir: Some(dir),
+        start: f.idle_from,
+        end: l.next,
+        delay_ms: total,
+        summary: format!(
+            "{} times after an idle spell (median {idle_ms:.0} ms) the sender's first flight was at most {flight} bytes and it went on a round trip later with nothing new from the peer, though before the spell it had sent up to {before} bytes in one flight: its congestion window restarted after idle (RFC 5681 §4.1; Linux's tcp_slow_start_after_idle=1); at least {total:.0} ms of round trips lost",
+            cut.len(),
+        ),
+    });
 }
 
 /// nagle_delayed_ack: sub-MSS segments that each left only when the ACK of the previous
@@ -818,10 +952,10 @@ mod tests {
                 out: Vec::new(),
             };
             let mut syn = Tcp::new(c, s, h.cseq, 0, SYN);
-            syn.options = synth::opt_mss(mss);
+            syn.options = synth::tcp_option::mss(mss);
             h.out.push((t, syn.build()));
             let mut sa = Tcp::new(s, c, h.sseq, h.cseq + 1, SYN | ACK);
-            sa.options = synth::opt_mss(mss);
+            sa.options = synth::tcp_option::mss(mss);
             h.out.push((t + rtt, sa.build()));
             h.cseq += 1;
             h.sseq += 1;
@@ -849,6 +983,93 @@ mod tests {
             self.out.push((t, p.build()));
             self.sseq = self.sseq.wrapping_add(len as u32);
         }
+    }
+
+    /// A sender that grows its flights to 40 segments (58 kB), idles 2 s, then sends
+    /// `after` (segments per round trip) with 100 ms RTT, the capture at the sender.
+    fn idle_then(after: &[u64], reply_between: bool) -> Analysis {
+        idle_then_with(after, reply_between, 65535, false)
+    }
+
+    /// The same, the peer advertising `window` bytes after the idle spell.
+    fn idle_then_window(after: &[u64], window: u16) -> Analysis {
+        idle_then_with(after, false, window, false)
+    }
+
+    /// `stalled`: the silence is the peer's zero window, reopened to `window_after`.
+    fn idle_then_with(
+        after: &[u64],
+        reply_between: bool,
+        window_after: u16,
+        stalled: bool,
+    ) -> Analysis {
+        let rtt = 100 * MS;
+        let mut h = Hand::open(T0, rtt, 1460);
+        let mut t = T0 + rtt + MS;
+        let round = |h: &mut Hand, t: &mut u64, segs: u64| {
+            for k in 0..segs {
+                h.data(*t + k * 100_000, 1448);
+            }
+            h.ack(*t + rtt + segs * 100_000, 65535);
+            *t += rtt + segs * 100_000 + 100_000;
+        };
+        for segs in [10, 20, 40] {
+            round(&mut h, &mut t, segs);
+        }
+        if stalled {
+            h.ack(t + 10 * MS, 0);
+        }
+        t += 2_000 * MS;
+        h.ack(t - MS, window_after);
+        for (k, segs) in after.iter().enumerate() {
+            if k == 1 && reply_between {
+                h.reply(t - MS, 100);
+            }
+            round(&mut h, &mut t, *segs);
+        }
+        run(h.out)
+    }
+
+    #[test]
+    fn a_small_first_flight_after_idle_that_goes_on_a_round_trip_later_is_slow_start_after_idle() {
+        let a = idle_then(&[10, 30], false);
+        let c = &a.connections[0];
+        let d = kinds(c, DiagnosisKind::SlowStartAfterIdle);
+        assert_eq!(d.len(), 1, "{:#?}", c.diagnoses);
+        assert!(
+            d[0].summary
+                .contains("first flight was at most 14480 bytes"),
+            "{}",
+            d[0].summary
+        );
+        assert!(
+            d[0].summary.contains("up to 57920 bytes"),
+            "{}",
+            d[0].summary
+        );
+        // One round trip lost: from the flight to the next, 100 ms plus the flight's 1 ms.
+        assert!((d[0].delay_ms - 101.0).abs() < 1.0, "{}", d[0].delay_ms);
+        assert_eq!(d[0].dir, Some(Dir::AtoB));
+    }
+
+    #[test]
+    fn a_window_kept_over_idle_or_a_reply_to_new_data_is_not_slow_start_after_idle() {
+        // The window kept: the whole 40 segments go in the first flight.
+        let a = idle_then(&[40], false);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // A small message, then more after the peer answered: a conversation, not a window.
+        let a = idle_then(&[10, 30], true);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // A receive window that reopens small after the reader stopped is no cut-back
+        // congestion window either.
+        let a = idle_then_window(&[10, 30], 20_000);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // Nor a silence the peer's zero window imposed: that is zero_window_stall.
+        let a = idle_then_with(&[10, 30], false, 65535, true);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
+        // A first flight as large as half the earlier ones is no cut-back window.
+        let a = idle_then(&[25, 30], false);
+        assert!(kinds(&a.connections[0], DiagnosisKind::SlowStartAfterIdle).is_empty());
     }
 
     #[test]

@@ -25,8 +25,58 @@ pub fn parse(ip: &[u8]) -> Result<Headers, PacketError> {
 
 /// The fast path: `None` for anything it does not read (then the full parse decides).
 fn fast(d: &[u8]) -> Option<Headers> {
+    let f = tcp_fast(d)?;
+    let (version, src, dst) = if f.v6 {
+        (
+            6,
+            IpAddr::V6(Ipv6Addr::from(f.src)),
+            IpAddr::V6(Ipv6Addr::from(f.dst)),
+        )
+    } else {
+        let v4 = |a: u128| IpAddr::V4(Ipv4Addr::from(a as u32));
+        (4, v4(f.src), v4(f.dst))
+    };
+    let ip = IpHeader {
+        version,
+        src,
+        dst,
+        proto: IpProto(6),
+        ecn: f.ecn,
+        dscp: f.dscp,
+        ttl: f.ttl,
+        header_len: f.header_len,
+        total_len: f.total_len,
+        fragment: false,
+    };
+    let transport = f.tcp.map_or(Transport::Other, Transport::Tcp);
+    Some(Headers { ip, transport })
+}
+
+/// What [`parse`] reads from a datagram its fast path takes, without building addresses:
+/// the analyzer's per-packet path needs no more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpFast {
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Source and destination address as integers (an IPv4 address in the low 32 bits).
+    pub src: u128,
+    pub dst: u128,
+    pub ecn: Ecn,
+    pub dscp: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    pub header_len: usize,
+    pub total_len: usize,
+    /// The TCP header; `None` when it is cut short (the full parse's `Transport::Other`).
+    pub tcp: Option<TcpHeader>,
+}
+
+/// The fast path of [`parse`] as [`TcpFast`]: `Some` exactly when [`parse`] reads the
+/// datagram at fixed offsets, with the same values.
+#[inline]
+pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
     let first = *d.first()?;
-    let (ip, payload) = match first >> 4 {
+    let (mut f, payload) = match first >> 4 {
         4 => {
             let hlen = usize::from(first & 0x0f) * 4;
             // Options are fine; AH (51), fragments and other protocols take the full parse.
@@ -39,19 +89,19 @@ fn fast(d: &[u8]) -> Option<Headers> {
             } else {
                 total_len
             };
-            let ip = IpHeader {
-                version: 4,
-                src: IpAddr::V4(Ipv4Addr::new(d[12], d[13], d[14], d[15])),
-                dst: IpAddr::V4(Ipv4Addr::new(d[16], d[17], d[18], d[19])),
-                proto: IpProto(6),
+            let be32 = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
+            let f = TcpFast {
+                v6: false,
+                src: u128::from(be32(12)),
+                dst: u128::from(be32(16)),
                 ecn: Ecn::from_bits(d[1] & 0b11),
                 dscp: d[1] >> 2,
                 ttl: d[8],
                 header_len: hlen,
                 total_len,
-                fragment: false,
+                tcp: None,
             };
-            (ip, &d[hlen..end])
+            (f, &d[hlen..end])
         }
         6 => {
             if d.len() < 40 || d[6] != 6 {
@@ -67,34 +117,30 @@ fn fast(d: &[u8]) -> Option<Headers> {
             let addr = |o: usize| {
                 let mut b = [0u8; 16];
                 b.copy_from_slice(&d[o..o + 16]);
-                IpAddr::V6(Ipv6Addr::from(b))
+                u128::from_be_bytes(b)
             };
-            let ip = IpHeader {
-                version: 6,
+            let f = TcpFast {
+                v6: true,
                 src: addr(8),
                 dst: addr(24),
-                proto: IpProto(6),
                 ecn: Ecn::from_bits(tc & 0b11),
                 dscp: tc >> 2,
                 ttl: d[7],
                 header_len: 40,
                 total_len: 40 + plen,
-                fragment: false,
+                tcp: None,
             };
-            (ip, &d[40..end])
+            (f, &d[40..end])
         }
         _ => return None,
     };
     // A TCP header cut short is `Transport::Other`, as in the full parse.
-    let transport = match payload.get(..20) {
-        Some(t)
-            if usize::from(t[12] >> 4) * 4 >= 20
-                && payload.len() >= usize::from(t[12] >> 4) * 4 =>
-        {
-            let thlen = usize::from(t[12] >> 4) * 4;
+    if let Some(t) = payload.get(..20) {
+        let thlen = usize::from(t[12] >> 4) * 4;
+        if thlen >= 20 && payload.len() >= thlen {
             let be16 = |o: usize| u16::from_be_bytes([t[o], t[o + 1]]);
             let be32 = |o: usize| u32::from_be_bytes([t[o], t[o + 1], t[o + 2], t[o + 3]]);
-            Transport::Tcp(TcpHeader {
+            f.tcp = Some(TcpHeader {
                 src_port: be16(0),
                 dst_port: be16(2),
                 seq: be32(4),
@@ -103,15 +149,14 @@ fn fast(d: &[u8]) -> Option<Headers> {
                 ae: t[12] & 0x01 != 0,
                 window: be16(14),
                 header_len: thlen,
-                payload_len: ip
+                payload_len: f
                     .total_len
-                    .saturating_sub(ip.header_len)
+                    .saturating_sub(f.header_len)
                     .saturating_sub(thlen),
-            })
+            });
         }
-        _ => Transport::Other,
-    };
-    Some(Headers { ip, transport })
+    }
+    Some(f)
 }
 
 #[cfg(test)]

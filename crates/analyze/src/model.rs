@@ -603,6 +603,7 @@ pub enum DiagnosisKind {
     PeerUnresponsive,
     ConnectionRefused,
     SynTimeout,
+    SlowStartAfterIdle,
 }
 
 impl DiagnosisKind {
@@ -626,6 +627,7 @@ impl DiagnosisKind {
             DiagnosisKind::PeerUnresponsive => "peer_unresponsive",
             DiagnosisKind::ConnectionRefused => "connection_refused",
             DiagnosisKind::SynTimeout => "syn_timeout",
+            DiagnosisKind::SlowStartAfterIdle => "slow_start_after_idle",
         }
     }
 
@@ -638,7 +640,7 @@ impl DiagnosisKind {
             ServerDelay | ConnectionRefused => Component::Server,
             ClientDelay => Component::Client,
             Bufferbloat | LossBurst | RtoStall | SynRetransmit | EcnUnused | EcnBleached
-            | PathDelay | PeerUnresponsive | SynTimeout => Component::Network,
+            | PathDelay | PeerUnresponsive | SynTimeout | SlowStartAfterIdle => Component::Network,
         }
     }
 }

@@ -243,20 +243,24 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
     let b = &c.story.budget;
     let dur = c.duration().as_nanos() as u64;
     let rtt_path = rtt_to[0].zip(rtt_to[1]).map(|(x, y)| x + y);
-    let rtt_min_ms = [c.a2b.stats.rtt_min_ms, c.b2a.stats.rtt_min_ms]
+    // A direction captured at its receiver has RTT samples that are the receiver's own ACK
+    // delay (microseconds, or a delayed-ACK timer), not round trips over the path.
+    let over_path: Vec<&DirectionStats> = [&c.a2b, &c.b2a]
         .into_iter()
-        .flatten()
+        .filter(|d| d.capture_point != CapturePoint::Receiver)
+        .map(|d| &d.stats)
+        .collect();
+    let rtt_min_ms = over_path
+        .iter()
+        .filter_map(|s| s.rtt_min_ms)
         .chain(rtt_path.map(ms))
         .fold(f64::INFINITY, f64::min);
-    let rtt_max_ms = [
-        c.a2b.stats.rtt_max_ms,
-        c.b2a.stats.rtt_max_ms,
-        c.handshake.syn_rtt.map(ms),
-        c.handshake.synack_rtt.map(ms),
-    ]
-    .into_iter()
-    .flatten()
-    .fold(0.0, f64::max);
+    let rtt_max_ms = over_path
+        .iter()
+        .map(|s| s.rtt_max_ms)
+        .chain([c.handshake.syn_rtt.map(ms), c.handshake.synack_rtt.map(ms)])
+        .flatten()
+        .fold(0.0, f64::max);
     let long = rtt_path.is_some_and(|r| r >= LONG_RTT);
     let swollen = rtt_min_ms.is_finite()
         && rtt_max_ms >= rtt_min_ms * RTT_FACTOR
@@ -685,21 +689,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_path_slower_than_its_handshake_is_network_not_server() {
-        // At the client: the handshake takes 880 ms, the request's ACK 1160 ms (the path got
-        // slower), the answer follows the ACK by 5 ms.
+    /// At the client: a handshake of `rtt` ms, the request's ACK 1160 ms later (the path got
+    /// slower), the answer 5 ms after the ACK, and the client ACKs it at once (0.1 ms).
+    fn late_ack_at_the_client(rtt: f64) -> Connection {
         let mut t = Talk::new(0.0, 0.0, false);
         t.client(0.0, SYN, &[], 65535);
-        t.server(880.0, SYN | ACK, 0, 65535);
-        t.client(880.0, ACK, &[], 65535);
-        t.client(881.0, ACK | PSH, GET, 65535);
-        t.server(881.0 + 1160.0, ACK, 0, 65535);
-        t.server(881.0 + 1165.0, ACK, 1448, 65535);
-        t.server(881.0 + 1165.1, ACK | PSH | FIN, 500, 65535);
-        t.client(881.0 + 1165.2, ACK | FIN, &[], 65535);
-        t.server(881.0 + 1165.2 + 880.0, ACK, 0, 65535);
-        let c = t.run();
+        t.server(rtt, SYN | ACK, 0, 65535);
+        t.client(rtt, ACK, &[], 65535);
+        let req = rtt + 1.0;
+        t.client(req, ACK | PSH, GET, 65535);
+        t.server(req + 1160.0, ACK, 0, 65535);
+        t.server(req + 1165.0, ACK, 1448, 65535);
+        t.server(req + 1165.1, ACK | PSH | FIN, 500, 65535);
+        t.client(req + 1165.2, ACK | FIN, &[], 65535);
+        t.server(req + 1165.2 + rtt, ACK, 0, 65535);
+        t.run()
+    }
+
+    #[test]
+    fn a_path_slower_than_its_handshake_is_network_not_server() {
+        let c = late_ack_at_the_client(880.0);
         assert_adds_up(&c);
         assert_eq!(kinds(&c), [DiagnosisKind::PathDelay], "{:?}", c.diagnoses);
         assert_eq!(largest(&c.story.budget), "network");
@@ -707,6 +716,24 @@ mod tests {
             c.story.budget.server_ns < 10_000_000,
             "{:?}",
             c.story.budget
+        );
+    }
+
+    #[test]
+    fn at_the_client_the_minimum_round_trip_is_the_paths_not_the_clients_own_ack_delay() {
+        let c = late_ack_at_the_client(40.0);
+        assert_eq!(c.b2a.capture_point, CapturePoint::Receiver);
+        let d: Vec<&Diagnosis> = c
+            .diagnoses
+            .iter()
+            .filter(|d| d.kind == DiagnosisKind::PathDelay)
+            .collect();
+        assert_eq!(d.len(), 1, "{:?}", c.diagnoses);
+        assert!(
+            d[0].summary
+                .ends_with("round trips reached 1160 ms against a minimum of 40.0 ms"),
+            "{}",
+            d[0].summary
         );
     }
 

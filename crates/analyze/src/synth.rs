@@ -11,7 +11,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::net::{IpAddr, SocketAddr};
 
+use wire::build::{self, Ip};
 use wire::Ecn;
+
+pub use wire::build::tcp_option;
 
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -54,100 +57,30 @@ impl Tcp {
         }
     }
 
-    /// The IP datagram, with correct IPv4 header and TCP checksums.
+    /// The IP datagram, with its lengths and checksums right. A segment between an IPv4 and
+    /// an IPv6 address goes over IPv6, the IPv4 one written as IPv4-mapped.
     pub fn build(&self) -> Vec<u8> {
-        let mut opts = self.options.clone();
-        while opts.len() & 3 != 0 {
-            opts.push(1);
-        }
-        let tcp_len = 20 + opts.len() + self.payload_len;
-        let mut tcp = Vec::with_capacity(tcp_len);
-        tcp.extend_from_slice(&self.src.port().to_be_bytes());
-        tcp.extend_from_slice(&self.dst.port().to_be_bytes());
-        tcp.extend_from_slice(&self.seq.to_be_bytes());
-        tcp.extend_from_slice(&self.ack.to_be_bytes());
-        tcp.push((((20 + opts.len()) / 4) as u8) << 4 | u8::from(self.ae));
-        tcp.push(self.flags);
-        tcp.extend_from_slice(&self.window.to_be_bytes());
-        tcp.extend_from_slice(&[0, 0, 0, 0]);
-        tcp.extend_from_slice(&opts);
-        // Payload bytes: a recognisable pattern.
-        tcp.extend((0..self.payload_len).map(|i| (i % 251) as u8));
-        let (mut out, pseudo) = match (self.src.ip(), self.dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let total = (20 + tcp_len) as u16;
-                let mut h = vec![0x45, self.ecn.bits()];
-                h.extend_from_slice(&total.to_be_bytes());
-                h.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-                h.extend_from_slice(&s.octets());
-                h.extend_from_slice(&d.octets());
-                let c = wire::checksum::checksum(&h, 0);
-                h[10..12].copy_from_slice(&c.to_be_bytes());
-                let mut p = Vec::new();
-                p.extend_from_slice(&s.octets());
-                p.extend_from_slice(&d.octets());
-                p.extend_from_slice(&[0, 6]);
-                p.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-                (h, p)
-            }
-            (s, d) => {
-                let s6 = match s {
-                    IpAddr::V6(v) => v,
-                    IpAddr::V4(v) => v.to_ipv6_mapped(),
-                };
-                let d6 = match d {
-                    IpAddr::V6(v) => v,
-                    IpAddr::V4(v) => v.to_ipv6_mapped(),
-                };
-                let tc = self.ecn.bits();
-                let mut h = vec![0x60 | (tc >> 4), tc << 4, 0, 0];
-                h.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-                h.extend_from_slice(&[6, 64]);
-                h.extend_from_slice(&s6.octets());
-                h.extend_from_slice(&d6.octets());
-                let mut p = Vec::new();
-                p.extend_from_slice(&s6.octets());
-                p.extend_from_slice(&d6.octets());
-                p.extend_from_slice(&(tcp_len as u32).to_be_bytes());
-                p.extend_from_slice(&[0, 0, 0, 6]);
-                (h, p)
-            }
+        let v6 = |a: IpAddr| match a {
+            IpAddr::V6(v) => v,
+            IpAddr::V4(v) => v.to_ipv6_mapped(),
         };
-        let c = wire::checksum::checksum(&tcp, wire::checksum::sum(&pseudo, 0));
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-        out.extend_from_slice(&tcp);
-        out
+        let (src, dst) = (self.src.ip(), self.dst.ip());
+        let ip = Ip::between(src, dst)
+            .unwrap_or_else(|| Ip::v6(v6(src), v6(dst)))
+            .ecn(self.ecn);
+        let mut seg = build::Tcp::new(self.src.port(), self.dst.port(), self.seq)
+            .flags(self.flags & !ACK)
+            .window(self.window);
+        if self.flags & ACK != 0 {
+            seg = seg.ack(self.ack);
+        }
+        if self.ae {
+            seg = seg.ae();
+        }
+        // Payload bytes: a recognisable pattern.
+        let payload: Vec<u8> = (0..self.payload_len).map(|i| (i % 251) as u8).collect();
+        ip.tcp_with_options(&seg, &self.options, &payload)
     }
-}
-
-/// Option bytes: MSS.
-pub fn opt_mss(mss: u16) -> Vec<u8> {
-    let b = mss.to_be_bytes();
-    vec![2, 4, b[0], b[1]]
-}
-/// Option bytes: window scale (with a leading NOP).
-pub fn opt_wscale(shift: u8) -> Vec<u8> {
-    vec![1, 3, 3, shift]
-}
-/// Option bytes: SACK-permitted (with two NOPs).
-pub fn opt_sack_permitted() -> Vec<u8> {
-    vec![1, 1, 4, 2]
-}
-/// Option bytes: timestamps (RFC 7323 §3, with two NOPs).
-pub fn opt_timestamps(tsval: u32, tsecr: u32) -> Vec<u8> {
-    let mut v = vec![1, 1, 8, 10];
-    v.extend_from_slice(&tsval.to_be_bytes());
-    v.extend_from_slice(&tsecr.to_be_bytes());
-    v
-}
-/// Option bytes: SACK blocks (with two NOPs).
-pub fn opt_sack(blocks: &[(u32, u32)]) -> Vec<u8> {
-    let mut v = vec![1, 1, 5, (2 + 8 * blocks.len()) as u8];
-    for (l, r) in blocks {
-        v.extend_from_slice(&l.to_be_bytes());
-        v.extend_from_slice(&r.to_be_bytes());
-    }
-    v
 }
 
 /// Writes (time ns, datagram) pairs as a nanosecond LINKTYPE_RAW pcap, sorted by time.
@@ -256,9 +189,9 @@ impl Bulk {
                 .wrapping_add((i * u64::from(self.mss)) as u32)
         };
         let sack_opts = {
-            let mut o = opt_mss(self.mss as u16);
-            o.extend(opt_sack_permitted());
-            o.extend(opt_wscale(7));
+            let mut o = tcp_option::mss(self.mss as u16);
+            o.extend(tcp_option::sack_permitted());
+            o.extend(tcp_option::wscale(7));
             o
         };
         let window_bytes = u64::from(self.window_segments) * u64::from(self.mss);
@@ -344,7 +277,8 @@ impl Bulk {
             p.payload_len = seg_len(seg);
             if self.timestamps {
                 // A 1 kHz clock with an arbitrary origin (Linux randomises it per connection).
-                p.options = opt_timestamps(((now / 1_000_000) as u32).wrapping_add(0x5a5a_0000), 0);
+                p.options =
+                    tcp_option::timestamps(((now / 1_000_000) as u32).wrapping_add(0x5a5a_0000), 0);
             }
             p.ecn = if self.ecn { Ecn::Ect0 } else { Ecn::NotEct };
             let queue_segments = link_free.saturating_sub(now) / ser_ns.max(1);
@@ -442,7 +376,7 @@ impl Bulk {
                     );
                     a.window = raw_window;
                     if !blocks.is_empty() {
-                        a.options = opt_sack(
+                        a.options = tcp_option::sack(
                             &blocks
                                 .iter()
                                 .map(|&(l, r)| (ack_seq(l), ack_seq(r)))

@@ -283,9 +283,8 @@ impl TcpConn {
         ds.any_seq && (!ds.any_ack || ds.acked < ds.snd_max)
     }
 
-    /// Whether a SYN from `src` starts a new connection on a reused 4-tuple.
-    pub(crate) fn is_reuse_by(&self, src: SocketAddr, h: &TcpHeader) -> bool {
-        let d = usize::from(src != self.a);
+    /// Whether a SYN from side `d` (0: `a`, 1: `b`) starts a new connection on a reused 4-tuple.
+    pub(crate) fn is_reuse_by(&self, d: usize, h: &TcpHeader) -> bool {
         h.has(TcpHeader::SYN)
             && !h.has(TcpHeader::ACK)
             && matches!(self.state, ConnState::Closed | ConnState::Reset)
@@ -300,9 +299,8 @@ impl TcpConn {
         matches!(self.state, ConnState::Closed | ConnState::Reset) && self.last_time < t
     }
 
-    /// Feeds one packet sent by `src`.
-    pub(crate) fn handle(&mut self, src: SocketAddr, p: &TcpPacket) {
-        let d = usize::from(src != self.a);
+    /// Feeds one packet sent by side `d` (0: `a`, 1: `b`).
+    pub(crate) fn handle(&mut self, d: usize, p: &TcpPacket) {
         let o = 1 - d;
         let h = p.h;
         let now = p.time;
@@ -397,7 +395,12 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
-            rtt_to: self.rtt_to_now(),
+            // Only packets that occupy sequence space or reset the connection use it.
+            rtt_to: if len > 0 || syn || fin || rst {
+                self.rtt_to_now()
+            } else {
+                [None; 2]
+            },
         };
         self.timeline.packet(&info);
     }
@@ -640,6 +643,8 @@ impl TcpConn {
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
+        let path_rtt = self.hs.syn_rtt.zip(self.hs.synack_rtt).map(|(x, y)| x + y);
+        let peer_zero_windows = self.dirs[o].stats.zero_window;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
         let data_start = start + u64::from(syn);
@@ -764,6 +769,18 @@ impl TcpConn {
             }
             if let Some((tsval, _)) = p.opts.timestamps {
                 ds.ev.one_way_delay(now, tsval);
+            }
+            if kind == SegmentKind::New {
+                let peer = diagnose::PeerView {
+                    last_data: peer_last_data,
+                    window: if ds.any_window {
+                        ds.peer_window
+                    } else {
+                        u64::MAX
+                    },
+                    zero_windows: peer_zero_windows,
+                };
+                ds.ev.flights.data(now, u64::from(len), path_rtt, peer);
             }
             if kind == SegmentKind::OutOfOrder {
                 // The segments above a hole wait for it to be filled before the cumulative ACK
@@ -1419,7 +1436,7 @@ mod transfer_tests {
         syn.options = vec![34, 10, 1, 2, 3, 4, 5, 6, 7, 8];
         syn.payload_len = 100;
         let mut sa = Tcp::new(s, c, 700, 201, SYN | ACK | CWR);
-        sa.options = synth::opt_mss(1460);
+        sa.options = synth::tcp_option::mss(1460);
         let pk = vec![
             (t0, syn.build()),
             (t0 + 30_000_000, sa.build()),
@@ -1440,7 +1457,7 @@ mod transfer_tests {
         assert!((conn.a2b.stats.rtt_min_ms.unwrap() - 30.0).abs() < 1e-9);
         // A classic-ECN server answers AccECN's SYN with ECE alone.
         let mut sa2 = Tcp::new(s, c, 700, 201, SYN | ACK | ECE);
-        sa2.options = synth::opt_mss(1460);
+        sa2.options = synth::tcp_option::mss(1460);
         let mut syn2 = syn.clone();
         syn2.payload_len = 0;
         let a = run(vec![(t0, syn2.build()), (t0 + 1, sa2.build())]);

@@ -116,7 +116,7 @@ pub fn budget_line(c: &Connection) -> String {
     let shown: Vec<String> = parts
         .iter()
         .enumerate()
-        .filter(|(i, p)| *i == 0 || p.1 * 200 >= total)
+        .filter(|(i, p)| *i == 0 || u128::from(p.1) * 200 >= u128::from(total))
         .map(|(i, &(name, ns))| {
             let why = if i == 0 { evidence(c, name) } else { None };
             match why {

@@ -72,9 +72,9 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let jobs = args.jobs.unwrap_or(cores);
-    // Connections are independent: one reader parses every packet's headers once and hands
-    // the packets to `jobs` threads by address pair. That needs every capture in memory,
-    // uncompressed; a stream is read on one thread.
+    // Connections are independent: one reader finds each packet's address pair and hands the
+    // packets to `jobs` threads by that pair, which parse them. That needs every capture in
+    // memory, uncompressed; a stream is read on one thread.
     let in_place = inputs
         .iter()
         .all(|i| i.bytes().is_some_and(|b| !analyze::capture::is_gzip(b)));

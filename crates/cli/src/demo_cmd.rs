@@ -38,6 +38,7 @@ pub enum Demo {
     /// while the socket takes them, then with TCP_NOTSENT_LOWAT 16 KB (about 70 s with the
     /// default duration)
     #[command(
+        mut_arg("out", |a| a.default_value("out/notsent-lowat")),
         after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
     )]
     NotsentLowat(RunLengthArgs),
@@ -98,6 +99,7 @@ pub enum Demo {
     /// receiver deferring its ACKs (Linux's default), then with TCP_QUICKACK after every read
     /// (about 75 s with the default duration)
     #[command(
+        mut_arg("out", |a| a.default_value("out/delayed-ack")),
         after_help = "Example:\n  sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
     )]
     DelayedAck(RunLengthArgs),
@@ -117,190 +119,125 @@ pub enum Demo {
     Nat64(Nat64Args),
 }
 
-/// The options of `demo nat64`.
+/// What every demo takes. Each demo flattens it first into its own options and names its
+/// default output directory with `mut_arg("out", …)`. `--seed` and `--quiet` carry a late
+/// display order so that `--help` lists them after the demo's own options, as it always has.
 #[derive(clap::Args, Debug)]
-pub struct Nat64Args {
+pub struct CommonArgs {
     /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/nat64"
-    )]
+    #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "out")]
     pub out: PathBuf,
     /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, display_order = 900)]
     pub seed: u64,
     /// No progress bar
-    #[arg(short, long)]
+    #[arg(short, long, display_order = 901)]
     pub quiet: bool,
+}
+
+/// The options of `demo nat64`.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/nat64")))]
+pub struct Nat64Args {
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// The options of `demo fallback`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/fallback")))]
 pub struct FallbackArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/fallback"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// How long the phone makes requests: a time (35s) or a number of seconds, from 23s
     /// (the Wi-Fi comes back at 20 s)
     #[arg(long, value_name = "TIME", default_value = "35s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo pps`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/pps")))]
 pub struct PpsArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/pps"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of each run's transfer: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
     /// The hop's ceiling, packets per second each way (from 100 to 100000)
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub pps: u64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo handshake-cdf`.
 #[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("out", |a| a.default_value("out/handshake-cdf")),
+    mut_arg("seed", |a| a.help("Seed for every random choice in the lab"))
+)]
 pub struct HandshakeCdfArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/handshake-cdf"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Servers, each at its own round trip (from 2 to 60)
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub servers: usize,
     /// Connections to each server (from 1 to 50)
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub per_server: u64,
-    /// Seed for every random choice in the lab
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo tfo`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/tfo")))]
 pub struct TfoArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/tfo"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Requests per run, each on a connection of its own (from 3 to 1000)
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub requests: u64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The options of `demo nagle`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/nagle")))]
 pub struct NagleArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/nagle"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// How long each run's client keeps exchanging: a time (20s, 1m)
     #[arg(long, value_name = "TIME", default_value = "20s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
-/// The options of a demo whose runs last `--duration`.
+/// The options of a demo whose runs last `--duration` (notsent-lowat, delayed-ack). Its help
+/// has always named the default directory `out/DEMO`: each demo's variant sets the real one,
+/// which the help keeps hidden.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a
+    .hide_default_value(true)
+    .help("Output directory [default: out/DEMO]")))]
 pub struct RunLengthArgs {
-    /// Output directory [default: out/DEMO]
-    #[arg(short = 'o', long = "out", value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/http-parallel")))]
 pub struct HttpParallelArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/http-parallel"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Do not load the page in headless Chromium even where it is installed
     #[arg(long)]
     pub no_chromium: bool,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/cwnd-reuse")))]
 pub struct CwndReuseArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/cwnd-reuse"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The RTT, ms (the seed's 250)
     #[arg(long, value_name = "MS", default_value_t = 250.0)]
     pub rtt: f64,
@@ -313,99 +250,49 @@ pub struct CwndReuseArgs {
     /// Skip the control runs with the server's tcp_slow_start_after_idle=1
     #[arg(long)]
     pub no_control: bool,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/conn-reuse")))]
 pub struct ConnReuseArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/conn-reuse"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The RTT, ms (the seed's 250)
     #[arg(long, value_name = "MS", default_value_t = 250.0)]
     pub rtt: f64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/pipelining")))]
 pub struct PipeliningArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/pipelining"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// The first RTT, ms (the seed's 100)
     #[arg(long, value_name = "MS", default_value_t = 100.0)]
     pub rtt: f64,
     /// The second, larger RTT, ms (the seed's +200 ms)
     #[arg(long, value_name = "MS", default_value_t = 300.0)]
     pub rtt2: f64,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/l4s")))]
 pub struct L4sArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/l4s"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of the call in each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/bufferbloat")))]
 pub struct BufferbloatArgs {
-    /// Output directory
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "out/bufferbloat"
-    )]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-    /// Seed for every random choice in the labs
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// `30s`, `1m`, `1500ms`: a time with its unit, as every other option of latencylab (a bare
@@ -444,75 +331,45 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the call needs a few seconds to settle")?;
     let outcome = demo::l4s::run(&demo::l4s::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["classic", "l4s", "bleached"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["classic", "l4s", "bleached"])
 }
 
 fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
-    let out = a.out.clone().unwrap_or_else(|| "out/notsent-lowat".into());
     let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
-        out_dir: out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &out,
-        &["unbounded", "lowat"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["unbounded", "lowat"])
 }
 
 fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "an exchange takes up to 1.5 s")?;
     let outcome = demo::nagle::run(&demo::nagle::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["nagle", "nodelay", "writev"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["nagle", "nodelay", "writev"])
 }
 
 fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the transfer needs a few seconds")?;
-    let out = a.out.clone().unwrap_or_else(|| "out/delayed-ack".into());
     let outcome = demo::delayed_ack::run(&demo::delayed_ack::Options {
-        out_dir: out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &out,
-        &["delayed", "quickack"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["delayed", "quickack"])
 }
 
 fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
@@ -525,20 +382,13 @@ fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::pps::run(&demo::pps::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
         pps: a.pps,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["mtu1500", "mtu9000"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["mtu1500", "mtu9000"])
 }
 
 fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
@@ -551,36 +401,22 @@ fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::fallback::run(&demo::fallback::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["wifi-only", "fallback", "mptcp"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["wifi-only", "fallback", "mptcp"])
 }
 
 fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
     let outcome = demo::nat64::run(&demo::nat64::Options {
-        out_dir: a.out.clone(),
-        seed: a.seed,
-        quiet: a.quiet,
+        out_dir: a.common.out.clone(),
+        seed: a.common.seed,
+        quiet: a.common.quiet,
         gather: crate::ipv6_check::gather,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["ipv6-only", "clat"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["ipv6-only", "clat"])
 }
 
 fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
@@ -592,19 +428,16 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let outcome = demo::tfo::run(&demo::tfo::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         requests: a.requests,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
+    done(
+        &outcome,
+        &a.common.out,
         &["plain", "tfo", "duplicate-plain", "duplicate-tfo"],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
@@ -617,34 +450,25 @@ fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
         return Err(lab::UsageError(msg).into());
     }
     let outcome = demo::handshake_cdf::run(&demo::handshake_cdf::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         servers: a.servers,
         per_server: a.per_server,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["browsing"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["browsing"])
 }
 
 fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
     let outcome = demo::http_parallel::run(&demo::http_parallel::Options {
-        out_dir: a.out.clone(),
-        seed: a.seed,
+        out_dir: a.common.out.clone(),
+        seed: a.common.seed,
         no_chromium: a.no_chromium,
-        quiet: a.quiet,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
+    done(
+        &outcome,
+        &a.common.out,
         &[
             "36-conns",
             "6-conns",
@@ -653,8 +477,7 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
             "h2-coalesced",
             "chromium",
         ],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
@@ -664,19 +487,12 @@ fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let outcome = demo::conn_reuse::run(&demo::conn_reuse::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtt_ms: a.rtt,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["bound", "pool"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["bound", "pool"])
 }
 
 fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
@@ -693,22 +509,16 @@ fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
         return bad("--clicks", a.clicks.to_string(), "from 1 to 3");
     }
     let outcome = demo::cwnd_reuse::run(&demo::cwnd_reuse::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtt_ms: a.rtt,
         idle_s: a.idle,
         clicks: a.clicks,
         control: !a.no_control,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &outcome.run_dirs,
-    );
-    Ok(ExitCode::SUCCESS)
+    let runs = demo::cwnd_reuse::run_dirs(!a.no_control);
+    done(&outcome, &a.common.out, &runs)
 }
 
 fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
@@ -720,42 +530,32 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let outcome = demo::pipelining::run(&demo::pipelining::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         rtts_ms: [a.rtt, a.rtt2],
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
+    done(
+        &outcome,
+        &a.common.out,
         &[
             "no-pipelining",
             "pipelining",
             "no-pipelining-300ms",
             "pipelining-300ms",
         ],
-    );
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
     let duration_s = duration_s(&a.duration, "the FIFO needs several seconds to fill")?;
     let outcome = demo::bufferbloat::run(&demo::bufferbloat::Options {
-        out_dir: a.out.clone(),
+        out_dir: a.common.out.clone(),
         duration_s,
-        seed: a.seed,
-        quiet: a.quiet,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
     })?;
-    print_outcome(
-        &outcome.table,
-        &outcome.checks,
-        &outcome.report,
-        &a.out,
-        &["fifo", "codel"],
-    );
-    Ok(ExitCode::SUCCESS)
+    done(&outcome, &a.common.out, &["fifo", "codel"])
 }
 
 /// `--duration` in seconds, refused outside 5 s to 600 s with the demo's reason.
@@ -770,14 +570,14 @@ fn duration_s(value: &str, why: &str) -> anyhow::Result<f64> {
     Ok(s)
 }
 
+/// Prints a demo's outcome as [`print_outcome`] does: the demo ran, whatever its numbers.
+fn done<R>(o: &demo::Outcome<R>, out: &Path, runs: &[&str]) -> anyhow::Result<ExitCode> {
+    print_outcome(&o.table, &o.checks, &o.report, out, runs);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The table, each criterion as `ok` or `NOT`, and where everything is.
-fn print_outcome(
-    table: &str,
-    checks: &[demo::bufferbloat::Check],
-    report: &Path,
-    out: &Path,
-    runs: &[&str],
-) {
+fn print_outcome(table: &str, checks: &[demo::Check], report: &Path, out: &Path, runs: &[&str]) {
     // Under sudo, the report and every run's files are the user's.
     if let Err(e) = lab::owner::hand_over(out) {
         eprintln!("latencylab: cannot give {} to the user: {e}", out.display());
@@ -815,5 +615,46 @@ mod tests {
         );
         let e = seconds("--duration", "soon").unwrap_err();
         assert!(e.0.contains("'soon'"), "{e}");
+    }
+
+    fn demo_commands() -> Vec<clap::Command> {
+        use clap::Args;
+        let cmd = DemoArgs::augment_args(clap::Command::new("demo"));
+        cmd.get_subcommands().cloned().collect()
+    }
+
+    #[test]
+    fn each_demo_writes_by_default_into_out_slash_its_own_name() {
+        for sub in demo_commands() {
+            let out = sub
+                .get_arguments()
+                .find(|a| a.get_id() == "out")
+                .unwrap_or_else(|| panic!("demo {} has no --out", sub.get_name()));
+            let defaults: Vec<_> = out.get_default_values().iter().collect();
+            // A demo without a clap default picks its directory itself.
+            if !defaults.is_empty() {
+                let want = format!("out/{}", sub.get_name());
+                assert_eq!(defaults, [&want], "demo {}", sub.get_name());
+            }
+        }
+    }
+
+    #[test]
+    fn each_demo_lists_its_own_options_between_out_and_seed_quiet_help() {
+        for mut sub in demo_commands() {
+            let help = sub.render_help().to_string();
+            let at = |flag: &str| {
+                help.find(flag)
+                    .unwrap_or_else(|| panic!("demo {}: no {flag} in\n{help}", sub.get_name()))
+            };
+            let (out, seed, quiet, h) = (at("--out"), at("--seed"), at("--quiet"), at("--help"));
+            assert!(out < seed && seed < quiet && quiet < h, "{help}");
+            for a in sub.get_arguments().filter_map(|a| a.get_long()) {
+                if !["out", "seed", "quiet", "help"].contains(&a) {
+                    let own = at(&format!("--{a} "));
+                    assert!(out < own && own < seed, "--{a}: {help}");
+                }
+            }
+        }
     }
 }

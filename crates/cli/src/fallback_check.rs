@@ -13,6 +13,8 @@ use fallbackcheck::{judge, render, Row, Scenario, Timeline};
 use lab::{run_lab, RunOptions};
 use labnet::run_dir::RunDir;
 
+use crate::evidence::EvidenceDir;
+
 /// Run COMMAND as the client of networks that half-work (IPv6 blackholed, IPv6 slow,
 /// IPv6-only + NAT64, the first of two interfaces dead) and say how long it took to get
 /// through in each, against RFC 8305's expectations.
@@ -79,27 +81,9 @@ pub fn run(a: FallbackCheckArgs) -> Result<ExitCode> {
         )
         .into());
     }
-    let (dir, scratch) = match &a.out {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("latencylab-fallback-check-{}", std::process::id())),
-            true,
-        ),
-    };
-    lab::owner::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = check(&a, &dir);
-    if scratch {
-        let _ = fs::remove_dir_all(&dir);
-        eprintln!(
-            "fallback-check: the evidence was in a scratch directory, {}, now removed (give -o DIR to keep it)",
-            dir.display()
-        );
-    } else {
-        eprintln!(
-            "fallback-check: the evidence is kept in {}/SCENARIO (captures/, lab.json, summary.json)",
-            dir.display()
-        );
-    }
+    let dir = EvidenceDir::create(a.out.as_deref(), "fallback-check")?;
+    let result = check(&a, &dir.path);
+    dir.finish("/SCENARIO (captures/, lab.json, summary.json)");
     result
 }
 
@@ -170,12 +154,6 @@ fn check(a: &FallbackCheckArgs, dir: &Path) -> Result<ExitCode> {
 /// Feeds every IP packet of one of the client's captures to `timeline`.
 fn read_capture(pcap: &Path, iface: &str, timeline: &mut Timeline) -> Result<()> {
     let f = fs::File::open(pcap).with_context(|| format!("reading {}", pcap.display()))?;
-    let mut r = analyze::capture::CaptureReader::new(std::io::BufReader::new(f))
-        .with_context(|| format!("reading {}", pcap.display()))?;
-    while let Some(p) = r.next_packet()? {
-        if let Ok(Some(ip)) = analyze::link::ip_payload(p.linktype, p.data) {
-            timeline.packet(p.time.as_nanos(), iface, ip);
-        }
-    }
-    Ok(())
+    analyze::capture::for_each_ip_packet(f, |t, ip| timeline.packet(t.as_nanos(), iface, ip))
+        .with_context(|| format!("reading {}", pcap.display()))
 }

@@ -17,6 +17,7 @@ use lab::{run_lab, RunOptions};
 use labnet::run_dir::RunDir;
 use labnet::shell::shell_config;
 
+use crate::evidence::EvidenceDir;
 use crate::shell::{shell_options, ShellArgs};
 
 /// Run COMMAND on an IPv6-only network (DNS64 + NAT64 to an IPv4-only server) and report what
@@ -43,14 +44,9 @@ fn find_strace() -> Option<PathBuf> {
 /// The client's flows, from its capture.
 fn flows(pcap: &Path) -> Result<Flows> {
     let f = fs::File::open(pcap).with_context(|| format!("reading {}", pcap.display()))?;
-    let mut r = analyze::capture::CaptureReader::new(std::io::BufReader::new(f))
-        .with_context(|| format!("reading {}", pcap.display()))?;
     let mut flows = Flows::default();
-    while let Some(p) = r.next_packet()? {
-        if let Ok(Some(ip)) = analyze::link::ip_payload(p.linktype, p.data) {
-            flows.packet(ip);
-        }
-    }
+    analyze::capture::for_each_ip_packet(f, |_, ip| flows.packet(ip))
+        .with_context(|| format!("reading {}", pcap.display()))?;
     Ok(flows)
 }
 
@@ -79,27 +75,9 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
         .into());
     }
     // The evidence needs captures: in the user's -o directory, or a scratch one.
-    let (dir, scratch) = match &a.lab.out {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("latencylab-ipv6-check-{}", std::process::id())),
-            true,
-        ),
-    };
-    lab::owner::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = check(&a, &cfg, &dir);
-    if scratch {
-        let _ = fs::remove_dir_all(&dir);
-        eprintln!(
-            "ipv6-check: the evidence was in a scratch directory, {}, now removed (give -o DIR to keep it)",
-            dir.display()
-        );
-    } else {
-        eprintln!(
-            "ipv6-check: the evidence is kept in {} (strace.txt, captures/, summary.json)",
-            dir.display()
-        );
-    }
+    let dir = EvidenceDir::create(a.lab.out.as_deref(), "ipv6-check")?;
+    let result = check(&a, &cfg, &dir.path);
+    dir.finish(" (strace.txt, captures/, summary.json)");
     result
 }
 

@@ -8,6 +8,7 @@
 
 mod analyze_cmd;
 mod demo_cmd;
+mod evidence;
 mod fallback_check;
 mod ipv6_check;
 mod shell;

@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Connection, Dir};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program, Side};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
 use labnet::run_dir::RunDir;
 use report::tsg::TimeSequence;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Progress};
+use crate::common;
 
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = 20.0;
@@ -97,13 +97,8 @@ pub struct Results {
     pub codel: RunMetrics,
 }
 
-/// What the demo leaves: its results, the terminal table and checks, and where the files are.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 pub use crate::common::Check;
 
@@ -131,13 +126,6 @@ impl RunData {
 
 /// The lab of one run.
 pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabConfig {
-    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    };
     LabConfig {
         seed,
         // The lab ends when the probe client (the one waited-for program) ends; the others
@@ -159,11 +147,11 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
         // `exec`: the lab signals the program it started; a shell in between would die on
         // SIGTERM at once and the lab would tear down before the client wrote its summary.
         programs: vec![
-            prog("stream-server", "server", 0.0, "exec latencylab stream-server".into(), false),
-            prog("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
+            common::program("stream-server", "server", 0.0, "exec latencylab stream-server".into(), false),
+            common::program("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
             // Twice the run's length of media at 8 Mbit/s is more than the 10 Mbit/s downlink
             // carries in the run, so the sender never runs out: the link stays full.
-            prog(
+            common::program(
                 "stream-client",
                 "client",
                 CLIENT_START_S,
@@ -173,7 +161,7 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
                 ),
                 false,
             ),
-            prog(
+            common::program(
                 "probe-client",
                 "client",
                 CLIENT_START_S,
@@ -196,31 +184,24 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             opts.duration_s
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut progress = Progress::new(2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, (name, label, queue, ecn)) in [
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
+    let labs = [
         ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
         ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
     ]
-    .into_iter()
-    .enumerate()
-    {
-        let dir = opts.out_dir.join(name);
-        let cfg = lab_config(queue, ecn, opts.duration_s, opts.seed);
-        let msg = format!(
-            "run {}/2: {label} ({queue}), {:.0} s",
-            i + 1,
-            opts.duration_s
-        );
-        let result = progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {label} run"), 4.0, || {
-            collect(label, queue, &dir, &result)
-        })?;
-        runs.push(data);
-    }
+    .map(|(name, label, queue, ecn)| {
+        let run = common::Run {
+            dir: name.into(),
+            msg: format!("{label} ({queue}), {:.0} s", opts.duration_s),
+            expected_s: lab_s,
+            config: lab_config(queue, ecn, opts.duration_s, opts.seed),
+        };
+        ((label, queue), run)
+    });
+    let mut runs = series.run(labs.into(), Some(4.0), |(label, queue), dir, result| {
+        collect(label, queue, dir, result)
+    })?;
     let codel = runs.pop().expect("two runs");
     let fifo = runs.pop().expect("two runs");
     let results = Results {
@@ -229,18 +210,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         fifo: fifo.metrics.clone(),
         codel: codel.metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 6.0, || {
-        write_outputs(opts, &results, &checks, &fifo, &codel)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(6.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &fifo, &codel)
     })
 }
 
@@ -461,12 +433,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
-}
-
 const FIFO_COLOR: Rgb = Rgb(213, 94, 0);
 const CODEL_COLOR: Rgb = Rgb(0, 114, 178);
 
@@ -477,23 +443,9 @@ fn write_outputs(
     fifo: &RunData,
     codel: &RunData,
 ) -> Result<()> {
-    let dir = &opts.out_dir;
-    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-
     let charts = Charts::draw(fifo, codel);
-    for (name, chart) in charts.files() {
-        let p = dir.join(format!("{name}.png"));
-        chart
-            .write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let page = page(opts, results, checks, fifo, codel, &charts)?;
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    common::write_report_files(&opts.out_dir, results, &charts.files(), &page)
 }
 
 /// Every chart of the report, each in its PNG form (the page thins the time-sequence graphs

@@ -1,16 +1,19 @@
-//! What every demo needs around its labs: the progress bar, running one lab into its own
-//! directory, reading back the programs' JSON lines and the link logs, and the side-by-side
-//! text table. Nothing here knows which experiment it serves.
+//! What every demo needs around its labs: the progress bar, running its labs in turn each into
+//! its own directory, reading back the programs' JSON lines and the link logs, the side-by-side
+//! text table, and writing and handing back what it leaves. Nothing here knows which
+//! experiment it serves.
 
 use std::fs;
 use std::io::{BufRead, BufReader, IsTerminal};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lab::config::{iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface};
+use lab::config::{
+    iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface, Program,
+};
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
 use labnet::run_dir::{LogLine, RunDir};
@@ -75,6 +78,115 @@ impl Progress {
 
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// One lab of a demo's series.
+pub struct Run {
+    /// Its directory below the demo's.
+    pub dir: String,
+    /// What the progress bar says while it runs, after "run I/N: ".
+    pub msg: String,
+    /// How long the bar expects it to take, s.
+    pub expected_s: f64,
+    pub config: LabConfig,
+}
+
+/// What a demo leaves: its numbers, the side-by-side table for the terminal, the criteria and
+/// where the report is.
+pub struct Outcome<R> {
+    pub results: R,
+    pub table: String,
+    pub checks: Vec<Check>,
+    pub report: PathBuf,
+}
+
+/// A demo from start to end: its output directory and its progress bar, the labs run in turn
+/// and read back, and the report drawn last.
+pub struct Series<'a> {
+    out: &'a Path,
+    progress: Progress,
+}
+
+impl<'a> Series<'a> {
+    /// Creates the output directory (`-o`) and the bar, which expects `total_s` seconds of
+    /// work (hidden when `quiet`).
+    pub fn new(out: &'a Path, total_s: f64, quiet: bool) -> Result<Series<'a>> {
+        fs::create_dir_all(out).with_context(|| format!("-o: cannot create {}", out.display()))?;
+        Ok(Series {
+            out,
+            progress: Progress::new(total_s, quiet),
+        })
+    }
+
+    /// The bar, for a phase of the demo's own.
+    pub fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    /// Runs the labs in turn, each into its own directory below the output directory (emptied
+    /// first), under the bar as "run I/N: MSG", and reads each back with `collect` (its key,
+    /// directory and lab result) as soon as it ends: under the bar as "analysing the DIR run"
+    /// for `collect_s` seconds where given, else outside it. Returns what was read, in the
+    /// order of `runs`; the first failure ends the series.
+    pub fn run<K, T>(
+        &mut self,
+        runs: Vec<(K, Run)>,
+        collect_s: Option<f64>,
+        mut collect: impl FnMut(K, &Path, &RunResult) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let n = runs.len();
+        let mut data = Vec::with_capacity(n);
+        for (i, (key, run)) in runs.into_iter().enumerate() {
+            let dir = self.out.join(&run.dir);
+            let msg = format!("run {}/{n}: {}", i + 1, run.msg);
+            let result = self
+                .progress
+                .phase(&msg, run.expected_s, || run_lab_in(&run.config, &dir))?;
+            let d = match collect_s {
+                Some(s) => {
+                    let msg = format!("analysing the {} run", run.dir);
+                    self.progress
+                        .phase(&msg, s, || collect(key, &dir, &result))?
+                }
+                None => collect(key, &dir, &result)?,
+            };
+            data.push(d);
+        }
+        Ok(data)
+    }
+
+    /// The last phase: `draw` writes the report's files under the bar ("drawing the report",
+    /// `draw_s` seconds); then the bar goes and the outcome comes back, with the side-by-side
+    /// table (header and rows) as text for the terminal.
+    pub fn finish<R>(
+        mut self,
+        draw_s: f64,
+        results: R,
+        checks: Vec<Check>,
+        (header, rows): (Vec<String>, Vec<Vec<String>>),
+        draw: impl FnOnce(&R, &[Check]) -> Result<()>,
+    ) -> Result<Outcome<R>> {
+        self.progress
+            .phase("drawing the report", draw_s, || draw(&results, &checks))?;
+        self.progress.finish();
+        Ok(Outcome {
+            results,
+            table: text_table(&header, &rows),
+            checks,
+            report: self.out.join("report.html"),
+        })
+    }
+}
+
+/// A program of a lab: started on `host` at `at_s` s, the lab ending with it when `wait`.
+pub fn program(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
+    Program {
+        name: name.into(),
+        host: host.into(),
+        at_s,
+        run,
+        wait,
     }
 }
 
@@ -280,6 +392,56 @@ mod tests {
         assert!(
             format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
             "{e:#}"
+        );
+    }
+
+    #[test]
+    fn a_series_draws_its_report_last_from_the_numbers_and_says_where_it_is() {
+        let out = std::env::temp_dir().join(format!("demo-series-{}", std::process::id()));
+        let series = Series::new(&out, 1.0, true).unwrap();
+        assert!(out.is_dir());
+        let check = Check {
+            what: "x".into(),
+            passed: true,
+        };
+        let mut drawn = None;
+        let o = series
+            .finish(
+                0.0,
+                7_u32,
+                vec![check],
+                (
+                    vec!["".into(), "run".into()],
+                    vec![vec!["x".into(), "1".into()]],
+                ),
+                |r, c| {
+                    drawn = Some((*r, c.len()));
+                    Ok(())
+                },
+            )
+            .unwrap();
+        fs::remove_dir_all(&out).unwrap();
+        assert_eq!(drawn, Some((7, 1)));
+        assert_eq!(
+            (o.results, o.table.as_str()),
+            (7, "    run\n-------\nx     1\n")
+        );
+        assert_eq!(o.report, out.join("report.html"));
+    }
+
+    #[test]
+    fn a_series_whose_output_directory_cannot_be_made_names_the_option_and_the_path() {
+        let file = std::env::temp_dir().join(format!("demo-series-file-{}", std::process::id()));
+        fs::write(&file, "").unwrap();
+        let under = file.join("out");
+        let e = Series::new(&under, 1.0, true)
+            .err()
+            .expect("a file is in the way");
+        fs::remove_file(&file).unwrap();
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("-o: cannot create ") && e.contains("demo-series-file"),
+            "{e}"
         );
     }
 

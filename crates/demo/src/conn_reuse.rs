@@ -6,10 +6,12 @@
 //! - `pool`: the request is queued and a connection opened for it, but it goes to whichever of
 //!   the origin's connections frees up first; the new one joins the pool when ready.
 //!
-//! The page (`examples/pages/news.toml`) spreads its 132 references through a 120 kB HTML
-//! document over five host names, so the client finds them round trip by round trip as the
-//! HTML arrives, while earlier responses are still on the wire. The line: 10 Mbit/s down,
-//! 2 Mbit/s up, the RTT split over both directions, a 1000-packet FIFO.
+//! The page (`examples/pages/news.toml`) is a news front page of 267 resources over 35
+//! host names, found in waves: the HTML's references as it arrives, then what its
+//! stylesheets and scripts reference, then what the ad servers' answers do. The names are
+//! served by four server hosts ([`SERVERS`]: the site, its CDN, an ad network, analytics and
+//! social), each name an alias in the lab's `/etc/hosts`, behind one router. The line: 10
+//! Mbit/s down, 2 Mbit/s up, the RTT split over both directions, a 1000-packet FIFO.
 //!
 //! The numbers come from `page-load --conn-manager`'s own count (its `conn_manager` line):
 //! connections opened because a request had none, how many of those requests another
@@ -19,18 +21,63 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use lab::config::LabConfig;
+use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 use web::WebRecord;
 
-use crate::common::{self, Check, Progress};
-use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
+use crate::common::{self, Check};
+use crate::web_common::{analyzer_section, resource_bars, waterfall};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
-/// The page's host names, all aliases of the lab's one server.
-pub const HOSTS: [&str; 5] = ["www", "static", "img1", "img2", "ads"];
+/// The server hosts and the page's host names each answers to (aliases in the lab's
+/// `/etc/hosts`), as a site, a CDN, an ad network and an analytics service share their
+/// addresses among many names. HTTP/1.1 browsers limit connections per name, not per
+/// address (only HTTP/2 coalesces), so the grouping leaves the connection count as it is.
+pub const SERVERS: [(&str, &[&str]); 4] = [
+    ("origin", &["www", "markets", "comments"]),
+    (
+        "cdn",
+        &[
+            "static1", "static2", "img1", "img2", "img3", "img4", "img5", "img6", "graphics",
+            "fonts", "video",
+        ],
+    ),
+    (
+        "adnet",
+        &[
+            "ad",
+            "adserver",
+            "adcdn",
+            "adcdn2",
+            "adtrack",
+            "sync1",
+            "sync2",
+            "sync3",
+            "sync4",
+            "sync5",
+            "adverify",
+            "adverify-px",
+        ],
+    ),
+    (
+        "tracker",
+        &[
+            "analytics",
+            "stats",
+            "metrics",
+            "metrics2",
+            "social",
+            "platform",
+            "urls",
+            "rec",
+            "rec-img",
+        ],
+    ),
+];
+/// When the page load starts, s after the lab: the servers are listening by then.
+const CLIENT_START_S: f64 = 0.5;
 pub const DOWN: &str = "10mbit";
 pub const UP: &str = "2mbit";
 const QUEUE: &str = "fifo limit 1000";
@@ -72,26 +119,61 @@ pub struct Results {
     pub pool: RunMetrics,
 }
 
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
-/// The lab of one run: client and server (also named [`HOSTS`]), one link, the server and
-/// the page load under `design` (`bound` or `pool`).
+/// The lab of one run: the client on the access line (`--rtt` split over both directions),
+/// a router, and behind it the [`SERVERS`] (a gigabit each, no delay of their own), each
+/// serving the page; the page load under `design` (`bound` or `pool`) on the client.
 pub fn lab_config(rtt_ms: f64, design: &str, page_file: &Path, seed: u64) -> LabConfig {
-    let line = Line {
-        down: DOWN,
-        up: UP,
-        rtt_ms,
-        queue: QUEUE,
-    };
-    let load = format!(
-        "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design}"
-    );
-    web_lab(&line, &HOSTS, page_file, ("page-load", load), seed)
+    let one_way = format!("{}ms", rtt_ms / 2.0);
+    let mut hosts = vec![common::host("client", 1, EcnMode::Passive)];
+    let mut links = vec![LinkSpec {
+        name: "access".into(),
+        a: "client".into(),
+        b: "isp".into(),
+        up: common::direction(UP, &one_way, QUEUE),
+        down: common::direction(DOWN, &one_way, QUEUE),
+    }];
+    let mut programs = Vec::new();
+    for (i, (name, aliases)) in SERVERS.iter().enumerate() {
+        let mut h = common::host(name, i + 2, EcnMode::Passive);
+        h.aliases = aliases.iter().map(|a| a.to_string()).collect();
+        hosts.push(h);
+        links.push(LinkSpec {
+            name: (*name).into(),
+            a: "isp".into(),
+            b: (*name).into(),
+            up: common::direction("1gbit", "0ms", QUEUE),
+            down: common::direction("1gbit", "0ms", QUEUE),
+        });
+        programs.push(Program {
+            name: format!("web-server-{name}"),
+            host: (*name).into(),
+            at_s: 0.0,
+            run: format!("exec latencylab web-server --page {}", page_file.display()),
+            wait: false,
+        });
+    }
+    programs.push(Program {
+        name: "page-load".into(),
+        host: "client".into(),
+        at_s: CLIENT_START_S,
+        run: format!(
+            "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design}"
+        ),
+        wait: true,
+    });
+    LabConfig {
+        seed,
+        duration_s: None,
+        hosts,
+        routers: vec!["isp".into()],
+        links,
+        changes: vec![],
+        programs,
+        nat64: None,
+    }
 }
 
 struct RunData {
@@ -105,39 +187,32 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1.0..=2000.0).contains(&opts.rtt_ms) {
         bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
+    // The lab's start, then about 16 round trips: the HTML's, and four waves of handshakes
+    // and requests.
+    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * expect + 6.0, opts.quiet)?;
     let page_file = opts.out_dir.join("news.toml");
     fs::write(&page_file, NEWS).with_context(|| format!("writing {}", page_file.display()))?;
     let page_file = page_file.canonicalize()?;
-    // The HTML takes a few round trips, the images a few more on 6 connections per name.
-    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
-    let mut progress = Progress::new(2.0 * expect + 6.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, design) in ["bound", "pool"].into_iter().enumerate() {
-        let dir = opts.out_dir.join(design);
-        let cfg = lab_config(opts.rtt_ms, design, &page_file, opts.seed);
-        let msg = format!("run {}/2: {design} ({:.0} ms RTT)", i + 1, opts.rtt_ms);
-        progress.phase(&msg, expect, || common::run_lab_in(&cfg, &dir))?;
-        runs.push(collect(design, opts.rtt_ms, &dir)?);
-    }
+    let labs = ["bound", "pool"].map(|design| {
+        let run = common::Run {
+            dir: design.into(),
+            msg: format!("{design} ({:.0} ms RTT)", opts.rtt_ms),
+            expected_s: expect,
+            config: lab_config(opts.rtt_ms, design, &page_file, opts.seed),
+        };
+        (design, run)
+    });
+    let runs = series.run(labs.into(), None, |design, dir, _| {
+        collect(design, opts.rtt_ms, dir)
+    })?;
     let results = Results {
         bound: runs[0].metrics.clone(),
         pool: runs[1].metrics.clone(),
     };
-    let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 3.0, || {
-        write_outputs(&opts.out_dir, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(3.0, results, checks, rows, |r, c| {
+        write_outputs(&opts.out_dir, r, c, &runs)
     })
 }
 
@@ -276,9 +351,10 @@ fn saved_cdf(saved_ms: &[f64], rtt_ms: f64) -> Chart {
         "Each request that another connection served while its own new connection was still \
          in its handshake, by how much sooner it left. The seed expects these spread between 0 \
          and one RTT ({rtt_ms:.0} ms), about 80 ms on average: a straight line would be a \
-         uniform spread."
+         uniform spread; a dot per request."
     ))
-    .with(Series::line("saved", Rgb(0, 114, 178), pts).stroke(3))
+    .with(Series::cdf("saved", Rgb(0, 114, 178), saved_ms).stroke(3))
+    .with(Series::scatter("one request", Rgb(0, 114, 178), pts))
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
@@ -297,8 +373,9 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                     "A request that opened a connection waits out its handshake (the grey bar \
                      before its first orange one), even when another connection freed up."
                 } else {
-                    "Requests leave as soon as any connection of their host is free: the grey \
-                     waits are shorter, the new connections join the pool."
+                    "A queued request leaves on whichever connection of its host is free \
+                     first, new or persistent; a new connection that finds nothing queued joins \
+                     the pool."
                 }
             );
             waterfall(&format!("Waterfall, {}", r.label), &r.bars, caption)
@@ -317,11 +394,12 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     let mut page =
         Page::new("Connection reuse: a request takes whichever connection frees up first");
     page.subtitle = format!(
-        "A news front page (examples/pages/news.toml: {} resources over {} host names, found as \
-         the HTML arrives), {PER_HOST} connections per name, {DOWN} down / {UP} up, {:.0} ms RTT; \
+        "A news front page (examples/pages/news.toml: {} resources over {} host names on four \
+         servers, found in four waves: the HTML's references as it arrives, then what \
+         stylesheets, scripts and ad servers reference), {PER_HOST} connections per name, {DOWN} down / {UP} up, {:.0} ms RTT; \
          connection manager `bound` against `pool`.",
         results.pool.resources,
-        HOSTS.len(),
+        SERVERS.iter().map(|(_, names)| names.len()).sum::<usize>(),
         results.pool.rtt_ms
     );
     let (header, rows) = table_rows(results);
@@ -386,15 +464,52 @@ mod tests {
     }
 
     #[test]
-    fn the_lab_names_the_server_by_every_host_of_the_page() {
+    fn every_host_name_of_the_page_is_an_alias_of_exactly_one_server() {
         let cfg = lab_config(250.0, "pool", Path::new("/tmp/p.toml"), 1);
         cfg.validate().unwrap();
         assert_eq!(cfg.links[0].down.to_json()["delay"], "125ms");
         let page = web::page::Page::parse(NEWS).unwrap();
-        for h in page.hosts() {
-            assert!(HOSTS.contains(&h.as_str()), "{h}");
-        }
+        let mut names: Vec<String> = cfg.hosts.iter().flat_map(|h| h.aliases.clone()).collect();
+        names.sort();
+        let mut used = page.hosts();
+        used.sort();
+        assert_eq!(names, used);
+        let hosts = cfg.hosts_file();
+        assert!(hosts.lines().any(|l| l.contains(" adverify-px")), "{hosts}");
         let waited: Vec<_> = cfg.programs.iter().filter(|p| p.wait).collect();
         assert!(waited[0].run.contains("--conn-manager pool"));
+    }
+
+    #[test]
+    fn the_news_page_has_many_names_and_is_found_in_waves() {
+        let page = web::page::Page::parse(NEWS).unwrap();
+        assert!(
+            (20..=40).contains(&page.hosts().len()),
+            "{:?}",
+            page.hosts()
+        );
+        // How many loads deep each resource is found: the HTML's references 1, what they
+        // reference 2, and so on.
+        let depth = |start: &str| {
+            let (mut path, mut d) = (start.to_string(), 1);
+            while let Some(r) = page.resources.iter().find(|r| r.path == path) {
+                match &r.found_in {
+                    Some(p) => {
+                        d += 1;
+                        path = p.clone();
+                    }
+                    None => break,
+                }
+            }
+            d
+        };
+        let depths: Vec<usize> = page.resources.iter().map(|r| depth(&r.path)).collect();
+        assert_eq!(depths.iter().max(), Some(&4));
+        let later = depths.iter().filter(|d| **d > 1).count();
+        assert!(
+            later * 3 > page.resources.len(),
+            "{later} of {}",
+            page.resources.len()
+        );
     }
 }

@@ -28,7 +28,7 @@ use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Tabl
 use serde::Serialize;
 use web::WebRecord;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 use crate::web_common::{analyzer_section, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -113,14 +113,8 @@ impl Results {
     }
 }
 
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-    /// The run directories, under `out_dir`.
-    pub run_dirs: Vec<&'static str>,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The runs: (directory, `--idle-choice`, the server's `tcp_slow_start_after_idle`).
 const RUNS: [(&str, &str, bool); 4] = [
@@ -129,6 +123,16 @@ const RUNS: [(&str, &str, bool); 4] = [
     ("oldest-ssai1", "oldest", true),
     ("largest-burst-ssai1", "largest-burst", true),
 ];
+
+/// The runs made, with the control runs or without.
+fn runs(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
+    RUNS.iter().filter(move |(_, _, ssai)| control || !ssai)
+}
+
+/// The run directories under `out_dir`, with the control runs or without.
+pub fn run_dirs(control: bool) -> Vec<&'static str> {
+    runs(control).map(|r| r.0).collect()
+}
 
 /// The lab of one run: client and server (also named [`HOST`]), one link, the server with
 /// `slow_start_after_idle` as given, and the page load that then clicks `clicks` links, each
@@ -184,42 +188,42 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(0.1..=60.0).contains(&opts.idle_s) {
         bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
-    let page_file = opts.out_dir.join("gallery.toml");
-    fs::write(&page_file, GALLERY).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let runs: Vec<_> = RUNS
-        .iter()
-        .filter(|(_, _, ssai)| opts.control || !ssai)
-        .collect();
     // The page: a few round trips of slow start for the photo; then each click.
     let rtt_s = opts.rtt_ms / 1e3;
     let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
-    let mut progress = Progress::new(runs.len() as f64 * expect + 4.0, opts.quiet);
-    let mut data = Vec::new();
-    for (i, (dir_name, choice, ssai)) in runs.iter().enumerate() {
-        let dir = opts.out_dir.join(dir_name);
-        let cfg = lab_config(
-            opts.rtt_ms,
-            choice,
-            *ssai,
-            opts.clicks,
-            opts.idle_s,
-            &page_file,
-            opts.seed,
-        );
-        let msg = format!(
-            "run {}/{}: {choice}, server tcp_slow_start_after_idle={} ({:.0} ms RTT)",
-            i + 1,
-            runs.len(),
-            u8::from(*ssai),
-            opts.rtt_ms
-        );
-        progress.phase(&msg, expect, || common::run_lab_in(&cfg, &dir))?;
-        let label = *dir_name;
-        data.push(collect(label, choice, *ssai, opts, &dir)?);
-    }
+    let n = runs(opts.control).count();
+    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("gallery.toml");
+    fs::write(&page_file, GALLERY).with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let labs: Vec<_> = runs(opts.control)
+        .map(|&(dir, choice, ssai)| {
+            let config = lab_config(
+                opts.rtt_ms,
+                choice,
+                ssai,
+                opts.clicks,
+                opts.idle_s,
+                &page_file,
+                opts.seed,
+            );
+            let msg = format!(
+                "{choice}, server tcp_slow_start_after_idle={} ({:.0} ms RTT)",
+                u8::from(ssai),
+                opts.rtt_ms
+            );
+            let run = common::Run {
+                dir: dir.into(),
+                msg,
+                expected_s: expect,
+                config,
+            };
+            ((dir, choice, ssai), run)
+        })
+        .collect();
+    let data = series.run(labs, None, |(label, choice, ssai), dir, _| {
+        collect(label, choice, ssai, opts, dir)
+    })?;
     let take = |name: &str| {
         data.iter()
             .find(|d| d.label == name)
@@ -232,19 +236,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         largest_burst_ssai: take("largest-burst-ssai1"),
     };
     let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 3.0, || {
-        write_outputs(&opts.out_dir, &results, &checks, &data)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
-        run_dirs: runs.iter().map(|r| r.0).collect(),
+    let rows = table_rows(&results);
+    series.finish(3.0, results, checks, rows, |r, c| {
+        write_outputs(&opts.out_dir, r, c, &data)
     })
 }
 

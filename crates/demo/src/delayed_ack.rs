@@ -19,16 +19,15 @@
 //! This module runs and presents; it does not judge: the criteria of issue 12 are printed as
 //! checks, and the end-to-end test asserts what the kernel does.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec};
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// The path's capacity each way: a fast LAN.
 pub const CAPACITY: &str = "100mbit";
@@ -129,13 +128,8 @@ impl Results {
     }
 }
 
-/// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// A slice of the sender's time-sequence graph, times in ms from the slice's start, sequence
 /// in kB from its lowest byte.
@@ -156,13 +150,6 @@ struct RunData {
 
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
-    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    };
     let lan = || common::direction(CAPACITY, DELAY, "fifo limit 1000");
     LabConfig {
         seed,
@@ -182,7 +169,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         }],
         changes: vec![],
         programs: vec![
-            prog(
+            common::program(
                 "bulk-server",
                 "server",
                 0.0,
@@ -192,7 +179,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 ),
                 false,
             ),
-            prog(
+            common::program(
                 "bulk-client",
                 "client",
                 CLIENT_START_S,
@@ -213,37 +200,25 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(2.0..=600.0).contains(&opts.duration_s) {
         bail!("--duration: {} s is outside 2 s to 600 s", opts.duration_s);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
-    let mut progress = Progress::new(2.0 * (lab_s + 3.0) + 2.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in Variant::ALL.into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.duration_s, opts.seed);
-        let msg = format!("run {}/2: {}", i + 1, v.label());
-        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.name()), 3.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 3.0) + 2.0, opts.quiet)?;
+    let labs = Variant::ALL.map(|v| {
+        let run = common::Run {
+            dir: v.name().into(),
+            msg: v.label().into(),
+            expected_s: lab_s,
+            config: lab_config(v, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(3.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         delayed: runs[0].metrics.clone(),
         quickack: runs[1].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 2.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(2.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -459,12 +434,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

@@ -23,18 +23,17 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{iface_addrs, Change, EcnMode, Family, Host, HostSettings, Interface};
-use lab::config::{LabConfig, LinkSpec, Program};
+use lab::config::{LabConfig, LinkSpec};
 use labnet::setting::{LinkState, Setting};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// When the Wi-Fi goes dark and comes back, s of lab time.
 pub const OUTAGE_START_S: f64 = 2.0;
@@ -112,13 +111,8 @@ pub struct Results {
     pub mptcp: RunMetrics,
 }
 
-/// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// One request on the lab's clock.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,16 +128,6 @@ struct RunData {
     metrics: RunMetrics,
     requests: Vec<Request>,
     analysis: Analysis,
-}
-
-fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
-    Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    }
 }
 
 /// The lab of one run.
@@ -217,8 +201,8 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             state(OUTAGE_END_S, LinkState::On),
         ],
         programs: vec![
-            prog("fallback-server", "server", 0.0, server, false),
-            prog("fallback-client", "phone", CLIENT_START_S, client, true),
+            common::program("fallback-server", "server", 0.0, server, false),
+            common::program("fallback-client", "phone", CLIENT_START_S, client, true),
         ],
         nat64: None,
     }
@@ -233,27 +217,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             OUTAGE_END_S + 3.0
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = CLIENT_START_S + opts.duration_s + 1.0;
-    let mut progress = Progress::new(3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in Variant::ALL.into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.duration_s, opts.seed);
-        let s = lab_s
-            + if v == Variant::WifiOnly {
-                TIMEOUT_S
-            } else {
-                0.0
-            };
-        let msg = format!("run {}/3: {}", i + 1, v.name());
-        progress.phase(&msg, s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.name()), 1.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+    let mut series = common::Series::new(
+        &opts.out_dir,
+        3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0,
+        opts.quiet,
+    )?;
+    let labs = Variant::ALL.map(|v| {
+        let run = common::Run {
+            dir: v.name().into(),
+            msg: v.name().into(),
+            expected_s: lab_s
+                + if v == Variant::WifiOnly {
+                    TIMEOUT_S
+                } else {
+                    0.0
+                },
+            config: lab_config(v, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         outage_start_s: OUTAGE_START_S,
         outage_end_s: OUTAGE_END_S,
@@ -261,18 +245,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         fallback: runs[1].metrics.clone(),
         mptcp: runs[2].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 2.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(2.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -435,12 +410,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

@@ -23,7 +23,6 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::fs;
 use std::path::PathBuf;
 
 use analyze::Analysis;
@@ -32,7 +31,7 @@ use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
 use report::{Block, Figure, Page, Section, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// The home line's own round trip, ms (5 ms each way): every server is at least this far.
 pub const ACCESS_RTT_MS: f64 = 10.0;
@@ -80,13 +79,8 @@ pub struct Results {
     pub connections_per_server: u64,
 }
 
-/// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The RTT at percentile `p` (0 to 100) of the measured spread, ms: linear between the
 /// published percentiles, from [`ACCESS_RTT_MS`] at 0, on the 75th to 90th slope beyond 90.
@@ -182,36 +176,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1..=50).contains(&opts.per_server) {
         bail!("--per-server: {} is outside 1 to 50", opts.per_server);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = CLIENT_START_S
         + opts.servers as f64 * STAGGER_MS as f64 / 1000.0
         + opts.per_server as f64 * INTERVAL_MS as f64 / 1000.0
         + 2.0;
-    let mut progress = Progress::new(lab_s + 4.0, opts.quiet);
+    let mut series = common::Series::new(&opts.out_dir, lab_s + 4.0, opts.quiet)?;
     let dir = opts.out_dir.join("browsing");
     let cfg = lab_config(opts.servers, opts.per_server, opts.seed);
     let msg = format!(
         "browsing: {} servers, {} connections each",
         opts.servers, opts.per_server
     );
-    progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-    let analysis = progress.phase("analysing the client's capture", 1.0, || {
-        common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
-    })?;
+    series
+        .progress()
+        .phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+    let analysis = series
+        .progress()
+        .phase("analysing the client's capture", 1.0, || {
+            common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
+        })?;
     let results = results(&analysis, opts)?;
     let checks = checks(&results, opts);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 2.0, || {
-        write_outputs(opts, &results, &checks, &analysis)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let rows = table_rows(&results);
+    series.finish(2.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &analysis)
     })
 }
 
@@ -305,12 +293,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ],
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) -> Result<()> {

@@ -18,7 +18,7 @@ use lab::config::LabConfig;
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 use crate::web_common::{resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -80,12 +80,8 @@ pub struct Results {
     pub chromium_note: Option<String>,
 }
 
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run: `client` loads the page from `server`, also named `img1`..`img5`.
 /// `loader` is the waited-for program (name, command).
@@ -117,24 +113,27 @@ struct RunData {
 }
 
 pub fn run(opts: &Options) -> Result<Outcome> {
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
-    let page_file = opts.out_dir.join("portal.toml");
-    fs::write(&page_file, PORTAL).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
     let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
     let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
     let total: f64 = expected.iter().sum::<f64>() + if chromium { 10.0 } else { 0.0 };
-    let mut progress = Progress::new(total + 4.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, ((name, args), exp)) in RUNS.iter().zip(expected).enumerate() {
-        let dir = opts.out_dir.join(name);
-        let cmd = format!("exec latencylab page-load http://server/ {args}");
-        let cfg = lab_config(&page_file, ("page-load", cmd), opts.seed);
-        let msg = format!("run {}/{}: {name}", i + 1, RUNS.len());
-        let result = progress.phase(&msg, exp, || common::run_lab_in(&cfg, &dir))?;
-        runs.push(collect(name, &dir, &result)?);
-    }
+    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("portal.toml");
+    fs::write(&page_file, PORTAL).with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let labs = RUNS
+        .iter()
+        .zip(expected)
+        .map(|(&(name, args), expected_s)| {
+            let cmd = format!("exec latencylab page-load http://server/ {args}");
+            let run = common::Run {
+                dir: name.into(),
+                msg: name.into(),
+                expected_s,
+                config: lab_config(&page_file, ("page-load", cmd), opts.seed),
+            };
+            (name, run)
+        });
+    let runs = series.run(labs.collect(), None, collect)?;
     let (chromium_page_load_s, chromium_note) = if chromium {
         let dir = opts.out_dir.join("chromium");
         let profile = opts.out_dir.join("chromium-profile");
@@ -146,9 +145,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             ("chromium", chromium_command(&profile)),
             opts.seed,
         );
-        progress.phase("run 6/6: headless Chromium", 10.0, || {
-            common::run_lab_in(&cfg, &dir)
-        })?;
+        series
+            .progress()
+            .phase("run 6/6: headless Chromium", 10.0, || {
+                common::run_lab_in(&cfg, &dir)
+            })?;
         let _ = fs::remove_dir_all(&profile);
         let dom_path = dir.join("programs").join("chromium.out");
         let dom = fs::read_to_string(&dom_path).unwrap_or_default();
@@ -179,18 +180,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         chromium_note,
     };
     let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 4.0, || {
-        write_outputs(&opts.out_dir, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let rows = table_rows(&results);
+    series.finish(4.0, results, checks, rows, |r, c| {
+        write_outputs(&opts.out_dir, r, c, &runs)
     })
 }
 
@@ -299,9 +291,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let mut waterfalls: Vec<Chart> = runs
         .iter()
         .map(|r| {
@@ -396,11 +385,6 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         .collect();
     files.push(("page-load".into(), &plt));
     files.push(("queue-delay".into(), &qd));
-    for (name, c) in &files {
-        let p = dir.join(format!("{name}.png"));
-        c.write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let fig = |id: &str, c: &Chart| -> Result<Figure> {
         Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
     };
@@ -440,10 +424,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
          (captures/*.pcap, links/*.log, programs/*.out)"
             .into(),
     ])));
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    let files: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    common::write_report_files(dir, results, &files, &page)
 }
 
 #[cfg(test)]

@@ -24,12 +24,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program, Side};
+use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
 use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Progress};
+use crate::common;
 
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = 20.0;
@@ -185,13 +185,8 @@ pub struct Results {
     pub bleached: RunMetrics,
 }
 
-/// What the demo leaves: its results, the terminal table and checks, and where the files are.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 pub use crate::common::Check;
 
@@ -210,16 +205,6 @@ struct RunData {
     /// (s, ms): longest sojourn per bin at the downlink, L side (ECT(1) and CE) and C side.
     down_l_delay: Vec<(f64, f64)>,
     down_c_delay: Vec<(f64, f64)>,
-}
-
-fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
-    Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    }
 }
 
 /// The lab of one run.
@@ -245,7 +230,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         )
     };
     let mut programs = vec![
-        prog(
+        common::program(
             "bulk-server",
             "remote",
             0.0,
@@ -253,7 +238,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             false,
         ),
         // The listener outlives the caller; the caller's bye ends it.
-        prog(
+        common::program(
             "call-remote",
             "remote",
             0.0,
@@ -264,7 +249,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             ),
             false,
         ),
-        prog(
+        common::program(
             "call-caller",
             "caller",
             CALL_START_S,
@@ -278,7 +263,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     ];
     for i in 1..=DOWNLOADS {
         // Longer than the call: the line stays busy until the caller hangs up.
-        programs.push(prog(
+        programs.push(common::program(
             &format!("download-{i}"),
             "others",
             DOWNLOADS_START_S,
@@ -328,28 +313,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             opts.duration_s
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.duration_s + CALL_START_S + 3.0;
-    let mut progress = Progress::new(3.0 * lab_s + 3.0 + 4.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in Variant::ALL.into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.duration_s, opts.seed);
+    let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
+    let labs = Variant::ALL.map(|v| {
         let msg = format!(
-            "run {}/3: {} ({}, call in {} mode), {:.0} s",
-            i + 1,
+            "{} ({}, call in {} mode), {:.0} s",
             v.label(),
             v.queue(),
             v.call_mode(),
             opts.duration_s
         );
-        let result = progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("reading the {} run", v.name()), 1.0, || {
-            collect(v, &dir, &result)
-        })?;
-        runs.push(data);
-    }
+        let run = common::Run {
+            dir: v.name().into(),
+            msg,
+            expected_s: lab_s,
+            config: lab_config(v, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(1.0), |v, dir, result| {
+        collect(v, dir, result)
+    })?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,
@@ -357,18 +341,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         l4s: runs[1].metrics.clone(),
         bleached: runs[2].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 4.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(4.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -868,34 +843,15 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
-}
-
 fn write_outputs(
     opts: &Options,
     results: &Results,
     checks: &[Check],
     runs: &[RunData],
 ) -> Result<()> {
-    let dir = &opts.out_dir;
-    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let charts = Charts::draw(runs);
-    for (name, chart) in charts.files() {
-        let p = dir.join(format!("{name}.png"));
-        chart
-            .write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let page = page(opts, results, checks, &charts)?;
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    common::write_report_files(&opts.out_dir, results, &charts.files(), &page)
 }
 
 /// A per-second series drawn as steps over each second `[t − 1, t)`.

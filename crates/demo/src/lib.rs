@@ -53,3 +53,4 @@ pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
+pub use common::{Check, Outcome};

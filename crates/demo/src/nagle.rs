@@ -18,18 +18,17 @@
 //! This module runs and presents; it does not judge: the criteria of issue 12 are printed as
 //! checks, and the end-to-end test asserts them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec};
 use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 use wire::Instant;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// Round-trip propagation delay of the satellite hop, ms (250 ms each way).
 pub const BASE_RTT_MS: f64 = 500.0;
@@ -124,13 +123,8 @@ pub struct Results {
     pub writev: RunMetrics,
 }
 
-/// What the demo leaves: its results, the terminal table and checks, and where the files are.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// One arrow of a ladder diagram: a packet leaving one host and reaching the other.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,13 +151,6 @@ struct RunData {
 
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
-    let prog = |name: &str, host: &str, at_s: f64, run: String, wait: bool| Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    };
     let sat = || common::direction(CAPACITY, "250ms", "fifo limit 1000");
     LabConfig {
         seed,
@@ -182,14 +169,14 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         }],
         changes: vec![],
         programs: vec![
-            prog(
+            common::program(
                 "rr-server",
                 "server",
                 0.0,
                 format!("exec latencylab rr-server{}", v.flags()),
                 false,
             ),
-            prog(
+            common::program(
                 "rr-client",
                 "client",
                 CLIENT_START_S,
@@ -213,22 +200,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             opts.duration_s
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     // The handshake (one RTT) and the exchange under way when the time is up (three).
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut progress = Progress::new(3.0 * lab_s + 3.0 + 4.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in Variant::ALL.into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.duration_s, opts.seed);
-        let msg = format!("run {}/3: {}, {:.0} s", i + 1, v.label(), opts.duration_s);
-        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.name()), 1.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+    let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
+    let labs = Variant::ALL.map(|v| {
+        let run = common::Run {
+            dir: v.name().into(),
+            msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
+            expected_s: lab_s,
+            config: lab_config(v, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,
@@ -236,18 +220,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         nodelay: runs[1].metrics.clone(),
         writev: runs[2].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 4.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(4.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -489,22 +464,12 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
-}
-
 fn write_outputs(
     opts: &Options,
     results: &Results,
     checks: &[Check],
     runs: &[RunData],
 ) -> Result<()> {
-    let dir = &opts.out_dir;
-    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let mut ladders: Vec<Chart> = runs.iter().map(ladder_chart).collect();
     report::same_scale(&mut ladders);
     let exchanges = exchanges_chart(runs);
@@ -514,17 +479,9 @@ fn write_outputs(
         .map(|(r, c)| (format!("ladder-{}", r.variant.name()), c))
         .collect();
     files.push(("exchanges".into(), &exchanges));
-    for (name, chart) in &files {
-        let p = dir.join(format!("{name}.png"));
-        chart
-            .write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let page = page(opts, results, checks, runs, &files)?;
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    let charts: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    common::write_report_files(&opts.out_dir, results, &charts, &page)
 }
 
 /// The seed's picture: one exchange as a ladder, time to the right, the client above and the

@@ -27,7 +27,7 @@ use labnet::shell::{shell_config, ShellOptions};
 use report::{Block, Page, Section, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// The server's port (`probe-server`'s default; it echoes the samples' request).
 const PORT: u16 = 5202;
@@ -141,13 +141,8 @@ pub struct Results {
     pub apps: Vec<AppResult>,
 }
 
-/// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The networks this build can make.
 pub fn networks() -> Vec<Network> {
@@ -197,11 +192,9 @@ fn sample_command(cfg: &LabConfig, c: SampleClass, out: &Path) -> Vec<String> {
 
 /// Runs every sample on every network, and writes `results.json` and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let nets = networks();
     let total = nets.len() * SampleClass::ALL.len();
-    let mut progress = Progress::new(total as f64 * 3.0 + 1.0, opts.quiet);
+    let mut series = common::Series::new(&opts.out_dir, total as f64 * 3.0 + 1.0, opts.quiet)?;
     let mut runs: Vec<(SampleClass, Vec<SampleRun>)> =
         SampleClass::ALL.iter().map(|c| (*c, vec![])).collect();
     let mut k = 0;
@@ -211,7 +204,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             k += 1;
             let dir = opts.out_dir.join(net.name()).join(c.name());
             let msg = format!("run {k}/{total}: {} on {}", c.name(), net.label());
-            let r = progress.phase(&msg, 3.0, || run_sample(opts, &cfg, *c, &dir))?;
+            let r = series
+                .progress()
+                .phase(&msg, 3.0, || run_sample(opts, &cfg, *c, &dir))?;
             per_net.push(r);
         }
     }
@@ -226,18 +221,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .collect(),
     };
     let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("writing the report", 1.0, || {
-        let page = page(opts, &results, &checks);
-        common::write_report_files(&opts.out_dir, &results, &[], &page)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let rows = table_rows(&results);
+    series.finish(1.0, results, checks, rows, |r, c| {
+        common::write_report_files(&opts.out_dir, r, &[], &page(opts, r, c))
     })
 }
 
@@ -378,12 +364,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         })
         .collect();
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 /// What each sample does, in a sentence.
@@ -599,7 +579,8 @@ mod tests {
 
     #[test]
     fn the_table_has_a_row_per_sample_and_says_what_was_not_run() {
-        let t = table(&as_the_talk_says(false));
+        let (header, rows) = table_rows(&as_the_talk_says(false));
+        let t = common::text_table(&header, &rows);
         assert_eq!(t.lines().count(), 2 + 5, "{t}");
         assert!(t.contains("FAILS"), "{t}");
         assert!(t.contains("not run"), "{t}");

@@ -15,16 +15,15 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// Round-trip propagation delay of the line, ms (20 ms each way).
 pub const BASE_RTT_MS: f64 = 40.0;
@@ -104,12 +103,7 @@ pub struct Results {
 }
 
 /// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
     variant: Variant,
@@ -119,16 +113,6 @@ struct RunData {
     clicks: Vec<(f64, f64)>,
     /// (s since the viewer started, KB) per server sample.
     unsent_kb: Vec<(f64, f64)>,
-}
-
-fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
-    Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    }
 }
 
 /// The lab of one run.
@@ -153,7 +137,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         changes: vec![],
         // `exec`: the lab signals the program itself, which then writes its summary.
         programs: vec![
-            prog(
+            common::program(
                 "screen-server",
                 "server",
                 0.0,
@@ -163,8 +147,8 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 ),
                 false,
             ),
-            prog("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
-            prog(
+            common::program("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
+            common::program(
                 "screen-viewer",
                 "viewer",
                 CLIENT_START_S,
@@ -173,7 +157,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 ),
                 true,
             ),
-            prog(
+            common::program(
                 "probe-client",
                 "viewer",
                 CLIENT_START_S,
@@ -195,39 +179,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             opts.duration_s
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
-    let mut progress = Progress::new(2.0 * lab_s + 2.0 * 2.0 + 3.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in [Variant::Unbounded, Variant::Lowat].into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.duration_s, opts.seed);
-        let msg = format!("run {}/2: {}, {:.0} s", i + 1, v.short(), opts.duration_s);
-        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.short()), 2.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 2.0 + 3.0, opts.quiet)?;
+    let labs = [Variant::Unbounded, Variant::Lowat].map(|v| {
+        let run = common::Run {
+            dir: v.name().into(),
+            msg: format!("{}, {:.0} s", v.short(), opts.duration_s),
+            expected_s: lab_s,
+            config: lab_config(v, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(2.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,
         unbounded: runs[0].metrics.clone(),
         lowat: runs[1].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 3.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(3.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -367,12 +339,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

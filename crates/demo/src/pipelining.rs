@@ -19,7 +19,7 @@ use lab::config::LabConfig;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -68,12 +68,8 @@ pub struct Results {
     pub pipelining_slow: RunMetrics,
 }
 
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run: client and server, one link, the server and the page load.
 pub fn lab_config(rtt_ms: f64, depth: u16, page_file: &Path, seed: u64) -> LabConfig {
@@ -101,12 +97,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
         }
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
-    let page_file = opts.out_dir.join("newsletter.toml");
-    fs::write(&page_file, NEWSLETTER)
-        .with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
     let [fast, slow] = opts.rtts_ms;
     let plan = [
         ("no-pipelining", fast, 1),
@@ -117,15 +107,23 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
     let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
     let total: f64 = plan.iter().map(|p| expect(p.1, p.2)).sum();
-    let mut progress = Progress::new(total + 4.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, (name, rtt, depth)) in plan.into_iter().enumerate() {
-        let dir = opts.out_dir.join(name);
-        let cfg = lab_config(rtt, depth, &page_file, opts.seed);
-        let msg = format!("run {}/4: {name} ({rtt:.0} ms RTT)", i + 1);
-        progress.phase(&msg, expect(rtt, depth), || common::run_lab_in(&cfg, &dir))?;
-        runs.push(collect(name, rtt, depth, &dir)?);
-    }
+    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("newsletter.toml");
+    fs::write(&page_file, NEWSLETTER)
+        .with_context(|| format!("writing {}", page_file.display()))?;
+    let page_file = page_file.canonicalize()?;
+    let labs = plan.map(|(name, rtt, depth)| {
+        let run = common::Run {
+            dir: name.into(),
+            msg: format!("{name} ({rtt:.0} ms RTT)"),
+            expected_s: expect(rtt, depth),
+            config: lab_config(rtt, depth, &page_file, opts.seed),
+        };
+        ((name, rtt, depth), run)
+    });
+    let runs = series.run(labs.into(), None, |(name, rtt, depth), dir, _| {
+        collect(name, rtt, depth, dir)
+    })?;
     let m = |i: usize| runs[i].metrics.clone();
     let results = Results {
         no_pipelining: m(0),
@@ -134,18 +132,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         pipelining_slow: m(3),
     };
     let checks = checks(&results);
-    let (header, rows) = table_rows(&results);
-    let table = common::text_table(&header, &rows);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 4.0, || {
-        write_outputs(&opts.out_dir, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let rows = table_rows(&results);
+    series.finish(4.0, results, checks, rows, |r, c| {
+        write_outputs(&opts.out_dir, r, c, &runs)
     })
 }
 
@@ -238,9 +227,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     let mut charts: Vec<(String, Chart)> = Vec::new();
     for r in runs {
         let m = &r.metrics;
@@ -319,11 +305,6 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         vec![(100.0, 1697.0), (100.0, 626.0)],
     ));
     charts.push(("ttfb-vs-rtt".into(), ttfb));
-    for (name, c) in &charts {
-        let p = dir.join(format!("{name}.png"));
-        c.write_png(&p)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
     let fig = |id: &str, c: &Chart| -> Result<Figure> {
         Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
     };
@@ -370,10 +351,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
          programs/page-load.out (a JSON line per connection and per resource)"
             .into(),
     ])));
-    let p = dir.join("report.html");
-    page.write(&p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (n.as_str(), c)).collect();
+    common::write_report_files(dir, results, &files, &page)
 }
 
 #[cfg(test)]

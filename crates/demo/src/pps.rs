@@ -13,16 +13,15 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{Direction, EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{Direction, EcnMode, LabConfig, LinkSpec};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// One-way propagation delay of the line, each way.
 const DELAY: &str = "10ms";
@@ -110,12 +109,7 @@ impl Results {
 }
 
 /// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
     variant: Variant,
@@ -125,16 +119,6 @@ struct RunData {
     goodput: Vec<(f64, f64)>,
     /// (s since the first data packet, packets in that second).
     packets: Vec<(f64, f64)>,
-}
-
-fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
-    Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    }
 }
 
 /// The lab of one run.
@@ -170,14 +154,14 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
         }],
         changes: vec![],
         programs: vec![
-            prog(
+            common::program(
                 "bulk-server",
                 "server",
                 0.0,
                 "exec latencylab bulk-server".into(),
                 false,
             ),
-            prog(
+            common::program(
                 "bulk-client",
                 "client",
                 CLIENT_START_S,
@@ -194,43 +178,26 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(100..=100_000).contains(&opts.pps) {
         bail!("--pps: {} is outside 100 to 100000", opts.pps);
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
-    let mut progress = Progress::new(2.0 * (lab_s + 2.0) + 2.0, opts.quiet);
-    let mut runs = Vec::new();
-    for (i, v) in [Variant::Mtu1500, Variant::Mtu9000].into_iter().enumerate() {
-        let dir = opts.out_dir.join(v.name());
-        let cfg = lab_config(v, opts.pps, opts.duration_s, opts.seed);
-        let msg = format!(
-            "run {}/2: MTU {}, at most {} packets/s",
-            i + 1,
-            v.mtu(),
-            opts.pps
-        );
-        progress.phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {} run", v.name()), 2.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 2.0) + 2.0, opts.quiet)?;
+    let labs = [Variant::Mtu1500, Variant::Mtu9000].map(|v| {
+        let run = common::Run {
+            dir: v.name().into(),
+            msg: format!("MTU {}, at most {} packets/s", v.mtu(), opts.pps),
+            expected_s: lab_s,
+            config: lab_config(v, opts.pps, opts.duration_s, opts.seed),
+        };
+        (v, run)
+    });
+    let runs = series.run(labs.into(), Some(2.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         pps_limit: opts.pps,
         mtu1500: runs[0].metrics.clone(),
         mtu9000: runs[1].metrics.clone(),
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 2.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(2.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -362,12 +329,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ];
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

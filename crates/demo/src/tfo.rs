@@ -21,16 +21,15 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, LinkSpec};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
-use crate::common::{self, Check, Progress};
+use crate::common::{self, Check};
 
 /// Round-trip propagation delay of the line, ms (50 ms each way).
 pub const BASE_RTT_MS: f64 = 100.0;
@@ -137,13 +136,8 @@ impl DuplicateMetrics {
     }
 }
 
-/// What the demo leaves.
-pub struct Outcome {
-    pub results: Results,
-    pub table: String,
-    pub checks: Vec<Check>,
-    pub report: PathBuf,
-}
+/// What the demo leaves: its results, the terminal table and checks, and where the report is.
+pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
     variant: Variant,
@@ -151,16 +145,6 @@ struct RunData {
     analysis: Analysis,
     /// (request number, ms).
     times: Vec<(f64, f64)>,
-}
-
-fn prog(name: &str, host: &str, at_s: f64, run: String, wait: bool) -> Program {
-    Program {
-        name: name.into(),
-        host: host.into(),
-        at_s,
-        run,
-        wait,
-    }
 }
 
 /// The lab of one run; with `late_copies` the path delivers a late copy of every packet from
@@ -203,14 +187,14 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
         }],
         changes: vec![],
         programs: vec![
-            prog(
+            common::program(
                 "tfo-server",
                 "server",
                 0.0,
                 format!("exec latencylab tfo-server{server_opt}"),
                 false,
             ),
-            prog("tfo-client", "client", CLIENT_START_S, client, true),
+            common::program("tfo-client", "client", CLIENT_START_S, client, true),
         ],
         nat64: None,
     }
@@ -224,33 +208,33 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             opts.requests
         );
     }
-    fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("-o: cannot create {}", opts.out_dir.display()))?;
     let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
-    let mut progress = Progress::new(4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0, opts.quiet);
-    let mut runs = Vec::new();
+    let mut series = common::Series::new(
+        &opts.out_dir,
+        4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0,
+        opts.quiet,
+    )?;
     let labs = [
         (Variant::Plain, false),
         (Variant::Tfo, false),
         (Variant::Plain, true),
         (Variant::Tfo, true),
-    ];
-    for (i, (v, late_copies)) in labs.into_iter().enumerate() {
-        let name = if late_copies {
+    ]
+    .map(|(v, late_copies)| {
+        let dir = if late_copies {
             format!("duplicate-{}", v.name())
         } else {
             v.name().to_string()
         };
-        let dir = opts.out_dir.join(&name);
-        let cfg = lab_config(v, late_copies, opts.requests, opts.seed);
-        let msg = format!("run {}/4: {name}, {} requests", i + 1, opts.requests);
-        let s = lab_s + if late_copies { LINGER_S } else { 0.0 };
-        progress.phase(&msg, s, || common::run_lab_in(&cfg, &dir))?;
-        let data = progress.phase(&format!("analysing the {name} run"), 1.0, || {
-            collect(v, &dir)
-        })?;
-        runs.push(data);
-    }
+        let run = common::Run {
+            msg: format!("{dir}, {} requests", opts.requests),
+            dir,
+            expected_s: lab_s + if late_copies { LINGER_S } else { 0.0 },
+            config: lab_config(v, late_copies, opts.requests, opts.seed),
+        };
+        (v, run)
+    });
+    let mut runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
     let dup = runs.split_off(2);
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
@@ -261,18 +245,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             tfo: DuplicateMetrics::of(&dup[1].metrics),
         },
     };
-    let checks = checks(&results);
-    let table = table(&results);
-    let report = opts.out_dir.join("report.html");
-    progress.phase("drawing the report", 2.0, || {
-        write_outputs(opts, &results, &checks, &runs)
-    })?;
-    progress.finish();
-    Ok(Outcome {
-        results,
-        table,
-        checks,
-        report,
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(2.0, results, checks, rows, |r, c| {
+        write_outputs(opts, r, c, &runs)
     })
 }
 
@@ -426,12 +401,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ]);
     (header, rows)
-}
-
-/// The side-by-side table for the terminal.
-pub fn table(r: &Results) -> String {
-    let (header, rows) = table_rows(r);
-    common::text_table(&header, &rows)
 }
 
 fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use crate::netns::{self, NETNS_DIR, NS_PREFIX};
 use crate::process;
 use crate::userns;
+use labnet::system;
 
 /// Per-lab runtime files (the lab's /etc/hosts and resolv.conf) live in RUN_DIR/PID under root,
 /// and in [`userns::runtime_base`]`/latencylab-UID-PID` without (a directory of the user's,
@@ -27,7 +28,7 @@ pub fn runtime_dir(pid: u32) -> PathBuf {
 }
 
 fn rootless_prefix() -> String {
-    format!("latencylab-{}-", nix::unistd::getuid())
+    system::rootless_runtime_prefix(nix::unistd::getuid().as_raw())
 }
 
 /// Should the lab process be killed (SIGKILL leaves it no chance to clean), kills what still
@@ -100,10 +101,7 @@ pub fn remove_leftovers() -> Vec<String> {
     if let Ok(dir) = fs::read_dir(NETNS_DIR) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            let Some(rest) = name.strip_prefix(NS_PREFIX) else {
-                continue;
-            };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            let Some(pid) = system::lab_pid_of_ns(&name) else {
                 continue;
             };
             if alive(pid) {
@@ -128,10 +126,7 @@ pub fn remove_leftovers() -> Vec<String> {
     if let Ok(dir) = fs::read_dir(base) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if let Some(pid) = name
-                .strip_prefix(prefix.as_str())
-                .and_then(|p| p.parse::<u32>().ok())
-            {
+            if let Some(pid) = system::lab_pid_of_runtime_dir(&name, &prefix) {
                 if !alive(pid) {
                     let _ = fs::remove_dir_all(e.path());
                 }

@@ -35,8 +35,7 @@ use crate::userns;
 use labnet::spec::Host;
 
 pub const NETNS_DIR: &str = "/run/netns";
-/// Namespace names start with this, then the owning process id.
-pub const NS_PREFIX: &str = "ll-";
+pub use labnet::system::{ns_name, NS_PREFIX};
 
 /// A host namespace, alive while this value and its bind mount exist.
 pub struct HostNs {
@@ -47,10 +46,6 @@ pub struct HostNs {
     pub ns_fd: OwnedFd,
     /// One TUN descriptor per interface, in the host's interface order.
     pub tuns: Vec<OwnedFd>,
-}
-
-pub fn ns_name(lab_pid: u32, host: &str) -> String {
-    format!("{NS_PREFIX}{lab_pid}-{host}")
 }
 
 pub fn ns_path(name: &str) -> PathBuf {
@@ -138,7 +133,7 @@ pub fn tun_tx_drops(hosts: &[HostNs]) -> BTreeMap<String, u64> {
                         .filter_map(|h| {
                             setns(&h.ns_fd, CloneFlags::CLONE_NEWNET).ok()?;
                             let dev = fs::read_to_string("/proc/thread-self/net/dev").ok()?;
-                            let n = tx_dropped(&dev);
+                            let n = labnet::system::tx_dropped(&dev);
                             (n > 0).then(|| (h.host.clone(), n))
                         })
                         .collect::<Vec<_>>()
@@ -150,18 +145,6 @@ pub fn tun_tx_drops(hosts: &[HostNs]) -> BTreeMap<String, u64> {
             .flat_map(|w| w.join().unwrap_or_default())
             .collect()
     })
-}
-
-/// The sum of the transmit `drop` column of /proc/net/dev over every device but loopback.
-fn tx_dropped(dev: &str) -> u64 {
-    dev.lines()
-        .skip(2)
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(name, _)| name.trim() != "lo")
-        // Receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
-        // packets errs drop ...
-        .filter_map(|(_, v)| v.split_whitespace().nth(11)?.parse::<u64>().ok())
-        .sum()
 }
 
 /// Removes hosts: their TUN devices (closing each unregisters it, which waits for the kernel's
@@ -244,63 +227,26 @@ fn configure(name: &str, host: &Host, path: Option<&Path>) -> Result<HostNs> {
         .context("opening the namespace")?
         .into();
 
-    // Before any device exists, so that new devices take them: no IPv6 link-local address (and
-    // so no router solicitations or MLD reports in the captures) and no duplicate address
-    // detection delay.
-    sysctl("net/ipv6/conf/default/addr_gen_mode", "1")?;
-    sysctl("net/ipv6/conf/default/accept_dad", "0")?;
-    sysctl("net/ipv6/conf/all/accept_dad", "0")?;
-    sysctl("net/ipv4/tcp_congestion_control", &host.settings.cc)
-        .with_context(|| format!("setting congestion control '{}'", host.settings.cc))?;
-    sysctl("net/ipv4/tcp_ecn", host.settings.ecn.sysctl_value())?;
-    sysctl(
-        "net/ipv4/tcp_slow_start_after_idle",
-        if host.settings.slow_start_after_idle {
-            "1"
-        } else {
-            "0"
-        },
-    )?;
-    // TCP Fast Open (RFC 7413) allowed to clients and servers (bits 1 and 2); a program still
-    // opts in per socket (TCP_FASTOPEN, MSG_FASTOPEN, TCP_FASTOPEN_CONNECT), so nothing else
-    // changes. A new namespace starts at 1, which would refuse data in a lab server's SYNs.
-    sysctl("net/ipv4/tcp_fastopen", "3")?;
-    if userns::rootless() {
-        // `ping` without root: its file capability means nothing in a user namespace, so it
-        // falls back to ICMP datagram sockets, which a new namespace refuses to every group
-        // ("1 0"). Only our own gid is mapped here, so the range is that one group.
-        let gid = nix::unistd::getgid();
-        sysctl("net/ipv4/ping_group_range", &format!("{gid} {gid}"))?;
+    let gid = userns::rootless().then(|| nix::unistd::getgid().as_raw());
+    for (key, value) in labnet::system::host_sysctls(host, gid) {
+        sysctl(key, &value)?;
     }
 
     let mut rtnl = Rtnl::new()?;
     rtnl.link_up(sys::if_index("lo").context("finding lo")?, None)?;
     let mut tuns = Vec::new();
-    for (k, iface) in host.interfaces.iter().enumerate() {
-        let fd = sys::open_tun(&iface.name)
-            .with_context(|| format!("creating TUN device {}", iface.name))?;
-        let idx = sys::if_index(&iface.name)?;
-        rtnl.link_up(idx, Some(host.settings.mtu))
-            .with_context(|| {
-                format!("bringing {} up with MTU {}", iface.name, host.settings.mtu)
-            })?;
-        // A default route per interface, the first interface preferred: all traffic goes into
-        // the lab's engine, which routes only the lab's own addresses and drops the rest.
-        let metric = 100 * (k as u32 + 1);
-        // An IPv6-only host gets no IPv4 address and no IPv4 route, so an AF_INET connect()
-        // fails at once with ENETUNREACH, as on a carrier's IPv6-only network. (Linux has no
-        // switch to turn IPv4 off on an interface; loopback keeps 127.0.0.1.)
-        if host.has_ipv4() {
-            rtnl.add_address(idx, IpAddr::V4(iface.ipv4), 32)?;
-            rtnl.add_default_route(idx, false, metric)?;
+    for plan in labnet::system::iface_plan(host) {
+        let fd = sys::open_tun(&plan.name)
+            .with_context(|| format!("creating TUN device {}", plan.name))?;
+        let idx = sys::if_index(&plan.name)?;
+        rtnl.link_up(idx, Some(plan.mtu_bytes))
+            .with_context(|| format!("bringing {} up with MTU {}", plan.name, plan.mtu_bytes))?;
+        for addr in plan.addresses {
+            rtnl.add_address(idx, addr, labnet::system::host_prefix_len(addr))?;
+            rtnl.add_default_route(idx, addr.is_ipv6(), plan.route_metric)?;
         }
-        if host.has_ipv6() {
-            rtnl.add_address(idx, IpAddr::V6(iface.ipv6), 128)?;
-            rtnl.add_default_route(idx, true, metric)?;
-        } else {
-            // An IPv4-only host: IPv6 off on the interface (loopback keeps ::1, so programs
-            // that listen on :: still work, reached over IPv4).
-            sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", iface.name), "1")?;
+        if plan.disable_ipv6 {
+            sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", plan.name), "1")?;
         }
         tuns.push(fd);
     }
@@ -530,20 +476,4 @@ pub fn remove_ns(name: &str) {
     let p = ns_path(name);
     let _ = umount2(&p, MntFlags::MNT_DETACH);
     let _ = fs::remove_file(&p);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tx_drops_are_summed_over_every_device_but_loopback() {
-        let dev = "Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:     100       2    0    0    0     0          0         0      100       2    0    7    0     0       0          0
-  eth0:  390728    3757    0    0    0     0          0         0   379184    3646    0  111    0     0       0          0
-rmnet0:       0       0    0    0    0     0          0         0        0       0    0    4    0     0       0          0
-";
-        assert_eq!(tx_dropped(dev), 115);
-    }
 }

@@ -9,7 +9,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use labnet::run_dir::{self, CaptureLimits, RunDir};
+use labnet::run_dir::{self, CaptureLimits, NextFile, Rotation, RunDir};
 use link::Event;
 use serde::Serialize;
 use wire::pcap;
@@ -41,13 +41,9 @@ const RESERVE_BYTES: usize = 256 << 10;
 pub struct RotatingFile {
     first: PathBuf,
     header: Vec<u8>,
-    limits: CaptureLimits,
+    rotation: Rotation,
     /// `None` once stopped by a failed write.
     out: Option<BufWriter<File>>,
-    /// Bytes in the current file, buffered or written.
-    file_bytes: u64,
-    /// The current file's number, 0 for the first.
-    index: u64,
 }
 
 impl RotatingFile {
@@ -55,10 +51,8 @@ impl RotatingFile {
         let mut f = RotatingFile {
             first: first.to_path_buf(),
             header: header.to_vec(),
-            limits,
+            rotation: Rotation::new(limits, header.len() as u64),
             out: None,
-            file_bytes: 0,
-            index: 0,
         };
         f.open(first)
             .with_context(|| format!("creating {}", first.display()))?;
@@ -69,7 +63,6 @@ impl RotatingFile {
         let mut out = BufWriter::with_capacity(FILE_BUFFER_BYTES, owner::create_file(path)?);
         out.write_all(&self.header)?;
         self.out = Some(out);
-        self.file_bytes = self.header.len() as u64;
         Ok(())
     }
 
@@ -90,16 +83,14 @@ impl RotatingFile {
             return Ok(());
         }
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        let has_records = self.file_bytes > self.header.len() as u64;
-        let r = match self.limits.file_size_bytes {
-            Some(max) if has_records && self.file_bytes + len > max => self.rotate(),
-            _ => Ok(()),
+        let r = match self.rotation.record(len) {
+            Some(next) => self.rotate(next),
+            None => Ok(()),
         }
         .and_then(|()| {
             let out = self.out.as_mut().expect("open until stopped");
             parts.iter().try_for_each(|p| out.write_all(p))
         });
-        self.file_bytes += len;
         if r.is_err() {
             self.stop();
         }
@@ -107,17 +98,14 @@ impl RotatingFile {
     }
 
     /// Closes the current file and begins the next, removing the oldest beyond the count.
-    fn rotate(&mut self) -> io::Result<()> {
+    fn rotate(&mut self, next: NextFile) -> io::Result<()> {
         if let Some(mut out) = self.out.take() {
             out.flush()?;
         }
-        self.index += 1;
-        if let Some(n) = self.limits.file_count {
-            if self.index >= n {
-                let _ = fs::remove_file(self.path_of(self.index - n));
-            }
+        if let Some(old) = next.remove {
+            let _ = fs::remove_file(self.path_of(old));
         }
-        self.open(&self.path_of(self.index))
+        self.open(&self.path_of(next.open))
     }
 
     fn path_of(&self, index: u64) -> PathBuf {
@@ -301,11 +289,10 @@ mod tests {
     #[test]
     fn a_failed_write_stops_the_file_and_later_records_are_dropped() {
         // /dev/full fails every write with ENOSPC, as a full disk does.
-        let limits = CaptureLimits::default();
         let mut f = RotatingFile {
             first: PathBuf::from("/dev/full"),
             header: Vec::new(),
-            limits,
+            rotation: Rotation::new(CaptureLimits::default(), 0),
             out: Some(BufWriter::with_capacity(
                 4,
                 fs::OpenOptions::new()
@@ -313,8 +300,6 @@ mod tests {
                     .open("/dev/full")
                     .unwrap(),
             )),
-            file_bytes: 0,
-            index: 0,
         };
         let e = f.record(&[b"more than four bytes"]).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));

@@ -118,17 +118,6 @@ enum Request {
     Start(StartSpec),
 }
 
-/// What the launcher tells the lab.
-#[derive(Debug, Serialize, Deserialize)]
-enum Reply {
-    /// The program asked for last runs as this process.
-    Started(i32),
-    /// It could not be started, and why.
-    Failed(String),
-    /// A program ended with this status (128 + signal when killed).
-    Exited { pid: i32, status: i32 },
-}
-
 /// The largest message. Requests to start a program are small; [`Request::Hosts`] carries at
 /// most [`HOSTS_PER_MESSAGE`] hosts' paths, and [`Request::Setup`] names every host's address
 /// (about 40 bytes a host: 40 KB for a thousand hosts).
@@ -146,8 +135,9 @@ pub struct Launcher {
     pending: std::collections::VecDeque<StartSpec>,
 }
 
-/// What became of programs asked for: starts are answered in the order they were asked.
-#[derive(Debug, PartialEq, Eq)]
+/// What the launcher tells the lab of the programs asked for: starts are answered in the order
+/// they were asked.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LaunchEvent {
     /// The oldest unanswered request runs as this process.
     Started(i32),
@@ -265,12 +255,8 @@ impl Launcher {
     pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
         let mut out = Vec::new();
         loop {
-            match self.recv(true) {
-                Ok(Some(Reply::Started(pid))) => out.push(LaunchEvent::Started(pid)),
-                Ok(Some(Reply::Failed(e))) => out.push(LaunchEvent::Failed(e)),
-                Ok(Some(Reply::Exited { pid, status })) => {
-                    out.push(LaunchEvent::Exited { pid, status })
-                }
+            match self.recv() {
+                Ok(Some(ev)) => out.push(ev),
                 Ok(None) => bail!("the program launcher has ended"),
                 Err(e) if is_would_block(&e) => return Ok(out),
                 Err(e) => return Err(e),
@@ -278,13 +264,9 @@ impl Launcher {
         }
     }
 
-    /// One message; `None` at end of stream.
-    fn recv(&mut self, nonblocking: bool) -> Result<Option<Reply>> {
-        let flags = if nonblocking {
-            MsgFlags::MSG_DONTWAIT
-        } else {
-            MsgFlags::empty()
-        };
+    /// One message, without waiting; `None` at end of stream.
+    fn recv(&mut self) -> Result<Option<LaunchEvent>> {
+        let flags = MsgFlags::MSG_DONTWAIT;
         let n = nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags)
             .map_err(io::Error::from)
             .context("reading from the program launcher")?;
@@ -331,14 +313,14 @@ struct Served {
 }
 
 impl Served {
-    fn handle(&mut self, r: Request, fds: Vec<OwnedFd>) -> Option<Reply> {
+    fn handle(&mut self, r: Request, fds: Vec<OwnedFd>) -> Option<LaunchEvent> {
         match r {
             Request::Hosts(files) if files.len() == fds.len() => {
                 self.ensure_fd_room(self.hosts.len() + fds.len());
                 self.hosts.extend(fds.into_iter().zip(files));
                 None
             }
-            Request::Hosts(files) => Some(Reply::Failed(format!(
+            Request::Hosts(files) => Some(LaunchEvent::Failed(format!(
                 "bad request: {} hosts and {} namespaces",
                 files.len(),
                 fds.len()
@@ -351,9 +333,9 @@ impl Served {
                 Ok(child) => {
                     let pid = child.id() as i32;
                     self.children.insert(pid, child);
-                    Reply::Started(pid)
+                    LaunchEvent::Started(pid)
                 }
-                Err(e) => Reply::Failed(format!("{e:#}")),
+                Err(e) => LaunchEvent::Failed(format!("{e:#}")),
             }),
         }
     }
@@ -457,7 +439,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         children: BTreeMap::new(),
     };
     let mut buf = vec![0u8; MAX_MESSAGE];
-    let send = |r: &Reply| -> Result<()> {
+    let send = |r: &LaunchEvent| -> Result<()> {
         let json = serde_json::to_vec(r).expect("plain data serializes");
         nix::sys::socket::send(sock.as_raw_fd(), &json, MsgFlags::empty())?;
         Ok(())
@@ -504,7 +486,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
             }
             let reply = match serde_json::from_slice::<Request>(&buf[..n]) {
                 Ok(r) => served.handle(r, got),
-                Err(e) => Some(Reply::Failed(format!("bad request: {e}"))),
+                Err(e) => Some(LaunchEvent::Failed(format!("bad request: {e}"))),
             };
             if let Some(r) = reply {
                 send(&r)?;
@@ -519,7 +501,7 @@ fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         }
         for (pid, status) in ended {
             served.children.remove(&pid);
-            send(&Reply::Exited { pid, status })?;
+            send(&LaunchEvent::Exited { pid, status })?;
         }
     }
 }
@@ -744,31 +726,17 @@ pub fn kill_all_in_namespaces(inodes: &[u64]) {
 /// True once the process has a listening TCP socket or a bound UDP socket in its namespace
 /// (read from /proc/PID/net, which shows the process's namespace).
 pub fn has_listener(pid: u32) -> bool {
-    let listening = |file: &str, want_state: Option<&str>| {
+    [
+        ("tcp", true),
+        ("tcp6", true),
+        ("udp", false),
+        ("udp6", false),
+    ]
+    .iter()
+    .any(|(file, tcp)| {
         fs::read_to_string(format!("/proc/{pid}/net/{file}"))
-            .map(|t| {
-                t.lines().skip(1).any(|l| {
-                    let st = l.split_whitespace().nth(3).unwrap_or("");
-                    want_state.is_none_or(|w| st == w)
-                })
-            })
-            .unwrap_or(false)
-    };
-    listening("tcp", Some("0A"))
-        || listening("tcp6", Some("0A"))
-        || listening("udp", None)
-        || listening("udp6", None)
-}
-
-/// Waits until a server started in a host listens, exits, or `timeout` passes.
-pub fn wait_until_listening(child: &mut Child, timeout: Duration) {
-    let deadline = StdInstant::now() + timeout;
-    while StdInstant::now() < deadline {
-        if has_listener(child.id()) || matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+            .is_ok_and(|t| labnet::system::has_listener(&t, *tcp))
+    })
 }
 
 /// Sends a signal to a process group, ignoring "no such process".
@@ -783,13 +751,5 @@ pub fn signal(pid: i32, sig: libc::c_int) {
     // SAFETY: kill takes plain integers.
     unsafe {
         libc::kill(pid, sig);
-    }
-}
-
-/// Keeps a descriptor from being inherited past exec (TUN and namespace handles).
-pub fn cloexec(fd: &impl AsRawFd) {
-    // SAFETY: F_SETFD with FD_CLOEXEC on a descriptor we own.
-    unsafe {
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
     }
 }

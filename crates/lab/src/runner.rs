@@ -5,7 +5,8 @@
 //! The loop blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and reads them from a signalfd,
 //! so a signal is just another event. Timers are a timerfd armed at the network's next
 //! deadline, with the thread's timer slack at 1 ns, armed as early as the timer has lately been
-//! late (at most [`SPIN_NS`]) and the rest waited for by polling, since a sleep overshoots.
+//! late (at most `labnet::lifecycle::SPIN_CEILING`) and the rest waited for by polling, since a
+//! sleep overshoots.
 
 use std::fs;
 use std::io::Write;
@@ -32,15 +33,7 @@ use labnet::programs::Programs;
 use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::schedule::Schedule;
 use labnet::spec::{LabConfig, UsageError};
-
-/// The timer is armed at most this much before a deadline and the rest is busy-waited: a
-/// sleeping thread wakes some microseconds late, a polling one does not. How early within this
-/// is learnt from the timer's recent lateness (`labnet::lifecycle::EarlyWake`, docs/
-/// PERFORMANCE.md). `LATENCYLAB_SPIN_NS` fixes the margin instead, trading timing accuracy
-/// for CPU.
-/// `LATENCYLAB_PRIORITY` (`auto`, the default; `rt`; `nice`; `normal`) chooses the loop's
-/// scheduling (see `labnet::lifecycle::PriorityPolicy`).
-const SPIN_NS: u64 = 50_000;
+use labnet::system;
 
 /// What to run besides the configuration's own programs.
 #[derive(Clone, Debug, Default)]
@@ -112,26 +105,11 @@ pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
             "/dev/net/tun is missing (load the tun module: modprobe tun)".into(),
         ));
     }
-    let avail = netns::available_cc();
-    if userns::rootless() {
-        let allowed = netns::allowed_cc();
-        for h in &cfg.hosts {
-            if let Some(line) = userns::cc_line(&h.settings.cc, &h.name, &avail, &allowed) {
-                return Err(UsageError(line));
-            }
-        }
+    let (avail, allowed) = (netns::available_cc(), netns::allowed_cc());
+    match system::cc_refusal(cfg, &avail, &allowed, userns::rootless()) {
+        Some(line) => Err(UsageError(line)),
+        None => Ok(()),
     }
-    for h in &cfg.hosts {
-        if !avail.is_empty() && !avail.contains(&h.settings.cc) {
-            return Err(UsageError(format!(
-                "--cc: '{}' (host {}) is not available in this kernel (available: {})",
-                h.settings.cc,
-                h.name,
-                avail.join(", ")
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The signals a lab reads from its signalfd.
@@ -170,10 +148,8 @@ pub fn restore_signals(old: SigSet) {
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     preflight(cfg)?;
     let pid = std::process::id();
-    let mut ccs: Vec<&str> = cfg.hosts.iter().map(|h| h.settings.cc.as_str()).collect();
-    ccs.dedup();
     // Without root the list is only read (preflight checked it).
-    for cc in ccs.into_iter().filter(|_| !userns::rootless()) {
+    for cc in system::congestion_controls(cfg).filter(|_| !userns::rootless()) {
         if netns::allow_cc(cc)? && !opts.quiet {
             eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
         }
@@ -187,12 +163,9 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     }
 
     // Signals become events from here on (children get an empty mask back in pre_exec).
-    let mask = stop_signals();
-    let old_mask = mask
-        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-        .context("blocking signals")?;
-    let result = run_blocked(cfg, opts, pid, &mask);
-    let _ = old_mask.thread_set_mask();
+    let old_mask = block_stop_signals()?;
+    let result = run_blocked(cfg, opts, pid, &stop_signals());
+    restore_signals(old_mask);
     result
 }
 
@@ -202,9 +175,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     // A host holds two descriptors (its namespace, its TUN device) and, with `-o`, a capture and
     // two link logs: a 1000-host lab needs more than the usual soft limit of 1024. Raised after
     // the launcher's fork, so programs keep the limit they would have had.
-    let per_iface = if opts.out_dir.is_some() { 5 } else { 2 };
-    let ifaces: usize = cfg.hosts.iter().map(|h| h.interfaces.len()).sum();
-    raise_fd_limit((per_iface * ifaces + 64) as u64)?;
+    raise_fd_limit(system::open_files_needed(cfg, opts.out_dir.is_some()))?;
 
     let sfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("signalfd")?;
@@ -254,13 +225,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             sys::realtime_priority();
         }
     }
-    let early = match std::env::var("LATENCYLAB_SPIN_NS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(ns) => EarlyWake::fixed(wire::Duration::from_nanos(ns)),
-        None => EarlyWake::learning(wire::Duration::from_nanos(SPIN_NS)),
-    };
+    let early = EarlyWake::from_setting(std::env::var("LATENCYLAB_SPIN_NS").ok().as_deref());
     let starter = Starter::new(
         cfg,
         opts,

@@ -53,18 +53,16 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// The segment's bytes with a zero checksum (the caller adds the pseudo-header checksum).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = vec![0u8; HEADER_BYTES];
-        b[0..2].copy_from_slice(&self.sport.to_be_bytes());
-        b[2..4].copy_from_slice(&self.dport.to_be_bytes());
-        b[4..8].copy_from_slice(&self.seq.to_be_bytes());
-        b[8..12].copy_from_slice(&self.ack.to_be_bytes());
-        b[12] = ((HEADER_BYTES / 4) as u8) << 4;
-        b[13] = self.flags;
-        b[14..16].copy_from_slice(&WINDOW.to_be_bytes());
-        b.extend_from_slice(&self.payload);
-        b
+    /// The segment's header, to build the packet with (`wire::build::Ip::tcp`).
+    pub fn header(&self) -> wire::build::Tcp {
+        let t = wire::build::Tcp::new(self.sport, self.dport, self.seq)
+            .flags(self.flags & !ACK)
+            .window(WINDOW);
+        if self.flags & ACK != 0 {
+            t.ack(self.ack)
+        } else {
+            t
+        }
     }
 }
 
@@ -245,17 +243,23 @@ pub(crate) mod tests {
 
     const CLIENT: Ipv6Addr = Ipv6Addr::new(0xfd4c, 0x6c61, 0x6200, 1, 0, 0, 0, 1);
 
-    /// A segment from the client's port 40000 to port 53, its checksum left to the caller.
-    pub(crate) fn seg(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    /// A segment from the client's port 40000 to port 53 (the TCP header and payload only).
+    fn seg(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let p = wire::build::Ip::v6(CLIENT, Ipv6Addr::LOCALHOST)
+            .tcp(&segment(seq, ack, flags).header(), payload);
+        p[40..].to_vec()
+    }
+
+    /// A segment from the client's port 40000 to port 53, without payload.
+    pub(crate) fn segment(seq: u32, ack: u32, flags: u8) -> Segment {
         Segment {
             sport: 40000,
             dport: 53,
             seq,
             ack,
             flags,
-            payload: payload.to_vec(),
+            payload: Vec::new(),
         }
-        .to_bytes()
     }
 
     /// Answers a message with its bytes reversed, so the test can tell which query it answers.

@@ -526,8 +526,8 @@ mod tests {
     use super::*;
     use crate::setting::no_files;
     use crate::shell::{shell_config, ShellOptions};
-    use etherparse::PacketBuilder;
     use std::net::{IpAddr, Ipv4Addr};
+    use wire::build::Ip;
     use wire::packet::{parse, Transport};
 
     const SERVER: Ipv4Addr = Ipv4Addr::new(10, 77, 2, 1);
@@ -550,12 +550,7 @@ mod tests {
     }
 
     fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
-        let mut v = Vec::new();
-        PacketBuilder::ipv4(src.octets(), dst.octets(), 64)
-            .udp(sport, dport)
-            .write(&mut v, b"through 464xlat")
-            .unwrap();
-        v
+        Ip::v4(src, dst).udp(sport, dport, b"through 464xlat")
     }
 
     #[test]
@@ -614,15 +609,8 @@ mod tests {
     fn the_clients_own_ipv6_passes_the_clat_untouched_and_bad_ipv4_is_counted() {
         let mut f = clat_lab();
         let client6 = crate::spec::iface_addrs(1).1;
-        let mut v = Vec::new();
-        PacketBuilder::ipv6(
-            client6.octets(),
-            [0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 10, 77, 2, 1],
-            64,
-        )
-        .udp(5000, 7)
-        .write(&mut v, b"native ipv6 to the nat64")
-        .unwrap();
+        let server6 = "64:ff9b::10.77.2.1".parse().unwrap();
+        let v = Ip::v6(client6, server6).udp(5000, 7, b"native ipv6 to the nat64");
         f.handle_packet(Instant::ZERO, 0, v);
         // A source that is not the CLAT host's private address is not translated.
         f.handle_packet(

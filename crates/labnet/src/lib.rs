@@ -10,7 +10,7 @@
 //! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
 //! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy), [`programs`]
 //! (the programs of a running lab, their environment), [`messages`] (what a lab says on
-//! stderr) and [`sim`]
+//! stderr), [`system`] (names, sysctls, checks and `/proc` readings of the shell) and [`sim`]
 //! (whole labs in simulated time).
 
 pub mod clat;
@@ -26,6 +26,7 @@ pub mod setting;
 pub mod shell;
 pub mod sim;
 pub mod spec;
+pub mod system;
 pub mod translator;
 
 pub use setting::{Direction, Files, Setting};

@@ -222,6 +222,9 @@ pub struct EarlyWake {
     fixed: bool,
 }
 
+/// The most a timer is armed before a deadline, the rest polled: a sleeping thread wakes some
+/// microseconds late, a polling one does not.
+pub const SPIN_CEILING: Duration = Duration::from_micros(50);
 /// The smallest margin: a timer is never exactly on time, and a microsecond of polling is cheap.
 pub const EARLY_WAKE_MIN: Duration = Duration::from_micros(2);
 /// Each timer wake shrinks the margin by this fraction of itself (1/32: after 22 punctual
@@ -235,6 +238,16 @@ impl EarlyWake {
             margin: ceiling,
             ceiling,
             fixed: false,
+        }
+    }
+
+    /// The loop's margin as `LATENCYLAB_SPIN_NS` asks: a number of nanoseconds fixes it
+    /// (trading timing accuracy for CPU); anything else, or nothing, learns below
+    /// [`SPIN_CEILING`] (docs/PERFORMANCE.md).
+    pub fn from_setting(spin_ns: Option<&str>) -> EarlyWake {
+        match spin_ns.and_then(|v| v.parse().ok()) {
+            Some(ns) => EarlyWake::fixed(Duration::from_nanos(ns)),
+            None => EarlyWake::learning(SPIN_CEILING),
         }
     }
 
@@ -606,5 +619,19 @@ mod tests {
         f.woke(ms(1), ms(1) + us(40));
         assert_eq!(f.margin(), us(10));
         assert_eq!(wait_for(Some(ms(1)), ms(1) - us(5), e.margin()), Wait::Poll);
+    }
+
+    #[test]
+    fn the_spin_setting_fixes_the_margin_or_leaves_it_to_learn() {
+        assert_eq!(
+            EarlyWake::from_setting(Some("7000")).margin(),
+            Duration::from_micros(7)
+        );
+        for s in [None, Some("lots")] {
+            assert_eq!(EarlyWake::from_setting(s).margin(), SPIN_CEILING);
+        }
+        let mut w = EarlyWake::from_setting(Some("7000"));
+        w.woke(Instant::from_millis(1), Instant::from_millis(2));
+        assert_eq!(w.margin(), Duration::from_micros(7), "fixed");
     }
 }

@@ -136,6 +136,64 @@ pub struct CaptureLimits {
     pub file_count: Option<u64>,
 }
 
+/// Which file of a rotated capture or link log ([`RunDir::rotated`]) each record goes to,
+/// within [`CaptureLimits`]: the bookkeeping only; the shell opens, writes and removes.
+/// No record straddles two files; one larger than the size limit goes whole into a file of
+/// its own.
+#[derive(Clone, Debug)]
+pub struct Rotation {
+    limits: CaptureLimits,
+    /// The header every file begins with.
+    header_bytes: u64,
+    /// Bytes in the current file, its header included.
+    file_bytes: u64,
+    /// The current file's number, 0 for the first.
+    index: u64,
+}
+
+/// A new file to begin before a record: its number, and the oldest file to remove, if the
+/// count limit says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextFile {
+    pub open: u64,
+    pub remove: Option<u64>,
+}
+
+impl Rotation {
+    /// The first file has just been opened with its header.
+    pub fn new(limits: CaptureLimits, header_bytes: u64) -> Rotation {
+        Rotation {
+            limits,
+            header_bytes,
+            file_bytes: header_bytes,
+            index: 0,
+        }
+    }
+
+    /// Counts a record of `len_bytes`; `Some` when a new file must begin before it.
+    pub fn record(&mut self, len_bytes: u64) -> Option<NextFile> {
+        let has_records = self.file_bytes > self.header_bytes;
+        let full = self
+            .limits
+            .file_size_bytes
+            .is_some_and(|max| has_records && self.file_bytes + len_bytes > max);
+        let next = full.then(|| {
+            self.index += 1;
+            self.file_bytes = self.header_bytes;
+            NextFile {
+                open: self.index,
+                remove: self
+                    .limits
+                    .file_count
+                    .filter(|&n| self.index >= n)
+                    .map(|n| self.index - n),
+            }
+        });
+        self.file_bytes += len_bytes;
+        next
+    }
+}
+
 /// One line of a link log, read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogLine {
@@ -474,6 +532,26 @@ pub struct EngineSummary {
 mod tests {
     use super::*;
     use wire::{Duration, Instant};
+
+    #[test]
+    fn a_rotation_begins_a_file_when_the_next_record_would_not_fit_and_keeps_the_newest_n() {
+        let limits = CaptureLimits {
+            snaplen_bytes: None,
+            file_size_bytes: Some(10),
+            file_count: Some(2),
+        };
+        // A 2-byte header and two 4-byte records fill a file; the third begins the next.
+        let mut r = Rotation::new(limits, 2);
+        let got: Vec<_> = (0..5).map(|_| r.record(4)).collect();
+        let next = |open, remove| Some(NextFile { open, remove });
+        assert_eq!(got, vec![None, None, next(1, None), None, next(2, Some(0))]);
+        // A record larger than the limit goes whole into a file of its own.
+        assert_eq!(r.record(30), next(3, Some(1)));
+        assert_eq!(r.record(1), next(4, Some(2)));
+        // Without a size limit, one file however large.
+        let mut r = Rotation::new(CaptureLimits::default(), 2);
+        assert!((0..100).all(|_| r.record(1 << 20).is_none()));
+    }
 
     #[test]
     fn a_written_event_reads_back_field_for_field() {

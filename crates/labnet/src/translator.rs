@@ -15,6 +15,7 @@ use std::net::Ipv6Addr;
 
 use nat64::dns64::{self, Dns64, Dns64Params, Zone};
 use nat64::{DropReason, Nat64, Params, Verdict};
+use wire::build::Ip;
 use wire::Instant;
 
 use crate::dns_tcp::TcpDns;
@@ -26,7 +27,6 @@ const UDP_HEADER_BYTES: usize = 8;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 const DNS_PORT: u16 = 53;
-const HOP_LIMIT: u8 = 64;
 
 /// Which of the two endpoints a packet was routed to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -155,18 +155,7 @@ impl Translator {
                     return true;
                 };
                 self.dns_answered += 1;
-                let mut udp = Vec::with_capacity(UDP_HEADER_BYTES + answer.len());
-                udp.extend_from_slice(&DNS_PORT.to_be_bytes());
-                udp.extend_from_slice(&sport.to_be_bytes());
-                udp.extend_from_slice(&((UDP_HEADER_BYTES + answer.len()) as u16).to_be_bytes());
-                udp.extend_from_slice(&[0, 0]);
-                udp.extend_from_slice(&answer);
-                let mut c = transport_checksum(&ip.dst, &ip.src, PROTO_UDP, &udp);
-                if c == 0 {
-                    c = 0xffff;
-                }
-                udp[6..8].copy_from_slice(&c.to_be_bytes());
-                out.push(ipv6_packet(ip.dst, ip.src, PROTO_UDP, &udp));
+                out.push(Ip::v6(ip.dst, ip.src).udp(DNS_PORT, sport, &answer));
                 true
             }
             PROTO_TCP => {
@@ -190,12 +179,8 @@ impl Translator {
                     },
                     &mut segs,
                 );
-                for s in segs {
-                    let mut tcp = s.to_bytes();
-                    let c = transport_checksum(&ip.dst, &ip.src, PROTO_TCP, &tcp);
-                    tcp[16..18].copy_from_slice(&c.to_be_bytes());
-                    out.push(ipv6_packet(ip.dst, ip.src, PROTO_TCP, &tcp));
-                }
+                let back = Ip::v6(ip.dst, ip.src);
+                out.extend(segs.iter().map(|s| back.tcp(&s.header(), &s.payload)));
                 true
             }
             _ => false,
@@ -287,18 +272,6 @@ fn transport_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, proto: u8, segment: &[u8])
     wire::checksum::checksum(segment, acc)
 }
 
-fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(IPV6_HEADER_BYTES + payload.len());
-    p.extend_from_slice(&[0x60, 0, 0, 0]);
-    p.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    p.push(proto);
-    p.push(HOP_LIMIT);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(payload);
-    p
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,16 +293,9 @@ mod tests {
         Translator::new(&Nat64Spec::at("server"), z, 1).unwrap()
     }
 
-    /// A UDP/IPv6 packet from the client with a right checksum.
+    /// A UDP/IPv6 packet from the client's port 40000.
     fn udp_to(dst: Ipv6Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
-        let mut udp = vec![0x9c, 0x40]; // port 40000
-        udp.extend_from_slice(&dport.to_be_bytes());
-        udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        udp.extend_from_slice(&[0, 0]);
-        udp.extend_from_slice(payload);
-        let c = transport_checksum(&CLIENT, &dst, PROTO_UDP, &udp);
-        udp[6..8].copy_from_slice(&c.to_be_bytes());
-        ipv6_packet(CLIENT, dst, PROTO_UDP, &udp)
+        Ip::v6(CLIENT, dst).udp(40000, dport, payload)
     }
 
     /// A query for `server.` AAAA, id 0x1234, recursion desired.
@@ -382,12 +348,10 @@ mod tests {
         assert_eq!(t.summary().dns.dropped, 3);
     }
 
-    /// A TCP segment from the client to the DNS64 with a right checksum.
+    /// A TCP segment from the client's port 40000 to the DNS64.
     fn tcp_to_dns(seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-        let mut tcp = crate::dns_tcp::tests::seg(seq, ack, flags, payload);
-        let c = transport_checksum(&CLIENT, &DNS64_ADDR, PROTO_TCP, &tcp);
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-        ipv6_packet(CLIENT, DNS64_ADDR, PROTO_TCP, &tcp)
+        let seg = crate::dns_tcp::tests::segment(seq, ack, flags);
+        Ip::v6(CLIENT, DNS64_ADDR).tcp(&seg.header(), payload)
     }
 
     fn tcp_of(p: &[u8]) -> wire::packet::TcpHeader {

@@ -11,33 +11,34 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant as Wall;
 
-use etherparse::PacketBuilder;
 use nat64::{Nat64, Params, Verdict};
+use wire::build::{Ip, Tcp};
+use wire::packet::TcpHeader;
 use wire::Instant;
 
 const T: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-const Z: [u8; 4] = [198, 51, 100, 10];
+const Z: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 10);
 
-fn x() -> [u8; 16] {
-    "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets()
+fn x() -> Ipv6Addr {
+    "2001:db8::2".parse().unwrap()
 }
-fn y() -> [u8; 16] {
-    "64:ff9b::c633:640a".parse::<Ipv6Addr>().unwrap().octets()
+fn y() -> Ipv6Addr {
+    "64:ff9b::c633:640a".parse().unwrap()
 }
 
 fn tcp6(syn: bool, payload: &[u8]) -> Vec<u8> {
-    let b = PacketBuilder::ipv6(x(), y(), 64).tcp(40000, 80, 1, 65000);
-    let b = if syn { b.syn() } else { b.ack(1) };
-    let mut v = Vec::new();
-    b.write(&mut v, payload).unwrap();
-    v
+    let t = Tcp::new(40000, 80, 1).window(65000);
+    let t = if syn {
+        t.flags(TcpHeader::SYN)
+    } else {
+        t.ack(1)
+    };
+    Ip::v6(x(), y()).tcp(&t, payload)
 }
 fn tcp4(syn: bool, payload: &[u8]) -> Vec<u8> {
-    let b = PacketBuilder::ipv4(Z, T.octets(), 64).tcp(80, 40000, 1, 65000);
-    let b = if syn { b.syn().ack(2) } else { b.ack(2) };
-    let mut v = Vec::new();
-    b.write(&mut v, payload).unwrap();
-    v
+    let t = Tcp::new(80, 40000, 1).window(65000).ack(2);
+    let t = if syn { t.flags(TcpHeader::SYN) } else { t };
+    Ip::v4(Z, T).tcp(&t, payload)
 }
 
 fn run(verify: bool, six: bool, payload_bytes: usize, packets: u64) -> (usize, f64) {

@@ -400,7 +400,9 @@ mod tests {
     use super::*;
     use crate::dns64::{Dns64, Dns64Params, Zone};
     use crate::Outcome::{Drop, Forward, Reply};
-    use etherparse::{NetHeaders, PacketBuilder, PacketHeaders, TransportHeader};
+    use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
+    use wire::build::{Ip, Tcp};
+    use wire::packet::TcpHeader;
 
     /// The CLAT's IPv6 address and a server S = 198.51.100.10 behind the NAT64.
     fn c6() -> Ipv6Addr {
@@ -480,12 +482,8 @@ mod tests {
     #[test]
     fn tcp_from_the_host_leaves_from_the_clat_address_to_the_prefix_and_comes_back() {
         let mut c = clat();
-        let mut syn = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .tcp(40000, 80, 1, 65000)
-            .syn()
-            .write(&mut syn, b"")
-            .unwrap();
+        let seg = Tcp::new(40000, 80, 1).window(65000).flags(TcpHeader::SYN);
+        let syn = Ip::v4(HOST_IPV4, S).tcp(&seg, b"");
         let out = forward(c.translate_4to6(now(), &syn));
         let (net, tr, _) = parsed(&out);
         assert_eq!(addrs6(&net), (c6(), s6()));
@@ -497,13 +495,11 @@ mod tests {
             "ports kept"
         );
 
-        let mut synack = Vec::new();
-        PacketBuilder::ipv6(s6().octets(), c6().octets(), 60)
-            .tcp(80, 40000, 9, 65000)
-            .syn()
-            .ack(2)
-            .write(&mut synack, b"")
-            .unwrap();
+        let seg = Tcp::new(80, 40000, 9)
+            .window(65000)
+            .flags(TcpHeader::SYN)
+            .ack(2);
+        let synack = Ip::v6(s6(), c6()).hop_limit(60).tcp(&seg, b"");
         let back = forward(c.translate_6to4(now(), &synack));
         let (net, tr, _) = parsed(&back);
         assert_eq!(addrs4(&net), (S, HOST_IPV4));
@@ -528,11 +524,7 @@ mod tests {
     #[test]
     fn udp_translates_both_ways_with_ports_and_payload_kept() {
         let mut c = clat();
-        let mut q = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .udp(5353, 53)
-            .write(&mut q, b"query")
-            .unwrap();
+        let q = Ip::v4(HOST_IPV4, S).udp(5353, 53, b"query");
         let (net, tr, payload) = parsed(&forward(c.translate_4to6(now(), &q)));
         assert_eq!(addrs6(&net), (c6(), s6()));
         assert!(
@@ -541,11 +533,7 @@ mod tests {
         assert_eq!(payload, b"query");
         // A reply arriving first needs no state: a stateless translator has none to miss.
         let mut fresh = clat();
-        let mut a = Vec::new();
-        PacketBuilder::ipv6(s6().octets(), c6().octets(), 64)
-            .udp(53, 5353)
-            .write(&mut a, b"answer")
-            .unwrap();
+        let a = Ip::v6(s6(), c6()).udp(53, 5353, b"answer");
         let (net, _, payload) = parsed(&forward(fresh.translate_6to4(now(), &a)));
         assert_eq!(addrs4(&net), (S, HOST_IPV4));
         assert_eq!(payload, b"answer");
@@ -554,11 +542,7 @@ mod tests {
     #[test]
     fn icmp_echo_keeps_its_identifier_both_ways() {
         let mut c = clat();
-        let mut req = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .icmpv4_echo_request(0x4242, 3)
-            .write(&mut req, b"ping")
-            .unwrap();
+        let req = Ip::v4(HOST_IPV4, S).echo_request(0x4242, 3, b"ping");
         let (net, tr, _) = parsed(&forward(c.translate_4to6(now(), &req)));
         assert_eq!(addrs6(&net), (c6(), s6()));
         let TransportHeader::Icmpv6(i) = tr else {
@@ -568,11 +552,7 @@ mod tests {
             i.icmp_type,
             etherparse::Icmpv6Type::EchoRequest(etherparse::IcmpEchoHeader { id: 0x4242, seq: 3 })
         );
-        let mut rep = Vec::new();
-        PacketBuilder::ipv6(s6().octets(), c6().octets(), 64)
-            .icmpv6_echo_reply(0x4242, 3)
-            .write(&mut rep, b"ping")
-            .unwrap();
+        let rep = Ip::v6(s6(), c6()).echo_reply(0x4242, 3, b"ping");
         let (net, tr, _) = parsed(&forward(c.translate_6to4(now(), &rep)));
         assert_eq!(addrs4(&net), (S, HOST_IPV4));
         let TransportHeader::Icmpv4(i) = tr else {
@@ -587,22 +567,12 @@ mod tests {
     #[test]
     fn packet_too_big_from_a_router_outside_the_prefix_becomes_frag_needed_from_the_dummy() {
         let mut c = clat();
-        let mut big = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .tcp(40000, 80, 1, 65000)
-            .ack(1)
-            .write(&mut big, &[7; 1400])
-            .unwrap();
+        let seg = Tcp::new(40000, 80, 1).window(65000).ack(1);
+        let big = Ip::v4(HOST_IPV4, S).tcp(&seg, &[7; 1400]);
         let sent = forward(c.translate_4to6(now(), &big));
         // A router of the IPv6 path, outside the prefix, says the link takes 1300.
         let router: Ipv6Addr = "2001:db8:ffff::1".parse().unwrap();
-        let mut msg = vec![2, 0, 0, 0, 0, 0, 0x05, 0x14];
-        msg.extend_from_slice(&sent[..1232]);
-        let mut ptb = Vec::new();
-        PacketBuilder::ipv6(router.octets(), c6().octets(), 64)
-            .icmpv6_raw(2, 0, [0, 0, 0x05, 0x14])
-            .write(&mut ptb, &msg[8..])
-            .unwrap();
+        let ptb = Ip::v6(router, c6()).icmp(2, 0, [0, 0, 0x05, 0x14], &sent[..1232]);
         let out = forward(c.translate_6to4(now(), &ptb));
         let (net, tr, inner) = parsed(&out);
         assert_eq!(
@@ -635,17 +605,9 @@ mod tests {
     #[test]
     fn port_unreachable_from_the_host_quotes_the_servers_datagram_in_ipv6() {
         let mut c = clat();
-        let mut d = Vec::new();
-        PacketBuilder::ipv6(s6().octets(), c6().octets(), 64)
-            .udp(53, 7777)
-            .write(&mut d, b"late")
-            .unwrap();
+        let d = Ip::v6(s6(), c6()).udp(53, 7777, b"late");
         let to_host = forward(c.translate_6to4(now(), &d));
-        let mut err = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .icmpv4_raw(3, 3, [0; 4])
-            .write(&mut err, &to_host)
-            .unwrap();
+        let err = Ip::v4(HOST_IPV4, S).icmp(3, 3, [0; 4], &to_host);
         let out = forward(c.translate_4to6(now(), &err));
         let (net, tr, inner) = parsed(&out);
         assert_eq!(addrs6(&net), (c6(), s6()));
@@ -678,30 +640,15 @@ mod tests {
 
     /// An IPv4 fragment of the host's, `off8` in 8-byte units.
     fn frag4(id: u16, off8: u16, more: bool, part: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        crate::translate::put_v4_header(
-            &mut v,
-            0,
-            20 + part.len(),
-            id,
-            off8 | (u16::from(more) << 13),
-            64,
-            17,
-            HOST_IPV4,
-            S,
-        );
-        v.extend_from_slice(part);
-        v
+        Ip::v4(HOST_IPV4, S)
+            .dont_fragment(false)
+            .fragment(17, id.into(), off8, more, part)
     }
 
     #[test]
     fn fragments_translate_without_state_even_out_of_order() {
         let mut c = clat();
-        let mut whole = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 64)
-            .udp(4000, 9)
-            .write(&mut whole, &[5; 40])
-            .unwrap();
+        let whole = Ip::v4(HOST_IPV4, S).udp(4000, 9, &[5; 40]);
         let l4 = whole[20..].to_vec();
         // The later fragment first: a stateless translator needs nothing from the first.
         let b = forward(c.translate_4to6(now(), &frag4(0x99, 3, false, &l4[24..])));
@@ -728,53 +675,25 @@ mod tests {
     #[test]
     fn packets_that_are_not_the_clats_are_dropped_with_reasons() {
         let mut c = clat();
-        let mut other_src = Vec::new();
-        PacketBuilder::ipv4([10, 0, 0, 9], S.octets(), 64)
-            .udp(1, 2)
-            .write(&mut other_src, b"x")
-            .unwrap();
+        let other_src = Ip::v4(Ipv4Addr::new(10, 0, 0, 9), S).udp(1, 2, b"x");
         assert_eq!(
             c.translate_4to6(now(), &other_src),
             Drop(DropReason::NotOurs)
         );
-        let mut to_else = Vec::new();
-        PacketBuilder::ipv6(
-            s6().octets(),
-            "2001:db8:1::1".parse::<Ipv6Addr>().unwrap().octets(),
-            64,
-        )
-        .udp(1, 2)
-        .write(&mut to_else, b"x")
-        .unwrap();
+        let to_else = Ip::v6(s6(), "2001:db8:1::1".parse().unwrap()).udp(1, 2, b"x");
         assert_eq!(c.translate_6to4(now(), &to_else), Drop(DropReason::NotOurs));
-        let mut outside = Vec::new();
-        PacketBuilder::ipv6(
-            "2001:db8:2::5".parse::<Ipv6Addr>().unwrap().octets(),
-            c6().octets(),
-            64,
-        )
-        .udp(1, 2)
-        .write(&mut outside, b"x")
-        .unwrap();
+        let outside = Ip::v6("2001:db8:2::5".parse().unwrap(), c6()).udp(1, 2, b"x");
         assert_eq!(
             c.translate_6to4(now(), &outside),
             Drop(DropReason::NotInPrefix),
             "only errors may come from outside the prefix"
         );
-        let mut multicast = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), [224, 0, 0, 251], 64)
-            .udp(5353, 5353)
-            .write(&mut multicast, b"mdns")
-            .unwrap();
+        let multicast = Ip::v4(HOST_IPV4, Ipv4Addr::new(224, 0, 0, 251)).udp(5353, 5353, b"mdns");
         assert_eq!(
             c.translate_4to6(now(), &multicast),
             Drop(DropReason::BadAddress)
         );
-        let mut ttl1 = Vec::new();
-        PacketBuilder::ipv4(HOST_IPV4.octets(), S.octets(), 1)
-            .udp(1, 2)
-            .write(&mut ttl1, b"x")
-            .unwrap();
+        let ttl1 = Ip::v4(HOST_IPV4, S).hop_limit(1).udp(1, 2, b"x");
         let Reply(te) = c.translate_4to6(now(), &ttl1) else {
             panic!("time exceeded expected")
         };
@@ -830,7 +749,6 @@ mod proptests {
     //! The fuzz target `clat_translate`'s entry points on stable: arbitrary and mutated
     //! packets never panic, every packet is accounted for once, and what comes out parses.
     use super::*;
-    use etherparse::PacketBuilder;
     use proptest::prelude::*;
 
     fn c6() -> Ipv6Addr {
@@ -840,37 +758,21 @@ mod proptests {
     /// Valid packets to mutate: UDP and an ICMP echo from the host, TCP and a Packet Too Big
     /// from the network.
     fn seeds() -> Vec<(bool, Vec<u8>)> {
-        let h = HOST_IPV4.octets();
-        let s4 = [198, 51, 100, 10];
-        let s6 = Prefix::default().embed(Ipv4Addr::from(s4)).octets();
-        let mut v = Vec::new();
-        let mut b = Vec::new();
-        PacketBuilder::ipv4(h, s4, 64)
-            .udp(5000, 53)
-            .write(&mut b, b"hello")
-            .unwrap();
-        v.push((false, b));
-        let mut b = Vec::new();
-        PacketBuilder::ipv4(h, s4, 64)
-            .icmpv4_echo_request(7, 1)
-            .write(&mut b, b"ping")
-            .unwrap();
-        v.push((false, b));
-        let mut b = Vec::new();
-        PacketBuilder::ipv6(s6, c6().octets(), 64)
-            .tcp(80, 40000, 1, 100)
-            .syn()
-            .ack(2)
-            .write(&mut b, b"")
-            .unwrap();
-        v.push((true, b.clone()));
-        let mut e = Vec::new();
-        PacketBuilder::ipv6(s6, c6().octets(), 64)
-            .icmpv6_raw(2, 0, [0, 0, 5, 0])
-            .write(&mut e, &b)
-            .unwrap();
-        v.push((true, e));
-        v
+        use wire::build::{Ip, Tcp};
+        use wire::packet::TcpHeader;
+        let s4 = Ipv4Addr::new(198, 51, 100, 10);
+        let s6 = Prefix::default().embed(s4);
+        let syn_ack = Tcp::new(80, 40000, 1)
+            .window(100)
+            .flags(TcpHeader::SYN)
+            .ack(2);
+        let b = Ip::v6(s6, c6()).tcp(&syn_ack, b"");
+        vec![
+            (false, Ip::v4(HOST_IPV4, s4).udp(5000, 53, b"hello")),
+            (false, Ip::v4(HOST_IPV4, s4).echo_request(7, 1, b"ping")),
+            (true, b.clone()),
+            (true, Ip::v6(s6, c6()).icmp(2, 0, [0, 0, 5, 0], &b)),
+        ]
     }
 
     fn run(six: bool, p: &[u8]) -> Result<(), TestCaseError> {

@@ -1432,7 +1432,9 @@ mod tests {
     use crate::state::TcpState;
     use crate::Outcome::{Drop, Forward, Reply};
     use crate::{ConfigError, Nat64, Params};
-    use etherparse::{NetHeaders, PacketBuilder, PacketHeaders, TransportHeader};
+    use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
+    use wire::build::{Ip, Tcp};
+    use wire::packet::TcpHeader;
     use wire::Duration;
 
     const T: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -1465,12 +1467,7 @@ mod tests {
         hop: u8,
         payload: &[u8],
     ) -> Vec<u8> {
-        let mut v = Vec::new();
-        PacketBuilder::ipv6(src.octets(), dst.octets(), hop)
-            .udp(sport, dport)
-            .write(&mut v, payload)
-            .unwrap();
-        v
+        Ip::v6(src, dst).hop_limit(hop).udp(sport, dport, payload)
     }
     fn udp4(
         src: Ipv4Addr,
@@ -1480,12 +1477,7 @@ mod tests {
         ttl: u8,
         payload: &[u8],
     ) -> Vec<u8> {
-        let mut v = Vec::new();
-        PacketBuilder::ipv4(src.octets(), dst.octets(), ttl)
-            .udp(sport, dport)
-            .write(&mut v, payload)
-            .unwrap();
-        v
+        Ip::v4(src, dst).hop_limit(ttl).udp(sport, dport, payload)
     }
     /// Sets the IPv4 TOS byte and fixes the header checksum.
     fn set_tos4(p: &mut [u8], tos: u8) {
@@ -1642,36 +1634,25 @@ mod tests {
         assert_ne!(u.checksum, 0);
     }
 
-    fn tcp6(sport: u16, dport: u16, flags: &str, payload: &[u8]) -> Vec<u8> {
-        let mut b =
-            PacketBuilder::ipv6(x().octets(), y().octets(), 64).tcp(sport, dport, 1000, 65000);
+    /// A segment with `flags` from "SFRA"; A acknowledges `ack`.
+    fn segment(sport: u16, dport: u16, seq: u32, ack: u32, flags: &str) -> Tcp {
+        let mut t = Tcp::new(sport, dport, seq).window(65000);
         for f in flags.chars() {
-            b = match f {
-                'S' => b.syn(),
-                'F' => b.fin(),
-                'R' => b.rst(),
-                'A' => b.ack(1),
-                _ => b,
+            t = match f {
+                'S' => t.flags(TcpHeader::SYN),
+                'F' => t.flags(TcpHeader::FIN),
+                'R' => t.flags(TcpHeader::RST),
+                'A' => t.ack(ack),
+                _ => t,
             };
         }
-        let mut v = Vec::new();
-        b.write(&mut v, payload).unwrap();
-        v
+        t
+    }
+    fn tcp6(sport: u16, dport: u16, flags: &str, payload: &[u8]) -> Vec<u8> {
+        Ip::v6(x(), y()).tcp(&segment(sport, dport, 1000, 1, flags), payload)
     }
     fn tcp4(sport: u16, dport: u16, flags: &str, payload: &[u8]) -> Vec<u8> {
-        let mut b = PacketBuilder::ipv4(Z.octets(), T.octets(), 64).tcp(sport, dport, 5000, 65000);
-        for f in flags.chars() {
-            b = match f {
-                'S' => b.syn(),
-                'F' => b.fin(),
-                'R' => b.rst(),
-                'A' => b.ack(1001),
-                _ => b,
-            };
-        }
-        let mut v = Vec::new();
-        b.write(&mut v, payload).unwrap();
-        v
+        Ip::v4(Z, T).tcp(&segment(sport, dport, 5000, 1001, flags), payload)
     }
 
     #[test]
@@ -1719,12 +1700,7 @@ mod tests {
     }
 
     fn ping6(id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        PacketBuilder::ipv6(x().octets(), y().octets(), 64)
-            .icmpv6_echo_request(id, seq)
-            .write(&mut v, payload)
-            .unwrap();
-        v
+        Ip::v6(x(), y()).echo_request(id, seq, payload)
     }
 
     #[test]
@@ -1741,11 +1717,7 @@ mod tests {
         assert_eq!((e.id, e.seq), (0x1234, 1));
         assert_eq!(payload, b"abcdefgh");
 
-        let mut rep = Vec::new();
-        PacketBuilder::ipv4(Z.octets(), T.octets(), 64)
-            .icmpv4_echo_reply(0x1234, 1)
-            .write(&mut rep, b"abcdefgh")
-            .unwrap();
+        let rep = Ip::v4(Z, T).echo_reply(0x1234, 1, b"abcdefgh");
         let out = forward(n.translate_4to6(now(), &rep));
         let (ip, tr, _) = check6(&out);
         assert_eq!(Ipv6Addr::from(ip.destination), x());
@@ -1801,15 +1773,11 @@ mod tests {
     /// An ICMPv4 error from a router R on the IPv4 side about the packet T:t → Z:z.
     fn icmp4_error(ty: u8, code: u8, rest: [u8; 4], inner: &[u8]) -> Vec<u8> {
         let r = Ipv4Addr::new(203, 0, 113, 254);
-        let mut v = Vec::new();
-        let mut msg = vec![ty, code, 0, 0];
-        msg.extend_from_slice(&rest);
-        msg.extend_from_slice(inner);
-        let c = checksum::checksum(&msg, 0);
-        msg[2..4].copy_from_slice(&c.to_be_bytes());
-        put_v4_header(&mut v, 0, 20 + msg.len(), 1, 0, 60, ICMP4, r, T);
-        v.extend_from_slice(&msg);
-        v
+        Ip::v4(r, T)
+            .hop_limit(60)
+            .identification(1)
+            .dont_fragment(false)
+            .icmp(ty, code, rest, inner)
     }
 
     #[test]
@@ -1886,13 +1854,7 @@ mod tests {
         forward(n.translate_6to4(now(), &udp6(x(), y(), 5000, 53, 64, b"q")));
         let to_client = forward(n.translate_4to6(now(), &udp4(Z, T, 53, 5000, 64, b"late answer")));
         // The client's stack answers with ICMPv6 port unreachable quoting the packet.
-        let mut msg = vec![1, 4, 0, 0, 0, 0, 0, 0];
-        msg.extend_from_slice(&to_client);
-        let c = checksum::checksum(&msg, pseudo6(x(), y(), ICMP6, msg.len()));
-        msg[2..4].copy_from_slice(&c.to_be_bytes());
-        let mut err = Vec::new();
-        put_v6_header(&mut err, 0, msg.len(), ICMP6, 64, x(), y());
-        err.extend_from_slice(&msg);
+        let err = Ip::v6(x(), y()).icmp(1, 4, [0; 4], &to_client);
         let out = forward(n.translate_6to4(now(), &err));
         let (ip, tr, inner) = check4(&out);
         assert_eq!((ip.source, ip.destination), (T.octets(), Z.octets()));
@@ -1938,12 +1900,10 @@ mod tests {
         forward(n.translate_4to6(now(), &tcp4(80, 40000, "SA", b"")));
         let big = tcp4(80, 40000, "A", &[7; 1460]);
         assert_eq!(big.len(), 1500);
-        assert_ne!(big[6] & 0x40, 0, "etherparse sets DF");
-        let mut no_df = big.clone();
-        no_df[6] &= !0x40;
-        no_df[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&no_df[..20], 0);
-        no_df[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_ne!(big[6] & 0x40, 0, "DF");
+        let no_df = Ip::v4(Z, T)
+            .dont_fragment(false)
+            .tcp(&segment(80, 40000, 5000, 1001, "A"), &[7; 1460]);
         let r = reply(n.translate_4to6(now(), &big));
         let (ip, tr, _) = check4(&r);
         assert_eq!(ip.destination, Z.octets());
@@ -2096,12 +2056,7 @@ mod tests {
         let whole = udp6(x(), y(), 5000, 53, 64, &[9; 64]);
         let l4 = &whole[40..];
         let frag = |off8: u16, more: bool, part: &[u8]| {
-            let mut v = whole[..40].to_vec();
-            v[6] = FRAGMENT;
-            v[4..6].copy_from_slice(&((8 + part.len()) as u16).to_be_bytes());
-            put_frag_header(&mut v, UDP, off8, more, 0xabcd_0042);
-            v.extend_from_slice(part);
-            v
+            Ip::v6(x(), y()).fragment(UDP, 0xabcd_0042, off8, more, part)
         };
         let second = frag(4, false, &l4[32..]);
         assert_eq!(n.translate_6to4(now(), &second), Drop(DropReason::Fragment));
@@ -2140,20 +2095,9 @@ mod tests {
         let whole = udp4(Z, T, 53, 5000, 64, &[3; 40]);
         let l4 = whole[20..].to_vec();
         let frag = |off8: u16, more: bool, part: &[u8]| {
-            let mut v = Vec::new();
-            put_v4_header(
-                &mut v,
-                0,
-                20 + part.len(),
-                0x7777,
-                off8 | (u16::from(more) << 13),
-                64,
-                UDP,
-                Z,
-                T,
-            );
-            v.extend_from_slice(part);
-            v
+            Ip::v4(Z, T)
+                .dont_fragment(false)
+                .fragment(UDP, 0x7777, off8, more, part)
         };
         let a = forward(n.translate_4to6(now(), &frag(0, true, &l4[..24])));
         let b = forward(n.translate_4to6(now(), &frag(3, false, &l4[24..])));
@@ -2269,61 +2213,25 @@ mod proptests {
     /// Valid packets of each kind to mutate: UDP, TCP SYN, ICMP echo from IPv6; UDP, TCP and an
     /// ICMP error from IPv4.
     fn seeds() -> Vec<(bool, Vec<u8>)> {
-        use etherparse::PacketBuilder;
-        let x = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
-        let y = "64:ff9b::c633:640a".parse::<Ipv6Addr>().unwrap().octets();
-        let z = [198, 51, 100, 10];
-        let mut v = Vec::new();
-        let mut w = |six: bool, f: &dyn Fn(&mut Vec<u8>)| {
-            let mut b = Vec::new();
-            f(&mut b);
-            v.push((six, b));
-        };
-        w(true, &|b| {
-            PacketBuilder::ipv6(x, y, 64)
-                .udp(5000, 53)
-                .write(b, b"hello")
-                .unwrap()
-        });
-        w(true, &|b| {
-            PacketBuilder::ipv6(x, y, 64)
-                .tcp(40000, 80, 1, 100)
-                .syn()
-                .write(b, b"")
-                .unwrap()
-        });
-        w(true, &|b| {
-            PacketBuilder::ipv6(x, y, 64)
-                .icmpv6_echo_request(7, 1)
-                .write(b, b"ping")
-                .unwrap()
-        });
-        w(false, &|b| {
-            PacketBuilder::ipv4(z, T.octets(), 64)
-                .udp(53, 5000)
-                .write(b, b"answer")
-                .unwrap()
-        });
-        w(false, &|b| {
-            PacketBuilder::ipv4(z, T.octets(), 64)
-                .tcp(80, 40000, 1, 100)
-                .syn()
-                .ack(2)
-                .write(b, b"")
-                .unwrap()
-        });
-        let mut inner = Vec::new();
-        PacketBuilder::ipv4(T.octets(), z, 64)
-            .udp(5000, 53)
-            .write(&mut inner, b"hello")
-            .unwrap();
-        w(false, &|b| {
-            PacketBuilder::ipv4(z, T.octets(), 64)
-                .icmpv4_raw(3, 3, [0; 4])
-                .write(b, &inner)
-                .unwrap()
-        });
-        v
+        use wire::build::{Ip, Tcp};
+        use wire::packet::TcpHeader;
+        let x = "2001:db8::2".parse::<Ipv6Addr>().unwrap();
+        let y = "64:ff9b::c633:640a".parse::<Ipv6Addr>().unwrap();
+        let z = Ipv4Addr::new(198, 51, 100, 10);
+        let syn = Tcp::new(40000, 80, 1).window(100).flags(TcpHeader::SYN);
+        let syn_ack = Tcp::new(80, 40000, 1)
+            .window(100)
+            .flags(TcpHeader::SYN)
+            .ack(2);
+        let inner = Ip::v4(T, z).udp(5000, 53, b"hello");
+        vec![
+            (true, Ip::v6(x, y).udp(5000, 53, b"hello")),
+            (true, Ip::v6(x, y).tcp(&syn, b"")),
+            (true, Ip::v6(x, y).echo_request(7, 1, b"ping")),
+            (false, Ip::v4(z, T).udp(53, 5000, b"answer")),
+            (false, Ip::v4(z, T).tcp(&syn_ack, b"")),
+            (false, Ip::v4(z, T).icmp(3, 3, [0; 4], &inner)),
+        ]
     }
 
     fn primed() -> Nat64 {

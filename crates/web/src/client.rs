@@ -574,7 +574,8 @@ impl H1Conn {
     }
 
     /// Reads one response (Content-Length framing): status, body bytes, when its first byte
-    /// arrived, and the body itself when `keep`.
+    /// arrived, and the body itself when `keep` and it can reference other resources (HTML,
+    /// CSS, JavaScript, or no content type at all); an image's body is never kept.
     /// `on_body`, when `keep`, sees the body so far after each read.
     async fn read_response(
         &mut self,
@@ -586,7 +587,7 @@ impl H1Conn {
             self.fill(ctx).await?;
         }
         let first_ms = self.oldest_ms;
-        let (head_len, status, len) = loop {
+        let (head_len, status, len, text) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut resp = httparse::Response::new(&mut headers);
             match resp
@@ -596,7 +597,14 @@ impl H1Conn {
                 httparse::Status::Complete(n) => {
                     let status = resp.code.unwrap_or(0);
                     let mut len = None;
+                    let mut text = true;
                     for h in resp.headers.iter() {
+                        if h.name.eq_ignore_ascii_case("content-type") {
+                            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+                            text = ["text/html", "text/css", "javascript"]
+                                .iter()
+                                .any(|t| v.contains(t));
+                        }
                         if h.name.eq_ignore_ascii_case("content-length") {
                             len = std::str::from_utf8(h.value)
                                 .ok()
@@ -612,7 +620,7 @@ impl H1Conn {
                             self.conn
                         )
                     })?;
-                    break (n, status, len);
+                    break (n, status, len, text);
                 }
                 httparse::Status::Partial => {
                     if self.buf.len() > 64 * 1024 {
@@ -623,6 +631,7 @@ impl H1Conn {
             }
         };
         self.consume(head_len);
+        let keep = keep && text;
         let mut left = len;
         let mut body = Vec::new();
         loop {
@@ -651,18 +660,21 @@ type BodyHook<'a> = dyn FnMut(&[u8]) + Send + 'a;
 enum Event {
     Ready(ConnId, Result<BoxIo>),
     Done(ConnId, Box<H1Conn>, Result<u64>),
-    /// URLs the HTML references, found since the last such event.
+    /// URLs a response references (the HTML's found since the last such event).
     Found(Vec<String>),
 }
 
-/// Writes `req` on `c` and reads its response; for the HTML, reports the URLs it references
-/// as they arrive. Returns the response's length.
+/// Writes `req` on `c` and reads its response; reports the URLs it references to `found`:
+/// the HTML's (`page`) as they arrive, as a browser's preload scanner finds them, a
+/// stylesheet's or script's once it is whole, as a browser applies or runs it. Returns the
+/// response's length.
 async fn transact(
     ctx: &Ctx,
     c: &mut H1Conn,
     req: &Req,
     new_conn: bool,
-    found: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+    page: bool,
+    found: tokio::sync::mpsc::UnboundedSender<Event>,
 ) -> Result<u64> {
     let wire = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: latencylab-page-load\r\nAccept: */*\r\n\r\n",
@@ -676,15 +688,18 @@ async fn transact(
     let mut scan = |body: &[u8]| {
         let urls = referenced_urls(body);
         if urls.len() > reported {
-            if let Some(tx) = &found {
-                let _ = tx.send(Event::Found(urls[reported..].to_vec()));
-            }
+            let _ = found.send(Event::Found(urls[reported..].to_vec()));
             reported = urls.len();
         }
     };
-    let keep = found.is_some();
-    let hook: Option<&mut BodyHook<'_>> = if keep { Some(&mut scan) } else { None };
-    let (status, bytes, first_ms, _) = c.read_response(ctx, keep, hook).await?;
+    let (status, bytes, first_ms, body) = if page {
+        c.read_response(ctx, true, Some(&mut scan)).await?
+    } else {
+        c.read_response(ctx, true, None).await?
+    };
+    if !page {
+        scan(&body);
+    }
     let d = Done {
         queued_ms: req.queued_ms,
         sent_ms,
@@ -701,8 +716,9 @@ fn origin_key(u: &Url) -> String {
 }
 
 /// HTTP/1.1 under a [`ConnManager`]: the HTML's references become requests as its bytes
-/// arrive; the manager says when to open a connection and which request goes where; this loop
-/// does the I/O and tells it what happened. Then each of `follow` in turn, once every
+/// arrive, a stylesheet's or script's once it has arrived (each URL once); the manager says
+/// when to open a connection and which request goes where; this loop does the I/O and tells
+/// it what happened. Then each of `follow` in turn, once every
 /// request so far has been answered and the connections have been idle `follow_after`.
 async fn load_managed(
     ctx: &Arc<Ctx>,
@@ -718,6 +734,7 @@ async fn load_managed(
     let mut origins: HashMap<String, Url> = HashMap::new();
     let mut idle: HashMap<ConnId, Box<H1Conn>> = HashMap::new();
     let mut used: std::collections::HashSet<ConnId> = std::collections::HashSet::new();
+    let mut requested = std::collections::HashSet::from([url.full()]);
     let now = |ctx: &Ctx| ctx.start.elapsed();
     let mut next_req: ReqId = 0;
     let mut outstanding = 0usize;
@@ -758,10 +775,9 @@ async fn load_managed(
                         .remove(&req)
                         .ok_or_else(|| anyhow!("no request {req}"))?;
                     let fresh = used.insert(conn);
-                    let found = (req == 0).then(|| tx.clone());
                     let (ctx, tx) = (ctx.clone(), tx.clone());
                     tasks.spawn(async move {
-                        let res = transact(&ctx, &mut c, &r, fresh, found).await;
+                        let res = transact(&ctx, &mut c, &r, fresh, req == 0, tx.clone()).await;
                         let _ = tx.send(Event::Done(conn, c, res));
                     });
                 }
@@ -798,6 +814,9 @@ async fn load_managed(
             }
             Event::Found(urls) => {
                 for u in urls {
+                    if !requested.insert(u.clone()) {
+                        continue;
+                    }
                     let u = Url::parse(&u).map_err(|e| anyhow!("the page references {e}"))?;
                     if u.tls != url.tls {
                         bail!("the page mixes http and https ({})", u.full());

@@ -164,7 +164,39 @@ impl ConnManager {
         }
         match self.bound.remove(&conn) {
             Some(req) => self.dispatch(now, req, conn),
-            None => self.free(now, conn),
+            None => {
+                self.swap_needs_for_head(conn);
+                self.free(now, conn);
+            }
+        }
+    }
+
+    /// Several connections of an origin open at once for as many queued requests, and their
+    /// handshakes end in any order: the first ready takes the queue's head, whose own
+    /// connection is still opening. That is no request served by a connection that freed up,
+    /// only the order of twin handshakes, so the two needs trade requests: `conn` stands for
+    /// the head, the head's connection for the request `conn` was opened for (still queued,
+    /// as its need is unserved). A need already served elsewhere trades nothing: then `conn`
+    /// is spare, and a request it takes did leave before its own handshake ended.
+    fn swap_needs_for_head(&mut self, conn: ConnId) {
+        let Some(origin) = self.conns.get(&conn).map(|c| c.origin.clone()) else {
+            return;
+        };
+        let Some(&head) = self.queues.get(&origin).and_then(VecDeque::front) else {
+            return;
+        };
+        let own = self
+            .needs
+            .iter()
+            .position(|n| n.conn == conn && n.served_elsewhere.is_none());
+        let heads = self
+            .needs
+            .iter()
+            .position(|n| n.req == head && n.conn != conn && n.ready.is_none());
+        if let (Some(a), Some(b)) = (own, heads) {
+            let req = self.needs[a].req;
+            self.needs[a].req = head;
+            self.needs[b].req = req;
         }
     }
 
@@ -361,6 +393,37 @@ mod tests {
             vec![open(1), send(0, 1), open(2), send(1, 2)]
         );
         assert_eq!(m.stats().served_by_other, 0);
+    }
+
+    #[test]
+    fn twin_handshakes_that_end_out_of_order_serve_no_request_by_another() {
+        let mut m = mgr(Design::Pool, IdleChoice::Oldest, 6);
+        m.request(ms(0), 0, "www");
+        m.request(ms(0), 1, "www");
+        // Connection 2, opened for request 1, is ready first and takes request 0.
+        m.connected(ms(250), 2);
+        m.connected(ms(251), 1);
+        assert_eq!(
+            drain(&mut m),
+            vec![open(1), open(2), send(0, 2), send(1, 1)]
+        );
+        let s = m.stats();
+        assert_eq!((s.new_connections_needed, s.served_by_other), (2, 0));
+        // A connection that freed up still counts: request 2 opens connection 3, request 3
+        // connection 4; connection 1 frees up and takes request 2; connection 4 is ready
+        // next and takes request 3 (trading needs with 3); connection 3 finds nothing queued.
+        m.request(ms(300), 2, "www");
+        m.request(ms(300), 3, "www");
+        m.finished(ms(400), 1, 10);
+        m.connected(ms(550), 4);
+        m.connected(ms(551), 3);
+        assert_eq!(
+            drain(&mut m),
+            vec![open(3), open(4), send(2, 1), send(3, 4)]
+        );
+        let s = m.stats();
+        assert_eq!((s.new_connections_needed, s.served_by_other), (4, 1));
+        assert_eq!(s.saved_ms, vec![151.0]);
     }
 
     #[test]

@@ -21,7 +21,14 @@
 //! bytes = 6000
 //! linked = true         # optional: not loaded with the page but linked from it (<a href>),
 //!                       # fetched only when the user follows the link
+//! found_in = "/js/{i}.js" # optional: referenced by this earlier stylesheet or script of the
+//!                       # page, not by the HTML ({i} as in path), so found only once that loads
 //! ```
+//!
+//! A stylesheet or script that other resources are `found_in` starts with their references
+//! (CSS `url("...")` and `@import`, script `src="..."`/`href="..."` assignments), then the
+//! padding: a client finds them only once it has that file, as a browser finds a stylesheet's
+//! background images or the scripts an ad tag writes in.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -76,6 +83,8 @@ pub struct Resource {
     pub think_ms: u64,
     /// Reached by a link (`<a href>`) that a user follows, not loaded with the page.
     pub linked: bool,
+    /// The path of the stylesheet or script that references it; `None`: the HTML does.
+    pub found_in: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,6 +132,8 @@ struct RawResource {
     think_ms: u64,
     #[serde(default)]
     linked: bool,
+    #[serde(default)]
+    found_in: Option<String>,
 }
 
 fn one() -> u32 {
@@ -155,6 +166,33 @@ fn check_sizes(what: &str, bytes: u64, think_ms: u64) -> Result<(), PageError> {
         )));
     }
     Ok(())
+}
+
+/// `found_in` (with `{i}` replaced) must name an earlier stylesheet or script loaded with the
+/// page: earlier, so that references form no cycle.
+fn check_found_in(
+    what: &str,
+    r: &RawResource,
+    found_in: &str,
+    i: u32,
+    earlier: &[Resource],
+) -> Result<String, PageError> {
+    if r.linked {
+        return Err(PageError(format!(
+            "{what}: a linked resource is in the HTML's <a href>; drop found_in or linked"
+        )));
+    }
+    let f = found_in.replace("{i}", &i.to_string());
+    let parent = earlier
+        .iter()
+        .find(|p| p.path == f && !p.linked && matches!(p.kind, Kind::Script | Kind::Stylesheet));
+    match parent {
+        Some(_) => Ok(f),
+        None => Err(PageError(format!(
+            "{what}: found_in = \"{found_in}\" names no earlier stylesheet or script of the page \
+             (it gave {f})"
+        ))),
+    }
 }
 
 impl Page {
@@ -191,6 +229,7 @@ impl Page {
             bytes: raw.html.bytes,
             think_ms: raw.html.think_ms,
             linked: false,
+            found_in: None,
         };
         let mut resources = Vec::new();
         let mut seen = HashSet::from(["/".to_string()]);
@@ -229,6 +268,10 @@ impl Page {
                 if !seen.insert(path.clone()) {
                     return Err(PageError(format!("{what}: path {path} appears twice")));
                 }
+                let found_in = match &r.found_in {
+                    None => None,
+                    Some(f) => Some(check_found_in(&what, r, f, i, &resources)?),
+                };
                 resources.push(Resource {
                     kind: r.kind,
                     host: r.host.clone(),
@@ -236,6 +279,7 @@ impl Page {
                     bytes: r.bytes,
                     think_ms: r.think_ms,
                     linked: r.linked,
+                    found_in,
                 });
             }
         }
@@ -278,14 +322,7 @@ impl Page {
     /// Scripts are `async` so that a browser fetches them as it would a page's scripts but
     /// does not wait on their (empty) execution.
     pub fn render_html(&self, scheme: &str, port: u16) -> Vec<u8> {
-        let default_port = if scheme == "https" { 443 } else { 80 };
-        let origin = |h: &str| {
-            if port == default_port {
-                format!("{scheme}://{h}")
-            } else {
-                format!("{scheme}://{h}:{port}")
-            }
-        };
+        let origin = |h: &str| origin(scheme, port, h);
         let mut s = format!(
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n",
             self.name
@@ -298,6 +335,7 @@ impl Page {
             .collect();
         let tags: Vec<String> = self
             .loaded()
+            .filter(|r| r.found_in.is_none())
             .map(|r| {
                 let url = format!("{}{}", origin(&r.host), r.path);
                 match r.kind {
@@ -331,7 +369,56 @@ impl Page {
     }
 }
 
+/// `scheme://host[:port]`, the port left out when it is the scheme's default.
+fn origin(scheme: &str, port: u16, host: &str) -> String {
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    if port == default_port {
+        format!("{scheme}://{host}")
+    } else {
+        format!("{scheme}://{host}:{port}")
+    }
+}
+
 impl Page {
+    /// What the server sends for `r`: for a stylesheet or script that other resources are
+    /// found in, their references first, then [`body`]'s padding up to `r.bytes` (the body is
+    /// longer when the references alone are); for anything else, [`body`].
+    pub fn body_of(&self, r: &Resource, scheme: &str, port: u16) -> Vec<u8> {
+        // CSS wants its @imports before any rule.
+        let (mut imports, mut refs) = (String::new(), String::new());
+        let children = self
+            .resources
+            .iter()
+            .filter(|c| c.found_in.as_deref() == Some(r.path.as_str()));
+        for (n, c) in children.enumerate() {
+            let url = format!("{}{}", origin(scheme, port, &c.host), c.path);
+            match (r.kind, c.kind) {
+                (Kind::Stylesheet, Kind::Stylesheet) => {
+                    imports.push_str(&format!("@import url(\"{url}\");\n"))
+                }
+                (Kind::Stylesheet, _) => {
+                    refs.push_str(&format!(".ll-{n}{{background-image:url(\"{url}\")}}\n"))
+                }
+                (_, Kind::Script) => refs.push_str(&format!(
+                    "(function(){{var e=document.createElement(\"script\");e.async=true;e.src=\"{url}\";document.head.appendChild(e)}})();\n"
+                )),
+                (_, Kind::Stylesheet) => refs.push_str(&format!(
+                    "(function(){{var e=document.createElement(\"link\");e.rel=\"stylesheet\";e.href=\"{url}\";document.head.appendChild(e)}})();\n"
+                )),
+                _ => refs.push_str(&format!("(new Image()).src=\"{url}\";\n")),
+            }
+        }
+        imports.push_str(&refs);
+        let refs = imports;
+        if refs.is_empty() {
+            return body(r.kind, r.bytes);
+        }
+        let rest = (r.bytes as usize).saturating_sub(refs.len());
+        let mut v = refs.into_bytes();
+        v.extend_from_slice(&body(r.kind, rest as u64));
+        v
+    }
+
     /// The body holds the tags, each after an equal share of the padding, so that the
     /// references arrive spread over the whole document.
     fn render_spread(&self, mut s: String, tags: &[String], links: &str) -> Vec<u8> {
@@ -393,17 +480,18 @@ pub fn body(kind: Kind, bytes: u64) -> Vec<u8> {
     v
 }
 
-/// The absolute URLs in an HTML document's `src="..."` and `href="..."` attributes, in
-/// document order: what a browser loads with the page, so not the `href` of an `<a>` link,
-/// which waits for a click. This reads the documents [`Page::render_html`] writes
-/// (double-quoted attributes); it is not an HTML parser and does not pretend to be one.
+/// The absolute URLs in an HTML document's `src="..."` and `href="..."` attributes (and a
+/// stylesheet's `url("...")`, a script's `src="..."`), in document order: what a browser loads
+/// with the page, so not the `href` of an `<a>` link, which waits for a click. This reads the
+/// documents [`Page::render_html`] and [`Page::body_of`] write (double-quoted values); it is
+/// not an HTML, CSS or JavaScript parser and does not pretend to be one.
 pub fn referenced_urls(html: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(html);
     let mut out = Vec::new();
     let mut at = 0;
     loop {
         let rest = &text[at..];
-        let next = ["src=\"", "href=\""]
+        let next = ["src=\"", "href=\"", "url(\""]
             .iter()
             .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
             .min();
@@ -543,6 +631,73 @@ think_ms = 20
         fn any_bytes_scan_for_urls_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = referenced_urls(&bytes);
         }
+    }
+
+    #[test]
+    fn resources_found_in_a_stylesheet_or_script_are_referenced_there_not_in_the_html() {
+        let text = format!(
+            "{PAGE}[[resource]]\nkind = \"script\"\nhost = \"ads\"\npath = \"/tag/{{i}}.js\"\n\
+             count = 2\nbytes = 3000\n\
+             [[resource]]\nkind = \"image\"\nhost = \"ads\"\npath = \"/ad/{{i}}.gif\"\n\
+             count = 2\nbytes = 40\nfound_in = \"/tag/{{i}}.js\"\n\
+             [[resource]]\nkind = \"image\"\nhost = \"cdn\"\npath = \"/bg.png\"\n\
+             bytes = 40\nfound_in = \"/s.css\"\n\
+             [[resource]]\nkind = \"stylesheet\"\nhost = \"cdn\"\npath = \"/more.css\"\n\
+             bytes = 40\nfound_in = \"/s.css\"\n"
+        );
+        let p = Page::parse(&text).unwrap();
+        assert_eq!(p.resources[7].found_in.as_deref(), Some("/tag/2.js"));
+        assert_eq!(p.loaded().count(), 10);
+        // The HTML references the stylesheet, the three images and the two tags.
+        let html = p.render_html("http", 80);
+        let urls = referenced_urls(&html);
+        assert_eq!(urls.len(), 6, "{urls:?}");
+        assert!(!urls.iter().any(|u| u.contains("/ad/")), "{urls:?}");
+        // Each tag references its own ad, and keeps its size.
+        let tag = p.body_of(&p.resources[5], "http", 80);
+        assert_eq!(tag.len(), 3000);
+        assert_eq!(referenced_urls(&tag), ["http://ads/ad/2.gif"]);
+        assert!(tag.ends_with(b"*/"));
+        // The stylesheet imports first, then its image, though both are longer than its size.
+        let css = p.body_of(&p.resources[0], "http", 8080);
+        assert!(css.starts_with(b"@import url(\"http://cdn:8080/more.css\");"));
+        assert_eq!(
+            referenced_urls(&css),
+            ["http://cdn:8080/more.css", "http://cdn:8080/bg.png"]
+        );
+        // A resource nothing is found in is plain padding.
+        assert_eq!(
+            p.body_of(&p.resources[1], "http", 80),
+            body(Kind::Image, 500)
+        );
+        // The HTML and the files with references name every loaded resource once.
+        let in_files: usize = p
+            .loaded()
+            .map(|r| referenced_urls(&p.body_of(r, "http", 80)).len())
+            .sum();
+        assert_eq!(urls.len() + in_files, p.loaded().count());
+    }
+
+    #[test]
+    fn found_in_must_name_an_earlier_stylesheet_or_script() {
+        let with = |found_in: &str, extra: &str| {
+            Page::parse(&format!(
+                "{PAGE}[[resource]]\nkind = \"image\"\nhost = \"a\"\npath = \"/x.gif\"\n\
+                 bytes = 1\nfound_in = \"{found_in}\"\n{extra}"
+            ))
+        };
+        assert!(with("/s.css", "").is_ok());
+        // An image references nothing.
+        let e = with("/i/1.gif", "").unwrap_err();
+        assert!(e.0.contains("found_in = \"/i/1.gif\""), "{e}");
+        // Not a later one, so that references form no cycle.
+        let later =
+            "[[resource]]\nkind = \"script\"\nhost = \"a\"\npath = \"/late.js\"\nbytes = 1\n";
+        assert!(with("/late.js", later).is_err());
+        assert!(with("/s.css", "linked = true\n")
+            .unwrap_err()
+            .0
+            .contains("linked"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
-use crate::page::{self, Page};
+use crate::page::Page;
 use crate::records::WebRecord;
 use crate::UsageError;
 
@@ -69,7 +69,7 @@ impl Site {
                 r.path.clone(),
                 (
                     r.kind.content_type(),
-                    Bytes::from(page::body(r.kind, r.bytes)),
+                    Bytes::from(p.body_of(r, scheme, port)),
                     Duration::from_millis(r.think_ms),
                 ),
             );

@@ -9,8 +9,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{
-    icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpHeaders, IpNumber,
-    Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
+    icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpFragOffset, IpHeaders,
+    IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
 };
 
 use crate::packet::TcpHeader;
@@ -27,7 +27,8 @@ pub struct Ip {
     identification: u16,
 }
 
-/// A TCP segment's header fields (RFC 9293 §3.1), without options.
+/// A TCP segment's header fields (RFC 9293 §3.1); options go beside it, to
+/// [`Ip::tcp_with_options`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tcp {
     pub src_port: u16,
@@ -37,6 +38,8 @@ pub struct Tcp {
     pub ack: Option<u32>,
     /// The other flags, as [`TcpHeader`]'s constants (`TcpHeader::SYN | TcpHeader::PSH`).
     pub flags: u8,
+    /// The AE flag (Accurate ECN, RFC 9768 §3.1; the former NS bit, bit 8 of the flags).
+    pub ae: bool,
     pub window: u16,
 }
 
@@ -50,6 +53,7 @@ impl Tcp {
             seq,
             ack: None,
             flags: 0,
+            ae: false,
             window: u16::MAX,
         }
     }
@@ -68,7 +72,63 @@ impl Tcp {
         self.flags |= flags & !TcpHeader::ACK;
         self
     }
+
+    /// With the AE flag set.
+    pub fn ae(mut self) -> Tcp {
+        self.ae = true;
+        self
+    }
+
+    /// With a receive window of `window`.
+    pub fn window(mut self, window: u16) -> Tcp {
+        self.window = window;
+        self
+    }
 }
+
+/// The most option bytes a TCP header holds: its data offset counts at most 15 words of 4.
+pub const TCP_OPTIONS_MAX_BYTES: usize = 40;
+
+/// TCP option bytes (RFC 9293 §3.2), each with the NOPs that align it as Linux sends them.
+pub mod tcp_option {
+    /// Maximum segment size (kind 2, RFC 9293 §3.7.1).
+    pub fn mss(mss: u16) -> Vec<u8> {
+        let b = mss.to_be_bytes();
+        vec![2, 4, b[0], b[1]]
+    }
+
+    /// Window scale (kind 3, RFC 7323 §2.2), after one NOP.
+    pub fn wscale(shift: u8) -> Vec<u8> {
+        vec![1, 3, 3, shift]
+    }
+
+    /// SACK-permitted (kind 4, RFC 2018 §2), after two NOPs.
+    pub fn sack_permitted() -> Vec<u8> {
+        vec![1, 1, 4, 2]
+    }
+
+    /// Timestamps (kind 8, RFC 7323 §3.2), after two NOPs.
+    pub fn timestamps(tsval: u32, tsecr: u32) -> Vec<u8> {
+        let mut v = vec![1, 1, 8, 10];
+        v.extend_from_slice(&tsval.to_be_bytes());
+        v.extend_from_slice(&tsecr.to_be_bytes());
+        v
+    }
+
+    /// SACK blocks (kind 5, RFC 2018 §3), after two NOPs; at most four blocks fit.
+    pub fn sack(blocks: &[(u32, u32)]) -> Vec<u8> {
+        let blocks = &blocks[..blocks.len().min(4)];
+        let mut v = vec![1, 1, 5, (2 + 8 * blocks.len()) as u8];
+        for (l, r) in blocks {
+            v.extend_from_slice(&l.to_be_bytes());
+            v.extend_from_slice(&r.to_be_bytes());
+        }
+        v
+    }
+}
+
+/// The IPv6 Fragment header's Next Header value (RFC 8200 §4.5).
+const IPV6_FRAGMENT: u8 = 44;
 
 /// IPv4's default TTL and IPv6's default hop limit on Linux (`ip_default_ttl`).
 pub const DEFAULT_HOP_LIMIT: u8 = 64;
@@ -169,6 +229,14 @@ impl Ip {
 
     /// A TCP segment (RFC 9293) carrying `payload`.
     pub fn tcp(&self, seg: &Tcp, payload: &[u8]) -> Vec<u8> {
+        self.tcp_with_options(seg, &[], payload)
+    }
+
+    /// A TCP segment carrying the option bytes `options` (see [`tcp_option`]), padded with
+    /// NOPs to whole words and cut at [`TCP_OPTIONS_MAX_BYTES`], then `payload`.
+    pub fn tcp_with_options(&self, seg: &Tcp, options: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut opts = options[..options.len().min(TCP_OPTIONS_MAX_BYTES)].to_vec();
+        opts.resize(opts.len().next_multiple_of(4), 1);
         let mut b = self
             .start()
             .tcp(seg.src_port, seg.dst_port, seg.seq, seg.window);
@@ -197,7 +265,13 @@ impl Ip {
         if f(TcpHeader::CWR) {
             b = b.cwr();
         }
-        emit!(self, b, 20, payload)
+        if seg.ae {
+            b = b.ns();
+        }
+        let b = b
+            .options_raw(&opts)
+            .expect("whole words within the 40 option bytes");
+        emit!(self, b, 20 + opts.len(), payload)
     }
 
     /// A TCP segment of `total_bytes` in all, IP header included, its payload zeros.
@@ -249,6 +323,50 @@ impl Ip {
         }
     }
 
+    /// An ICMP (RFC 792) or ICMPv6 (RFC 4443 §2.1) message of any type: `kind` and `code`,
+    /// `rest` as the four bytes after the checksum, then `body` (for an error, the start of the
+    /// packet it is about). The caller decides whether such a message may be sent.
+    pub fn icmp(&self, kind: u8, code: u8, rest: [u8; 4], body: &[u8]) -> Vec<u8> {
+        match self.src {
+            IpAddr::V4(_) => emit!(self, self.start().icmpv4_raw(kind, code, rest), 8, body),
+            IpAddr::V6(_) => emit!(self, self.start().icmpv6_raw(kind, code, rest), 8, body),
+        }
+    }
+
+    /// A fragment of a datagram whose upper layer is protocol `proto`: `part` of its payload,
+    /// `offset_8` eight-byte units in, more to come when `more`. IPv4 carries the low 16 bits
+    /// of `id` in its header (RFC 791 §3.1); IPv6 carries all 32 in a fragment header (RFC 8200
+    /// §4.5). Offsets beyond 13 bits are cut to them.
+    pub fn fragment(&self, proto: u8, id: u32, offset_8: u16, more: bool, part: &[u8]) -> Vec<u8> {
+        let offset_8 = offset_8 & 0x1fff;
+        let (header, next, extension) = match self.header() {
+            IpHeaders::Ipv4(mut h, e) => {
+                h.identification = id as u16;
+                h.fragment_offset = IpFragOffset::try_new(offset_8).expect("13 bits");
+                h.more_fragments = more;
+                (IpHeaders::Ipv4(h, e), proto, Vec::new())
+            }
+            // The fragment header is written here: etherparse 0.18 writes its offset and M flag
+            // elsewhere than RFC 8200 §4.5 puts them (offset in the top 13 bits, M the last).
+            h @ IpHeaders::Ipv6(..) => {
+                let mut ext = vec![proto, 0];
+                ext.extend_from_slice(&(offset_8 << 3 | u16::from(more)).to_be_bytes());
+                ext.extend_from_slice(&id.to_be_bytes());
+                (h, IPV6_FRAGMENT, ext)
+            }
+        };
+        let part = payload_cap(
+            self.header_bytes(),
+            self.header_bytes() + extension.len(),
+            part,
+        );
+        let mut out = Vec::with_capacity(self.header_bytes() + extension.len() + part.len());
+        PacketBuilder::ip(header)
+            .write(&mut out, IpNumber(next), &[&extension[..], part].concat())
+            .expect("a Vec takes any write within the length fields");
+        out
+    }
+
     /// Bytes of the IP header this writes (no IPv4 options, no IPv6 extension headers).
     pub fn header_bytes(&self) -> usize {
         match self.src {
@@ -258,7 +376,11 @@ impl Ip {
     }
 
     fn start(&self) -> PacketBuilderStep<IpHeaders> {
-        let header = match (self.src, self.dst) {
+        PacketBuilder::ip(self.header())
+    }
+
+    fn header(&self) -> IpHeaders {
+        match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => IpHeaders::Ipv4(
                 Ipv4Header {
                     dscp: IpDscp::ZERO,
@@ -287,8 +409,7 @@ impl Ip {
             ),
             // `Ip`'s constructors keep the two addresses of one family.
             _ => unreachable!("an Ip of mixed families"),
-        };
-        PacketBuilder::ip(header)
+        }
     }
 }
 
@@ -374,6 +495,44 @@ mod tests {
     }
 
     #[test]
+    fn tcp_options_are_padded_to_words_and_the_ae_bit_is_set() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let mut opts = tcp_option::mss(1460);
+            opts.extend(tcp_option::wscale(7));
+            opts.extend([4, 2]); // SACK-permitted without its NOPs
+            let seg = Tcp::new(1, 2, 3).flags(TcpHeader::SYN).ae().window(1000);
+            let p = ip.tcp_with_options(&seg, &opts, b"x");
+            let at = ip.header_bytes();
+            assert_eq!(p[at + 12] >> 4, 8, "20 + 12 bytes of options: 8 words");
+            assert_eq!(p[at + 12] & 1, 1, "AE");
+            assert_eq!(
+                &p[at + 20..at + 32],
+                &[2, 4, 5, 180, 1, 3, 3, 7, 4, 2, 1, 1]
+            );
+            assert_eq!(p.len(), at + 32 + 1);
+            let Transport::Tcp(t) = parse(&p).unwrap().transport else {
+                panic!("not TCP")
+            };
+            assert_eq!((t.window, t.payload_len), (1000, 1));
+            assert!(transport_sum_ok(&p));
+        }
+    }
+
+    #[test]
+    fn tcp_options_beyond_forty_bytes_are_cut() {
+        let opts = tcp_option::sack(&[(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]);
+        assert_eq!(opts.len(), 4 + 32, "four blocks at most");
+        let p = Ip::v4(A4, B4).tcp_with_options(
+            &Tcp::new(1, 2, 3),
+            &[opts.clone(), opts].concat(),
+            &[],
+        );
+        assert_eq!(p[32] >> 4, 15);
+        assert_eq!(p.len(), 20 + 60);
+        assert!(transport_sum_ok(&p));
+    }
+
+    #[test]
     fn of_len_builders_give_exactly_the_length_asked() {
         for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
             assert_eq!(ip.udp_of_len(1, 2, 1500).len(), 1500);
@@ -409,6 +568,40 @@ mod tests {
         assert_eq!(e[40], 2);
         assert_eq!(u32::from_be_bytes([e[44], e[45], e[46], e[47]]), 1280);
         assert!(transport_sum_ok(&e));
+    }
+
+    #[test]
+    fn icmp_of_any_type_carries_its_rest_and_body_with_a_valid_checksum() {
+        let quoted = Ip::v4(B4, A4).udp(53, 5000, b"late");
+        let e = Ip::v4(A4, B4).icmp(3, 3, [0, 0, 5, 220], &quoted);
+        assert_eq!((e[9], e[20], e[21]), (1, 3, 3));
+        assert_eq!(&e[24..28], &[0, 0, 5, 220]);
+        assert_eq!(&e[28..], &quoted[..]);
+        assert_eq!(checksum::checksum(&e[20..], 0), 0);
+        let e = Ip::v6(A6, B6).icmp(1, 4, [0; 4], b"quote");
+        assert_eq!((e[6], e[40], e[41]), (58, 1, 4));
+        assert!(transport_sum_ok(&e));
+    }
+
+    #[test]
+    fn fragments_carry_their_offset_more_flag_and_identification() {
+        let f = Ip::v4(A4, B4)
+            .dont_fragment(false)
+            .fragment(17, 0xabcd_0042, 3, true, &[7; 16]);
+        assert_eq!(f.len(), 20 + 16);
+        assert_eq!(u16::from_be_bytes([f[4], f[5]]), 0x0042);
+        assert_eq!(u16::from_be_bytes([f[6], f[7]]), 0x2000 | 3, "MF, offset");
+        assert_eq!((f[9], checksum::checksum(&f[..20], 0)), (17, 0));
+        let f = Ip::v6(A6, B6).fragment(17, 0xabcd_0042, 4, false, &[7; 16]);
+        assert_eq!(f.len(), 40 + 8 + 16);
+        assert_eq!((u16::from_be_bytes([f[4], f[5]]), f[6]), (24, 44));
+        assert_eq!(f[40], 17, "the fragment header's next header");
+        assert_eq!(
+            u16::from_be_bytes([f[42], f[43]]),
+            4 << 3,
+            "offset, no M flag"
+        );
+        assert_eq!(&f[44..48], &0xabcd_0042u32.to_be_bytes());
     }
 
     #[test]
