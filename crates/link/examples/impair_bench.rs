@@ -1,11 +1,15 @@
 //! Nanoseconds each impairment adds per packet to one link direction:
-//! `cargo run --release -p link --example impair_bench`.
+//! `cargo run --release -p link --example impair_bench [WORD]` (with WORD, only the plain link
+//! and the configurations whose name contains it, e.g. `duplicate`: for a profiler).
 //!
-//! A link of 100 Gbit/s (never the bottleneck) with 10 ms of delay and a FIFO is offered one 1500-byte UDP packet per
-//! simulated microsecond, and polled at each step; delivered packets are recycled, so no
-//! allocation is measured but the duplicates' copies. Each packet's IP header is written just
-//! before it is offered, as the shell's read from the TUN device leaves it in cache. The
-//! configurations take turns, 15 rounds of 300 000 packets each, so that a busy machine slows
+//! A link of 100 Gbit/s (never the bottleneck) with 10 ms of delay and a FIFO is offered one
+//! 1500-byte UDP packet per simulated microsecond, and polled at each step. The loop does what
+//! the shell does around the link: each packet is copied into a buffer from a pool (the read
+//! from the TUN device), each delivered packet is copied out (the write into the far host's) and
+//! its buffer goes back to the pool, 4096 at most, the rest to the link (`Link::recycle`, where
+//! a duplicating link makes its copies; the lab's engine does not hand its surplus to the links
+//! yet, it frees it). The clock starts after 100 000 packets, once the pool and the packets in
+//! flight are steady. The configurations take turns, 15 rounds of 300 000 packets each, so that a busy machine slows
 //! them alike. Time is the thread's own time on a CPU (the first field of
 //! `/proc/thread-self/schedstat`, in ns), so that waiting for a core on a shared machine is not
 //! counted. The table gives the minimum and the median per packet, and the difference of the
@@ -17,9 +21,20 @@ use std::hint::black_box;
 use link::impair::{parse_corrupt, Impairments, NarrowLink};
 use link::{Duplicate, Filter, Jitter, Link, LinkParams, PacketRate, Reorder, Slot};
 use qdisc::fifo::{Fifo, Limit};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use wire::{Duration, Instant, Packet, Rate};
 
 const PACKETS: u64 = 300_000;
+/// The plain link with the delay that order-kept normal jitter of 2 ms adds on average at this
+/// packet rate: what more packets in flight cost, with no impairment.
+const PLAIN_17MS: &str = "plain, 17 ms";
+/// Packets offered before the clock starts: the in-flight packets and late copies of every
+/// configuration settle within 100 ms of simulated time.
+const WARMUP: u64 = 100_000;
+/// Buffers the shell keeps for its reads (crates/lab's engine keeps 4096).
+const POOL_BUFFERS: usize = 4096;
 const RUNS: usize = 15;
 
 fn packet(id: u64) -> Packet {
@@ -40,11 +55,12 @@ fn cpu_ns() -> u64 {
         .expect("/proc/thread-self/schedstat (Linux with schedstats)")
 }
 
-/// CPU nanoseconds per packet offered.
-fn run(impair: &Impairments) -> f64 {
+/// CPU nanoseconds per packet offered, once the link and the pool are in their steady state.
+/// Also returns the median delay the link added (delay, jitter, order-keeping), in ms.
+fn run(delay: Duration, impair: &Impairments) -> (f64, f64) {
     let params = LinkParams {
         capacity: link::Capacity::Rate(Rate::from_mbit(100_000)),
-        delay: Duration::from_millis(10),
+        delay,
         impair: impair.clone(),
         ..LinkParams::default()
     };
@@ -55,32 +71,62 @@ fn run(impair: &Impairments) -> f64 {
         1,
     );
     l.set_event_detail(false);
-    let mut spare: std::collections::VecDeque<Packet> = (0..40_000).map(packet).collect();
+    // The shell's pool of written packets' buffers (a stack, as the shell's: the buffer reused
+    // next is the one written last); buffers beyond it go back to the link (`Link::recycle`),
+    // which lets them go unless it duplicates. Full from the start, and enough beside it for the packets in flight, as a running lab's
+    // pool is once its hosts have been idle. Its buffers are shuffled: allocated in a row they
+    // would lie at consecutive addresses, and a link that delivers in order would hand them back
+    // in that order, a stride the cache's prefetcher follows, which a running lab's pool, long
+    // since mixed, does not have (and a link that reorders would pay for the difference).
+    let mut pool: Vec<Packet> = (0..POOL_BUFFERS as u64 + 12_000).map(packet).collect();
+    pool.shuffle(&mut ChaCha8Rng::seed_from_u64(7));
     let mut out = Vec::new();
-    let started = cpu_ns();
-    for id in 0..PACKETS {
+    let mut allocated = 0u64;
+    // What the shell's read(2) from the TUN device leaves (the kernel's copy of the packet) and
+    // what its write(2) into the far host's TUN device copies into.
+    let read = packet(0).data;
+    let mut written = vec![0u8; 65_536];
+    let mut step = |id: u64, allocated: &mut u64| {
         let now = Instant::from_micros(id);
-        let mut p = spare.pop_back().unwrap_or_else(|| packet(id));
+        let mut p = pool.pop().unwrap_or_else(|| {
+            *allocated += 1;
+            packet(id)
+        });
         p.id = id;
+        p.data.clear();
+        p.data.extend_from_slice(&read);
         p.data[4..6].copy_from_slice(&(id as u16).to_be_bytes());
         l.enqueue(now, p, &mut ());
         l.poll(now, &mut out, &mut ());
-        spare.extend(out.drain(..).map(|(_, p)| p));
-        // The shell frees what it has written; here the oldest beyond the pool are freed, and
-        // the packet reused next is one just delivered, warm as a fresh read would be.
-        while spare.len() > 40_000 {
-            spare.pop_front();
+        for (_, p) in out.drain(..) {
+            written[..p.len()].copy_from_slice(&p.data);
+            black_box(&written);
+            if pool.len() < POOL_BUFFERS {
+                pool.push(p);
+            } else {
+                l.recycle(p.data);
+            }
         }
+    };
+    // Until the packets in flight, late copies included, and the pool are steady.
+    for id in 0..WARMUP {
+        step(id, &mut allocated);
+    }
+    allocated = 0;
+    let started = cpu_ns();
+    for id in WARMUP..WARMUP + PACKETS {
+        step(id, &mut allocated);
     }
     let ns = (cpu_ns() - started) as f64 / PACKETS as f64;
     black_box(l.stats().packets_out);
     // Every packet offered was carried or deliberately dropped: none fell to the queue limit,
-    // and none had to be allocated inside the timed loop.
+    // and reads took their buffers from the pool.
     assert!(
         !l.stats().drops.contains_key("overlimit"),
         "the link was the bottleneck"
     );
-    ns
+    assert_eq!(allocated, 0, "a read had to allocate in the timed loop");
+    (ns, l.stats().added_delay.percentiles().p50_ms)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -96,6 +142,7 @@ fn main() {
     };
     let configs: Vec<(&str, Impairments)> = vec![
         ("plain (100 Gbit/s, 10 ms)", Impairments::default()),
+        (PLAIN_17MS, Impairments::default()),
         (
             "jitter 2ms uniform",
             with(&|i| i.jitter = Some(Jitter::parse("2ms").unwrap())),
@@ -160,16 +207,29 @@ fn main() {
             }),
         ),
     ];
+    let only = std::env::args().nth(1);
+    let configs: Vec<(&str, Impairments)> = configs
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (name, _))| *i == 0 || only.as_ref().is_none_or(|w| name.contains(w.as_str())))
+        .map(|(_, c)| c)
+        .collect();
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut delays_ms = vec![0.0; configs.len()];
     for _ in 0..RUNS {
-        for (i, (_, imp)) in configs.iter().enumerate() {
-            times[i].push(run(imp));
+        for (i, (name, imp)) in configs.iter().enumerate() {
+            let delay = Duration::from_millis(if *name == PLAIN_17MS { 17 } else { 10 });
+            let (ns, delay_ms) = run(delay, imp);
+            times[i].push(ns);
+            delays_ms[i] = delay_ms;
         }
     }
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     let base = median(times[0].clone());
-    println!("| link | min ns/packet | median ns/packet | added ns/packet (median) |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "| link | added delay p50 ms | min ns/packet | median ns/packet | added ns/packet (median) |"
+    );
+    println!("|---|---:|---:|---:|---:|");
     for (i, (name, _)) in configs.iter().enumerate() {
         let lo = min(&times[i]);
         let med = median(times[i].clone());
@@ -178,6 +238,7 @@ fn main() {
         } else {
             format!("{:.0}", med - base)
         };
-        println!("| {name} | {lo:.0} | {med:.0} | {added} |");
+        let d = delays_ms[i];
+        println!("| {name} | {d:.1} | {lo:.0} | {med:.0} | {added} |");
     }
 }

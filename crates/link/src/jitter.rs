@@ -73,8 +73,8 @@ impl Distribution {
 /// iproute2's pareto table: shape 3, scale 1, minus its mean 1.5, times 4/3. The table runs its
 /// index downwards (large values for small u), so here u → 1 − u keeps the quantile increasing.
 fn pareto(u: f64) -> f64 {
-    const ALPHA: f64 = 3.0;
-    ((1.0 - u).powf(-1.0 / ALPHA) - 1.5) * (4.0 / 3.0)
+    // (1 − u)^(−1/α) with α = 3, as a cube root: a third of the time of `powf`.
+    (1.0 / (1.0 - u).cbrt() - 1.5) * (4.0 / 3.0)
 }
 
 /// Φ⁻¹(p), the standard normal quantile, by Peter Acklam's rational approximation (relative error

@@ -21,6 +21,7 @@ pub mod link;
 pub mod loss;
 pub mod mtu;
 pub mod net;
+mod overtaking;
 pub mod stats;
 
 pub use capacity::{Capacity, Trace, TraceError};

@@ -21,8 +21,7 @@
 //! Each impairment draws from its own seeded random stream, so turning one on does not change
 //! the choices of another (the same packets are lost with or without jitter).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use qdisc::{Qdisc, QdiscEvent};
 use rand::{Rng, SeedableRng};
@@ -34,6 +33,7 @@ use crate::impair::Impairments;
 use crate::jitter::Correlated;
 use crate::loss::{LossModel, LossState};
 use crate::mtu::{self, TooBig};
+use crate::overtaking::OutOfLine;
 use crate::stats::LinkStats;
 use crate::DropCause;
 
@@ -178,15 +178,9 @@ pub struct Link {
     /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
     /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
-    /// packets under reordering jitter (netem keeps an rbtree). The packets wait in a slab and
-    /// a min-heap orders 24-byte keys into it: sifting moves the keys only, not the packets,
-    /// and the packets in line stay a plain queue.
-    overtaking: BinaryHeap<Reverse<OvertakingKey>>,
-    overtaking_slab: Vec<Option<Packet>>,
-    /// Free places in `overtaking_slab`.
-    overtaking_free: Vec<u32>,
-    /// Insertion counter: among equal arrival times, the first inserted arrives first.
-    overtaking_seq: u64,
+    /// packets under reordering jitter, the slow path (netem keeps an rbtree; here a radix
+    /// heap, as arrival times never go back), while the packets in line stay a plain queue.
+    overtaking: OutOfLine,
     /// The latest arrival of a packet that keeps its place in line: a later packet in line never
     /// arrives before it (a duplicate that comes late, or a packet chosen by `reorder`, does).
     in_line_until: Instant,
@@ -196,15 +190,26 @@ pub struct Link {
     /// Packets the router in front of the link sends back or on: ICMP errors and IPv4
     /// fragments (see [`Link::take_bounced`]).
     bounced: Vec<Packet>,
+    /// Empty buffers for duplicates' copies, so that a copy costs a memcpy and not an
+    /// allocation: refilled by [`Link::recycle`] and by the link's own drops, only while the
+    /// link duplicates, and never beyond [`SPARE_BUFFERS`].
+    spare: Vec<Vec<u8>>,
     events: Vec<QdiscEvent>,
     stats: LinkStats,
     /// Whether events carry the flow (see [`Link::set_event_detail`]).
     event_detail: bool,
 }
 
-/// A packet out of line: (arrival, insertion, place in the slab), ordered by arrival, then
-/// insertion.
-type OvertakingKey = (Instant, u64, u32);
+/// Buffers a duplicating link keeps for its copies. A burst of copies beyond this allocates.
+pub const SPARE_BUFFERS: usize = 256;
+
+/// Keeps `data` as a spare buffer if the link `wants` spares and has room.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, wants: bool, mut data: Vec<u8>) {
+    if wants && spare.len() < SPARE_BUFFERS {
+        data.clear();
+        spare.push(data);
+    }
+}
 
 /// Independent streams, so that one impairment's draws never shift another's.
 struct ImpairRngs {
@@ -259,14 +264,12 @@ impl Link {
             trace_next: None,
             in_service: None,
             in_flight: VecDeque::new(),
-            overtaking: BinaryHeap::new(),
-            overtaking_slab: Vec::new(),
-            overtaking_free: Vec::new(),
-            overtaking_seq: 0,
+            overtaking: OutOfLine::default(),
             in_line_until: Instant::ZERO,
             slotted: VecDeque::new(),
             slot: SlotState::default(),
             bounced: Vec::new(),
+            spare: Vec::new(),
             events: Vec::new(),
             stats: LinkStats::default(),
             event_detail: true,
@@ -348,6 +351,7 @@ impl Link {
             if cause == DropCause::TooBig {
                 self.bounce(&packet);
             }
+            self.recycle(packet.data);
             return;
         }
         self.admit(now, packet, obs);
@@ -374,6 +378,39 @@ impl Link {
                 });
             }
             TooBig::Silent => {}
+        }
+    }
+
+    /// Gives back the buffer of a packet this link (or any other) delivered and the caller has
+    /// finished with: a duplicating link makes its next copies in such buffers instead of
+    /// allocating. A link that does not duplicate, or has enough, lets the buffer go.
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        keep_spare(
+            &mut self.spare,
+            self.params.impair.duplicate.is_some(),
+            data,
+        );
+    }
+
+    /// Whether [`Link::recycle`] would keep a buffer now.
+    pub fn wants_buffers(&self) -> bool {
+        self.params.impair.duplicate.is_some() && self.spare.len() < SPARE_BUFFERS
+    }
+
+    /// A copy of `p`, in a spare buffer when there is one.
+    fn copy_of(&mut self, p: &Packet) -> Packet {
+        let data = match self.spare.pop() {
+            Some(mut buf) => {
+                buf.extend_from_slice(&p.data);
+                buf
+            }
+            None => p.data.clone(),
+        };
+        Packet {
+            data,
+            id: p.id,
+            enqueued_at: p.enqueued_at,
+            class: p.class,
         }
     }
 
@@ -417,6 +454,8 @@ impl Link {
                         cause: Some(cause),
                         ..event_of(now, EventKind::Drop, &packet, self.event_detail)
                     });
+                    let duplicating = self.params.impair.duplicate.is_some();
+                    keep_spare(&mut self.spare, duplicating, packet.data);
                 }
                 QdiscEvent::Marked { id, cause } => {
                     self.stats.ce_marks += 1;
@@ -531,7 +570,8 @@ impl Link {
         self.stats.bytes_out += p.len() as u64;
         let copy = match &impair.duplicate {
             Some(d) if self.rngs.duplicate.gen::<f64>() < d.probability => {
-                Some((at + d.late_by, d.late_by.is_zero() && in_line, p.clone()))
+                let (late_by, copy) = (d.late_by, self.copy_of(&p));
+                Some((at + late_by, late_by.is_zero() && in_line, copy))
             }
             _ => None,
         };
@@ -558,26 +598,14 @@ impl Link {
             debug_assert!(self.in_flight.back().is_none_or(|(t, _)| *t <= at));
             self.in_flight.push_back((at, packet));
         } else {
-            self.overtaking_seq += 1;
-            let place = match self.overtaking_free.pop() {
-                Some(i) => {
-                    self.overtaking_slab[i as usize] = Some(packet);
-                    i
-                }
-                None => {
-                    self.overtaking_slab.push(Some(packet));
-                    u32::try_from(self.overtaking_slab.len() - 1).expect("under 2^32 in flight")
-                }
-            };
-            self.overtaking
-                .push(Reverse((at, self.overtaking_seq, place)));
+            self.overtaking.push(at, packet);
         }
     }
 
     /// The earliest arrival on the wire, in line or not.
     fn next_arrival(&self) -> Option<Instant> {
         let a = self.in_flight.front().map(|(t, _)| *t);
-        let b = self.overtaking.peek().map(|Reverse(k)| k.0);
+        let b = self.overtaking.peek();
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -587,7 +615,7 @@ impl Link {
     /// Takes the earliest arrival if it is due by `now`.
     fn pop_arrival(&mut self, now: Instant) -> Option<(Instant, Packet)> {
         let a = self.in_flight.front().map(|(t, _)| *t);
-        let b = self.overtaking.peek().map(|Reverse(k)| k.0);
+        let b = self.overtaking.peek();
         let from_line = match (a, b) {
             (Some(a), Some(b)) => a <= b,
             (Some(_), None) => true,
@@ -600,15 +628,7 @@ impl Link {
             }
             self.in_flight.pop_front()
         } else {
-            if b? > now {
-                return None;
-            }
-            let Reverse((at, _, place)) = self.overtaking.pop()?;
-            self.overtaking_free.push(place);
-            let packet = self.overtaking_slab[place as usize]
-                .take()
-                .expect("a key's place holds its packet");
-            Some((at, packet))
+            self.overtaking.pop_due(now)
         }
     }
 
@@ -1165,6 +1185,52 @@ pub(crate) mod tests {
         // The copies never held back the packets behind their originals.
         let originals: Vec<_> = (0..100_000u64).map(|id| seen[&id][0]).collect();
         assert!(originals.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn a_duplicating_link_makes_its_copies_in_recycled_buffers() {
+        let imp = Impairments {
+            duplicate: Some(crate::Duplicate::parse("100%").unwrap()),
+            ..Impairments::default()
+        };
+        let mut l = impaired(10, imp);
+        let spare: Vec<Vec<u8>> = (0..4).map(|_| Vec::with_capacity(2048)).collect();
+        let places: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
+        for b in spare {
+            l.recycle(b);
+        }
+        let mut out = Vec::new();
+        for id in 0..6 {
+            l.enqueue(
+                Instant::from_micros(id),
+                udp(id, 1000 + id as usize, 1),
+                &mut (),
+            );
+        }
+        l.poll(Instant::from_millis(20), &mut out, &mut ());
+        assert_eq!(out.len(), 12);
+        for pair in out.chunks(2) {
+            let (original, copy) = (&pair[0].1, &pair[1].1);
+            assert_eq!((copy.id, &copy.data), (original.id, &original.data));
+        }
+        // The first four copies are made in the four spare buffers, the last two in new
+        // allocations once the spares have run out.
+        let copies: Vec<*const u8> = out
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|(_, p)| p.data.as_ptr())
+            .collect();
+        let mut from_spares: Vec<_> = copies[..4].to_vec();
+        let mut expected = places.clone();
+        from_spares.sort();
+        expected.sort();
+        assert_eq!(from_spares, expected);
+        assert!(copies[4..].iter().all(|c| !places.contains(c)));
+        // A link that does not duplicate keeps nothing.
+        let mut plain = impaired(10, Impairments::default());
+        plain.recycle(Vec::with_capacity(2048));
+        assert!(plain.spare.is_empty());
     }
 
     #[test]

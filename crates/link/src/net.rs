@@ -85,6 +85,8 @@ pub struct Network {
     /// Packets dropped because no route matched their destination.
     pub no_route: u64,
     scratch: Vec<(Instant, Packet)>,
+    /// The link that last took a buffer in [`Network::recycle`].
+    recycle_hint: LinkId,
 }
 
 impl Network {
@@ -121,6 +123,22 @@ impl Network {
 
     pub fn link_count(&self) -> usize {
         self.links.len()
+    }
+
+    /// Gives back the buffer of a delivered packet the caller has finished with and does not
+    /// keep for itself: a duplicating link with room makes its next copy in it
+    /// ([`Link::recycle`]); otherwise it is let go.
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        // The link that took the last one usually wants the next.
+        let hint = self.recycle_hint;
+        let wants = match self.links.get(hint) {
+            Some((l, _)) if l.wants_buffers() => Some(hint),
+            _ => self.links.iter().position(|(l, _)| l.wants_buffers()),
+        };
+        if let Some(i) = wants {
+            self.recycle_hint = i;
+            self.links[i].0.recycle(data);
+        }
     }
 
     /// A packet appears at `node` at `now` (read from a host's interface). Deliveries straight
@@ -402,5 +420,23 @@ mod tests {
             to_server.iter().map(|p| p.len()).collect::<Vec<_>>(),
             [1396, 124]
         );
+    }
+
+    #[test]
+    fn buffers_given_back_go_to_a_duplicating_link_until_it_has_enough() {
+        let mut net = Network::new();
+        let to = net.add_node();
+        let plain = net.add_link(link(10, 1), to);
+        let mut dup = link(10, 1);
+        let mut p = dup.params().clone();
+        p.impair.duplicate = Some(crate::Duplicate::parse("50%").unwrap());
+        dup.set_params(Instant::ZERO, p, &mut ());
+        let dup = net.add_link(dup, to);
+        assert!(!net.link(plain).wants_buffers() && net.link(dup).wants_buffers());
+        for _ in 0..crate::link::SPARE_BUFFERS {
+            net.recycle(Vec::with_capacity(1500));
+        }
+        assert!(!net.link(dup).wants_buffers(), "full");
+        net.recycle(Vec::with_capacity(1500));
     }
 }

@@ -218,6 +218,9 @@ pub struct Asked {
     /// The drop filters as text.
     pub filters: Vec<String>,
     pub mtu_bytes: Option<u32>,
+    /// The slots and the slow path as their option text, when set.
+    pub slot: Option<String>,
+    pub slow: Option<String>,
 }
 
 impl Asked {
@@ -239,6 +242,8 @@ impl Asked {
             pps: i.pps.map(|r| r.packets_per_sec),
             filters: i.drop.iter().map(|f| f.to_string()).collect(),
             mtu_bytes: i.narrow.as_ref().map(|n| n.mtu_bytes),
+            slot: i.slot.as_ref().map(|s| s.to_string()),
+            slow: i.slow.as_ref().map(|s| s.to_string()),
         }
     }
 }
@@ -347,6 +352,12 @@ impl fmt::Display for Asked {
         for flt in &self.filters {
             parts.push(format!("drop '{flt}'"));
         }
+        if let Some(s) = &self.slot {
+            parts.push(format!("slot {s}"));
+        }
+        if let Some(s) = &self.slow {
+            parts.push(format!("slow '{s}'"));
+        }
         f.write_str(&parts.join(", "))
     }
 }
@@ -382,6 +393,12 @@ impl Got {
             if n > 0 {
                 parts.push(format!("{name} {n}"));
             }
+        }
+        if self.slot_wait.samples > 0 {
+            parts.push(format!(
+                "slot wait p50 {:.2}ms p99 {:.2}ms",
+                self.slot_wait.p50_ms, self.slot_wait.p99_ms
+            ));
         }
         if self.lateness.samples > 0 {
             parts.push(format!("engine late p99 {:.2}ms", self.lateness.p99_ms));
@@ -507,6 +524,43 @@ mod tests {
             "{line}"
         );
         assert_eq!(got.engine_warning(), None);
+    }
+
+    #[test]
+    fn slots_and_the_slow_path_show_in_what_was_asked_and_got() {
+        let params = LinkParams {
+            impair: Impairments {
+                slot: Some(crate::Slot::parse("2ms 6ms packets 16").unwrap()),
+                slow: Some(crate::Slow::parse("ipv6 150ms").unwrap()),
+                ..Impairments::default()
+            },
+            ..LinkParams::default()
+        };
+        let asked = Asked::of(&params);
+        assert_eq!(
+            asked.to_string(),
+            "unlimited, 0s, slot 2ms 6ms packets 16, slow 'ipv6 150ms'"
+        );
+        let mut l = Link::new(
+            Instant::ZERO,
+            params,
+            Box::new(Fifo::new(Limit::Packets(10_000))),
+            1,
+        );
+        for id in 0..100 {
+            l.enqueue(Instant::from_millis(id), udp(id, 100, 1), &mut ());
+        }
+        drain(&mut l, &mut ());
+        let line = Got::of(l.stats()).summary(&asked);
+        assert!(line.contains(", slot wait p50 "), "{line}");
+        let p99: f64 = line
+            .rsplit("p99 ")
+            .next()
+            .unwrap()
+            .trim_end_matches("ms")
+            .parse()
+            .unwrap();
+        assert!((2.0..=6.1).contains(&p99), "{line}");
     }
 
     #[test]
