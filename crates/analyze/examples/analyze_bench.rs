@@ -1,7 +1,7 @@
 //! Analyzes a capture through the library path of `latencylab analyze --json` and reports
 //! packets per second (wall time of the whole analysis, JSON serialisation included).
 //!
-//!     cargo run --release -p analyze --example bench -- FILE [--series] [--stream] [--json OUT] [--debug OUT]
+//!     cargo run --release -p analyze --example analyze_bench -- FILE [--series] [--stream] [--json OUT] [--debug OUT]
 //!
 //! The file is read into memory first and analysed in place, as the CLI does with a mapped
 //! file (`--stream`: through the streaming reader instead). `--json OUT` writes the report as
