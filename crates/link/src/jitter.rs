@@ -4,7 +4,8 @@
 //! packet's delay `μ + σ·t`, where σ is the jitter and `t` is read from a table of the chosen
 //! distribution's inverse CDF at a (possibly correlated) uniform random index. iproute2's tables
 //! (`maketable.c`) hold values in [-4, 4] (scaled by NETEM_DIST_SCALE = 8192), so every
-//! distribution is cut at ±4σ. Here the inverse CDFs are computed rather than tabulated:
+//! distribution is cut at ±4σ. Here the inverse CDFs are computed from their formulas rather
+//! than read from iproute2's files:
 //!
 //! - `uniform`: t = 2u − 1, the ±σ band netem uses when no table is given;
 //! - `normal`: t = Φ⁻¹(u), the standard normal;
@@ -12,6 +13,15 @@
 //!   mean 0 and stretched by 4/3);
 //! - `paretonormal`: t = ¼·Φ⁻¹(u) + ¾·pareto(u), iproute2's `paretonormal.c` mix, taken at the same
 //!   quantile so that the result stays monotone in u (and so correlation still works).
+//!
+//! Per packet, as in netem, the value comes from a table of the inverse CDF at 4096 evenly
+//! spaced quantiles (the size of iproute2's tables, `maketable.c`), so that a draw costs two
+//! loads and a multiply instead of a logarithm or a cube root. Where netem takes the nearest
+//! entry, here the two neighbours are interpolated linearly, which keeps each value within 0.1 %
+//! of σ of the formula for the normal, and within 1 % for the others (at worst in the one cell
+//! where a pareto tail meets the 4σ cut, a corner). The table is computed from the formulas above, once, on
+//! first use. The eight cells at each end, where the normal's quantile runs off towards ±∞ too
+//! steeply for a straight line, are computed exactly (one draw in 256 takes that branch).
 //!
 //! Correlation is netem's `get_crandom`: u = (1 − ρ)·fresh + ρ·previous. Like netem's, it makes
 //! successive delays alike but also narrows the distribution (the sum of two uniforms is not
@@ -21,9 +31,11 @@
 //! the link (see `Link::launch`), which by default keeps order as a real link does.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use wire::time::duration_nanos;
 use wire::units::{format_duration_exact, parse_time};
 use wire::Duration;
 
@@ -56,7 +68,37 @@ impl Distribution {
         }
     }
 
-    /// The standardized value at quantile `u` ∈ [0, 1], cut to [-4, 4] as netem's tables are.
+    /// The standardized value at quantile `u` ∈ [0, 1), as [`Distribution::at_quantile`] but from
+    /// the interpolated table: what each packet draws.
+    pub fn sample_at(self, u: f64) -> f64 {
+        if self == Distribution::Uniform {
+            return 2.0 * u - 1.0;
+        }
+        let x = u * TABLE_CELLS as f64;
+        // `as` saturates, so a u outside [0, 1) still lands in a cell.
+        let i = (x as usize).min(TABLE_CELLS - 1);
+        if !(EXACT_CELLS..TABLE_CELLS - EXACT_CELLS).contains(&i) {
+            return self.at_quantile(u);
+        }
+        let table = self.table();
+        let (lo, hi) = (f64::from(table[i]), f64::from(table[i + 1]));
+        lo + (x - i as f64) * (hi - lo)
+    }
+
+    /// The inverse CDF at quantiles i/[`TABLE_CELLS`], i = 0..=TABLE_CELLS, computed on first use.
+    fn table(self) -> &'static [f32; TABLE_CELLS + 1] {
+        static TABLES: [OnceLock<Box<[f32; TABLE_CELLS + 1]>>; 4] = [const { OnceLock::new() }; 4];
+        TABLES[self as usize].get_or_init(|| {
+            let mut t = Box::new([0.0; TABLE_CELLS + 1]);
+            for (i, v) in t.iter_mut().enumerate() {
+                *v = self.at_quantile(i as f64 / TABLE_CELLS as f64) as f32;
+            }
+            t
+        })
+    }
+
+    /// The standardized value at quantile `u` ∈ [0, 1], cut to [-4, 4] as netem's tables are:
+    /// the exact definition, which the table follows.
     pub fn at_quantile(self, u: f64) -> f64 {
         // Keep u inside (0, 1): the inverse CDFs diverge at the ends.
         let u = u.clamp(1e-12, 1.0 - 1e-12);
@@ -69,6 +111,15 @@ impl Distribution {
         t.clamp(-4.0, 4.0)
     }
 }
+
+/// Cells of the quantile table: the size of the tables iproute2 ships (`maketable.c`'s
+/// TABLESIZE, 16384/4).
+pub const TABLE_CELLS: usize = 4096;
+
+/// Cells at each end of the table where the quantile is computed, not interpolated: the
+/// normal's quantile bends too sharply there for a straight line (the interpolation's error
+/// falls as 1/k² with the cell k from the end, and is below 0.1 % of σ from the eighth on).
+const EXACT_CELLS: usize = 8;
 
 /// iproute2's pareto table: shape 3, scale 1, minus its mean 1.5, times 4/3. The table runs its
 /// index downwards (large values for small u), so here u → 1 − u keeps the quantile increasing.
@@ -166,8 +217,8 @@ impl Jitter {
     /// A signed offset from the link's delay, in nanoseconds: σ·t with t from the distribution.
     pub fn sample_nanos(&self, state: &mut Correlated, rng: &mut ChaCha8Rng) -> i64 {
         let u = state.next(self.correlation, rng);
-        let t = self.distribution.at_quantile(u);
-        (self.amount.as_nanos() as f64 * t) as i64
+        let t = self.distribution.sample_at(u);
+        (duration_nanos(self.amount) as f64 * t) as i64
     }
 
     /// Parses `5ms`, `5ms normal`, `5ms pareto 25%`, `5ms normal reorder`.
@@ -293,6 +344,28 @@ mod tests {
         assert!((u_sd - 1.0 / 3f64.sqrt()).abs() < 1e-4);
         let (n_m, n_sd) = exact(Distribution::Normal);
         assert!(n_m.abs() < 1e-4 && (n_sd - 1.0).abs() < 1e-3, "{n_sd}");
+    }
+
+    #[test]
+    fn the_interpolated_table_follows_the_formula_within_1_percent_of_sigma() {
+        for d in Distribution::ALL {
+            let n = 1_000_000;
+            let worst = (0..n)
+                .map(|i| {
+                    let u = (i as f64 + 0.5) / n as f64;
+                    (d.sample_at(u) - d.at_quantile(u)).abs()
+                })
+                .fold(0.0, f64::max);
+            // The worst is the cell where a long tail meets the 4σ cut, a corner.
+            assert!(worst < 0.01, "{d:?}: {worst}");
+            if d == Distribution::Normal {
+                assert!(worst < 0.001, "{worst}");
+            }
+        }
+        // At the table's own points it is the formula, to f32's precision.
+        let u = 1000.0 / TABLE_CELLS as f64;
+        let d = Distribution::Normal;
+        assert!((d.sample_at(u) - d.at_quantile(u)).abs() < 1e-6);
     }
 
     #[test]

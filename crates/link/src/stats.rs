@@ -68,7 +68,8 @@ fn new_table(digits: u8) -> Histogram<u64> {
 
 impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     pub fn record(&mut self, d: Duration) {
-        let us = (d.as_nanos() / 1000).clamp(1, 1_000_000_000) as u64;
+        // In u64: `Duration::as_nanos` is a u128, whose division is a library call.
+        let us = (wire::time::duration_nanos(d) / 1000).clamp(1, 1_000_000_000);
         match &mut self.0 {
             Counts::Full(h) => h.saturating_record(us),
             Counts::Empty => {
