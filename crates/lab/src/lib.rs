@@ -8,7 +8,7 @@
 //!
 //! Layout: what a lab is comes from `labnet` (re-exported as [`config`]), its files from
 //! [`files`]; [`netns`] (namespaces, TUN devices, addresses, routes, sysctls), [`engine`] (the
-//! event loop, which drives the NAT64 and DNS64 endpoints of `labnet`), [`process`] (programs in hosts), [`output`] (pcap, link logs, summary),
+//! event loop, which drives the NAT64 and DNS64 endpoints of `labnet`), [`process`] (processes in hosts; the `launcher` crate starts them), [`output`] (pcap, link logs, summary),
 //! [`cleanup`] (leftovers of earlier labs).
 
 pub mod cleanup;
@@ -17,12 +17,14 @@ mod event_loop;
 pub mod files;
 pub mod netns;
 pub mod output;
-pub mod owner;
 pub mod process;
 pub mod runner;
 mod starter;
 mod sys;
 pub mod userns;
+
+/// Who owns the files written for the user (the `owner` crate, under its old name here).
+pub use ::owner;
 
 /// The lab's specification, from the pure core (kept under its old name for callers).
 pub use labnet::spec as config;

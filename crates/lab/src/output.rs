@@ -14,7 +14,7 @@ use link::Event;
 use serde::Serialize;
 use wire::pcap;
 
-use crate::owner;
+use ::owner;
 
 pub use labnet::run_dir::{
     DelaySummary, DnsQuerySummary, DnsSummary, EngineSummary, LinkSummary, Nat64Summary,
