@@ -3,7 +3,8 @@
 //! ([`crate::lifecycle`]) read their facts from here. Also what a program finds in its host:
 //! its environment (the lab's, made once, and its host's name) and its resolver file.
 //!
-//! Not here: starting processes, signals, descriptors (`lab::starter`, `lab::process`).
+//! Not here: starting processes, signals, descriptors (the `launcher` crate, `lab::starter`,
+//! `lab::process`).
 
 use std::path::Path;
 

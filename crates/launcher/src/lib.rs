@@ -1,5 +1,6 @@
-//! The program launcher: programs in lab hosts, started inside a host's network namespace with the lab's own name
-//! resolution, as the invoking user when latencylab runs under sudo, and killed with the lab.
+//! The program launcher: programs in lab hosts, started inside a host's network namespace with
+//! the lab's own name resolution, as the invoking user when latencylab runs under sudo, and
+//! killed with the lab.
 //!
 //! Programs are started by a [`Launcher`]: a small process forked when the lab starts, before
 //! the engine allocates anything per host, which forks and execs each program for the lab and
@@ -11,8 +12,9 @@
 //! that a request is a host's index, a name and a command line: a few hundred bytes, no
 //! descriptors, no file system work on the loop's thread, whatever the size of the lab.
 //!
-//! This crate is the lab's side ([`Launcher`]) and the protocol; [`serve`] is the launcher
-//! process's side. Everything a program's child does between fork and exec is a raw syscall on
+//! This file is the lab's side ([`Launcher`]) and the protocol; `serve.rs` is the launcher
+//! process's side. Not here: what the name files and the environment hold (`labnet::programs`),
+//! and killing what a host's namespace still holds when the lab ends (`lab::process`). Everything a program's child does between fork and exec is a raw syscall on
 //! data prepared before the fork (no allocation).
 
 use std::io::{self, IoSlice};
