@@ -152,6 +152,13 @@ fn sweep_small_stopped_by_sigint_then_killed_outright_resumes_to_exactly_four_ro
 
     let again = sweep(&small(), &out).output().unwrap();
     assert!(again.status.success(), "{}", text(&again.stderr));
+    // Its last line, as docs/sweeps.md runs it (docs_examples.rs leaves this sweep to here).
+    let said = text(&again.stderr);
+    assert!(
+        said.contains("sweep: 4 of 4 runs ok")
+            && said.contains(&out.join("results.parquet").display().to_string()),
+        "{said}"
+    );
     let all = rows(&out);
     assert_eq!(all.len(), 4, "{all:?}");
     assert_eq!(journal_lines(&out), 4, "no run recorded twice");
