@@ -14,8 +14,9 @@
 //!
 //! This file is the lab's side ([`Launcher`]) and the protocol; `serve.rs` is the launcher
 //! process's side. Not here: what the name files and the environment hold (`labnet::programs`),
-//! and killing what a host's namespace still holds when the lab ends (`lab::process`). Everything a program's child does between fork and exec is a raw syscall on
-//! data prepared before the fork (no allocation).
+//! and killing what a host's namespace still holds when the lab ends (`lab::process`).
+//! Everything a program's child does between fork and exec is a raw syscall on data prepared
+//! before the fork (no allocation).
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
