@@ -50,13 +50,13 @@ pub enum Demo {
     )]
     Tfo(TfoArgs),
     /// Short connections from a home line to servers at a measured spread of RTTs, and the
-    /// CDF of their handshake times (about 20 s)
+    /// CDF of their handshake times (about 5 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
     )]
     HandshakeCdf(HandshakeCdfArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
-    /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
+    /// pipelining, at 100 ms and 300 ms RTT (about 20 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
     )]
@@ -77,7 +77,7 @@ pub enum Demo {
     CwndReuse(CwndReuseArgs),
     /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
     /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
-    /// (about 60 s)
+    /// (about 40 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
