@@ -384,11 +384,18 @@ impl PriorityPolicy {
 ///
 /// So that a stall while the loop sleeps with nothing due is seen too, the loop never sleeps
 /// longer than [`HEARTBEAT`]: a stall of length S is then measured as at least S - HEARTBEAT.
+///
+/// Besides the longest, it keeps every stall over [`STALL_WORTH_SAYING`] (the first
+/// [`STALLS_KEPT`]), so that each can be set beside what else the machine did at that moment.
 #[derive(Clone, Debug, Default)]
 pub struct StallMeter {
     longest: Duration,
     at: Instant,
+    over: Vec<(Instant, Duration)>,
 }
+
+/// How many stalls over [`STALL_WORTH_SAYING`] a [`StallMeter`] keeps (2 KB).
+pub const STALLS_KEPT: usize = 128;
 
 /// The longest sleep of an idle loop (see [`StallMeter`]).
 pub const HEARTBEAT: Duration = Duration::from_millis(5);
@@ -408,6 +415,9 @@ impl StallMeter {
     }
 
     fn record(&mut self, d: Duration, at: Instant) {
+        if d > STALL_WORTH_SAYING && self.over.len() < STALLS_KEPT {
+            self.over.push((at, d));
+        }
         if d > self.longest {
             self.longest = d;
             self.at = at;
@@ -417,6 +427,12 @@ impl StallMeter {
     /// The longest stall and when it began.
     pub fn longest(&self) -> (Duration, Instant) {
         (self.longest, self.at)
+    }
+
+    /// Every stall over [`STALL_WORTH_SAYING`], when it began and how long, in the order they
+    /// happened (the first [`STALLS_KEPT`]).
+    pub fn over_worth_saying(&self) -> &[(Instant, Duration)] {
+        &self.over
     }
 }
 
@@ -593,6 +609,24 @@ mod tests {
         // Waking early (a packet came before the deadline) is no stall.
         m.woke(ms(400), ms(350));
         assert_eq!(m.longest().0, Duration::from_millis(195));
+        // Only the stalls over a millisecond are kept, each with when it began.
+        m.turn(ms(500), ms(500) + Duration::from_micros(1500));
+        assert_eq!(
+            m.over_worth_saying(),
+            [
+                (ms(105), Duration::from_millis(195)),
+                (ms(300), Duration::from_millis(2)),
+                (ms(500), Duration::from_micros(1500)),
+            ]
+        );
+        for k in 0..STALLS_KEPT as u64 {
+            m.woke(ms(1000 + 10 * k), ms(1000 + 10 * k + 2));
+        }
+        assert_eq!(m.over_worth_saying().len(), STALLS_KEPT);
+        assert_eq!(
+            m.over_worth_saying()[3],
+            (ms(1000), Duration::from_millis(2))
+        );
     }
 
     #[test]
