@@ -1,7 +1,7 @@
 //! End-to-end tests of the queue disciplines in the lab (issue 3's "Done when"): 10 Mbit/s,
-//! 20 ms RTT, two bulk TCP downloads and a sparse UDP probe, through each discipline, for
-//! [`DURATION`]. The probe's queueing delay is read from the bottleneck's link log: the time
-//! each of its packets spent in the queue, as the queue itself measured it.
+//! 20 ms RTT, two bulk TCP downloads and a sparse UDP probe for 25 s, through each discipline.
+//! The probe's queueing delay is read from the bottleneck's link log: the time each of its
+//! packets spent in the queue, as the queue itself measured it.
 //!
 //! Needs root and /dev/net/tun, like crates/cli/tests/lab.rs; the labs run one at a time.
 
@@ -16,19 +16,14 @@ use labnet::run_dir::{parse_link_log, RunDir};
 use labnet::spec::Side;
 use link::EventKind;
 
-/// How long each lab's traffic runs: six labs, one after another. Every discipline settles
-/// within its first two seconds (slow start's overshoot drained), so the probe's median delay
-/// over 12 s is already the standing queue's; a longer run checks nothing more.
-const DURATION: &str = "12s";
-
 /// Two bulk downloads and a probe every 100 ms (`proto`: udp, or tcp request/response),
 /// through `queue` both ways.
 fn two_downloads_and_a_probe(name: &str, queue: &str, proto: &str, extra: &[&str]) -> PathBuf {
     let dir = out_dir(name);
     let traffic = format!(
-        "latencylab bulk-client server --duration {DURATION} -o /dev/null & \
-         latencylab bulk-client server --duration {DURATION} -o /dev/null & \
-         latencylab probe-client server --proto {proto} --interval 100ms --duration {DURATION} -o $LATENCYLAB_OUT/probe.jsonl; wait"
+        "latencylab bulk-client server --duration 25s -o /dev/null & \
+         latencylab bulk-client server --duration 25s -o /dev/null & \
+         latencylab probe-client server --proto {proto} --interval 100ms --duration 25s -o $LATENCYLAB_OUT/probe.jsonl; wait"
     );
     let mut args = vec![
         "shell",
@@ -72,20 +67,6 @@ fn probe_queue_delays_ms(dir: &Path) -> Vec<f64> {
         .collect()
 }
 
-/// The median of the probe's queueing delays, printed (`--nocapture` shows each discipline's
-/// margin against its threshold).
-fn probe_median_ms(dir: &Path, queue: &str) -> f64 {
-    let delays = probe_queue_delays_ms(dir);
-    assert!(
-        delays.len() > 50,
-        "{queue}: only {} probe packets",
-        delays.len()
-    );
-    let m = median(delays);
-    eprintln!("{queue}: probe median queue delay {m:.1} ms");
-    m
-}
-
 fn down_link(dir: &Path) -> serde_json::Value {
     let s: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
@@ -102,7 +83,7 @@ fn down_link(dir: &Path) -> serde_json::Value {
 fn a_deep_fifo_makes_the_probe_wait_behind_the_downloads() {
     let _g = lock();
     let dir = two_downloads_and_a_probe("fifo", "fifo limit 1000", "udp", &[]);
-    let m = probe_median_ms(&dir, "fifo");
+    let m = median(probe_queue_delays_ms(&dir));
     assert!(m > 100.0, "fifo: probe median queue delay {m:.1} ms");
     assert_nothing_left();
 }
@@ -111,7 +92,7 @@ fn a_deep_fifo_makes_the_probe_wait_behind_the_downloads() {
 fn fq_codel_keeps_the_sparse_probe_under_10_ms() {
     let _g = lock();
     let dir = two_downloads_and_a_probe("fq_codel", "fq_codel", "udp", &[]);
-    let m = probe_median_ms(&dir, "fq_codel");
+    let m = median(probe_queue_delays_ms(&dir));
     assert!(m < 10.0, "fq_codel: probe median queue delay {m:.1} ms");
     assert!(
         down_link(&dir)["drops"]["aqm_dequeue"]
@@ -128,7 +109,7 @@ fn codel_pie_and_dualpi2_keep_the_probe_under_25_ms_with_classic_tcp() {
     let _g = lock();
     for queue in ["codel", "pie", "dualpi2"] {
         let dir = two_downloads_and_a_probe(queue, queue, "udp", &[]);
-        let m = probe_median_ms(&dir, queue);
+        let m = median(probe_queue_delays_ms(&dir));
         assert!(m < 25.0, "{queue}: probe median queue delay {m:.1} ms");
         let down = down_link(&dir);
         let aqm: u64 = ["aqm_enqueue", "aqm_dequeue"]
@@ -160,7 +141,7 @@ fn codel_with_ecn_marks_instead_of_dropping() {
         .filter_map(|k| down["drops"][k].as_u64())
         .sum();
     assert_eq!(aqm, 0, "ECN-capable flows are marked, not dropped: {down}");
-    let m = probe_median_ms(&dir, "codel ecn");
+    let m = median(probe_queue_delays_ms(&dir));
     assert!(m < 25.0, "codel ecn: probe median queue delay {m:.1} ms");
     assert_nothing_left();
 }
