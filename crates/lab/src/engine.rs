@@ -272,10 +272,13 @@ impl Forwarder {
         self.writes += 1;
     }
 
-    /// Keeps a written packet's buffer for a packet to come.
+    /// Keeps a written packet's buffer for a packet to come; once the pool is full (more
+    /// packets are written than read: a link duplicates), the network gets it for its copies.
     fn recycle(&mut self, data: Vec<u8>) {
         if self.pool.len() < POOL_BUFFERS {
             self.pool.push(data);
+        } else {
+            self.core.recycle(data);
         }
     }
 
