@@ -298,20 +298,14 @@ pub fn sysctl(key: &str, value: &str) -> Result<()> {
 
 /// The congestion controls this kernel offers.
 pub fn available_cc() -> Vec<String> {
-    fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    let list = fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control");
+    labnet::system::cc_names(&list.unwrap_or_default())
 }
 
 /// The congestion controls a namespace other than the machine's own may default to.
 pub fn allowed_cc() -> Vec<String> {
-    fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    let list = fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+    labnet::system::cc_names(&list.unwrap_or_default())
 }
 
 /// A namespace other than the machine's own may only default to a congestion control in the
@@ -322,10 +316,9 @@ pub fn allowed_cc() -> Vec<String> {
 pub fn allow_cc(cc: &str) -> Result<bool> {
     let p = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
     let allowed = fs::read_to_string(p).with_context(|| format!("reading {p}"))?;
-    if allowed.split_whitespace().any(|a| a == cc) {
+    let Some(list) = labnet::system::allowed_with(&allowed, cc) else {
         return Ok(false);
-    }
-    let list = format!("{} {cc}", allowed.trim());
+    };
     fs::write(p, &list).with_context(|| format!("writing '{list}' to {p}"))?;
     Ok(true)
 }

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use wire::Instant;
@@ -81,12 +81,7 @@ impl Drop for Teardown {
                 process::signal(pid, libc::SIGKILL);
             }
         }
-        let inodes: Vec<u64> = self
-            .hosts
-            .iter()
-            .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
-            .collect();
-        process::kill_all_in_namespaces(&inodes);
+        process::kill_all_in_namespaces(&ns_inodes(&self.hosts));
         netns::remove_hosts(std::mem::take(&mut self.hosts));
         let _ = fs::remove_dir_all(runtime_dir(self.pid));
     }
@@ -95,15 +90,10 @@ impl Drop for Teardown {
 /// Checks what can be checked before anything is created: privileges, the TUN device, the
 /// hosts' congestion controls.
 pub fn preflight(cfg: &LabConfig) -> Result<(), UsageError> {
-    if !nix::unistd::geteuid().is_root() && !userns::rootless() {
-        return Err(UsageError(
-            "latencylab needs root or a user namespace of its own to create network namespaces and TUN devices (call lab::userns::enter first, or try: sudo latencylab ...)".into(),
-        ));
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err(UsageError(
-            "/dev/net/tun is missing (load the tun module: modprobe tun)".into(),
-        ));
+    let privileged = nix::unistd::geteuid().is_root() || userns::rootless();
+    let tun = std::path::Path::new("/dev/net/tun").exists();
+    if let Some(line) = system::privilege_refusal(privileged, tun) {
+        return Err(UsageError(line));
     }
     let (avail, allowed) = (netns::available_cc(), netns::allowed_cc());
     match system::cc_refusal(cfg, &avail, &allowed, userns::rootless()) {
@@ -151,15 +141,12 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     // Without root the list is only read (preflight checked it).
     for cc in system::congestion_controls(cfg).filter(|_| !userns::rootless()) {
         if netns::allow_cc(cc)? && !opts.quiet {
-            eprintln!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it");
+            eprintln!("{}", messages::cc_allowed(cc));
         }
     }
     let removed = cleanup::remove_leftovers();
-    if !removed.is_empty() && !opts.quiet {
-        eprintln!(
-            "latencylab: removed what an earlier lab left behind: {}",
-            removed.join(", ")
-        );
+    if let Some(line) = messages::leftovers_removed(&removed).filter(|_| !opts.quiet) {
+        eprintln!("{line}");
     }
 
     // Signals become events from here on (children get an empty mask back in pre_exec).
@@ -198,11 +185,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             c.route_mtu_bytes,
         )?;
     }
-    let inodes: Vec<u64> = td
-        .hosts
-        .iter()
-        .filter_map(|h| process::ns_inode(h.ns_fd.as_raw_fd()))
-        .collect();
+    let inodes = ns_inodes(&td.hosts);
     td.runtime_watch = Some(cleanup::RemoveWhenGone::start(&runtime_dir(pid), &inodes)?);
     let run_dir = opts.out_dir.as_ref().map(RunDir::new);
     if let Some(d) = &run_dir {
@@ -295,17 +278,18 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     })
 }
 
+/// The inodes of the hosts' namespaces, by which their processes are found.
+fn ns_inodes(hosts: &[HostNs]) -> Vec<u64> {
+    let inode = |h: &HostNs| process::ns_inode(h.ns_fd.as_raw_fd());
+    hosts.iter().filter_map(inode).collect()
+}
+
 /// Raises the soft limit on open descriptors to `need`, if it is lower, within the hard limit.
 fn raise_fd_limit(need: u64) -> Result<()> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
-    if soft >= need {
-        return Ok(());
+    match system::fd_soft_limit(soft, hard, need).map_err(|e| anyhow!(e))? {
+        Some(s) => setrlimit(Resource::RLIMIT_NOFILE, s, hard).context("setrlimit(RLIMIT_NOFILE)"),
+        None => Ok(()),
     }
-    if hard < need {
-        bail!(
-            "this lab needs about {need} open files and the hard limit is {hard} (raise it: ulimit -Hn {need})"
-        );
-    }
-    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("setrlimit(RLIMIT_NOFILE)")
 }

@@ -6,10 +6,10 @@
 
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use labnet::programs::{lab_env, resolv_conf_for};
+use labnet::programs::{gai_file, lab_env, NameFiles};
 use labnet::spec::LabConfig;
 
 use crate::cleanup::runtime_dir;
@@ -17,39 +17,20 @@ use crate::netns::HostNs;
 use crate::process::{self, HostFiles, LabSetup, Launcher, StartSpec};
 use crate::runner::RunOptions;
 
-/// Each host's /etc/hosts and /etc/resolv.conf, in the lab's runtime directory: in a NAT64
-/// lab an IPv6-only host must not find an IPv4-only host's address in /etc/hosts, and asks the
-/// DNS64 instead. What a host sees depends only on its address families, so hosts of the same
-/// families share one pair of files (a 1000-host lab writes 2 files, not 2000 of 1000 lines).
+/// Writes the hosts' name files ([`NameFiles`]) in the lab's runtime directory, and returns
+/// each host's /etc/hosts and /etc/resolv.conf.
 pub(crate) fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf, PathBuf)>> {
     let rt = runtime_dir(pid);
     fs::create_dir_all(&rt).with_context(|| format!("creating {}", rt.display()))?;
-    let mut written = std::collections::BTreeMap::new();
-    let mut name_files = Vec::new();
-    for h in &cfg.hosts {
-        let families = match (h.has_ipv4(), h.has_ipv6()) {
-            (true, true) => "dual",
-            (true, false) => "ipv4",
-            _ => "ipv6",
-        };
-        if !written.contains_key(families) {
-            let hosts_file = rt.join(format!("hosts-{families}"));
-            let resolv_file = rt.join(format!("resolv-{families}.conf"));
-            fs::write(&hosts_file, cfg.hosts_file_for(Some(h)))?;
-            fs::write(&resolv_file, resolv_conf_for(cfg, h))?;
-            written.insert(families, (hosts_file, resolv_file));
-        }
-        if cfg.nat64.as_ref().is_some_and(|n| n.clat.contains(&h.name)) {
-            fs::write(gai_file(&rt, &h.name), labnet::clat::GAI_CONF)?;
-        }
-        name_files.push(written[families].clone());
+    let plan = NameFiles::of(cfg);
+    for (name, text) in &plan.files {
+        fs::write(rt.join(name), text)?;
     }
-    Ok(name_files)
-}
-
-/// A CLAT host's /etc/gai.conf, in the directory of its /etc/hosts.
-fn gai_file(dir: &Path, host: &str) -> PathBuf {
-    dir.join(format!("gai-{host}.conf"))
+    Ok(plan
+        .hosts
+        .iter()
+        .map(|(h, r)| (rt.join(h), rt.join(r)))
+        .collect())
 }
 
 /// Starts programs in the lab's hosts, through the [`Launcher`].
@@ -76,7 +57,7 @@ impl<'a> Starter<'a> {
             .zip(hosts)
             .zip(name_files)
             .map(|((h, ns), (hosts_file, resolv_file))| {
-                let gai = hosts_file.parent().map(|d| gai_file(d, &h.name));
+                let gai = hosts_file.parent().map(|d| d.join(gai_file(&h.name)));
                 (
                     ns.ns_fd.as_fd(),
                     HostFiles {

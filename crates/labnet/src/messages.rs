@@ -10,6 +10,21 @@ use crate::run_dir::Summary;
 use crate::spec::LabConfig;
 use crate::Setting;
 
+/// The line said when the lab added `cc` to the machine's allowed congestion controls.
+pub fn cc_allowed(cc: &str) -> String {
+    format!("latencylab: added {cc} to net.ipv4.tcp_allowed_congestion_control so that lab hosts may use it")
+}
+
+/// The line said after removing the namespaces earlier labs left behind, if there were any.
+pub fn leftovers_removed(namespaces: &[String]) -> Option<String> {
+    (!namespaces.is_empty()).then(|| {
+        format!(
+            "latencylab: removed what an earlier lab left behind: {}",
+            namespaces.join(", ")
+        )
+    })
+}
+
 /// The lab's hosts with their addresses, the NAT64, and each link direction's settings.
 pub fn lab_up(cfg: &LabConfig) -> Vec<String> {
     let mut s = String::from("latencylab: lab up:");
@@ -164,6 +179,16 @@ mod tests {
     use super::*;
     use crate::setting::no_files;
     use crate::shell::{shell_config, ShellOptions};
+
+    #[test]
+    fn leftovers_are_named_only_when_there_were_some() {
+        assert_eq!(leftovers_removed(&[]), None);
+        assert_eq!(
+            leftovers_removed(&["ll-7-a".into(), "ll-7-b".into()]).unwrap(),
+            "latencylab: removed what an earlier lab left behind: ll-7-a, ll-7-b"
+        );
+        assert!(cc_allowed("cubic").contains("added cubic to net.ipv4.tcp_allowed"));
+    }
 
     #[test]
     fn the_lab_up_line_names_every_interface_and_each_link_direction_follows() {

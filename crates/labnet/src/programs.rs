@@ -3,7 +3,8 @@
 //! ([`crate::lifecycle`]) read their facts from here. Also what a program finds in its host:
 //! its environment (the lab's, made once, and its host's name) and its resolver file.
 //!
-//! Not here: starting processes, signals, descriptors (`lab::starter`, `lab::process`).
+//! Not here: starting processes, signals, descriptors (the `launcher` crate, `lab::starter`,
+//! `lab::process`).
 
 use std::path::Path;
 
@@ -202,6 +203,52 @@ pub fn resolv_conf_for(cfg: &LabConfig, host: &Host) -> String {
     }
 }
 
+/// A CLAT host's /etc/gai.conf, named in the lab's runtime directory beside the name files.
+pub fn gai_file(host: &str) -> String {
+    format!("gai-{host}.conf")
+}
+
+/// The files a lab's hosts see as /etc/hosts, /etc/resolv.conf and /etc/gai.conf, by name in
+/// the lab's runtime directory. In a NAT64 lab an IPv6-only host must not find an IPv4-only
+/// host's address in /etc/hosts, and asks the DNS64 instead. What a host sees depends only on
+/// its address families, so hosts of the same families share one pair of files (a 1000-host
+/// lab writes 2 files, not 2000 of 1000 lines); a host with a CLAT also has a [`gai_file`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NameFiles {
+    /// Each file to write, once: its name and its text.
+    pub files: Vec<(String, String)>,
+    /// Each host's /etc/hosts and /etc/resolv.conf (names in `files`), in the lab's host order.
+    pub hosts: Vec<(String, String)>,
+}
+
+impl NameFiles {
+    pub fn of(cfg: &LabConfig) -> NameFiles {
+        let mut plan = NameFiles::default();
+        for h in &cfg.hosts {
+            let families = match (h.has_ipv4(), h.has_ipv6()) {
+                (true, true) => "dual",
+                (true, false) => "ipv4",
+                _ => "ipv6",
+            };
+            let pair = (
+                format!("hosts-{families}"),
+                format!("resolv-{families}.conf"),
+            );
+            if !plan.hosts.contains(&pair) {
+                plan.files
+                    .push((pair.0.clone(), cfg.hosts_file_for(Some(h))));
+                plan.files.push((pair.1.clone(), resolv_conf_for(cfg, h)));
+            }
+            if cfg.nat64.as_ref().is_some_and(|n| n.clat.contains(&h.name)) {
+                plan.files
+                    .push((gai_file(&h.name), crate::clat::GAI_CONF.to_string()));
+            }
+            plan.hosts.push(pair);
+        }
+        plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +326,38 @@ mod tests {
         );
         let resolv = resolv_conf_for(&cfg, &cfg.hosts[0]);
         assert!(resolv.contains("nameserver 127.0.0.1"), "{resolv}");
+    }
+
+    #[test]
+    fn hosts_of_the_same_families_share_name_files_and_a_clat_host_gets_a_gai_conf() {
+        let dual = shell_config(&ShellOptions::default(), &no_files).unwrap();
+        let plan = NameFiles::of(&dual);
+        let names: Vec<&str> = plan.files.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(names, ["hosts-dual", "resolv-dual.conf"]);
+        assert_eq!(plan.hosts, vec![plan.hosts[0].clone(); 2]);
+
+        let o = ShellOptions {
+            nat64: true,
+            clat: true,
+            ..ShellOptions::default()
+        };
+        let nat64 = shell_config(&o, &no_files).unwrap();
+        let plan = NameFiles::of(&nat64);
+        let names: Vec<&str> = plan.files.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "hosts-ipv6",
+                "resolv-ipv6.conf",
+                "gai-client.conf",
+                "hosts-ipv4",
+                "resolv-ipv4.conf"
+            ]
+        );
+        let text = |name: &str| &plan.files.iter().find(|f| f.0 == name).unwrap().1;
+        assert!(text("resolv-ipv6.conf").contains("DNS64"));
+        assert!(!text("hosts-ipv6").contains(&nat64.hosts[1].interfaces[0].ipv4.to_string()));
+        assert_eq!(text("gai-client.conf"), crate::clat::GAI_CONF);
+        assert_eq!(plan.hosts[1].0, "hosts-ipv4");
     }
 }

@@ -217,6 +217,42 @@ pub fn cc_refusal(
     ))
 }
 
+/// The names in one of the kernel's congestion-control lists (`tcp_available_congestion_control`,
+/// `tcp_allowed_congestion_control`).
+pub fn cc_names(list: &str) -> Vec<String> {
+    list.split_whitespace().map(String::from).collect()
+}
+
+/// The machine's `tcp_allowed_congestion_control` with `cc` added, to write back, or `None`
+/// when `cc` is in it already.
+pub fn allowed_with(allowed: &str, cc: &str) -> Option<String> {
+    let missing = !allowed.split_whitespace().any(|a| a == cc);
+    missing.then(|| format!("{} {cc}", allowed.trim()))
+}
+
+/// Why a lab cannot start here whatever its specification: without root or a user namespace
+/// of its own (`privileged`), or without the TUN device.
+pub fn privilege_refusal(privileged: bool, tun_exists: bool) -> Option<String> {
+    if !privileged {
+        return Some("latencylab needs root or a user namespace of its own to create network namespaces and TUN devices (call lab::userns::enter first, or try: sudo latencylab ...)".into());
+    }
+    (!tun_exists).then(|| "/dev/net/tun is missing (load the tun module: modprobe tun)".into())
+}
+
+/// The soft limit on open descriptors to set for a lab that needs `need` (`None`: the current
+/// `soft` is enough), or why it cannot be had: the hard limit is below the need.
+pub fn fd_soft_limit(soft: u64, hard: u64, need: u64) -> Result<Option<u64>, String> {
+    if soft >= need {
+        return Ok(None);
+    }
+    if hard < need {
+        return Err(format!(
+            "this lab needs about {need} open files and the hard limit is {hard} (raise it: ulimit -Hn {need})"
+        ));
+    }
+    Ok(Some(need))
+}
+
 /// The congestion controls the lab's hosts use, each once.
 pub fn congestion_controls(cfg: &LabConfig) -> impl Iterator<Item = &str> {
     let ccs: std::collections::BTreeSet<&str> =
@@ -258,6 +294,40 @@ mod tests {
     use super::*;
     use crate::setting::no_files;
     use crate::shell::{shell_config, ShellOptions};
+
+    #[test]
+    fn a_congestion_control_is_added_to_the_allowed_list_only_when_missing() {
+        assert_eq!(cc_names("reno cubic bbr\n"), ["reno", "cubic", "bbr"]);
+        assert_eq!(
+            allowed_with("reno bbr\n", "cubic").as_deref(),
+            Some("reno bbr cubic")
+        );
+        assert_eq!(allowed_with("reno cubic\n", "cubic"), None);
+        // A name that only begins like one in the list is another name.
+        assert_eq!(allowed_with("bbr2", "bbr").as_deref(), Some("bbr2 bbr"));
+    }
+
+    #[test]
+    fn a_lab_without_privileges_or_a_tun_device_is_refused_with_what_to_do() {
+        assert!(privilege_refusal(false, true)
+            .unwrap()
+            .contains("sudo latencylab"));
+        assert!(privilege_refusal(true, false)
+            .unwrap()
+            .contains("modprobe tun"));
+        assert_eq!(privilege_refusal(true, true), None);
+    }
+
+    #[test]
+    fn the_descriptor_limit_is_raised_to_the_need_within_the_hard_limit() {
+        assert_eq!(fd_soft_limit(1024, 4096, 500), Ok(None));
+        assert_eq!(fd_soft_limit(1024, 4096, 2000), Ok(Some(2000)));
+        let e = fd_soft_limit(1024, 1500, 2000).unwrap_err();
+        assert!(
+            e.contains("about 2000 open files") && e.contains("ulimit -Hn 2000"),
+            "{e}"
+        );
+    }
 
     fn lab(cc: &str) -> LabConfig {
         let o = ShellOptions {

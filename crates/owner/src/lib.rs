@@ -1,16 +1,57 @@
-//! Who owns the files the lab writes for the user: under sudo, the user who ran sudo
-//! (`SUDO_UID`/`SUDO_GID`), as `tcpdump -Z` leaves its captures; otherwise whoever runs the lab,
-//! which needs nothing done. The one place that decides it, and the file and directory creation
-//! that applies it, for every writer of run directories, demo and sweep output.
+//! The user who ran latencylab through sudo (`SUDO_UID`/`SUDO_GID`): who lab programs run as,
+//! and who owns the files the lab writes for the user, as `tcpdump -Z` leaves its captures;
+//! without sudo, whoever runs the lab, which needs nothing done. The one place that decides it,
+//! and the file and directory creation that applies it, for every writer of run directories,
+//! demo and sweep output.
 //!
 //! Not responsible for the lab's own runtime files (namespaces, name files), which belong to the
 //! lab and go with it.
 
+use std::ffi::CString;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+/// Who lab programs run as.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunAs {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub home: Option<String>,
+    pub user: Option<String>,
+}
+
+/// The invoking user when run through sudo (SUDO_UID/SUDO_GID), root otherwise.
+pub fn invoking_user() -> Option<RunAs> {
+    let uid: u32 = std::env::var("SUDO_UID").ok()?.parse().ok()?;
+    let gid: u32 = std::env::var("SUDO_GID").ok()?.parse().ok()?;
+    if uid == 0 {
+        return None;
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten();
+    let groups = user
+        .as_ref()
+        .and_then(|u| {
+            let name = CString::new(u.name.clone()).ok()?;
+            nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid)).ok()
+        })
+        .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+        .unwrap_or_else(|| vec![gid]);
+    Some(RunAs {
+        uid,
+        gid,
+        groups,
+        home: user.as_ref().map(|u| u.dir.display().to_string()),
+        user: user.map(|u| u.name),
+    })
+}
 
 /// The owner to give files to, when it is not the process's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +68,7 @@ pub fn invoking() -> Option<Owner> {
         if !nix::unistd::geteuid().is_root() {
             return None;
         }
-        let r = crate::process::invoking_user()?;
+        let r = invoking_user()?;
         Some(Owner {
             uid: r.uid,
             gid: r.gid,

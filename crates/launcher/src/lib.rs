@@ -1,0 +1,334 @@
+//! The program launcher: programs in lab hosts, started inside a host's network namespace with
+//! the lab's own name resolution, as the invoking user when latencylab runs under sudo, and
+//! killed with the lab.
+//!
+//! Programs are started by a [`Launcher`]: a small process forked when the lab starts, before
+//! the engine allocates anything per host, which forks and execs each program for the lab and
+//! reports its exit. The forwarding loop only writes a request on a socket: a `fork` from the
+//! loop would copy the engine's page tables (about 1 MB of memory per host) while every link
+//! waits, and stalled a 250-host lab for seconds (docs/PERFORMANCE.md, "Starting programs").
+//! The launcher is told the hosts (their namespaces and name files) and the programs' shared
+//! environment once, before the loop runs, and itself opens each program's output files, so
+//! that a request is a host's index, a name and a command line: a few hundred bytes, no
+//! descriptors, no file system work on the loop's thread, whatever the size of the lab.
+//!
+//! This file is the lab's side ([`Launcher`]) and the protocol; `serve.rs` is the launcher
+//! process's side. Not here: what the name files and the environment hold (`labnet::programs`),
+//! and killing what a host's namespace still holds when the lab ends (`lab::process`). Everything a program's child does between fork and exec is a raw syscall on
+//! data prepared before the fork (no allocation).
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sys::socket::{
+    sendmsg, socketpair, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
+};
+pub use owner::{invoking_user, RunAs};
+use serde::{Deserialize, Serialize};
+
+mod serve;
+
+/// What the launcher keeps of one host, told once when the lab is up: its name files. Its
+/// namespace goes beside, as SCM_RIGHTS.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostFiles {
+    /// Files bind-mounted over /etc/hosts and /etc/resolv.conf in the program's mount namespace.
+    pub hosts_file: PathBuf,
+    pub resolv_file: PathBuf,
+    /// A file bind-mounted over /etc/gai.conf (a host with a CLAT), if any.
+    #[serde(default)]
+    pub gai_file: Option<PathBuf>,
+}
+
+/// What every program of the lab shares, told once when the lab is up.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LabSetup {
+    /// The environment of every program (`labnet::programs::lab_env`); each also gets
+    /// `LATENCYLAB_HOST`.
+    pub env: Vec<(String, String)>,
+    pub run_as: Option<RunAs>,
+    /// Where background programs' stdout and stderr go (`programs/NAME.out`, `.err`); on the
+    /// lab's stderr without one.
+    pub run_dir: Option<PathBuf>,
+}
+
+/// How to start one program: a few hundred bytes, whatever the size of the lab.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StartSpec {
+    /// The host's index in the lab (the order of [`Launcher::tell_hosts`]).
+    pub host: usize,
+    pub host_name: String,
+    /// Names its output files.
+    pub name: String,
+    pub argv: Vec<String>,
+    /// COMMAND: the lab's own stdin, stdout and stderr (the terminal). Any other program: no
+    /// stdin, its output in the run directory (or on stderr).
+    pub command: bool,
+    /// A process group of its own (background programs), or the lab's (COMMAND, so that the
+    /// terminal's Ctrl-C reaches it).
+    pub own_process_group: bool,
+}
+
+/// What the lab tells the launcher.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    /// The next hosts, in order; their namespaces come beside, one descriptor each.
+    Hosts(Vec<HostFiles>),
+    Setup(LabSetup),
+    Start(StartSpec),
+}
+
+/// The largest message. Requests to start a program are small; [`Request::Hosts`] carries at
+/// most [`HOSTS_PER_MESSAGE`] hosts' paths, and [`Request::Setup`] names every host's address
+/// (about 40 bytes a host: 40 KB for a thousand hosts).
+pub(crate) const MAX_MESSAGE: usize = 1 << 20;
+
+/// Hosts told in one message: the kernel passes at most 253 descriptors in one (SCM_MAX_FD).
+pub(crate) const HOSTS_PER_MESSAGE: usize = 200;
+
+/// The lab's handle on its launcher process.
+pub struct Launcher {
+    sock: OwnedFd,
+    pid: i32,
+    buf: Vec<u8>,
+    /// Requests not sent yet: the socket was full.
+    pending: std::collections::VecDeque<StartSpec>,
+}
+
+/// What the launcher tells the lab of the programs asked for: starts are answered in the order
+/// they were asked.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LaunchEvent {
+    /// The oldest unanswered request runs as this process.
+    Started(i32),
+    /// The oldest unanswered request could not be started, and why.
+    Failed(String),
+    /// A program ended with this status (128 + signal when killed).
+    Exited { pid: i32, status: i32 },
+}
+
+impl Launcher {
+    /// Forks the launcher. Call it early, while the process is small and has one thread: the
+    /// launcher allocates after the fork, which is safe when no other thread can hold a lock.
+    pub fn start() -> Result<Launcher> {
+        let (lab_end, launcher_end) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .context("socketpair for the program launcher")?;
+        let lab_pid = nix::unistd::getpid();
+        // SAFETY: the child only runs `serve` and then `_exit`s; see `start`'s note on threads.
+        match unsafe { nix::unistd::fork() }.context("forking the program launcher")? {
+            nix::unistd::ForkResult::Child => {
+                drop(lab_end);
+                let code = match serve::serve(launcher_end, lab_pid.as_raw()) {
+                    Ok(()) => 0,
+                    Err(_) => 1,
+                };
+                // SAFETY: _exit ends the process without running the lab's destructors twice.
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child } => Ok(Launcher {
+                sock: lab_end,
+                pid: child.as_raw(),
+                buf: vec![0; MAX_MESSAGE],
+                pending: Default::default(),
+            }),
+        }
+    }
+
+    /// Tells the launcher the lab's hosts (their namespaces and name files, in the order
+    /// [`StartSpec::host`] counts them) and what every program shares. Once, when the lab is
+    /// up and before the loop runs, so that starting a program later asks the loop for one
+    /// small message and nothing else. Waits for room on the socket: nothing runs yet that the
+    /// launcher could be waiting on.
+    pub fn tell_hosts(&self, hosts: &[(BorrowedFd, HostFiles)], setup: LabSetup) -> Result<()> {
+        for chunk in hosts.chunks(HOSTS_PER_MESSAGE) {
+            let files: Vec<HostFiles> = chunk.iter().map(|h| h.1.clone()).collect();
+            let fds: Vec<RawFd> = chunk.iter().map(|h| h.0.as_raw_fd()).collect();
+            self.send(&Request::Hosts(files), &fds, MsgFlags::empty())
+                .context("telling the program launcher the lab's hosts")?;
+        }
+        self.send(&Request::Setup(setup), &[], MsgFlags::empty())
+            .context("telling the program launcher the programs' environment")?;
+        Ok(())
+    }
+
+    fn send(&self, r: &Request, fds: &[RawFd], flags: MsgFlags) -> nix::Result<usize> {
+        let json = serde_json::to_vec(r).expect("plain data serializes");
+        let cmsgs: &[ControlMessage] = if fds.is_empty() {
+            &[]
+        } else {
+            &[ControlMessage::ScmRights(fds)]
+        };
+        sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[IoSlice::new(&json)],
+            cmsgs,
+            flags,
+            None,
+        )
+    }
+
+    /// The launcher's socket, readable when a program has ended.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    /// Asks for a program to be started, without waiting: the answer comes as a
+    /// [`LaunchEvent`] from [`Launcher::events`]. When the socket is full (hundreds of programs
+    /// asked for at once), the request waits here and goes with a later [`Launcher::flush`]:
+    /// the loop must never block on the launcher, which may itself be waiting for the loop to
+    /// read its answers.
+    pub fn spawn(&mut self, s: StartSpec) -> Result<()> {
+        self.pending.push_back(s);
+        self.flush()
+    }
+
+    /// Sends the requests waiting in [`Launcher::spawn`] until the socket is full. Call it when
+    /// the launcher has answered (its answers mean it has read requests).
+    pub fn flush(&mut self) -> Result<()> {
+        while let Some(s) = self.pending.pop_front() {
+            let r = Request::Start(s);
+            match self.send(&r, &[], MsgFlags::MSG_DONTWAIT) {
+                Ok(_) => {}
+                Err(e) => {
+                    let Request::Start(s) = r else {
+                        unreachable!("a start request")
+                    };
+                    if e == nix::errno::Errno::EAGAIN {
+                        self.pending.push_front(s);
+                        return Ok(());
+                    }
+                    return Err(io::Error::from(e)).with_context(|| {
+                        format!("asking the launcher to start '{}'", s.argv.join(" "))
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the launcher has said since the last call, without waiting.
+    pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
+        let mut out = Vec::new();
+        loop {
+            match self.recv() {
+                Ok(Some(ev)) => out.push(ev),
+                Ok(None) => bail!("the program launcher has ended"),
+                Err(e) if is_would_block(&e) => return Ok(out),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One message, without waiting; `None` at end of stream.
+    fn recv(&mut self) -> Result<Option<LaunchEvent>> {
+        let flags = MsgFlags::MSG_DONTWAIT;
+        let n = nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags)
+            .map_err(io::Error::from)
+            .context("reading from the program launcher")?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_slice(&self.buf[..n])
+            .map(Some)
+            .map_err(|e| anyhow!("the program launcher's reply: {e}"))
+    }
+
+    /// Whether the launcher process is still there (reaps it when it is not).
+    pub fn alive(&self) -> bool {
+        use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+        let pid = nix::unistd::Pid::from_raw(self.pid);
+        matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        )
+    }
+}
+
+fn is_would_block(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+}
+
+impl Drop for Launcher {
+    /// Ends the launcher; a program still running dies with it (its parent-death signal).
+    fn drop(&mut self) {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
+    }
+}
+
+/// A process's exit status as a shell gives it: its code, or 128 + the signal that killed it.
+pub fn exit_code_of(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// The launcher's answers until `n` have come, or two seconds have passed.
+    fn answers(l: &mut Launcher, n: usize) -> Vec<LaunchEvent> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut got = Vec::new();
+        while got.len() < n && Instant::now() < deadline {
+            l.flush().unwrap();
+            got.extend(l.events().unwrap());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        got
+    }
+
+    #[test]
+    fn a_started_program_is_answered_with_its_pid_then_its_exit_status_and_a_bad_one_with_why() {
+        // Entering a namespace and mounting the name files need root (the suite runs as root).
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: starting programs in a namespace needs root");
+            return;
+        }
+        let mut l = Launcher::start().unwrap();
+        let ns = std::fs::File::open("/proc/self/ns/net").unwrap();
+        let files = HostFiles {
+            hosts_file: "/etc/hosts".into(),
+            resolv_file: "/etc/resolv.conf".into(),
+            gai_file: None,
+        };
+        l.tell_hosts(&[(ns.as_fd(), files)], LabSetup::default())
+            .unwrap();
+        let start = |host: usize, argv: &[&str]| StartSpec {
+            host,
+            host_name: "a".into(),
+            name: "p".into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            command: false,
+            own_process_group: true,
+        };
+        l.spawn(start(
+            0,
+            &["sh", "-c", "[ \"$LATENCYLAB_HOST\" = a ] && exit 3"],
+        ))
+        .unwrap();
+        l.spawn(start(1, &["true"])).unwrap();
+        let got = answers(&mut l, 3);
+        let [LaunchEvent::Started(pid), LaunchEvent::Failed(why), LaunchEvent::Exited { pid: ended, status }] =
+            &got[..]
+        else {
+            panic!("unexpected answers: {got:?}");
+        };
+        assert!(why.contains("host 1 (a) was never told"), "{why}");
+        assert_eq!((ended, *status), (pid, 3));
+        assert!(l.alive());
+    }
+}
