@@ -188,9 +188,6 @@ impl Lab<'_> {
             if self.life.finished(now, self.all_gone()) {
                 return Ok(());
             }
-            // A turn runs at the moment its wait ended: the clock is read once after each wait
-            // and once before (for the wait's timeout), not again here (a clock read costs as
-            // much as a short system call on some virtual machines).
             now = self.wait_and_handle(now)?;
         }
     }
@@ -288,8 +285,11 @@ impl Lab<'_> {
             && process::processes_in_namespaces(&self.ns_inodes).is_empty()
     }
 
-    /// Sleeps until the next packet, signal or deadline, and handles what came. Returns when
-    /// the wait ended.
+    /// Sleeps until the next packet, signal or deadline, and handles what came. Returns the
+    /// time for the rest of the turn: when the wait ended if it ended with nothing to handle
+    /// (a deadline), else after the handling, which may have taken long enough for the next
+    /// packet to fall due. A clock read costs as much as a short system call on some virtual
+    /// machines, a turn more than both.
     fn wait_and_handle(&mut self, now: Instant) -> Result<Instant> {
         // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
         // timer once per heartbeat and not on every turn.
@@ -346,7 +346,7 @@ impl Lab<'_> {
                 }
             }
         }
-        Ok(now)
+        Ok(if n == 0 { now } else { self.now() })
     }
 
     fn read_signals(&mut self, now: Instant) -> Result<()> {
