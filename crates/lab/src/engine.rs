@@ -374,6 +374,8 @@ impl Forwarder {
                 // Measured by the loop, which fills them in.
                 longest_stall_ms: 0.0,
                 longest_stall_at_s: 0.0,
+                stalls: Vec::new(),
+                clock_monotonic_start_ns: 0,
                 host_tx_dropped: Default::default(),
                 reads: self.reads,
                 writes: self.writes,
