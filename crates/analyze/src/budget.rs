@@ -74,6 +74,8 @@ pub(crate) struct PacketInfo<'a> {
     pub payload: &'a [u8],
     /// Round trip from the capture point to `a` and to `b`, as known so far.
     pub rtt_to: [Option<Duration>; 2],
+    /// Their sum in nanoseconds (the path's round trip), when both are known.
+    pub rtt_path_ns: Option<u64>,
 }
 
 /// A turn's gap waiting for the end to be split into network and the speaker's time.
@@ -160,6 +162,11 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
+/// The path's round trip, `rtt_to[0] + rtt_to[1]`, in nanoseconds, when both are known.
+pub(crate) fn rtt_path_ns(rtt_to: [Option<Duration>; 2]) -> Option<u64> {
+    rtt_to[0].zip(rtt_to[1]).map(|(x, y)| ns(x + y))
+}
+
 impl Timeline {
     /// Feeds one packet (after the connection's own state has been updated with it).
     pub(crate) fn packet(&mut self, p: &PacketInfo) {
@@ -167,7 +174,7 @@ impl Timeline {
         self.first_time.get_or_insert(now);
         // The interval since the previous packet joins the pending gap.
         if let Some(prev) = self.last_time {
-            let dt = if now > prev { ns(now - prev) } else { 0 };
+            let dt = now.as_nanos().saturating_sub(prev.as_nanos());
             self.pend_ns += dt;
             if self.zw.iter().any(|z| z.since.is_some()) {
                 self.pend_zw_ns += dt;
@@ -181,7 +188,10 @@ impl Timeline {
             }
         }
         // Anything from a side means it is alive: its peer's silence is no longer unanswered.
-        self.unanswered[1 - d] = Unanswered::default();
+        let u = &mut self.unanswered[1 - d];
+        if u.first_send.is_some() || !u.retx.is_empty() {
+            *u = Unanswered::default();
+        }
         self.heard[d] = true;
 
         if p.syn && !p.ack && d == 0 {
@@ -278,7 +288,7 @@ impl Timeline {
         // The speaker had more to send: data still in flight here when it spoke again, or its
         // last segment was full-sized and not pushed.
         self.busy = p.outstanding_before || self.last_full;
-        self.resolve_gap(Some(d), timer, closing, target, p.rtt_to);
+        self.resolve_gap(Some(d), timer, closing, target, p.rtt_to, p.rtt_path_ns);
 
         if p.new_bytes > 0 {
             self.spoke[d] = true;
@@ -322,6 +332,7 @@ impl Timeline {
         closing: bool,
         target: Option<usize>,
         rtt_to: [Option<Duration>; 2],
+        rtt_path: Option<u64>,
     ) {
         let zw = self.pend_zw_ns.min(self.pend_ns);
         let rest = self.pend_ns - zw;
@@ -329,7 +340,6 @@ impl Timeline {
             stalled_ns: zw,
             ..TimeBudget::default()
         };
-        let rtt_path = rtt_to[0].zip(rtt_to[1]).map(|(x, y)| ns(x + y));
         match (self.last_utter, speaker) {
             // Before the first utterance: ACKs of something the capture missed.
             (None, _) => add.unattributed_ns += rest,
@@ -408,7 +418,15 @@ impl Timeline {
     ) -> (Story, Evidence) {
         self.rtt_last = rtt_to;
         let last_speaker_outstanding = self.last_utter.is_some_and(|(_, s)| outstanding[s]);
-        self.resolve_gap(None, last_speaker_outstanding, false, None, rtt_to);
+        let rtt_path = rtt_path_ns(rtt_to);
+        self.resolve_gap(
+            None,
+            last_speaker_outstanding,
+            false,
+            None,
+            rtt_to,
+            rtt_path,
+        );
         // Zero windows still closed at the end count until the last packet.
         let end = self.last_time.unwrap_or_default();
         for z in self.zw.iter_mut() {

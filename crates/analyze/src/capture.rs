@@ -260,6 +260,7 @@ impl<'r> CaptureReader<'r> {
     }
 
     /// The next packet record, `Ok(None)` at a clean end of file.
+    #[inline]
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, CaptureError> {
         if self.lent > 0 {
             let n = std::mem::take(&mut self.lent);
@@ -412,6 +413,7 @@ impl<'r> CaptureReader<'r> {
 
     /// [`CaptureReader::next_pcap`] on an input in memory: the same records and errors, read
     /// at `self.pos` without going through `src`.
+    #[inline]
     fn next_pcap_in_place(
         &mut self,
         whole: &'r [u8],

@@ -7,6 +7,7 @@
 //! vantage points. Thresholds are constants here, each with its reason; the definitions are
 //! written out for users in `docs/analyze.md`. Nothing here reads packets.
 
+use wire::time::duration_nanos;
 use wire::{Duration, Instant};
 
 use crate::model::*;
@@ -93,16 +94,39 @@ pub(crate) struct RttBins {
     /// (bin index, min, max, samples)
     bins: Vec<(u64, Duration, Duration, u32)>,
     min: Option<Duration>,
+    /// The last bin's span, `[lo, hi)` nanoseconds after `t0`: a sample inside it needs no
+    /// division to find its bin (most samples, one bin holding many).
+    last_lo_ns: u64,
+    last_hi_ns: u64,
 }
 
 impl RttBins {
+    #[inline]
     pub fn add(&mut self, t: Instant, rtt: Duration) {
+        if let (Some(t0), Some(b)) = (self.t0, self.bins.last_mut()) {
+            let rel_ns = t.as_nanos().saturating_sub(t0.as_nanos());
+            if rel_ns >= self.last_lo_ns && rel_ns < self.last_hi_ns {
+                self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+                b.1 = b.1.min(rtt);
+                b.2 = b.2.max(rtt);
+                b.3 += 1;
+                return;
+            }
+        }
+        self.add_to_new_bin(t, rtt);
+    }
+
+    /// [`RttBins::add`] of a sample outside the last bin (or the first sample).
+    #[cold]
+    #[inline(never)]
+    fn add_to_new_bin(&mut self, t: Instant, rtt: Duration) {
         let t0 = *self.t0.get_or_insert(t);
         if self.width_ns == 0 {
             self.width_ns = 10_000_000;
         }
         self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
-        let idx = (t - t0).as_nanos() as u64 / self.width_ns;
+        let rel_ns = t.as_nanos().saturating_sub(t0.as_nanos());
+        let idx = rel_ns / self.width_ns;
         match self.bins.last_mut() {
             Some(b) if b.0 == idx => {
                 b.1 = b.1.min(rtt);
@@ -126,6 +150,9 @@ impl RttBins {
             }
             self.bins = merged;
         }
+        let last = self.bins.last().map_or(0, |b| b.0);
+        self.last_lo_ns = last.saturating_mul(self.width_ns);
+        self.last_hi_ns = self.last_lo_ns.saturating_add(self.width_ns);
     }
 
     /// Smallest RTT so far (zero before the first sample).
@@ -216,13 +243,14 @@ pub(crate) struct PeerView {
 }
 
 impl Flights {
-    /// New data of `len` bytes at `now`; `path_rtt` from the handshake (none: no flights).
-    pub fn data(&mut self, now: Instant, len: u64, path_rtt: Option<Duration>, peer: PeerView) {
-        let Some(rtt) = path_rtt.filter(|r| !r.is_zero()) else {
+    /// New data of `len` bytes at `now`; `path_rtt_ns` from the handshake (none: no flights).
+    /// In integer nanoseconds: this runs on every new segment.
+    pub fn data(&mut self, now: Instant, len: u64, path_rtt_ns: Option<u64>, peer: PeerView) {
+        let Some(rtt) = path_rtt_ns.filter(|&r| r != 0) else {
             return;
         };
         if let Some(last) = self.last {
-            let gap = now - last;
+            let gap = now.as_nanos().saturating_sub(last.as_nanos());
             if gap >= rtt / 2 {
                 // The flight after an idle spell was cut short when the next one follows a
                 // round trip later with nothing from the peer in between (not a reply).
@@ -230,7 +258,8 @@ impl Flights {
                     (self.after_idle.take(), self.start)
                 {
                     let answered = peer.last_data.is_some_and(|t| t > last);
-                    if !answered && gap < rtt * 2 && self.restarts.len() < MAX_EVENTS {
+                    if !answered && gap < rtt.saturating_mul(2) && self.restarts.len() < MAX_EVENTS
+                    {
                         self.restarts.push(IdleRestart {
                             idle_from,
                             start,
@@ -243,7 +272,9 @@ impl Flights {
                 }
                 self.largest = self.largest.max(self.bytes);
                 // A silence the peer's zero window imposed is a stall, not idle.
-                if gap >= rtt + RTO_MIN && peer.zero_windows == self.zero_windows {
+                if gap >= rtt.saturating_add(duration_nanos(RTO_MIN))
+                    && peer.zero_windows == self.zero_windows
+                {
                     self.after_idle = Some((last, self.largest));
                 }
                 self.start = None;
@@ -301,10 +332,16 @@ impl Evidence {
         if ticks < 0 {
             return;
         }
-        let since_ns = (t - t0).as_nanos() as i128;
-        let ts_ns = i128::from(ticks) * (1e9 / TS_HZ) as i128;
-        let owd_ns = OWD_OFFSET.as_nanos() as i128 + since_ns - ts_ns;
-        if owd_ns > 0 && owd_ns < 2 * OWD_OFFSET.as_nanos() as i128 {
+        // In i64: `ticks` is below 2^31, so `ts_ns` below 2^52; a capture time so far past
+        // the first that `since_ns` leaves i64 would be far outside the accepted range anyway.
+        let since_ns = t.as_nanos().saturating_sub(t0.as_nanos());
+        if since_ns >= 1 << 62 {
+            return;
+        }
+        const TICK_NS: i64 = (1e9 / TS_HZ) as i64;
+        const OFFSET_NS: i64 = OWD_OFFSET.as_nanos() as i64;
+        let owd_ns = OFFSET_NS + since_ns as i64 - i64::from(ticks) * TICK_NS;
+        if owd_ns > 0 && owd_ns < 2 * OFFSET_NS {
             self.owd.add(t, Duration::from_nanos(owd_ns as u64));
         }
     }
@@ -1502,5 +1539,65 @@ mod tests {
         let d = kinds(c, DiagnosisKind::AppLimited);
         assert_eq!(d.len(), 1, "{:#?}", c.diagnoses);
         assert!(d[0].summary.contains("4 times"), "{}", d[0].summary);
+    }
+
+    #[test]
+    fn rtt_bins_found_without_dividing_are_the_bins_a_division_gives() {
+        // Times that go forward in small and large steps, back now and then, and far enough
+        // that the bins merge (twice) beyond MAX_RTT_BINS.
+        let mut bins = super::RttBins::default();
+        let mut reference: Vec<(u64, u64)> = Vec::new(); // (time ns, rtt ns)
+        let mut t = T0;
+        for i in 0..40_000u64 {
+            t = match i % 97 {
+                0 => t.saturating_sub(25 * MS),
+                1 => t + 40 * MS,
+                _ => t + (i * 7919 % 3_000_000),
+            };
+            let rtt = 1000 + i * 31 % 5000;
+            bins.add(
+                wire::Instant::from_nanos(t),
+                wire::Duration::from_nanos(rtt),
+            );
+            reference.push((t, rtt));
+        }
+        // Bins count from the first sample's time.
+        let first = reference[0].0;
+        for r in reference.iter_mut() {
+            r.0 = r.0.saturating_sub(first);
+        }
+        let w = bins.width_ns;
+        assert!(w >= 40 * MS, "the bins never merged: width {w}");
+        // Rebuilt from scratch at the final width: samples are merged only with the last
+        // bin, so consecutive runs of one bin index form one bin.
+        let mut want: Vec<(u64, u64, u64, u32)> = Vec::new();
+        for &(rel, rtt) in &reference {
+            let idx = rel / w;
+            match want.last_mut() {
+                Some(b) if b.0 == idx => {
+                    b.1 = b.1.min(rtt);
+                    b.2 = b.2.max(rtt);
+                    b.3 += 1;
+                }
+                _ => want.push((idx, rtt, rtt, 1)),
+            }
+        }
+        let got: Vec<(u64, u64, u64, u32)> = bins
+            .bins
+            .iter()
+            .map(|b| (b.0, b.1.as_nanos() as u64, b.2.as_nanos() as u64, b.3))
+            .collect();
+        // Merging halves indices of runs built at a smaller width; compare the totals and
+        // the extremes per index, which any correct binning keeps.
+        let totals = |v: &[(u64, u64, u64, u32)]| {
+            let mut m = std::collections::BTreeMap::<u64, (u64, u64, u32)>::new();
+            for &(i, lo, hi, n) in v {
+                let e = m.entry(i).or_insert((u64::MAX, 0, 0));
+                *e = (e.0.min(lo), e.1.max(hi), e.2 + n);
+            }
+            m
+        };
+        assert_eq!(totals(&got), totals(&want));
+        assert_eq!(bins.min(), wire::Duration::from_nanos(1000));
     }
 }

@@ -73,7 +73,7 @@ pub struct TcpFast {
 
 /// The fast path of [`parse`] as [`TcpFast`]: `Some` exactly when [`parse`] reads the
 /// datagram at fixed offsets, with the same values.
-#[inline]
+#[inline(always)]
 pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
     let first = *d.first()?;
     let (mut f, payload) = match first >> 4 {

@@ -14,9 +14,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use wire::packet::TcpHeader;
+use wire::time::duration_nanos;
 use wire::{Duration, Ecn, Instant};
 
-use crate::budget::{PacketInfo, Timeline};
+use crate::budget::{self, PacketInfo, Timeline};
 use crate::diagnose::{self, Evidence};
 use crate::model::*;
 use crate::stories;
@@ -190,7 +191,7 @@ pub(crate) struct TcpConn {
     /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
     /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
     /// in profiles.
-    rtt_to_memo: (RttInputs, [Option<Duration>; 2]),
+    rtt_to_memo: (RttInputs, [Option<Duration>; 2], Option<u64>),
 }
 
 /// What [`TcpConn::rtt_to`] depends on (the RTT minimums as the bits of their f64).
@@ -240,7 +241,7 @@ impl TcpConn {
             dirs,
             keep_series,
             timeline: Timeline::default(),
-            rtt_to_memo: ([(None, None); 2], [None; 2]),
+            rtt_to_memo: ([(None, None); 2], [None; 2], None),
         }
     }
 
@@ -260,8 +261,10 @@ impl TcpConn {
         ]
     }
 
-    /// [`TcpConn::rtt_to`], computed again only when what it depends on changed.
-    fn rtt_to_now(&mut self) -> [Option<Duration>; 2] {
+    /// [`TcpConn::rtt_to`] and its sum in nanoseconds, computed again only when what they
+    /// depend on changed.
+    #[inline]
+    fn rtt_to_now(&mut self) -> ([Option<Duration>; 2], Option<u64>) {
         let inputs = [
             (
                 self.hs.synack_rtt,
@@ -273,9 +276,16 @@ impl TcpConn {
             ),
         ];
         if inputs != self.rtt_to_memo.0 {
-            self.rtt_to_memo = (inputs, self.rtt_to());
+            self.remember_rtt_to(inputs);
         }
-        self.rtt_to_memo.1
+        (self.rtt_to_memo.1, self.rtt_to_memo.2)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remember_rtt_to(&mut self, inputs: RttInputs) {
+        let rtt_to = self.rtt_to();
+        self.rtt_to_memo = (inputs, rtt_to, budget::rtt_path_ns(rtt_to));
     }
 
     fn outstanding(&self, d: usize) -> bool {
@@ -378,6 +388,12 @@ impl TcpConn {
                 Some(m) => len + 40 >= u32::from(m),
                 None => u64::from(len) >= largest && len >= 536,
             };
+        // Only packets that occupy sequence space or reset the connection use the round trips.
+        let (rtt_to, rtt_path_ns) = if len > 0 || syn || fin || rst {
+            self.rtt_to_now()
+        } else {
+            ([None; 2], None)
+        };
         let info = PacketInfo {
             time: now,
             side: d,
@@ -395,12 +411,8 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
-            // Only packets that occupy sequence space or reset the connection use it.
-            rtt_to: if len > 0 || syn || fin || rst {
-                self.rtt_to_now()
-            } else {
-                [None; 2]
-            },
+            rtt_to,
+            rtt_path_ns,
         };
         self.timeline.packet(&info);
     }
@@ -605,8 +617,8 @@ impl TcpConn {
             ds.all_acked_at = Some(now);
         }
         // SACK blocks are about the other direction's data.
-        let sacks = p.opts.sack_blocks();
-        if !sacks.is_empty() {
+        if p.opts.sack_len > 0 {
+            let sacks = p.opts.sack_blocks();
             let st = &mut self.dirs[d].stats;
             st.sack_packets += 1;
             st.max_sack_blocks = st.max_sack_blocks.max(sacks.len() as u64);
@@ -643,7 +655,11 @@ impl TcpConn {
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
-        let path_rtt = self.hs.syn_rtt.zip(self.hs.synack_rtt).map(|(x, y)| x + y);
+        let path_rtt_ns = self
+            .hs
+            .syn_rtt
+            .zip(self.hs.synack_rtt)
+            .map(|(x, y)| duration_nanos(x).saturating_add(duration_nanos(y)));
         let peer_zero_windows = self.dirs[o].stats.zero_window;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
@@ -703,14 +719,11 @@ impl TcpConn {
             // data) that covered everything, and the previous data segment had been waiting
             // for it.
             let mut nagle = false;
-            if let (Some((tp, plen)), Some((ta, ack_pure, ack_all))) =
-                (ds.prev_data, ds.last_peer_ack)
-            {
+            if let (Some((tp, plen)), Some((ta, true, true))) = (ds.prev_data, ds.last_peer_ack) {
+                // The cheap tests first: in a bulk transfer the last ACK rarely covered all.
                 let gap = now - tp;
                 let after_ack = now - ta;
                 if kind == SegmentKind::New
-                    && ack_pure
-                    && ack_all
                     && ta > tp
                     && gap >= Duration::from_millis(1)
                     && after_ack <= (gap / 10).max(diagnose::NAGLE_SLACK) + diagnose::NEAR
@@ -780,7 +793,7 @@ impl TcpConn {
                     },
                     zero_windows: peer_zero_windows,
                 };
-                ds.ev.flights.data(now, u64::from(len), path_rtt, peer);
+                ds.ev.flights.data(now, u64::from(len), path_rtt_ns, peer);
             }
             if kind == SegmentKind::OutOfOrder {
                 // The segments above a hole wait for it to be filled before the cumulative ACK

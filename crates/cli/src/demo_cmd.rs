@@ -50,13 +50,13 @@ pub enum Demo {
     )]
     Tfo(TfoArgs),
     /// Short connections from a home line to servers at a measured spread of RTTs, and the
-    /// CDF of their handshake times (about 20 s)
+    /// CDF of their handshake times (about 5 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
     )]
     HandshakeCdf(HandshakeCdfArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
-    /// pipelining, at 100 ms and 300 ms RTT (about 40 s)
+    /// pipelining, at 100 ms and 300 ms RTT (about 20 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
     )]
@@ -65,7 +65,7 @@ pub enum Demo {
     /// managers: `bound` (wait for the connection opened for you) and `pool` (take whichever
     /// frees up first) (about 30 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound and DIR/pool."
+        after_help = "Example:\n  sudo latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound, DIR/pool, DIR/bound-consolidated and DIR/pool-consolidated."
     )]
     ConnReuse(ConnReuseArgs),
     /// A photo page over HTTP/1.1 at 250 ms RTT, then clicks on 25 kB photos over the idle
@@ -77,7 +77,7 @@ pub enum Demo {
     CwndReuse(CwndReuseArgs),
     /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
     /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
-    /// (about 60 s)
+    /// (about 40 s)
     #[command(
         after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
@@ -260,6 +260,21 @@ pub struct ConnReuseArgs {
     /// The RTT, ms (the seed's 250)
     #[arg(long, value_name = "MS", default_value_t = 250.0)]
     pub rtt: f64,
+    /// The line's rate down, Mbit/s (e.g. 25)
+    #[arg(long, value_name = "MBIT", default_value_t = demo::conn_reuse::DOWN_MBIT)]
+    pub down_mbit: f64,
+    /// The line's rate up, Mbit/s (a fifth of --down-mbit unless given)
+    #[arg(long, value_name = "MBIT")]
+    pub up_mbit: Option<f64>,
+    /// The line's FIFO each way: bdp (rate × RTT) or a number of packets (e.g. 1000)
+    #[arg(long, value_name = "PACKETS|bdp", default_value = "bdp", value_parser = demo::conn_reuse::Buffer::parse)]
+    pub buffer: demo::conn_reuse::Buffer,
+    /// When page-load finds the HTML's references: stream (as it arrives) or whole
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "stream")]
+    pub html_scan: web::client::HtmlScan,
+    /// Load this page file instead of the news page (its host names must be the lab's)
+    #[arg(long, value_name = "FILE")]
+    pub page: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -486,13 +501,31 @@ fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
             lab::UsageError(format!("--rtt: cannot use '{}' (from 1 to 2000 ms)", a.rtt)).into(),
         );
     }
+    for (what, v) in [("--down-mbit", Some(a.down_mbit)), ("--up-mbit", a.up_mbit)] {
+        match v {
+            Some(v) if !(0.1..=1000.0).contains(&v) => {
+                let msg = format!("{what}: cannot use '{v}' (from 0.1 to 1000 Mbit/s)");
+                return Err(lab::UsageError(msg).into());
+            }
+            _ => {}
+        }
+    }
+    if let Some(p) = &a.page {
+        demo::conn_reuse::page_for_servers(p).map_err(|e| lab::UsageError(format!("{e:#}")))?;
+    }
     let outcome = demo::conn_reuse::run(&demo::conn_reuse::Options {
         out_dir: a.common.out.clone(),
         rtt_ms: a.rtt,
+        down_mbit: a.down_mbit,
+        up_mbit: a.up_mbit,
+        buffer: a.buffer,
+        html_scan: a.html_scan,
+        page: a.page.clone(),
         seed: a.common.seed,
         quiet: a.common.quiet,
     })?;
-    done(&outcome, &a.common.out, &["bound", "pool"])
+    let runs = demo::conn_reuse::RUNS.map(|(dir, _, _)| dir);
+    done(&outcome, &a.common.out, &runs)
 }
 
 fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {

@@ -4,7 +4,11 @@
 //! whole 25 kB in its first flight, while `oldest` picks a thumbnail's connection, which sends
 //! at most its initial window of 10 segments; the control runs must have the server at
 //! `tcp_slow_start_after_idle=1`; the report and its pictures must be there, and the lab must
-//! leave nothing behind. Needs root and /dev/net/tun.
+//! leave nothing behind. The same captures test the analyzer's `slow_start_after_idle`
+//! diagnosis on real traffic: the client's capture of the clicks over the 2 MB photo's
+//! connection must be named when the server's window restarted after idle, and not when it
+//! was kept, nor when the clicks took a thumbnail's connection, whose window never grew.
+//! Needs root and /dev/net/tun.
 
 mod common;
 
@@ -19,6 +23,22 @@ fn u64s(v: &serde_json::Value) -> Vec<u64> {
         .iter()
         .map(|x| x.as_u64().unwrap())
         .collect()
+}
+
+/// How many `slow_start_after_idle` diagnoses `latencylab analyze` gives for one run's client
+/// capture (one per connection, however many clicks it carried).
+fn named(dir: &std::path::Path, run_dir: &str) -> usize {
+    let pcap = dir.join(run_dir).join("captures").join("client-eth0.pcap");
+    let o = run(&["analyze", "--json", pcap.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    a["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["diagnoses"].as_array().unwrap().iter())
+        .filter(|d| d["kind"] == "slow_start_after_idle")
+        .count()
 }
 
 #[test]
@@ -94,6 +114,11 @@ fn a_click_on_the_largest_bursts_connection_inherits_its_window_and_the_oldest_d
     assert!(html.contains("What the analyzer found"), "report.html");
     assert!(html.contains("tcp_slow_start_after_idle=0"), "report.html");
     assert!(stdout.contains("fetch p50 (ms)"), "{stdout}");
+    // The analyzer: a window restarted after idle is named, a kept one is not.
+    assert_eq!(named(&dir, "largest-burst-ssai1"), 1);
+    for run_dir in ["largest-burst", "oldest", "oldest-ssai1"] {
+        assert_eq!(named(&dir, run_dir), 0, "{run_dir}");
+    }
     assert_nothing_left();
     let _ = std::fs::remove_dir_all(&dir);
 }

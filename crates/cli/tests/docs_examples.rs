@@ -38,9 +38,9 @@ enum Check {
         exit: i32,
         contains: &'static [&'static str],
     },
-    /// Too long to run here whole (a demo): the command line must be accepted, which
-    /// `latencylab ... --help` shows without running it; the demo itself is run end to end by
-    /// the test file named.
+    /// Too long to run here whole (a demo, a 25 s run file, a sweep): the command line must be
+    /// accepted, which `latencylab ... --help` shows without running it; the command itself is
+    /// run end to end by the test file named.
     Parses { run_by: &'static str },
     /// Not runnable as printed, and a `--help` text has no room for a marker: the reason.
     Illustrative(&'static str),
@@ -115,7 +115,7 @@ const EXAMPLES: &[Example] = &[
     },
     Example {
         cmd: "sudo latencylab run examples/wifi-cellular.toml -o out/wifi",
-        check: run(0, &["wifi"]),
+        check: Check::Parses { run_by: "lab.rs" },
     },
     Example {
         cmd: "sudo latencylab shell --nat64 -- getent ahosts server",
@@ -422,7 +422,7 @@ const EXAMPLES: &[Example] = &[
     },
     Example {
         cmd: "sudo latencylab sweep examples/sweep-small.toml -o out/small",
-        check: run(0, &["4 of 4 runs ok", "out/small/results.parquet"]),
+        check: Check::Parses { run_by: "sweep.rs" },
     },
     Example {
         cmd: "sudo latencylab sweep examples/sweep-bufferbloat.toml -o out/bb --jobs 1",
@@ -804,7 +804,7 @@ fn every_documented_command_runs_as_printed() {
             Check::Parses { .. } => {
                 let cmd = e.cmd.trim_start_matches("sudo ");
                 let (code, out) = sh(&dir, &format!("{cmd} --help"), Duration::from_secs(10));
-                if code != 0 || !out.contains("Usage: latencylab demo") {
+                if code != 0 || !out.contains("Usage: latencylab ") {
                     errors.push(format!("`{cmd}` is not accepted: {out}"));
                 }
             }

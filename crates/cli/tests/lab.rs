@@ -315,8 +315,10 @@ fn wifi_goes_dark_between_5_and_20_seconds_while_cellular_keeps_working() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/wifi-cellular.toml"
     );
-    let o = run(&["run", example, "-q", "-o", dir.to_str().unwrap()]);
+    // As README.md and docs/guide.md print it (docs_examples.rs leaves this run to here).
+    let o = run(&["run", example, "-o", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("wifi"), "{}", text(&o.stderr));
     let wifi = link_log(&dir, "wifi", Side::Up);
     let sent: Vec<f64> = wifi
         .iter()

@@ -217,12 +217,57 @@ fn rootless_shell_pings_over_a_40ms_path() {
     assert_nothing_left(uid);
 }
 
+/// A run file with a router between two links and a program on each host, for 2 s, written in
+/// `dir` (readable by the user): what a run directory holds (captures, link logs, the
+/// programs' output) without the 25 s of examples/wifi-cellular.toml, which lab.rs runs.
+fn small_run_file(dir: &Path) -> PathBuf {
+    let file = dir.join("small.toml");
+    fs::write(
+        &file,
+        r#"duration = "2s"
+
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[router]]
+name = "r"
+
+[[link]]
+name = "access"
+a = "client"
+b = "r"
+rate = "10mbit"
+delay = "5ms"
+
+[[link]]
+name = "core"
+a = "r"
+b = "server"
+delay = "5ms"
+
+[[program]]
+name = "server"
+host = "server"
+run = "latencylab probe-server"
+
+[[program]]
+name = "client"
+host = "client"
+at = "200ms"
+run = "ping -n -i 0.1 -c 10 server"
+"#,
+    )
+    .unwrap();
+    file
+}
+
 #[test]
 fn rootless_run_file_leaves_files_the_user_owns_and_removes() {
     let _g = lock();
     let (uid, gid) = user();
     let dir = user_dir("run");
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/wifi-cellular.toml");
+    let file = small_run_file(&dir);
     let o = run_as_user(&dir, &["run", file.to_str().unwrap(), "-o", "r"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let r = dir.join("r");
@@ -438,7 +483,7 @@ fn under_sudo_every_file_of_a_lab_belongs_to_the_user() {
     }
     assert_eq!(not_owned_by(&dir.join("a"), uid, gid), Vec::<String>::new());
     // A run file's programs, and the demo's own report and results.
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/wifi-cellular.toml");
+    let file = small_run_file(&dir);
     under_sudo(&dir, &["run", file.to_str().unwrap(), "-o", "run2"]);
     assert_eq!(
         not_owned_by(&dir.join("run2"), uid, gid),

@@ -22,11 +22,13 @@ fn a_lab_stopped_for_200_ms_during_a_ping_reports_the_stall_and_when() {
         .spawn()
         .unwrap();
     let started = Instant::now();
+    let spawned_ns = monotonic_ns();
     std::thread::sleep(Duration::from_millis(1000));
     let pid = child.id() as i32;
     // SAFETY: kill with a plain pid and signal number.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let stopped_at = started.elapsed().as_secs_f64();
+    let stopped_ns = monotonic_ns();
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -44,8 +46,40 @@ fn a_lab_stopped_for_200_ms_during_a_ping_reports_the_stall_and_when() {
         "stall at {at} s, stopped at {stopped_at} s of the test"
     );
     assert!(err.contains("stalled for"), "{err}");
+    // The stall is also in the list of every stall over 1 ms, and the lab's start on
+    // CLOCK_MONOTONIC puts it at the moment this test stopped the lab.
+    let stalls = summary["engine"]["stalls"].as_array().unwrap();
+    assert!(
+        stalls
+            .iter()
+            .any(|s| s["ms"].as_f64() == Some(stall) && s["at_s"] == at),
+        "{stalls:?}"
+    );
+    let start_ns = summary["engine"]["clock_monotonic_start_ns"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        start_ns > spawned_ns,
+        "lab start {start_ns}, spawned {spawned_ns}"
+    );
+    let stall_ns = start_ns + (at * 1e9) as u64;
+    assert!(
+        stall_ns.abs_diff(stopped_ns) < 50_000_000,
+        "stall at {stall_ns} ns, stopped at {stopped_ns} ns (CLOCK_MONOTONIC)"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert_nothing_left();
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC, the clock of `engine.clock_monotonic_start_ns`.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// A star of `clients` hosts `c0`, `c1` … behind router `r`, each on a 10 Mbit/s link of 30 ms

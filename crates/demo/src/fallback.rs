@@ -440,11 +440,14 @@ fn timeline(run: &RunData) -> Chart {
         .filter(|r| r.ms.is_none())
         .map(|r| (r.start_s, TIMEOUT_S * 1e3))
         .collect();
-    let top = run
-        .requests
-        .iter()
-        .map(|r| r.ms.unwrap_or(TIMEOUT_S * 1e3))
-        .fold(100.0, f64::max);
+    // The outage's frame stands clear above the slowest request, so that its top edge does
+    // not hide that request's dot.
+    let top = 1.08
+        * run
+            .requests
+            .iter()
+            .map(|r| r.ms.unwrap_or(TIMEOUT_S * 1e3))
+            .fold(100.0, f64::max);
     let m = &run.metrics;
     let mut c = Chart::new(
         format!(
@@ -460,7 +463,7 @@ fn timeline(run: &RunData) -> Chart {
          Blue: over Wi-Fi; orange: over cellular; black: no answer within {TIMEOUT_S:.0} s. \
          {}; {} failed, {:.0} % over cellular, back on Wi-Fi {}.",
         m.request_ms_max
-            .map_or("no answer".to_string(), |v| format!("worst {v:.0} ms")),
+            .map_or("No answer".to_string(), |v| format!("Worst {v:.0} ms")),
         m.failed,
         m.on_cellular_pct,
         m.back_on_wifi_s.map_or("never".to_string(), |s| format!(

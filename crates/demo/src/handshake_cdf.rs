@@ -340,9 +340,11 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) ->
         Section::new("What the analyzer found")
             .with(Block::Paragraph(
                 "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or \
-                 queued here, so the only cause it can name is the distance itself: \
-                 `path_delay` on the connections to the far servers, whose time went to \
-                 round trips."
+                 queued here, so the cause it names is the distance itself: `path_delay` on \
+                 the connections to the far servers, whose time went to round trips. An \
+                 `app_limited` line, where there is one, is a client or server program that \
+                 the machine scheduled late between the handshake and the request or the \
+                 answer: it is not in the handshake times."
                     .into(),
             ))
             .with(common::analyzer_findings(&[("browsing", a)])),

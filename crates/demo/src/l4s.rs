@@ -952,8 +952,10 @@ impl Charts {
                 }
                 Variant::L4s => {
                     "The call's ECT(1) packets use the L queue, marked from 1 ms of sojourn, \
-                     so they wait almost nothing; the downloads keep their C queue near \
-                     DualPI2's 15 ms target."
+                     so they wait 2-3 ms at most (a full-size packet already on the wire, \
+                     then their own frame's packets ahead of them, 1.2 ms each at 10 Mbit/s); \
+                     DualPI2 holds the downloads' C queue about its 15 ms target, so the \
+                     longest sojourn of each 100 ms, drawn here, rides above it."
                 }
                 Variant::Bleached => {
                     "The access hop clears ECN, so the call's packets arrive as Not-ECT: after \

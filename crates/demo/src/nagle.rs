@@ -84,7 +84,8 @@ impl Variant {
         match self {
             Variant::Nagle => Rgb(213, 94, 0),
             Variant::Nodelay => Rgb(0, 114, 178),
-            Variant::Writev => Rgb(0, 158, 115),
+            // Not green: green is the ladder's pure ACK.
+            Variant::Writev => Rgb(204, 121, 167),
         }
     }
 }
@@ -608,11 +609,12 @@ fn exchanges_chart(runs: &[RunData]) -> Chart {
     let mut c = Chart::new(
         "Every exchange of the three runs",
         Axis::new("time since the lab started", "s"),
-        Axis::new("request written to whole response read", "ms").from_zero(),
+        Axis::new("exchange time", "ms").from_zero(),
     )
     .size(900, 420)
     .caption(format!(
-        "Each dot is one exchange. With two write()s and Nagle on, every exchange takes three \
+        "Each dot is one exchange, from the request's first write() to the response's last \
+         byte read. With two write()s and Nagle on, every exchange takes three \
          round trips ({:.0} ms); TCP_NODELAY and writev() bring it down to one ({BASE_RTT_MS:.0} \
          ms), the path's own round trip.",
         3.0 * BASE_RTT_MS

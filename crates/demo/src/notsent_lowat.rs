@@ -35,6 +35,14 @@ pub const UPLINK_QUEUE: &str = "codel target 5ms interval 100ms";
 pub const SNDBUF: &str = "120kb";
 /// TCP_NOTSENT_LOWAT of the lowat run.
 pub const LOWAT: &str = "16kb";
+
+/// A size as the options write it (`120kb`) as the page writes it (`120 KB`).
+fn as_text(size: &str) -> String {
+    match size.strip_suffix("kb") {
+        Some(n) => format!("{n} KB"),
+        None => size.to_string(),
+    }
+}
 /// When the viewer and the probe start, s after the lab: the servers listen by then.
 const CLIENT_START_S: f64 = 0.5;
 /// No clicks in the viewer's first seconds: the send buffer fills meanwhile.
@@ -396,7 +404,7 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     ));
     unsent.push(
         Series::line(
-            format!("TCP_NOTSENT_LOWAT ({LOWAT})"),
+            format!("TCP_NOTSENT_LOWAT ({})", as_text(LOWAT)),
             Rgb::GREY,
             vec![(0.0, 16.0), (end, 16.0)],
         )
@@ -450,11 +458,14 @@ fn page(
     let mut page = Page::new("TCP_NOTSENT_LOWAT: stale frames in the sender's socket buffer");
     page.subtitle = format!(
         "Screen sharing over a DSL uplink of {UPLINK} (50 KB/s) with a {BASE_RTT_MS:.0} ms base \
-         RTT and CoDel at the bottleneck; the server's send buffer is {SNDBUF}, its frames 4 KB \
+         RTT and CoDel at the bottleneck; the server's send buffer is {}, its frames 4 KB \
          at up to 30 per second; the viewer clicks about once a second. {:.0} s per run, seed \
          {}. A: the server writes frames while the socket takes them. B: TCP_NOTSENT_LOWAT \
-         {LOWAT}, one frame generated and written per writable event.",
-        r.duration_s, opts.seed
+         {}, one frame generated and written per writable event.",
+        as_text(SNDBUF),
+        r.duration_s,
+        opts.seed,
+        as_text(LOWAT)
     );
     let (header, rows) = table_rows(r);
     page.push(

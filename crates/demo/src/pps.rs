@@ -86,6 +86,9 @@ pub struct RunMetrics {
     pub packets_per_s: f64,
     /// Payload bytes per data packet, on average.
     pub bytes_per_packet: f64,
+    /// Packets the hop's queue dropped on the way to the client (`summary.json`): the
+    /// download's congestion window outgrowing the queue.
+    pub drops: u64,
 }
 
 /// `results.json`.
@@ -189,7 +192,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         };
         (v, run)
     });
-    let runs = series.run(labs.into(), Some(2.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(labs.into(), Some(2.0), |v, dir, result| {
+        collect(v, dir, result)
+    })?;
     let results = Results {
         pps_limit: opts.pps,
         mtu1500: runs[0].metrics.clone(),
@@ -202,7 +207,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
 }
 
 /// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
+    let drops = common::link_summary(result, "path", "down")?
+        .drops
+        .values()
+        .sum();
     let client = common::program_records(dir, "bulk-client")?;
     let goodput: Vec<(f64, f64)> = client
         .iter()
@@ -270,6 +279,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
             goodput_mbps: total_mbps,
             packets_per_s: if span_s > 0.0 { n / span_s } else { 0.0 },
             bytes_per_packet: bytes as f64 / n,
+            drops,
         },
         analysis,
         goodput,
@@ -327,6 +337,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("payload per packet (bytes)", &|m| {
             format!("{:.0}", m.bytes_per_packet)
         }),
+        row("drops at the hop", &|m| m.drops.to_string()),
     ];
     (header, rows)
 }
@@ -350,17 +361,19 @@ fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
         Axis::new("goodput", "Mbit/s").from_zero(),
     )
     .size(900, 420)
-    .caption(format!(
-        "The line has no byte-rate limit; the hop forwards at most {} packets a second. At \
+    .caption(
+        format!(
+            "The line has no byte-rate limit; the hop forwards at most {} packets a second. At \
          MTU 1500 each packet carries about {:.0} bytes of data: {:.1} Mbit/s. At MTU 9000 \
          it carries about {:.0}: {:.1} Mbit/s, {:.1}× more, from the same packet rate.",
-        r.pps_limit,
-        r.mtu1500.bytes_per_packet,
-        r.mtu1500.goodput_mbps,
-        r.mtu9000.bytes_per_packet,
-        r.mtu9000.goodput_mbps,
-        r.goodput_ratio()
-    ));
+            r.pps_limit,
+            r.mtu1500.bytes_per_packet,
+            r.mtu1500.goodput_mbps,
+            r.mtu9000.bytes_per_packet,
+            r.mtu9000.goodput_mbps,
+            r.goodput_ratio()
+        ) + &dip_note(r),
+    );
     for run in runs {
         c.push(
             Series::step(
@@ -372,6 +385,20 @@ fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
         );
     }
     c
+}
+
+/// Why the goodput dips for a second where the packet rate does not: the hop's queue
+/// overflowed (empty when it did not).
+fn dip_note(r: &Results) -> String {
+    if r.mtu1500.drops + r.mtu9000.drops == 0 {
+        return String::new();
+    }
+    format!(
+        " A dip and a catch-up mean the download outgrew the hop's queue ({} and {} packets \
+         dropped): while a lost packet's retransmission crosses the full queue, the data \
+         behind it waits in the client's buffer; the packet rate past the hop does not dip.",
+        r.mtu1500.drops, r.mtu9000.drops
+    )
 }
 
 fn packets_chart(r: &Results, runs: &[RunData]) -> Chart {
@@ -479,6 +506,7 @@ mod tests {
             goodput_mbps: mbps,
             packets_per_s: pps,
             bytes_per_packet: mbps * 1e6 / 8.0 / pps,
+            drops: 0,
         }
     }
 

@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::netns::{self, NETNS_DIR, NS_PREFIX};
+use crate::netns::{self, NETNS_DIR};
 use crate::process;
 use crate::userns;
 use labnet::system;
@@ -134,16 +134,4 @@ pub fn remove_leftovers() -> Vec<String> {
         }
     }
     removed
-}
-
-/// Namespaces of labs (any, alive or not) currently on the machine; for tests and `doctor`.
-pub fn lab_namespaces() -> Vec<String> {
-    fs::read_dir(NETNS_DIR)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(NS_PREFIX))
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -67,6 +67,8 @@ pub struct Forwarder {
     segments: Vec<Vec<u8>>,
     /// Buffers of packets already written, for the next packets read.
     pool: Vec<Vec<u8>>,
+    /// The packets due at a flush, kept between flushes for its capacity.
+    due: Vec<forwarder::Transmit>,
     /// Packets read with a virtio header that could not be cut into datagrams (dropped).
     pub offload_errors: u64,
     coalescer: Coalescer,
@@ -125,6 +127,7 @@ impl Forwarder {
             scratch: Vec::new(),
             segments: Vec::new(),
             pool: Vec::new(),
+            due: Vec::new(),
             offload_errors: 0,
             coalescer: Coalescer::default(),
             reads: 0,
@@ -214,10 +217,18 @@ impl Forwarder {
 
     /// Writes what reached the hosts into their TUN devices, and the link events into the logs.
     fn flush(&mut self, now: Instant) {
-        // The interface whose super-packet `coalescer` is building: segments due by the same
-        // `now`, consecutive and of one flow, go into the host with one write.
-        let mut open = None;
+        let mut due = std::mem::take(&mut self.due);
         while let Some(t) = self.core.poll_transmit(now) {
+            due.push(t);
+        }
+        // The interface whose super-packet `coalescer` is building: segments due by the same
+        // `now`, consecutive and of one flow, go into the host with one write. A packet with
+        // no packet for its interface behind it is written as it is: a paced link delivers
+        // one at a time, and offering it to the coalescer would only copy it and verify its
+        // checksum.
+        let mut open = None;
+        let mut it = due.drain(..).peekable();
+        while let Some(t) = it.next() {
             self.lateness.record(now - t.at);
             if let Some(pc) = &mut self.ifaces[t.iface].pcap {
                 if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
@@ -233,7 +244,8 @@ impl Forwarder {
                 if let Some(j) = open.take() {
                     self.write_coalesced(j);
                 }
-                if self.coalescer.push(&t.data) {
+                let more = it.peek().is_some_and(|n| n.iface == t.iface);
+                if more && self.coalescer.push(&t.data) {
                     open = Some(t.iface);
                     self.recycle(t.data);
                     continue;
@@ -251,6 +263,8 @@ impl Forwarder {
             self.writes += 1;
             self.recycle(t.data);
         }
+        drop(it);
+        self.due = due;
         if let Some(j) = open {
             self.write_coalesced(j);
         }
@@ -272,10 +286,13 @@ impl Forwarder {
         self.writes += 1;
     }
 
-    /// Keeps a written packet's buffer for a packet to come.
+    /// Keeps a written packet's buffer for a packet to come; once the pool is full (more
+    /// packets are written than read: a link duplicates), the network gets it for its copies.
     fn recycle(&mut self, data: Vec<u8>) {
         if self.pool.len() < POOL_BUFFERS {
             self.pool.push(data);
+        } else {
+            self.core.recycle(data);
         }
     }
 
@@ -357,6 +374,8 @@ impl Forwarder {
                 // Measured by the loop, which fills them in.
                 longest_stall_ms: 0.0,
                 longest_stall_at_s: 0.0,
+                stalls: Vec::new(),
+                clock_monotonic_start_ns: 0,
                 host_tx_dropped: Default::default(),
                 reads: self.reads,
                 writes: self.writes,

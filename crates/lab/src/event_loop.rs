@@ -41,12 +41,18 @@ pub(crate) fn signal(p: &Program, sig: libc::c_int) {
 
 /// The loop's descriptors: one epoll over the interfaces, the signalfd, the timerfd and the
 /// program launcher's socket.
+///
+/// A deadline is waited for with `epoll_pwait2`'s nanosecond timeout: one system call per
+/// wake-up, where arming a timerfd and reading it when it fires takes three. The timerfd is
+/// for kernels older than 5.11, which lack `epoll_pwait2`.
 pub(crate) struct LoopIo {
     epoll: Epoll,
     sfd: SignalFd,
     timer: TimerFd,
     /// The absolute monotonic time the timer is armed for.
     armed: Option<u64>,
+    /// Whether the kernel has `epoll_pwait2` (until it says otherwise).
+    pwait2: bool,
     events: Vec<EpollEvent>,
 }
 
@@ -87,13 +93,31 @@ impl LoopIo {
             sfd,
             timer,
             armed: None,
+            // `LATENCYLAB_TIMER=timerfd` takes the older kernels' way, to compare or test it.
+            pwait2: std::env::var("LATENCYLAB_TIMER").as_deref() != Ok("timerfd"),
             events: vec![EpollEvent::empty(); 64],
         })
     }
 
-    /// Waits as `wait` says (`mono_start` turns lab time into the monotonic clock's) and
-    /// returns how many events came.
-    fn wait(&mut self, wait: Wait, mono_start: u64) -> Result<usize> {
+    /// Waits as `wait` says (`mono_start` turns lab time into the monotonic clock's, which
+    /// read `mono_now` just before) and returns how many events came.
+    fn wait(&mut self, wait: Wait, mono_start: u64, mono_now: u64) -> Result<usize> {
+        if self.pwait2 {
+            let timeout_ns = match wait {
+                Wait::Poll => Some(0),
+                Wait::Block => None,
+                Wait::Timer(t) => Some((mono_start + t.as_nanos()).saturating_sub(mono_now)),
+            };
+            let fd = self.epoll.0.as_raw_fd();
+            match sys::epoll_wait_ns(fd, &mut self.events, timeout_ns) {
+                Ok(n) => return Ok(n),
+                // A stop and continue (SIGSTOP, a debugger, Ctrl-Z) interrupts the wait: look
+                // again.
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(0),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => self.pwait2 = false,
+                Err(e) => return Err(e).context("epoll_pwait2"),
+            }
+        }
         let timeout = match wait {
             Wait::Poll => EpollTimeout::ZERO,
             Wait::Block => EpollTimeout::NONE,
@@ -113,7 +137,7 @@ impl LoopIo {
             }
         };
         match self.epoll.wait(&mut self.events, timeout) {
-            // A stop and continue (SIGSTOP, a debugger, Ctrl-Z) interrupts the wait: look again.
+            // As above.
             Err(nix::errno::Errno::EINTR) => Ok(0),
             r => Ok(r?),
         }
@@ -156,15 +180,15 @@ impl Lab<'_> {
     pub fn run(&mut self) -> Result<()> {
         // Setting the lab up (captures, logs) before the first turn is no stall.
         self.turn_start = self.now();
+        let mut now = self.turn_start;
         loop {
-            let now = self.now();
             self.start_due(now)?;
             self.fwd.poll(now);
             self.check_end(now);
             if self.life.finished(now, self.all_gone()) {
                 return Ok(());
             }
-            self.wait_and_handle(now)?;
+            now = self.wait_and_handle(now)?;
         }
     }
 
@@ -261,8 +285,12 @@ impl Lab<'_> {
             && process::processes_in_namespaces(&self.ns_inodes).is_empty()
     }
 
-    /// Sleeps until the next packet, signal or deadline, and handles what came.
-    fn wait_and_handle(&mut self, now: Instant) -> Result<()> {
+    /// Sleeps until the next packet, signal or deadline, and handles what came. Returns the
+    /// time for the rest of the turn: when the wait ended if it ended with nothing to handle
+    /// (a deadline), else after the handling, which may have taken long enough for the next
+    /// packet to fall due. A clock read costs as much as a short system call on some virtual
+    /// machines, a turn more than both.
+    fn wait_and_handle(&mut self, now: Instant) -> Result<Instant> {
         // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
         // timer once per heartbeat and not on every turn.
         let beat = HEARTBEAT.as_nanos() as u64;
@@ -273,10 +301,11 @@ impl Lab<'_> {
             self.life.next_wakeup(now),
             Some(heartbeat),
         ]);
-        let wait = wait_for(deadline, now, self.early.margin());
-        let before = self.now();
+        let mono_before = sys::monotonic_ns();
+        let before = Instant::from_nanos(mono_before.saturating_sub(self.mono_start));
+        let wait = wait_for(deadline, before, self.early.margin());
         self.stalls.turn(self.turn_start, before);
-        let n = self.io.wait(wait, self.mono_start)?;
+        let n = self.io.wait(wait, self.mono_start, mono_before)?;
         let now = self.now();
         self.turn_start = now;
         match wait {
@@ -317,7 +346,7 @@ impl Lab<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(if n == 0 { now } else { self.now() })
     }
 
     fn read_signals(&mut self, now: Instant) -> Result<()> {

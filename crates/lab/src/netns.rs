@@ -35,7 +35,7 @@ use crate::userns;
 use labnet::spec::Host;
 
 pub const NETNS_DIR: &str = "/run/netns";
-pub use labnet::system::{ns_name, NS_PREFIX};
+pub use labnet::system::ns_name;
 
 /// A host namespace, alive while this value and its bind mount exist.
 pub struct HostNs {

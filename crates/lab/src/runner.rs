@@ -260,6 +260,13 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let (stall, stall_at) = lab.stalls.longest();
     summary.engine.longest_stall_ms = stall.as_secs_f64() * 1e3;
     summary.engine.longest_stall_at_s = stall_at.as_secs_f64();
+    summary.engine.stalls = (lab.stalls.over_worth_saying().iter())
+        .map(|&(at, d)| labnet::run_dir::Stall {
+            at_s: at.as_secs_f64(),
+            ms: d.as_secs_f64() * 1e3,
+        })
+        .collect();
+    summary.engine.clock_monotonic_start_ns = lab.mono_start;
     if let Some(d) = &opts.out_dir {
         output::write_json(&RunDir::new(d).summary_json(), &summary)?;
     }

@@ -163,6 +163,43 @@ pub fn write_packet_vnet(
     }
 }
 
+/// Waits on the epoll instance `epfd` for at most `timeout_ns` nanoseconds (`None`: until an
+/// event) with `epoll_pwait2` (Linux 5.11), whose timeout is as fine as a timerfd's, and fills
+/// `events`. Called through `syscall` so that an older C library does not matter; an older
+/// kernel answers `ENOSYS`.
+pub fn epoll_wait_ns(
+    epfd: RawFd,
+    events: &mut [nix::sys::epoll::EpollEvent],
+    timeout_ns: Option<u64>,
+) -> io::Result<usize> {
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: EpollEvent is a transparent wrapper of epoll_event and `events` is valid for
+    // writes of its length; `tsp` is null or points at a live timespec; with no signal mask
+    // the mask's size is not read.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            epfd,
+            events.as_mut_ptr().cast::<libc::epoll_event>(),
+            events.len().min(libc::c_int::MAX as usize) as libc::c_int,
+            tsp,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Nanoseconds on CLOCK_MONOTONIC.
 pub fn monotonic_ns() -> u64 {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
@@ -265,5 +302,38 @@ pub fn keep_ambient_cap(cap: u32) {
             0,
             0,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+    use nix::sys::eventfd::{EfdFlags, EventFd};
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn epoll_wait_ns_sleeps_at_least_its_timeout_and_returns_what_is_ready() {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
+        let efd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).unwrap();
+        epoll
+            .add(efd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, 7))
+            .unwrap();
+        let mut events = vec![EpollEvent::empty(); 4];
+        let fd = epoll.0.as_raw_fd();
+        // Nothing ready: a zero timeout comes straight back, a timeout is never cut short.
+        match epoll_wait_ns(fd, &mut events, Some(0)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                eprintln!("skipped: this kernel has no epoll_pwait2 (Linux 5.11)");
+                return;
+            }
+            r => assert_eq!(r.unwrap(), 0),
+        }
+        let start = monotonic_ns();
+        assert_eq!(epoll_wait_ns(fd, &mut events, Some(1_500_000)).unwrap(), 0);
+        assert!(monotonic_ns() - start >= 1_500_000);
+        efd.write(1).unwrap();
+        assert_eq!(epoll_wait_ns(fd, &mut events, None).unwrap(), 1);
+        assert_eq!(events[0].data(), 7);
     }
 }

@@ -324,7 +324,15 @@ pub struct PriorityPolicy {
 
 pub const PRIORITY_WINDOW: Duration = Duration::from_millis(100);
 /// Busy share above which a real-time loop turns to nice -20, and below which it turns back.
-const BUSY_TO_NICE: f64 = 0.6;
+///
+/// The kernel throttles real-time tasks only past 95 % of each second
+/// (`kernel.sched_rt_runtime_us` 950000 of `sched_rt_period_us` 1000000), so a loop stays
+/// real-time up to 90 %. A lower bound costs timing: a 100 Mbit/s link keeps the loop busy
+/// 50–90 % of each window (its spin before each timer counts, and on a loaded machine so does
+/// the time it is preempted), and at nice -20 it then waits behind other tasks for a CPU, a
+/// scheduler slice of 3–10 ms at a time (docs/PERFORMANCE.md, "The machine's stalls and the
+/// engine's").
+const BUSY_TO_NICE: f64 = 0.9;
 const BUSY_TO_RT: f64 = 0.3;
 
 /// The policy for the next window: real-time or not, from the busy share of the last one.
@@ -384,11 +392,18 @@ impl PriorityPolicy {
 ///
 /// So that a stall while the loop sleeps with nothing due is seen too, the loop never sleeps
 /// longer than [`HEARTBEAT`]: a stall of length S is then measured as at least S - HEARTBEAT.
+///
+/// Besides the longest, it keeps every stall over [`STALL_WORTH_SAYING`] (the first
+/// [`STALLS_KEPT`]), so that each can be set beside what else the machine did at that moment.
 #[derive(Clone, Debug, Default)]
 pub struct StallMeter {
     longest: Duration,
     at: Instant,
+    over: Vec<(Instant, Duration)>,
 }
+
+/// How many stalls over [`STALL_WORTH_SAYING`] a [`StallMeter`] keeps (2 KB).
+pub const STALLS_KEPT: usize = 128;
 
 /// The longest sleep of an idle loop (see [`StallMeter`]).
 pub const HEARTBEAT: Duration = Duration::from_millis(5);
@@ -408,6 +423,9 @@ impl StallMeter {
     }
 
     fn record(&mut self, d: Duration, at: Instant) {
+        if d > STALL_WORTH_SAYING && self.over.len() < STALLS_KEPT {
+            self.over.push((at, d));
+        }
         if d > self.longest {
             self.longest = d;
             self.at = at;
@@ -417,6 +435,12 @@ impl StallMeter {
     /// The longest stall and when it began.
     pub fn longest(&self) -> (Duration, Instant) {
         (self.longest, self.at)
+    }
+
+    /// Every stall over [`STALL_WORTH_SAYING`], when it began and how long, in the order they
+    /// happened (the first [`STALLS_KEPT`]).
+    pub fn over_worth_saying(&self) -> &[(Instant, Duration)] {
+        &self.over
     }
 }
 
@@ -554,6 +578,10 @@ mod tests {
         assert!(next_realtime(true, 0.1));
         assert!(next_realtime(true, 0.6));
         assert!(
+            next_realtime(true, 0.85),
+            "a 100 Mbit/s link keeps the loop this busy: it stays real-time"
+        );
+        assert!(
             !next_realtime(true, 0.95),
             "a loop that never blocks would be throttled"
         );
@@ -593,6 +621,24 @@ mod tests {
         // Waking early (a packet came before the deadline) is no stall.
         m.woke(ms(400), ms(350));
         assert_eq!(m.longest().0, Duration::from_millis(195));
+        // Only the stalls over a millisecond are kept, each with when it began.
+        m.turn(ms(500), ms(500) + Duration::from_micros(1500));
+        assert_eq!(
+            m.over_worth_saying(),
+            [
+                (ms(105), Duration::from_millis(195)),
+                (ms(300), Duration::from_millis(2)),
+                (ms(500), Duration::from_micros(1500)),
+            ]
+        );
+        for k in 0..STALLS_KEPT as u64 {
+            m.woke(ms(1000 + 10 * k), ms(1000 + 10 * k + 2));
+        }
+        assert_eq!(m.over_worth_saying().len(), STALLS_KEPT);
+        assert_eq!(
+            m.over_worth_saying()[3],
+            (ms(1000), Duration::from_millis(2))
+        );
     }
 
     #[test]

@@ -503,6 +503,14 @@ pub struct DnsQuerySummary {
     pub count: u64,
 }
 
+/// One stall of the engine (see [`EngineSummary::longest_stall_ms`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct Stall {
+    /// When it began, in seconds since the lab started.
+    pub at_s: f64,
+    pub ms: f64,
+}
+
 /// How well the real-time loop kept to the links' schedule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct EngineSummary {
@@ -521,6 +529,13 @@ pub struct EngineSummary {
     /// When that stall began, in seconds since the lab started.
     #[serde(default)]
     pub longest_stall_at_s: f64,
+    /// Every stall over 1 ms (the first 128), in the order they happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<Stall>,
+    /// The lab's start (the zero of every `_at_s` above) on the machine's CLOCK_MONOTONIC, so
+    /// that a stall can be set beside another program's record of the same moment.
+    #[serde(default)]
+    pub clock_monotonic_start_ns: u64,
     /// Packets a host's kernel dropped at its own TUN device's transmit queue, by host (only
     /// hosts that dropped any): the host sent faster than the engine read, so they never
     /// reached the emulated link. Read when the lab ends.

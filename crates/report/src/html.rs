@@ -240,7 +240,20 @@ fn table(o: &mut String, t: &Table) {
             } else {
                 ""
             };
-            let _ = write!(o, "<td{class}>{}</td>", esc(c));
+            // A row label indented with spaces details the row above it (the terminal table
+            // writes it so); HTML would drop the spaces, so they become an indent.
+            let label = c.trim_start_matches(' ');
+            let indent = c.len() - label.len();
+            if i == 0 && indent > 0 {
+                let _ = write!(
+                    o,
+                    "<td{class} style=\"padding-left: {:.1}em\">{}</td>",
+                    0.6 + 0.6 * indent as f64,
+                    esc(label)
+                );
+            } else {
+                let _ = write!(o, "<td{class}>{}</td>", esc(c));
+            }
         }
         o.push_str("</tr>\n");
     }
@@ -532,6 +545,28 @@ mod tests {
         let css = page().to_html();
         assert!(css.contains("td.long { white-space: normal;"));
         assert!(css.contains("white-space: pre-wrap"));
+    }
+
+    #[test]
+    fn a_row_label_indented_with_spaces_keeps_its_indent_and_others_none() {
+        let mut o = String::new();
+        table(
+            &mut o,
+            &Table {
+                header: vec![String::new(), "run".into()],
+                rows: vec![
+                    vec!["downlink queue p99 (ms)".into(), "33.9".into()],
+                    vec!["  L queue p99 (ms)".into(), "  2.8".into()],
+                ],
+                caption: String::new(),
+            },
+        );
+        assert!(o.contains("<td>downlink queue p99 (ms)</td>"), "{o}");
+        assert!(
+            o.contains("<td style=\"padding-left: 1.8em\">L queue p99 (ms)</td>"),
+            "{o}"
+        );
+        assert!(o.contains("<td class=\"num\">  2.8</td>"), "{o}");
     }
 
     #[test]

@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{OnceCell, Semaphore};
 
 use crate::connmgr::{Action, ConnId, ConnManager, Design, IdleChoice, Params, ReqId};
-use crate::page::referenced_urls;
+use crate::page::{referenced_urls, RefScanner};
 use crate::records::WebRecord;
 use crate::{Output, UsageError};
 
@@ -91,6 +91,20 @@ pub struct PageLoadArgs {
     /// How long the connections stay idle before each --follow
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_secs)]
     pub follow_after: Duration,
+    /// With --conn-manager: when the HTML's references are found: `stream` (after each read
+    /// of its body, as a browser's streaming parser and preload scanner find them) or `whole`
+    /// (once the whole HTML has arrived)
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "stream")]
+    pub html_scan: HtmlScan,
+}
+
+/// When the managed load looks for the HTML's references.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HtmlScan {
+    /// After each read of the body: what has arrived so far
+    Stream,
+    /// Once the whole body has arrived
+    Whole,
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -367,7 +381,8 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
                         idle_choice: a.idle_choice,
                         per_host: usize::from(a.per_host),
                     };
-                    load_managed(&ctx, &url, params, follow, a.follow_after).await
+                    let scan = a.html_scan;
+                    load_managed(&ctx, &url, params, scan, follow, a.follow_after).await
                 }
                 None => load_h1(&ctx, &url, a).await,
             },
@@ -659,23 +674,26 @@ type BodyHook<'a> = dyn FnMut(&[u8]) + Send + 'a;
 /// What the tasks of a managed load tell its loop.
 enum Event {
     Ready(ConnId, Result<BoxIo>),
-    Done(ConnId, Box<H1Conn>, Result<u64>),
+    /// A response ended: its length, and the URLs it references not yet reported.
+    Done(ConnId, Box<H1Conn>, Result<(u64, Vec<String>)>),
     /// URLs a response references (the HTML's found since the last such event).
     Found(Vec<String>),
 }
 
-/// Writes `req` on `c` and reads its response; reports the URLs it references to `found`:
-/// the HTML's (`page`) as they arrive, as a browser's preload scanner finds them, a
-/// stylesheet's or script's once it is whole, as a browser applies or runs it. Returns the
-/// response's length.
+/// Writes `req` on `c` and reads its response. The HTML's references (`page`: how it is
+/// scanned) go to `found` as they arrive with [`HtmlScan::Stream`], as a browser's preload
+/// scanner finds them. Returns the response's length and the references not reported so far:
+/// a stylesheet's or script's, or the HTML's with [`HtmlScan::Whole`], which a browser finds
+/// once the file is whole (it applies or runs it), by which time the connection that carried
+/// it is free again, so the loop takes them only after it has freed the connection.
 async fn transact(
     ctx: &Ctx,
     c: &mut H1Conn,
     req: &Req,
     new_conn: bool,
-    page: bool,
+    page: Option<HtmlScan>,
     found: tokio::sync::mpsc::UnboundedSender<Event>,
-) -> Result<u64> {
+) -> Result<(u64, Vec<String>)> {
     let wire = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: latencylab-page-load\r\nAccept: */*\r\n\r\n",
         req.url.path,
@@ -684,22 +702,19 @@ async fn transact(
     let sent_ms = ctx.ms();
     c.wr.write_all(wire.as_bytes()).await?;
     c.wr.flush().await?;
-    let mut reported = 0;
+    let mut scanner = RefScanner::default();
     let mut scan = |body: &[u8]| {
-        let urls = referenced_urls(body);
-        if urls.len() > reported {
-            let _ = found.send(Event::Found(urls[reported..].to_vec()));
-            reported = urls.len();
+        let urls = scanner.scan(body);
+        if !urls.is_empty() {
+            let _ = found.send(Event::Found(urls));
         }
     };
-    let (status, bytes, first_ms, body) = if page {
+    let (status, bytes, first_ms, body) = if page == Some(HtmlScan::Stream) {
         c.read_response(ctx, true, Some(&mut scan)).await?
     } else {
         c.read_response(ctx, true, None).await?
     };
-    if !page {
-        scan(&body);
-    }
+    let rest = scanner.scan(&body);
     let d = Done {
         queued_ms: req.queued_ms,
         sent_ms,
@@ -708,7 +723,27 @@ async fn transact(
         bytes,
     };
     ctx.finish(req, c.conn, new_conn, status, d);
-    Ok(bytes)
+    Ok((bytes, rest))
+}
+
+/// Of the URLs a response references, those not requested yet, parsed, now marked requested.
+fn new_urls(
+    urls: Vec<String>,
+    requested: &mut std::collections::HashSet<String>,
+    page: &Url,
+) -> Result<Vec<Url>> {
+    let mut out = Vec::new();
+    for u in urls {
+        if !requested.insert(u.clone()) {
+            continue;
+        }
+        let u = Url::parse(&u).map_err(|e| anyhow!("the page references {e}"))?;
+        if u.tls != page.tls {
+            bail!("the page mixes http and https ({})", u.full());
+        }
+        out.push(u);
+    }
+    Ok(out)
 }
 
 fn origin_key(u: &Url) -> String {
@@ -724,6 +759,7 @@ async fn load_managed(
     ctx: &Arc<Ctx>,
     url: &Url,
     params: Params,
+    html_scan: HtmlScan,
     mut follow: VecDeque<Url>,
     follow_after: Duration,
 ) -> Result<()> {
@@ -777,7 +813,8 @@ async fn load_managed(
                     let fresh = used.insert(conn);
                     let (ctx, tx) = (ctx.clone(), tx.clone());
                     tasks.spawn(async move {
-                        let res = transact(&ctx, &mut c, &r, fresh, req == 0, tx.clone()).await;
+                        let page = (req == 0).then_some(html_scan);
+                        let res = transact(&ctx, &mut c, &r, fresh, page, tx.clone()).await;
                         let _ = tx.send(Event::Done(conn, c, res));
                     });
                 }
@@ -807,20 +844,17 @@ async fn load_managed(
                 mgr.connected(now(ctx), conn);
             }
             Event::Done(conn, c, res) => {
-                let bytes = res?;
+                let (bytes, urls) = res?;
                 idle.insert(conn, c);
                 mgr.finished(now(ctx), conn, bytes);
                 outstanding -= 1;
+                for u in new_urls(urls, &mut requested, url)? {
+                    add(&mut mgr, u, &mut reqs, &mut origins);
+                    outstanding += 1;
+                }
             }
             Event::Found(urls) => {
-                for u in urls {
-                    if !requested.insert(u.clone()) {
-                        continue;
-                    }
-                    let u = Url::parse(&u).map_err(|e| anyhow!("the page references {e}"))?;
-                    if u.tls != url.tls {
-                        bail!("the page mixes http and https ({})", u.full());
-                    }
+                for u in new_urls(urls, &mut requested, url)? {
                     add(&mut mgr, u, &mut reqs, &mut origins);
                     outstanding += 1;
                 }

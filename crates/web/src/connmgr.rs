@@ -175,9 +175,15 @@ impl ConnManager {
     /// handshakes end in any order: the first ready takes the queue's head, whose own
     /// connection is still opening. That is no request served by a connection that freed up,
     /// only the order of twin handshakes, so the two needs trade requests: `conn` stands for
-    /// the head, the head's connection for the request `conn` was opened for (still queued,
-    /// as its need is unserved). A need already served elsewhere trades nothing: then `conn`
-    /// is spare, and a request it takes did leave before its own handshake ended.
+    /// the head, the head's connection for the request `conn` was opened for.
+    ///
+    /// When `conn`'s own request already left on a connection that freed up, `conn` is spare,
+    /// and the trade passes that win on: `conn` stands for the head, and the head's
+    /// connection, still opening, becomes the spare one, served elsewhere since that earlier
+    /// send. Counting the head too would count one connection saved twice, once per
+    /// connection of a burst whose handshakes end together (their SYN-ACKs arrive in one
+    /// flight, and which of them the client reads first decides nothing); the time saved,
+    /// from that send to the end of the spare connection's handshake, is the same sum.
     fn swap_needs_for_head(&mut self, conn: ConnId) {
         let Some(origin) = self.conns.get(&conn).map(|c| c.origin.clone()) else {
             return;
@@ -185,18 +191,17 @@ impl ConnManager {
         let Some(&head) = self.queues.get(&origin).and_then(VecDeque::front) else {
             return;
         };
-        let own = self
-            .needs
-            .iter()
-            .position(|n| n.conn == conn && n.served_elsewhere.is_none());
+        let own = self.needs.iter().position(|n| n.conn == conn);
         let heads = self
             .needs
             .iter()
             .position(|n| n.req == head && n.conn != conn && n.ready.is_none());
         if let (Some(a), Some(b)) = (own, heads) {
-            let req = self.needs[a].req;
+            let (req, served) = (self.needs[a].req, self.needs[a].served_elsewhere);
             self.needs[a].req = head;
+            self.needs[a].served_elsewhere = None;
             self.needs[b].req = req;
+            self.needs[b].served_elsewhere = served;
         }
     }
 
@@ -424,6 +429,38 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.new_connections_needed, s.served_by_other), (4, 1));
         assert_eq!(s.saved_ms, vec![151.0]);
+    }
+
+    #[test]
+    fn a_spare_connection_passes_its_win_on_rather_than_counting_it_twice() {
+        let mut m = mgr(Design::Pool, IdleChoice::Oldest, 6);
+        m.request(ms(0), 0, "www");
+        m.connected(ms(250), 1);
+        // Two requests while the HTML arrives open connections 2 and 3.
+        m.request(ms(300), 1, "www");
+        m.request(ms(300), 2, "www");
+        // The HTML's connection frees up and takes request 1.
+        m.finished(ms(400), 1, 30_000);
+        // 2 and 3's SYN-ACKs arrive together: 2, spare, takes request 2 a moment before 3
+        // is read.
+        m.connected(ms(550), 2);
+        m.connected(ms(550) + Duration::from_micros(100), 3);
+        assert_eq!(
+            drain(&mut m),
+            vec![
+                open(1),
+                send(0, 1),
+                open(2),
+                open(3),
+                send(1, 1),
+                send(2, 2)
+            ]
+        );
+        let s = m.stats();
+        // One connection was saved (3 sits idle), by 150.1 ms.
+        assert_eq!((s.new_connections_needed, s.served_by_other), (3, 1));
+        assert_eq!(s.saved_ms.len(), 1);
+        assert!((s.saved_ms[0] - 150.1).abs() < 1e-6, "{:?}", s.saved_ms);
     }
 
     #[test]

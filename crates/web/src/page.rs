@@ -486,29 +486,74 @@ pub fn body(kind: Kind, bytes: u64) -> Vec<u8> {
 /// documents [`Page::render_html`] and [`Page::body_of`] write (double-quoted values); it is
 /// not an HTML, CSS or JavaScript parser and does not pretend to be one.
 pub fn referenced_urls(html: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(html);
-    let mut out = Vec::new();
-    let mut at = 0;
-    loop {
-        let rest = &text[at..];
-        let next = ["src=\"", "href=\"", "url(\""]
-            .iter()
-            .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
-            .min();
-        let Some((i, klen)) = next else { break };
-        let tag = text[..at + i].rfind('<').map(|t| &text[t..at + i]);
-        let anchor = tag.is_some_and(|t| t.starts_with("<a ") || t.starts_with("<A "));
-        at += i + klen;
-        let Some(end) = text[at..].find('"') else {
-            break;
-        };
-        let url = &text[at..at + end];
-        if !anchor && (url.starts_with("http://") || url.starts_with("https://")) {
-            out.push(url.to_string());
+    RefScanner::default().scan(html)
+}
+
+/// The attribute openings a reference follows.
+const REF_KEYS: [&[u8]; 3] = [b"src=\"", b"href=\"", b"url(\""];
+
+/// [`referenced_urls`] for a document that arrives in pieces: each [`RefScanner::scan`] is
+/// given the whole document so far and returns the references completed since the last call.
+/// It resumes where it stopped and remembers where each attribute opening was last searched
+/// for, so scanning after every read of a body looks at each byte a bounded number of times
+/// over the whole body, rather than once per read (a 120 kB page read in 80 pieces would
+/// otherwise be searched some 80 times over, blocking the loop that places requests).
+#[derive(Clone, Debug, Default)]
+pub struct RefScanner {
+    /// Where the next reference may start: just past the last one's value.
+    at: usize,
+    /// The next position of each of [`REF_KEYS`] at or after `at`, if found.
+    next: [Option<usize>; 3],
+    /// How far each key has been searched for without finding it.
+    searched: [usize; 3],
+    /// Bytes looked at by searches, over all calls.
+    pub bytes_searched: usize,
+}
+
+impl RefScanner {
+    pub fn scan(&mut self, doc: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            for (k, key) in REF_KEYS.iter().enumerate() {
+                if self.next[k].is_some_and(|p| p >= self.at) {
+                    continue;
+                }
+                // A key cut off at the end of the last piece is found once the rest arrives.
+                let from = self
+                    .at
+                    .max((self.searched[k] + 1).saturating_sub(key.len()));
+                let hay = doc.get(from..).unwrap_or(&[]);
+                let found = hay.windows(key.len()).position(|w| w == *key);
+                self.bytes_searched += found.map_or(hay.len(), |i| i + key.len());
+                self.next[k] = found.map(|i| i + from);
+                self.searched[k] = doc.len();
+            }
+            let Some((i, k)) = (0..REF_KEYS.len())
+                .filter_map(|k| self.next[k].map(|p| (p, k)))
+                .min()
+            else {
+                break;
+            };
+            let start = i + REF_KEYS[k].len();
+            // An unterminated value: wait for the rest of it.
+            let Some(len) = doc[start..].iter().position(|&b| b == b'"') else {
+                break;
+            };
+            let tag = doc[..i]
+                .iter()
+                .rposition(|&b| b == b'<')
+                .map(|t| &doc[t..i]);
+            let anchor = tag.is_some_and(|t| t.starts_with(b"<a ") || t.starts_with(b"<A "));
+            let url = &doc[start..start + len];
+            if !anchor && (url.starts_with(b"http://") || url.starts_with(b"https://")) {
+                out.push(String::from_utf8_lossy(url).into_owned());
+            }
+            self.at = start + len;
+            self.next[k] = None;
+            self.searched[k] = self.at;
         }
-        at += end;
+        out
     }
-    out
 }
 
 #[cfg(test)]
@@ -705,6 +750,40 @@ think_ms = 20
         let e = Page::parse(&PAGE.replace("name = \"t\"", "name = \"x src=\\\"http://a/\\\"\""))
             .unwrap_err();
         assert!(e.0.starts_with("name = "), "{e}");
+    }
+
+    #[test]
+    fn a_document_scanned_piece_by_piece_yields_each_reference_once_in_linear_work() {
+        let p =
+            Page::parse(&PAGE.replace("bytes = 2000", "bytes = 120000\nspread = true")).unwrap();
+        let html = p.render_html("http", 80);
+        let whole = referenced_urls(&html);
+        assert_eq!(whole.len(), 4);
+        // A TCP segment at a time, and a byte at a time (keys and values cut anywhere).
+        for piece in [1448, 1] {
+            let mut s = RefScanner::default();
+            let mut found = Vec::new();
+            let mut end = 0;
+            while end < html.len() {
+                end = (end + piece).min(html.len());
+                found.extend(s.scan(&html[..end]));
+            }
+            assert_eq!(found, whole, "{piece}");
+            // Each key's search covers the document about once (plus a few bytes per
+            // piece where a key might be cut), not once per piece.
+            let bound = 3 * (html.len() + 6 * html.len().div_ceil(piece));
+            assert!(s.bytes_searched <= bound, "{piece}: {}", s.bytes_searched);
+        }
+        let mut s = RefScanner::default();
+        assert!(s.scan(b"<img sr").is_empty());
+        assert!(s.scan(b"<img src=\"http://a/").is_empty());
+        assert_eq!(
+            s.scan(b"<img src=\"http://a/x\"><a href=\"http://b/"),
+            ["http://a/x"]
+        );
+        assert!(s
+            .scan(b"<img src=\"http://a/x\"><a href=\"http://b/\">")
+            .is_empty());
     }
 
     #[test]

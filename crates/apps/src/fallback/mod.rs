@@ -423,11 +423,18 @@ fn connect_before(
     deadline: Duration,
     mptcp: bool,
 ) -> anyhow::Result<OwnedFd> {
+    let started = s.clock.elapsed();
     let fd = crate::sys::start_connect(addr, dev, mptcp).context("cannot connect")?;
     loop {
         let now = s.clock.elapsed();
-        if now >= deadline || s.stop.requested() {
-            bail!("no connection within {:?}", deadline.saturating_sub(now));
+        if s.stop.requested() {
+            bail!("stopped before a connection was made");
+        }
+        if now >= deadline {
+            bail!(
+                "no connection within {:?}",
+                deadline.saturating_sub(started)
+            );
         }
         let ready = crate::sys::wait_any_writable(&[fd.as_fd()], (deadline - now).min(STOP_POLL))?;
         if !ready.is_empty() {
