@@ -67,8 +67,6 @@ pub struct Forwarder {
     segments: Vec<Vec<u8>>,
     /// Buffers of packets already written, for the next packets read.
     pool: Vec<Vec<u8>>,
-    /// The packets due at a flush, kept between flushes for its capacity.
-    due: Vec<forwarder::Transmit>,
     /// Packets read with a virtio header that could not be cut into datagrams (dropped).
     pub offload_errors: u64,
     coalescer: Coalescer,
@@ -127,7 +125,6 @@ impl Forwarder {
             scratch: Vec::new(),
             segments: Vec::new(),
             pool: Vec::new(),
-            due: Vec::new(),
             offload_errors: 0,
             coalescer: Coalescer::default(),
             reads: 0,
@@ -217,18 +214,10 @@ impl Forwarder {
 
     /// Writes what reached the hosts into their TUN devices, and the link events into the logs.
     fn flush(&mut self, now: Instant) {
-        let mut due = std::mem::take(&mut self.due);
-        while let Some(t) = self.core.poll_transmit(now) {
-            due.push(t);
-        }
         // The interface whose super-packet `coalescer` is building: segments due by the same
-        // `now`, consecutive and of one flow, go into the host with one write. A packet with
-        // no packet for its interface behind it is written as it is: a paced link delivers
-        // one at a time, and offering it to the coalescer would only copy it and verify its
-        // checksum.
+        // `now`, consecutive and of one flow, go into the host with one write.
         let mut open = None;
-        let mut it = due.drain(..).peekable();
-        while let Some(t) = it.next() {
+        while let Some(t) = self.core.poll_transmit(now) {
             self.lateness.record(now - t.at);
             if let Some(pc) = &mut self.ifaces[t.iface].pcap {
                 if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
@@ -244,8 +233,7 @@ impl Forwarder {
                 if let Some(j) = open.take() {
                     self.write_coalesced(j);
                 }
-                let more = it.peek().is_some_and(|n| n.iface == t.iface);
-                if more && self.coalescer.push(&t.data) {
+                if self.coalescer.push(&t.data) {
                     open = Some(t.iface);
                     self.recycle(t.data);
                     continue;
@@ -263,8 +251,6 @@ impl Forwarder {
             self.writes += 1;
             self.recycle(t.data);
         }
-        drop(it);
-        self.due = due;
         if let Some(j) = open {
             self.write_coalesced(j);
         }
@@ -286,13 +272,10 @@ impl Forwarder {
         self.writes += 1;
     }
 
-    /// Keeps a written packet's buffer for a packet to come; once the pool is full (more
-    /// packets are written than read: a link duplicates), the network gets it for its copies.
+    /// Keeps a written packet's buffer for a packet to come.
     fn recycle(&mut self, data: Vec<u8>) {
         if self.pool.len() < POOL_BUFFERS {
             self.pool.push(data);
-        } else {
-            self.core.recycle(data);
         }
     }
 

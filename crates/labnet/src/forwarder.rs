@@ -356,12 +356,6 @@ impl Forwarder {
         self.transmit.pop_front()
     }
 
-    /// Gives back the buffer of a delivered packet the caller has written and does not keep:
-    /// a duplicating link makes its next copy in it ([`Network::recycle`]).
-    pub fn recycle(&mut self, data: Vec<u8>) {
-        self.net.recycle(data);
-    }
-
     /// The next link event (only when built with `keep_events`), with its link direction.
     pub fn poll_event(&mut self) -> Option<(LinkId, Event)> {
         self.events.pop_front()
@@ -633,25 +627,6 @@ mod tests {
         );
         assert_eq!(s.clat[0].translated_4to6, 0);
         assert_eq!(s.clat[0].drops.get("not-ours"), Some(&1));
-    }
-
-    #[test]
-    fn a_buffer_given_back_carries_a_duplicating_links_copy() {
-        let mut o = ShellOptions::default();
-        o.link_option("--duplicate", None, "duplicate", Some("100%"));
-        let mut f = Forwarder::new(&shell_config(&o, &no_files).unwrap(), false).unwrap();
-        let buf = Vec::with_capacity(4096);
-        let place = buf.as_ptr();
-        f.recycle(buf);
-        let client = crate::spec::iface_addrs(1).0;
-        f.handle_packet(Instant::ZERO, 0, udp4(client, SERVER, 40000, 7));
-        let got = drain(&mut f, Instant::from_secs(1));
-        assert_eq!(got.len(), 2, "the packet and its copy: {got:?}");
-        assert_eq!(got[0].1, got[1].1);
-        assert!(
-            got.iter().any(|(_, p)| p.as_ptr() == place),
-            "the copy was made in the buffer given back"
-        );
     }
 
     #[test]
