@@ -536,23 +536,7 @@ mod tests {
     use super::*;
     use crate::build::{Ip, Tcp};
     use crate::packet::{parse, TcpHeader, Transport};
-    use std::net::{Ipv4Addr, Ipv6Addr};
-
-    const A4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-    const B4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-    const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
-    const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
-
-    /// Whether the transport checksum of a datagram without options or extension headers
-    /// verifies.
-    fn l4_checksum_ok(p: &[u8]) -> bool {
-        let (l4, proto) = if p[0] >> 4 == 4 {
-            (usize::from(p[0] & 0xf) * 4, p[9])
-        } else {
-            (40, p[6])
-        };
-        transport_checksum_ok(p, l4, proto)
-    }
+    use crate::testing::{transport_sum_ok, A4, A6, B4, B6};
 
     /// Turns a complete datagram into what a TUN device with offloads hands over: the
     /// transport checksum replaced by the pseudo-header's folded sum.
@@ -617,7 +601,7 @@ mod tests {
         assert_eq!(out.len(), 3);
         let mut got = Vec::new();
         for (i, s) in out.iter().enumerate() {
-            assert!(l4_checksum_ok(s), "segment {i}'s tcp checksum");
+            assert!(transport_sum_ok(s), "segment {i}'s tcp checksum");
             assert_eq!(
                 checksum::checksum(&s[..20], 0),
                 0,
@@ -667,7 +651,7 @@ mod tests {
         let out = run(&hdr, &mut p);
         assert_eq!(out.len(), 2);
         for (i, s) in out.iter().enumerate() {
-            assert!(l4_checksum_ok(s));
+            assert!(transport_sum_ok(s));
             assert_eq!(&s[60..72], &opts);
             let h = parse(s).unwrap();
             assert_eq!(usize::from(u16::from_be_bytes([s[4], s[5]])), s.len() - 40);
@@ -697,7 +681,7 @@ mod tests {
             [1228, 1228, 128]
         );
         for s in &out {
-            assert!(l4_checksum_ok(s));
+            assert!(transport_sum_ok(s));
             let Transport::Udp { payload_len, .. } = parse(s).unwrap().transport else {
                 panic!()
             };

@@ -18,6 +18,9 @@ pub mod pcap;
 pub mod time;
 pub mod units;
 
+#[cfg(test)]
+mod testing;
+
 pub use ecn::Ecn;
 pub use flow::{FlowKey, IpProto};
 pub use packet::{Packet, PacketError};
