@@ -57,7 +57,8 @@ fn user_dir(name: &str) -> PathBuf {
 }
 
 /// `latencylab ARGS` as the unprivileged user, in `dir`, with a plain user's environment (no
-/// SUDO_*, no XDG_RUNTIME_DIR: runtime files go to /tmp). Where the machine allows it (root
+/// SUDO_*, no XDG_RUNTIME_DIR: runtime files go to /tmp) and this test process's mark, which
+/// the lab's processes inherit (other labs may run as the same user at the same time). Where the machine allows it (root
 /// with CAP_SYS_RESOURCE, as in CI), the user gets the real-time priority limit that
 /// docs/guide.md recommends for rootless labs.
 fn as_user(dir: &Path, program: &str, args: &[&str]) -> Command {
@@ -72,6 +73,7 @@ fn as_user(dir: &Path, program: &str, args: &[&str]) -> Command {
         .stdin(Stdio::null())
         .uid(uid)
         .gid(gid);
+    common::mark_as_own(&mut c);
     // SAFETY: setrlimit is a plain syscall on data prepared before the fork.
     unsafe {
         c.pre_exec(|| {
@@ -124,10 +126,11 @@ fn user_removes(parent: &Path, name: &str) {
     assert!(!parent.join(name).exists(), "{name} still exists");
 }
 
-/// Processes of the user in a network namespace other than the machine's: a rootless lab's
-/// hosts (its namespaces live exactly as long as some process or descriptor holds them, and
-/// the lab's own descriptors go with it).
-fn user_processes_in_other_netns(uid: u32) -> Vec<String> {
+/// Processes of the user in a network namespace other than the machine's that this test process
+/// started (through [`as_user`]): a rootless lab's hosts (its namespaces live exactly as long as
+/// some process or descriptor holds them, and the lab's own descriptors go with it). Labs that
+/// others run as the same user are not counted.
+fn own_user_processes_in_other_netns(uid: u32) -> Vec<String> {
     let root = fs::metadata("/proc/self/ns/net").unwrap().ino();
     let mut found = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
@@ -137,7 +140,7 @@ fn user_processes_in_other_netns(uid: u32) -> Vec<String> {
         let Ok(m) = fs::metadata(format!("/proc/{pid}")) else {
             continue;
         };
-        if m.uid() != uid {
+        if m.uid() != uid || !common::marked_as_own(pid) {
             continue;
         }
         match fs::metadata(format!("/proc/{pid}/ns/net")) {
@@ -151,29 +154,36 @@ fn user_processes_in_other_netns(uid: u32) -> Vec<String> {
     found
 }
 
-/// Runtime directories of the user's rootless labs (`/tmp/latencylab-UID-PID`).
-fn runtime_dirs(uid: u32) -> Vec<String> {
+/// Runtime directories of the user's rootless labs that this test process started
+/// (`/tmp/latencylab-UID-PID`).
+fn own_runtime_dirs(uid: u32) -> Vec<String> {
     let prefix = format!("latencylab-{uid}-");
+    let own = common::own_lab_pids();
     fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with(&prefix))
+        .filter(|n| {
+            n.strip_prefix(&prefix)
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|p| own.contains(&p))
+        })
         .collect()
 }
 
-/// Nothing of the user's labs is left: no process in a lab namespace (and so no namespace), no
-/// TUN device in the machine's namespace, no runtime directory.
+/// Nothing of the user's labs that this test process started is left: no process in a lab
+/// namespace (and so no namespace), no TUN device in the machine's namespace, no runtime
+/// directory.
 fn assert_nothing_left(uid: u32) {
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline
-        && !(user_processes_in_other_netns(uid).is_empty() && runtime_dirs(uid).is_empty())
+        && !(own_user_processes_in_other_netns(uid).is_empty() && own_runtime_dirs(uid).is_empty())
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(user_processes_in_other_netns(uid), Vec::<String>::new());
+    assert_eq!(own_user_processes_in_other_netns(uid), Vec::<String>::new());
     assert_eq!(
-        runtime_dirs(uid),
+        own_runtime_dirs(uid),
         Vec::<String>::new(),
         "runtime files left"
     );
@@ -312,6 +322,68 @@ fn rootless_bufferbloat_demo_meets_its_criteria() {
     assert_nothing_left(uid);
 }
 
+/// Kills and reaps its processes when dropped, also when the test fails.
+struct KillOnDrop(Vec<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn the_leftover_check_counts_its_own_labs_and_not_other_labs_of_the_same_user() {
+    let _g = lock();
+    let (uid, _) = user();
+    let dir = user_dir("check");
+    // A process of the user in a namespace of its own, as a leftover lab host would be: one
+    // started by this test process, one as if by another lab of the same user.
+    let host = |own: bool| {
+        let mut c = as_user(
+            &dir,
+            "unshare",
+            &["--user", "--map-root-user", "--net", "sleep", "60"],
+        );
+        if !own {
+            c.env_remove(common::OWNER_VAR);
+        }
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let procs = KillOnDrop(vec![host(true), host(false)]);
+    let (own, other) = (procs.0[0].id(), procs.0[1].id());
+    let root = fs::metadata("/proc/self/ns/net").unwrap().ino();
+    let in_own_netns =
+        |pid: u32| fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| m.ino() != root);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(in_own_netns(own) && in_own_netns(other)) {
+        assert!(Instant::now() < deadline, "unshare did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        own_user_processes_in_other_netns(uid),
+        vec![format!("{own} sleep")]
+    );
+    // Runtime directories: one of a lab of this test process's, one of another's.
+    common::note_own_lab(own);
+    let runtime = |pid: u32| std::env::temp_dir().join(format!("latencylab-{uid}-{pid}"));
+    for pid in [own, other] {
+        fs::create_dir_all(runtime(pid)).unwrap();
+    }
+    let seen = own_runtime_dirs(uid);
+    for pid in [own, other] {
+        fs::remove_dir(runtime(pid)).unwrap();
+    }
+    assert_eq!(seen, vec![format!("latencylab-{uid}-{own}")]);
+    drop(procs);
+    assert_nothing_left(uid);
+}
+
 /// A lab with a server and a command, stopped by `sig` after `after`.
 fn stop_lab(dir: &Path, sig: i32, after: Duration) {
     // The binary itself: a signal in its first milliseconds must reach the lab, not a shell
@@ -337,6 +409,7 @@ fn stop_lab(dir: &Path, sig: i32, after: Duration) {
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
+    common::note_own_lab(child.id());
     std::thread::sleep(after);
     // SAFETY: kill takes plain integers.
     unsafe {

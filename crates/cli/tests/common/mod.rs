@@ -51,7 +51,35 @@ pub fn real_bin() -> &'static str {
 }
 
 /// The variable by which a lab's processes name the test process that started the lab.
-const OWNER_VAR: &str = "LATENCYLAB_TEST_OWNER";
+pub const OWNER_VAR: &str = "LATENCYLAB_TEST_OWNER";
+
+/// Marks `cmd` (a lab started without [`bin`]'s script) and every process it starts as this
+/// test process's, as the script does.
+pub fn mark_as_own(cmd: &mut Command) -> &mut Command {
+    cmd.env(OWNER_VAR, std::process::id().to_string())
+}
+
+/// Whether process `pid` carries this test process's mark (see [`mark_as_own`]).
+pub fn marked_as_own(pid: u32) -> bool {
+    let mark = format!("{OWNER_VAR}={}", std::process::id());
+    fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .any(|v| v == mark.as_bytes())
+}
+
+/// Notes `pid` as a lab of this test process's (what [`bin`]'s script does for the labs it
+/// starts), for the checks of what a lab left behind.
+pub fn note_own_lab(pid: u32) {
+    use std::io::Write;
+    let _ = bin();
+    let pids = scratch_root().join("lab-pids");
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(&pids)
+        .expect("lab-pids opens");
+    writeln!(f, "{pid}").expect("lab-pids written");
+}
 
 /// TUN devices in the machine's namespace before this test process ran its first lab.
 static TUNS_BEFORE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
@@ -249,7 +277,6 @@ pub fn orphaned_processes() -> Vec<String> {
     // The test runs in the machine's own namespace.
     let root = fs::metadata("/proc/self/ns/net").expect("/proc").ino();
     let live: Vec<u64> = live_lab_namespaces().into_iter().map(|(_, i)| i).collect();
-    let mark = format!("{OWNER_VAR}={}", std::process::id());
     let mut found = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -258,9 +285,7 @@ pub fn orphaned_processes() -> Vec<String> {
         let Ok(m) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
             continue;
         };
-        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let ours = env.split(|b| *b == 0).any(|v| v == mark.as_bytes());
-        if ours && m.ino() != root && !live.contains(&m.ino()) {
+        if marked_as_own(pid) && m.ino() != root && !live.contains(&m.ino()) {
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             found.push(format!("{pid} {}", comm.trim()));
         }
