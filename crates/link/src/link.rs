@@ -237,6 +237,23 @@ impl ImpairRngs {
     }
 }
 
+/// How far ahead of its transmission a packet out of line may arrive: the delay, jitter's 4σ
+/// cut, a late duplicate's lateness and the slow path's extra, all at once at worst.
+fn out_of_line_span(params: &LinkParams) -> Duration {
+    let i = &params.impair;
+    let jitter = i
+        .jitter
+        .as_ref()
+        .map_or(Duration::ZERO, |j| j.amount.saturating_mul(4));
+    let late = i.duplicate.as_ref().map_or(Duration::ZERO, |d| d.late_by);
+    let slow = i.slow.as_ref().map_or(Duration::ZERO, |w| w.extra);
+    params
+        .delay
+        .saturating_add(jitter)
+        .saturating_add(late)
+        .saturating_add(slow)
+}
+
 /// netem's slot bookkeeping: when the current slot opens and what it may still let out.
 #[derive(Clone, Debug, Default)]
 struct SlotState {
@@ -250,6 +267,8 @@ impl Link {
     /// A link that starts at `now` (a trace's loop 0 starts then), with a discipline and a
     /// seed for its loss model and impairments.
     pub fn new(now: Instant, params: LinkParams, qdisc: Box<dyn Qdisc>, seed: u64) -> Link {
+        let mut overtaking = OutOfLine::default();
+        overtaking.fit(out_of_line_span(&params));
         Link {
             params,
             qdisc,
@@ -264,7 +283,7 @@ impl Link {
             trace_next: None,
             in_service: None,
             in_flight: VecDeque::new(),
-            overtaking: OutOfLine::default(),
+            overtaking,
             in_line_until: Instant::ZERO,
             slotted: VecDeque::new(),
             slot: SlotState::default(),
@@ -306,6 +325,7 @@ impl Link {
             (Capacity::Trace(_), _) | (_, Capacity::Trace(_)) => true,
             _ => false,
         };
+        self.overtaking.fit(out_of_line_span(&params));
         self.params = params;
         if trace_changed {
             self.trace_epoch = now;
