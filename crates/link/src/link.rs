@@ -178,8 +178,9 @@ pub struct Link {
     /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
     /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
-    /// packets under reordering jitter, the slow path (netem keeps an rbtree; here a radix
-    /// heap, as arrival times never go back), while the packets in line stay a plain queue.
+    /// packets under reordering jitter, the slow path (netem keeps an rbtree; here a timing
+    /// wheel sized to the link's delay, as arrival times never go back), while the packets in
+    /// line stay a plain queue.
     overtaking: OutOfLine,
     /// The latest arrival of a packet that keeps its place in line: a later packet in line never
     /// arrives before it (a duplicate that comes late, or a packet chosen by `reorder`, does).

@@ -2,15 +2,16 @@
 //! duplicates, packets under reordering jitter, the slow path), ordered by arrival time.
 //!
 //! A timing wheel (Varghese and Lauck, "Hashed and hierarchical timing wheels", SOSP 1987): a
-//! ring of [`SLOTS`] slots, each a span of 2^`grain_bits` ns of arrival times (about 8 µs for a
-//! link whose packets arrive within 33 ms, coarser for a longer delay: [`OutOfLine::fit`]).
-//! A packet is appended to its slot's list once; when the wheel reaches a slot, the slot's few
-//! packets are sorted by arrival into `ready` and taken from there. Each packet is thus moved
-//! three times, by sequential copies, whatever the number in flight, where a heap sifts through
-//! levels of scattered memory and a radix heap moves it down a bucket per level. Arrivals
-//! beyond the ring's span (a late duplicate or a slow path longer than the delay, a caller's
-//! clock far ahead) wait in a radix heap ([`RadixHeap`]) and enter the ring when it comes
-//! within reach of them.
+//! ring of [`SLOTS`] slots, each a span of 2^`slot_bits` ns of arrival times, sized by
+//! [`OutOfLine::fit`] so that the ring reaches the link's delay and jitter (131 µs a slot for
+//! 10 ms ± 8 ms). A packet is appended to its slot's list; when the wheel reaches a slot, its
+//! packets are sorted by a counting sort on 256 sub-slots and an insertion sort within each,
+//! and taken in order. The slots are few and wide on purpose: the packets in flight are appended
+//! to a hundred-odd lists, whose ends stay in cache, and every later pass over them is
+//! sequential. A ring of thousands of microsecond slots, measured, cost more than the radix heap
+//! it replaces: each append was a cache miss in a different slot. Arrivals beyond the ring's
+//! reach (a late duplicate or a slow path longer than the delay, a caller's clock far ahead)
+//! wait in a radix heap ([`RadixHeap`]) and enter the ring when it comes within reach of them.
 //!
 //! Among equal arrival times the packet put in first comes out first: a slot's list is in the
 //! order put in and is sorted stably; packets from the radix heap enter a slot before any packet
@@ -142,9 +143,11 @@ impl RadixHeap {
 }
 
 /// Slots in the wheel's ring: a power of two.
-pub(crate) const SLOTS: usize = 4096;
-/// The finest slot, as a shift: 2^10 ns, about the engine's own timing (a microsecond).
-const MIN_SLOT_BITS: u32 = 10;
+pub(crate) const SLOTS: usize = 256;
+/// The finest slot, as a shift: 2^16 ns, about 65 µs.
+const MIN_SLOT_BITS: u32 = 16;
+/// A slot's packets are sorted by the next 8 bits of their arrival below the slot's own.
+const SUB_BITS: u32 = 8;
 
 /// One slot of the wheel: its packets in the order put in, and the earliest arrival among them
 /// (meaningless while the slot is empty).
@@ -173,20 +176,69 @@ pub(crate) struct OutOfLine {
     occupied_slots: usize,
     /// Arrivals at slot `current` + [`SLOTS`] or later.
     far: RadixHeap,
+    /// Where a slot's packets are placed by their sub-slot while it is sorted.
+    scratch: Vec<Option<(u64, Packet)>>,
+}
+
+/// Sorts a slot's packets by arrival, stably (among equal arrivals, the order put in), with
+/// sequential passes rather than a comparison sort's scattered moves: a counting sort by the
+/// 2^[`SUB_BITS`] sub-slots of the slot (2^(`slot_bits` − 8) ns each), which leaves each packet
+/// in its sub-slot, then an insertion sort, which has only the few packets that share a
+/// sub-slot to put in order.
+fn sort_slot(
+    packets: &mut Vec<(u64, Packet)>,
+    slot_bits: u32,
+    scratch: &mut Vec<Option<(u64, Packet)>>,
+) {
+    if packets.len() > 16 {
+        let shift = slot_bits.saturating_sub(SUB_BITS);
+        let sub = |key: u64| ((key >> shift) as usize) & ((1 << SUB_BITS) - 1);
+        // starts[s + 1] counts sub-slot s, then starts[s] is where it begins.
+        let mut starts = [0usize; (1 << SUB_BITS) + 1];
+        for (key, _) in packets.iter() {
+            starts[sub(*key) + 1] += 1;
+        }
+        for s in 1..starts.len() {
+            starts[s] += starts[s - 1];
+        }
+        scratch.clear();
+        scratch.resize_with(packets.len(), || None);
+        for item in packets.drain(..) {
+            let s = sub(item.0);
+            scratch[starts[s]] = Some(item);
+            starts[s] += 1;
+        }
+        packets.extend(
+            scratch
+                .drain(..)
+                .map(|item| item.expect("every place filled")),
+        );
+    }
+    for i in 1..packets.len() {
+        let key = packets[i].0;
+        let mut j = i;
+        while j > 0 && packets[j - 1].0 > key {
+            j -= 1;
+        }
+        if j < i {
+            packets[j..=i].rotate_right(1);
+        }
+    }
 }
 
 impl Default for OutOfLine {
     fn default() -> OutOfLine {
         OutOfLine {
             floor: 0,
-            slot_bits: MIN_SLOT_BITS + 3,
-            wanted_bits: MIN_SLOT_BITS + 3,
+            slot_bits: MIN_SLOT_BITS + 1,
+            wanted_bits: MIN_SLOT_BITS + 1,
             current: 0,
             ready: VecDeque::new(),
             wheel: Vec::new(),
             occupied: Vec::new(),
             occupied_slots: 0,
             far: RadixHeap::default(),
+            scratch: Vec::new(),
         }
     }
 }
@@ -299,8 +351,7 @@ impl OutOfLine {
         // `ready` is empty: its allocation goes to the slot for its next fill.
         let spent = Vec::from(std::mem::take(&mut self.ready));
         let mut packets = std::mem::replace(&mut self.wheel[i].packets, spent);
-        // Stable: among equal arrivals, the order put in.
-        packets.sort_by_key(|(key, _)| *key);
+        sort_slot(&mut packets, self.slot_bits, &mut self.scratch);
         self.ready = VecDeque::from(packets);
     }
 
@@ -500,5 +551,30 @@ mod tests {
             .map(|(_, p)| p.id)
             .collect();
         assert_eq!(ids, [3, 0, 2]);
+    }
+
+    #[test]
+    fn a_crowded_slot_comes_out_sorted_with_equal_arrivals_in_the_order_put_in() {
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let mut q = OutOfLine::default();
+        // Thousands of packets a slot, half of them on a few shared arrival times.
+        let mut reference: Vec<(u64, u64)> = (0..20_000u64)
+            .map(|id| {
+                let at = if id % 2 == 0 {
+                    rng.gen_range(0..4_000_000)
+                } else {
+                    rng.gen_range(0..40) * 100_000
+                };
+                (at, id)
+            })
+            .collect();
+        for &(at, id) in &reference {
+            q.push(Instant::from_nanos(at), packet(id));
+        }
+        reference.sort();
+        let got: Vec<(u64, u64)> = std::iter::from_fn(|| q.pop_due(Instant::from_nanos(u64::MAX)))
+            .map(|(at, p)| (at.as_nanos(), p.id))
+            .collect();
+        assert_eq!(got, reference);
     }
 }
