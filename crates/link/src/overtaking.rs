@@ -436,29 +436,23 @@ mod tests {
         fn pop_due(&mut self, now: Instant) -> Option<(Instant, Packet)>;
     }
 
-    impl Queue for OutOfLine {
-        fn push(&mut self, at: Instant, p: Packet) {
-            OutOfLine::push(self, at, p)
-        }
-        fn peek(&self) -> Option<Instant> {
-            OutOfLine::peek(self)
-        }
-        fn pop_due(&mut self, now: Instant) -> Option<(Instant, Packet)> {
-            OutOfLine::pop_due(self, now)
-        }
+    macro_rules! queue {
+        ($t:ty) => {
+            impl Queue for $t {
+                fn push(&mut self, at: Instant, p: Packet) {
+                    <$t>::push(self, at, p)
+                }
+                fn peek(&self) -> Option<Instant> {
+                    <$t>::peek(self)
+                }
+                fn pop_due(&mut self, now: Instant) -> Option<(Instant, Packet)> {
+                    <$t>::pop_due(self, now)
+                }
+            }
+        };
     }
-
-    impl Queue for RadixHeap {
-        fn push(&mut self, at: Instant, p: Packet) {
-            RadixHeap::push(self, at, p)
-        }
-        fn peek(&self) -> Option<Instant> {
-            RadixHeap::peek(self)
-        }
-        fn pop_due(&mut self, now: Instant) -> Option<(Instant, Packet)> {
-            RadixHeap::pop_due(self, now)
-        }
-    }
+    queue!(OutOfLine);
+    queue!(RadixHeap);
 
     /// Against a sorted reference, with pushes interleaved with pops as a link makes them:
     /// each push at or after the time last polled, some far ahead, many equal. `refit` is
