@@ -139,11 +139,23 @@ impl Sparse {
     }
 }
 
-/// The histogram every [`DelayHistogram`] of `digits` counts like: its bucket boundaries.
-fn shape(digits: u8) -> &'static Histogram<u64> {
-    use std::sync::OnceLock;
-    static SHAPES: [OnceLock<Histogram<u64>>; 6] = [const { OnceLock::new() }; 6];
-    SHAPES[digits as usize].get_or_init(|| new_table(digits))
+/// log2 of the sub-buckets per bucket of an `hdrhistogram::Histogram` of `digits` significant
+/// digits: the least power of two at least 2 × 10^`digits` (hdrhistogram's
+/// `sub_bucket_count_magnitude`).
+const fn sub_bucket_magnitude(digits: u8) -> u32 {
+    let largest = 2 * 10u64.pow(digits as u32);
+    u64::BITS - (largest - 1).leading_zeros()
+}
+
+/// The lowest value of `us`'s bucket in an `hdrhistogram::Histogram` of lowest discernible
+/// value 1 and `DIGITS` significant digits (its `lowest_equivalent`), computed here, with the
+/// magnitude a constant, rather than through a shared table of that shape: its bucket is
+/// `us`'s bit length above the sub-bucket magnitude, and the value keeps its bits from there.
+#[inline]
+fn lowest_equivalent<const DIGITS: u8>(us: u64) -> u64 {
+    let magnitude = const { sub_bucket_magnitude(DIGITS) };
+    let bucket = (u64::BITS - magnitude) - (us | ((1 << magnitude) - 1)).leading_zeros();
+    (us >> bucket) << bucket
 }
 
 fn new_table(digits: u8) -> Histogram<u64> {
@@ -158,11 +170,11 @@ impl<const DIGITS: u8> DelayHistogram<DIGITS> {
             Counts::Full(h) => h.saturating_record(us),
             Counts::Empty => {
                 let mut sparse = Sparse::new();
-                sparse.add(shape(DIGITS).lowest_equivalent(us));
+                sparse.add(lowest_equivalent::<DIGITS>(us));
                 self.0 = Counts::Sparse(sparse);
             }
             Counts::Sparse(sparse) => {
-                if !sparse.add(shape(DIGITS).lowest_equivalent(us)) {
+                if !sparse.add(lowest_equivalent::<DIGITS>(us)) {
                     let mut h = Box::new(new_table(DIGITS));
                     for (v, n) in sparse.counts() {
                         h.saturating_record_n(v, n);
@@ -518,6 +530,26 @@ mod tests {
             h.record(Duration::from_micros(v));
         }
         h
+    }
+
+    #[test]
+    fn the_bucket_is_hdrhistograms_at_every_bit_length() {
+        fn check<const D: u8>() {
+            let h = new_table(D);
+            for bits in 0..30u32 {
+                let top = 1u64 << bits;
+                for us in [top, top + 1, top + top / 3, top * 2 - 1] {
+                    let us = us.clamp(1, 1_000_000_000);
+                    assert_eq!(
+                        lowest_equivalent::<D>(us),
+                        h.lowest_equivalent(us),
+                        "{us} µs"
+                    );
+                }
+            }
+        }
+        check::<2>();
+        check::<3>();
     }
 
     #[test]
