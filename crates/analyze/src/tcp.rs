@@ -159,10 +159,6 @@ pub(crate) struct DirState {
     all_acked_at: Option<Instant>,
     /// Last ACK number and raw window this side sent (for duplicate-ACK detection).
     my_last_ack: Option<(u32, u16)>,
-    /// The same with the window's scale, when that ACK came on neither a SYN nor a RST (its
-    /// window then counted in the statistics): a data segment repeating it changes nothing
-    /// on the ACK side (see [`TcpConn::is_next_segment`]).
-    last_plain_ack: Option<(u32, u16, u8)>,
     /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
     pub(crate) ttl: Option<(u8, u8)>,
     any_seq: bool,
@@ -198,9 +194,6 @@ pub(crate) struct TcpConn {
     pub(crate) state: ConnState,
     fins: [bool; 2],
     keep_series: bool,
-    /// Whether [`TcpConn::handle`] may take its in-order fast path (off only in tests that
-    /// compare the two paths).
-    fast_paths: bool,
     timeline: Timeline,
     pub(crate) dirs: [DirState; 2],
     pub(crate) vantage: Vantage,
@@ -257,7 +250,6 @@ impl TcpConn {
             fins: [false; 2],
             dirs,
             keep_series,
-            fast_paths: true,
             timeline: Timeline::default(),
             rtt_to_memo: ([(None, None); 2], [None; 2], None),
         }
@@ -381,22 +373,12 @@ impl TcpConn {
 
         let outstanding_before = self.outstanding(d);
         let window_full_before = self.dirs[d].window_full_since.is_some();
-        let (acked_new, mut new_bytes, mut retx);
-        if self.fast_paths && self.is_next_segment(d, o, p) {
-            // The ACK repeats this side's last one: only the time of the peer's last ACK
-            // moves (see `is_next_segment` for why nothing else can).
-            let ds = &mut self.dirs[o];
-            ds.last_peer_ack = Some((now, false, ds.acked >= ds.snd_max));
-            acked_new = false;
-            (new_bytes, retx) = self.handle_seq::<true>(d, o, p);
-        } else {
-            // ACK first: it is about the other direction's data and must not see this
-            // packet's own data as outstanding.
-            acked_new = ack && self.handle_ack(d, o, p);
-            (new_bytes, retx) = (0, false);
-            if len > 0 || syn || fin {
-                (new_bytes, retx) = self.handle_seq::<false>(d, o, p);
-            }
+        // ACK first: it is about the other direction's data and must not see this packet's
+        // own data as outstanding.
+        let acked_new = ack && self.handle_ack(d, o, p);
+        let (mut new_bytes, mut retx) = (0, false);
+        if len > 0 || syn || fin {
+            (new_bytes, retx) = self.handle_seq(d, o, p);
         }
         if syn {
             retx |= if d == 0 {
@@ -555,8 +537,6 @@ impl TcpConn {
         // Duplicate ACK (RFC 5681 §2): same ACK number and window, no data, data outstanding.
         let was = self.dirs[d].my_last_ack;
         self.dirs[d].my_last_ack = Some((h.ack, h.window));
-        self.dirs[d].last_plain_ack =
-            (!syn && !h.has(TcpHeader::RST)).then_some((h.ack, h.window, shift));
 
         let keep = self.keep_series;
         let ds = &mut self.dirs[o];
@@ -674,62 +654,15 @@ impl TcpConn {
         advanced && self.dirs[o].any_seq
     }
 
-    /// Whether `p` is the next data segment of an established flow and nothing more, so that
-    /// [`TcpConn::handle`] may skip the checks that cannot fire for it:
-    ///
-    /// - ACK and payload, no SYN, FIN, RST or SACK blocks, series not kept;
-    /// - its ACK number, window (not zero) and scale repeat this side's last ACK, which came
-    ///   on neither a SYN nor a RST and did not move the peer's cumulative ACK: the window
-    ///   statistics already hold that window, the duplicate-ACK test needs a pure ACK, the
-    ///   peer's window and cumulative ACK stay as they are, and the handshake is complete
-    ///   for `a` (its ACK time is set) or the side is `b`;
-    /// - it starts exactly at the highest byte this side sent, which the peer's cumulative
-    ///   ACK has not passed: new data (not a retransmission, not a hole's filler), into a
-    ///   window the peer advertised open and that was not full.
-    ///
-    /// Unwrapping a sequence number twice gives the same value, so a packet that fails the
-    /// test half way still takes the general path as if the test had not run.
-    #[inline(always)]
-    fn is_next_segment(&mut self, d: usize, o: usize, p: &TcpPacket) -> bool {
-        const NOT_PLAIN: u8 = TcpHeader::SYN | TcpHeader::FIN | TcpHeader::RST;
-        let h = p.h;
-        if h.flags & NOT_PLAIN != 0
-            || !h.has(TcpHeader::ACK)
-            || h.payload_len == 0
-            || h.window == 0
-            || p.opts.sack_len != 0
-            || self.keep_series
-            || (d == 0 && self.hs.ack_time.is_none())
-        {
-            return false;
-        }
-        let ds = &self.dirs[d];
-        if ds.last_plain_ack != Some((h.ack, h.window, ds.options.window_scale_applied))
-            || !(ds.any_seq && ds.any_ack && ds.any_window)
-            || ds.peer_window == 0
-            || ds.window_full_since.is_some()
-            || ds.acked > ds.snd_max
-        {
-            return false;
-        }
-        let peer = &mut self.dirs[o];
-        if !peer.any_ack || peer.space.rel(h.ack) > peer.acked {
-            return false;
-        }
-        let ds = &mut self.dirs[d];
-        ds.space.rel(h.seq) == ds.snd_max
-    }
-
     /// Returns the payload bytes sent for the first time and whether the segment was a
-    /// retransmission. `NEXT`: the packet passed [`TcpConn::is_next_segment`], and the checks
-    /// that cannot fire for it are left out.
-    fn handle_seq<const NEXT: bool>(&mut self, d: usize, o: usize, p: &TcpPacket) -> (u64, bool) {
+    /// retransmission.
+    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) -> (u64, bool) {
         let h = p.h;
         let now = p.time;
         let syn = h.has(TcpHeader::SYN);
         let fin = h.has(TcpHeader::FIN);
         let len = h.payload_len as u32;
-        let keep = !NEXT && self.keep_series;
+        let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
         let path_rtt_ns = self
@@ -752,7 +685,7 @@ impl TcpConn {
             st.data_bytes += u64::from(len);
             st.max_segment_bytes = st.max_segment_bytes.max(u64::from(len));
             let floor = if ds.any_ack { ds.acked } else { 0 };
-            if !NEXT && ds.any_seq && data_start < ds.snd_max.max(floor) {
+            if ds.any_seq && data_start < ds.snd_max.max(floor) {
                 new_bytes = ds.seen.uncovered(data_start, data_end, floor);
                 if new_bytes < u64::from(len) {
                     kind = SegmentKind::Retransmit;
@@ -764,8 +697,7 @@ impl TcpConn {
                 }
             }
             st.unique_bytes += new_bytes;
-            if !NEXT && ds.any_window && ds.peer_window == 0 && ds.any_ack && data_start >= ds.acked
-            {
+            if ds.any_window && ds.peer_window == 0 && ds.any_ack && data_start >= ds.acked {
                 st.window_probes += 1;
                 if kind == SegmentKind::New {
                     kind = SegmentKind::WindowProbe;
@@ -781,12 +713,7 @@ impl TcpConn {
         if len > 0 {
             // A full window ends when data flows again; the ACK just before this segment is
             // what reopened it.
-            let full_since = if NEXT {
-                None
-            } else {
-                ds.window_full_since.take()
-            };
-            if let Some(since) = full_since {
+            if let Some(since) = ds.window_full_since.take() {
                 let reopen = ds
                     .last_peer_ack
                     .map(|a| a.0)
@@ -1178,90 +1105,6 @@ fn throughput_series(segs: &[Segment]) -> Vec<ThroughputPoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeds `pkts` (IPv4, one connection, in capture order) to a connection with the fast
-    /// path and to one without, and checks after every packet that their whole states are
-    /// the same; returns how many packets took the fast path.
-    fn fast_and_general_agree(pkts: &[(u64, Vec<u8>)]) -> usize {
-        let mut fast: Option<TcpConn> = None;
-        let mut general: Option<TcpConn> = None;
-        let mut taken = 0;
-        for (i, (t, ip)) in pkts.iter().enumerate() {
-            let pk = wire::packet::parse(ip).unwrap();
-            let wire::packet::Transport::Tcp(h) = pk.transport else {
-                panic!("packet {i} is not TCP")
-            };
-            let hl = pk.ip.header_len;
-            let opts = crate::tcpopt::parse(&ip[hl + 20..hl + h.header_len]);
-            let payload = &ip[(hl + h.header_len).min(ip.len())..];
-            let time = Instant::from_nanos(*t);
-            let src = SocketAddr::new(pk.ip.src, h.src_port);
-            let dst = SocketAddr::new(pk.ip.dst, h.dst_port);
-            let v = Vantage::default();
-            let f = fast.get_or_insert_with(|| TcpConn::new(v, src, dst, &h, time, false));
-            let g = general.get_or_insert_with(|| {
-                let mut c = TcpConn::new(v, src, dst, &h, time, false);
-                c.fast_paths = false;
-                c
-            });
-            let d = usize::from(src != f.a);
-            let p = TcpPacket {
-                time,
-                h: &h,
-                opts: &opts,
-                ecn: pk.ip.ecn,
-                payload,
-                ttl: pk.ip.ttl,
-            };
-            taken += usize::from(f.clone().is_next_segment(d, 1 - d, &p));
-            f.handle(d, &p);
-            g.handle(d, &p);
-            g.fast_paths = true;
-            assert_eq!(format!("{f:?}"), format!("{g:?}"), "after packet {i}");
-            g.fast_paths = false;
-        }
-        let (f, g) = (fast.unwrap().finish(), general.unwrap().finish());
-        assert_eq!(format!("{f:?}"), format!("{g:?}"));
-        taken
-    }
-
-    #[test]
-    fn the_in_order_fast_path_leaves_the_same_state_as_the_general_path() {
-        let (c, s) = (
-            "10.0.0.1:40000".parse().unwrap(),
-            "10.0.0.2:5201".parse().unwrap(),
-        );
-        // Losses (retransmissions, SACK, recovery, holes filled), ECN marks, sequence numbers
-        // wrapping, seen at the sender and at the receiver.
-        let mut cases = Vec::new();
-        for vantage in [
-            crate::synth::Vantage::Sender,
-            crate::synth::Vantage::Receiver,
-        ] {
-            let mut b = crate::synth::Bulk::new(c, s);
-            b.drop_first_tx = [100u64, 101, 102, 103, 300].into_iter().collect();
-            b.drop_second_tx = [300u64].into_iter().collect();
-            b.window_segments = 60;
-            b.vantage = vantage;
-            cases.push(b.clone());
-            b.ecn = true;
-            b.rate_bytes_per_s = 2_000_000;
-            b.ce_threshold_segments = 5;
-            b.isn_client = u32::MAX - 300_000;
-            cases.push(b);
-        }
-        for b in cases {
-            let mut pkts = b.run();
-            pkts.sort_by_key(|p| p.0);
-            let data = pkts.iter().filter(|p| p.1.len() > 52).count();
-            let taken = fast_and_general_agree(&pkts);
-            // The model's sender is mostly window-limited (a full window takes the general
-            // path), but the test must exercise both paths.
-            eprintln!("fast path taken {taken} times of {data}");
-            assert!(taken > data / 8, "fast path taken {taken} times of {data}");
-            assert!(taken < pkts.len() - 10, "the general path was never taken");
-        }
-    }
 
     #[test]
     fn sequence_numbers_unwrap_across_the_32_bit_boundary() {
