@@ -189,26 +189,14 @@ impl RttBins {
     }
 }
 
-/// What [`crate::tcp`] records about one direction's data for the diagnoses: in declaration
-/// order (`repr(C)`), what data segments and ACKs update first, the event lists after.
+/// What [`crate::tcp`] records about one direction's data for the diagnoses.
 #[derive(Clone, Debug, Default)]
-#[repr(C)]
 pub(crate) struct Evidence {
     pub rtt: RttBins,
     /// RTT samples taken while more data was in flight behind the sampled segment: the only
     /// ones that can show a queue (others may include the receiver's ACK delay or its
     /// application's think time).
     pub queue_rtt: RttBins,
-    /// One-way delay of the data from the capture's clock against the sender's TCP
-    /// timestamp clock (RFC 7323 §3), offset by [`OWD_OFFSET`] so that it is never negative;
-    /// only its changes mean anything.
-    pub owd: RttBins,
-    /// First and last (capture time, TSval) of the data, to check the TSval clock's rate.
-    pub ts_first: Option<(Instant, u32)>,
-    pub ts_last: Option<(Instant, u32)>,
-    /// The data's flights (what the sender sent in one round trip), for
-    /// `slow_start_after_idle`.
-    pub flights: Flights,
     pub nagle: Vec<NagleEvent>,
     pub stalls: Vec<Stall>,
     pub window_full_ns: u64,
@@ -219,6 +207,16 @@ pub(crate) struct Evidence {
     pub app_last: Instant,
     pub rto: Vec<RtoEvent>,
     pub recoveries: Vec<Recovery>,
+    /// One-way delay of the data from the capture's clock against the sender's TCP
+    /// timestamp clock (RFC 7323 §3), offset by [`OWD_OFFSET`] so that it is never negative;
+    /// only its changes mean anything.
+    pub owd: RttBins,
+    /// First and last (capture time, TSval) of the data, to check the TSval clock's rate.
+    pub ts_first: Option<(Instant, u32)>,
+    pub ts_last: Option<(Instant, u32)>,
+    /// The data's flights (what the sender sent in one round trip), for
+    /// `slow_start_after_idle`.
+    pub flights: Flights,
 }
 
 /// Linux's smallest retransmission timeout, `TCP_RTO_MIN` (RFC 6298 §2.4 asks for 1 s): a

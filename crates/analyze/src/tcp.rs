@@ -130,78 +130,68 @@ struct Outstanding {
 }
 
 /// State of one direction: this side's data and what the other side said about it.
-///
-/// Laid out in declaration order (`repr(C)`), the fields every packet touches first: a
-/// packet reads and writes the sequence and ACK tracking, the last times and the counters of
-/// both directions, and with a few busy connections interleaved each connection's hot lines
-/// must stay in the L1 cache. What only some packets or the end need follows; the series
-/// (kept only for plots) are out of line.
 #[derive(Clone, Debug, Default)]
-#[repr(C)]
 pub(crate) struct DirState {
     space: SeqSpace,
     /// Highest relative sequence end sent.
     snd_max: u64,
-    /// The other side's cumulative ACK (relative), valid when `any_ack`.
+    any_seq: bool,
+    seen: RangeSet,
+    outstanding: VecDeque<Outstanding>,
+    /// The other side's cumulative ACK (relative) and whether one was seen.
     acked: u64,
+    any_ack: bool,
     /// The other side's last advertised window, scaled, bytes.
     peer_window: u64,
-    last_send: Option<Instant>,
+    any_window: bool,
+    /// Last ACK number and raw window this side sent (for duplicate-ACK detection).
+    my_last_ack: Option<(u32, u16)>,
+    rtt_sum_ms: f64,
+    rtt_sumsq_ms: f64,
+    pub(crate) options: SynOptions,
+    pub(crate) stats: DirectionStats,
+    pub(crate) series: TimeSequence,
+    pub(crate) ev: Evidence,
+    first_data: Option<Instant>,
     last_data: Option<Instant>,
+    last_send: Option<Instant>,
     prev_data: Option<(Instant, u32)>,
     /// Last ACK from the other side: time, whether it carried no data, whether it covered
     /// everything sent.
     last_peer_ack: Option<(Instant, bool, bool)>,
-    window_full_since: Option<Instant>,
-    /// When the other side's cumulative ACK last moved forward.
-    last_ack_advance: Option<Instant>,
     /// When everything sent was last acknowledged (start of an idle period).
     all_acked_at: Option<Instant>,
-    /// Last ACK number and raw window this side sent (for duplicate-ACK detection).
-    my_last_ack: Option<(u32, u16)>,
+    /// When the other side's cumulative ACK last moved forward.
+    last_ack_advance: Option<Instant>,
     /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
     pub(crate) ttl: Option<(u8, u8)>,
-    any_seq: bool,
-    any_ack: bool,
-    any_window: bool,
-    seen: RangeSet,
-    outstanding: VecDeque<Outstanding>,
-    pub(crate) options: SynOptions,
-    pub(crate) stats: DirectionStats,
-    pub(crate) ev: Evidence,
-    first_data: Option<Instant>,
-    rtt_sum_ms: f64,
-    rtt_sumsq_ms: f64,
+    window_full_since: Option<Instant>,
     /// Open loss-recovery episode: (start, recovery point, packets, bytes).
     recovery: Option<(Instant, u64, u64, u64)>,
     src: Option<SocketAddr>,
-    pub(crate) series: Box<TimeSequence>,
 }
 
-/// One connection being rebuilt: in declaration order (`repr(C)`), what every packet reads
-/// first, then the timeline and the two directions (see [`DirState`]), then what only the
-/// handshake and the end need.
+/// One connection being rebuilt.
 #[derive(Clone, Debug)]
-#[repr(C)]
 pub(crate) struct TcpConn {
-    last_time: Instant,
-    hs: Handshake,
-    /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
-    /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
-    /// in profiles.
-    rtt_to_memo: (RttInputs, [Option<Duration>; 2], Option<u64>),
-    isn_b: Option<u32>,
-    pub(crate) state: ConnState,
-    fins: [bool; 2],
-    keep_series: bool,
-    timeline: Timeline,
-    pub(crate) dirs: [DirState; 2],
     pub(crate) vantage: Vantage,
     pub(crate) a: SocketAddr,
     pub(crate) b: SocketAddr,
     first_time: Instant,
+    last_time: Instant,
+    hs: Handshake,
     last_syn: Option<Instant>,
     last_synack: Option<Instant>,
+    isn_b: Option<u32>,
+    pub(crate) state: ConnState,
+    fins: [bool; 2],
+    pub(crate) dirs: [DirState; 2],
+    keep_series: bool,
+    timeline: Timeline,
+    /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
+    /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
+    /// in profiles.
+    rtt_to_memo: (RttInputs, [Option<Duration>; 2], Option<u64>),
 }
 
 /// What [`TcpConn::rtt_to`] depends on (the RTT minimums as the bits of their f64).
@@ -947,7 +937,7 @@ impl TcpConn {
                 capture_point: CapturePoint::Unknown,
                 vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
-                series: *a2b_state.series,
+                series: a2b_state.series,
             },
             b2a: Direction {
                 src: b2a_state.src,
@@ -956,7 +946,7 @@ impl TcpConn {
                 capture_point: CapturePoint::Unknown,
                 vantage_basis: VantageBasis::None,
                 not_judged: Vec::new(),
-                series: *b2a_state.series,
+                series: b2a_state.series,
             },
             diagnoses: Vec::new(),
             state: self.state,
