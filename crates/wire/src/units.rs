@@ -50,11 +50,17 @@ impl Rate {
         if self.bits_per_sec == 0 {
             return Duration::MAX;
         }
-        // ns = bytes * 8 * 1e9 / bits_per_sec, in u128 so that 64 KB at 1 bit/s cannot overflow.
-        let num = u128::from(bytes) * 8 * 1_000_000_000;
-        let den = u128::from(self.bits_per_sec);
-        let ns = num.div_ceil(den);
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+        // ns = bytes * 8 * 1e9 / bits_per_sec. Any packet (up to 2.3 GB) fits the numerator in
+        // 64 bits, and a 64-bit division costs a fraction of a 128-bit one on every packet of
+        // every rated link; larger counts take 128 bits so that nothing can overflow.
+        match bytes.checked_mul(8 * 1_000_000_000) {
+            Some(num) => Duration::from_nanos(num.div_ceil(self.bits_per_sec)),
+            None => {
+                let ns =
+                    (u128::from(bytes) * 8 * 1_000_000_000).div_ceil(u128::from(self.bits_per_sec));
+                Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+            }
+        }
     }
 }
 
@@ -273,6 +279,30 @@ mod tests {
             Rate::from_bits_per_sec(0).serialization_time(1),
             Duration::MAX
         );
+        // Past 64 bits of numerator: 2^62 bytes at 1 bit/s saturates instead of overflowing, and
+        // at 2^62 bit/s takes exactly 8e9 ns.
+        assert_eq!(
+            Rate::from_bits_per_sec(1).serialization_time(1 << 62),
+            Duration::from_nanos(u64::MAX)
+        );
+        assert_eq!(
+            Rate::from_bits_per_sec(1 << 62).serialization_time(1 << 62),
+            Duration::from_secs(8)
+        );
+    }
+
+    #[test]
+    fn the_64_bit_division_agrees_with_128_bits_at_every_packet_size() {
+        let exact = |bits_per_sec: u64, bytes: u64| {
+            let ns = (u128::from(bytes) * 8_000_000_000).div_ceil(u128::from(bits_per_sec));
+            Duration::from_nanos(u64::try_from(ns).unwrap())
+        };
+        for bits_per_sec in [1, 3, 999_983, 10_000_000, 123_456_789, 40_000_000_000] {
+            for bytes in [1, 40, 1499, 1500, 9000, 65_535, 1 << 20, 2_000_000_000] {
+                let r = Rate::from_bits_per_sec(bits_per_sec);
+                assert_eq!(r.serialization_time(bytes), exact(bits_per_sec, bytes));
+            }
+        }
     }
 
     #[test]
