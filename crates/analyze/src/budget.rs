@@ -169,6 +169,7 @@ pub(crate) fn rtt_path_ns(rtt_to: [Option<Duration>; 2]) -> Option<u64> {
 
 impl Timeline {
     /// Feeds one packet (after the connection's own state has been updated with it).
+    #[inline(always)]
     pub(crate) fn packet(&mut self, p: &PacketInfo) {
         let now = p.time;
         self.first_time.get_or_insert(now);

@@ -426,10 +426,18 @@ impl<'r> CaptureReader<'r> {
         if rest.is_empty() {
             return Ok(None);
         }
-        let Some(h) = rest.get(..16) else {
+        let Some(h) = rest.first_chunk::<16>() else {
             return Err(CaptureError::Truncated { packet: number });
         };
-        let u32_at = |o: usize| rd32(&h[o..o + 4], big_endian);
+        // Four fields read from an array (no bounds checks) in the file's byte order.
+        let u32_at = |o: usize| {
+            let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
         let (secs, frac, incl, orig) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
         let incl = incl as usize;
         if incl > MAX_RECORD_BYTES {

@@ -98,22 +98,47 @@ pub(crate) struct RttBins {
     /// division to find its bin (most samples, one bin holding many).
     last_lo_ns: u64,
     last_hi_ns: u64,
+    /// The last bin's smallest and largest sample, nanoseconds: a sample between them (most)
+    /// changes neither them nor `min` and is only counted, without building a `Duration`.
+    last_min_ns: u64,
+    last_max_ns: u64,
 }
 
 impl RttBins {
     #[inline]
     pub fn add(&mut self, t: Instant, rtt: Duration) {
+        self.add_ns(t, duration_nanos(rtt));
+    }
+
+    /// [`RttBins::add`] of a sample given in nanoseconds.
+    #[inline]
+    pub fn add_ns(&mut self, t: Instant, rtt_ns: u64) {
         if let (Some(t0), Some(b)) = (self.t0, self.bins.last_mut()) {
             let rel_ns = t.as_nanos().saturating_sub(t0.as_nanos());
             if rel_ns >= self.last_lo_ns && rel_ns < self.last_hi_ns {
-                self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
-                b.1 = b.1.min(rtt);
-                b.2 = b.2.max(rtt);
                 b.3 += 1;
+                if rtt_ns < self.last_min_ns || rtt_ns > self.last_max_ns {
+                    self.widen_last_bin(rtt_ns);
+                }
                 return;
             }
         }
-        self.add_to_new_bin(t, rtt);
+        self.add_to_new_bin(t, Duration::from_nanos(rtt_ns));
+    }
+
+    /// A sample of the last bin below its smallest or above its largest (`min` is never
+    /// above the last bin's smallest, so a new `min` is one of these).
+    #[cold]
+    #[inline(never)]
+    fn widen_last_bin(&mut self, rtt_ns: u64) {
+        let rtt = Duration::from_nanos(rtt_ns);
+        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        if let Some(b) = self.bins.last_mut() {
+            b.1 = b.1.min(rtt);
+            b.2 = b.2.max(rtt);
+        }
+        self.last_min_ns = self.last_min_ns.min(rtt_ns);
+        self.last_max_ns = self.last_max_ns.max(rtt_ns);
     }
 
     /// [`RttBins::add`] of a sample outside the last bin (or the first sample).
@@ -153,6 +178,9 @@ impl RttBins {
         let last = self.bins.last().map_or(0, |b| b.0);
         self.last_lo_ns = last.saturating_mul(self.width_ns);
         self.last_hi_ns = self.last_lo_ns.saturating_add(self.width_ns);
+        if let Some(b) = self.bins.last() {
+            (self.last_min_ns, self.last_max_ns) = (duration_nanos(b.1), duration_nanos(b.2));
+        }
     }
 
     /// Smallest RTT so far (zero before the first sample).
@@ -342,7 +370,7 @@ impl Evidence {
         const OFFSET_NS: i64 = OWD_OFFSET.as_nanos() as i64;
         let owd_ns = OFFSET_NS + since_ns as i64 - i64::from(ticks) * TICK_NS;
         if owd_ns > 0 && owd_ns < 2 * OFFSET_NS {
-            self.owd.add(t, Duration::from_nanos(owd_ns as u64));
+            self.owd.add_ns(t, owd_ns as u64);
         }
     }
 

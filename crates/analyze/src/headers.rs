@@ -79,24 +79,26 @@ pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
     let (mut f, payload) = match first >> 4 {
         4 => {
             let hlen = usize::from(first & 0x0f) * 4;
+            // The fixed header as an array: the reads below need no bounds checks.
+            let ip = d.first_chunk::<20>()?;
             // Options are fine; AH (51), fragments and other protocols take the full parse.
-            if hlen < 20 || d.len() < hlen || d[9] != 6 || d[6] & 0x3f != 0 || d[7] != 0 {
+            if hlen < 20 || d.len() < hlen || ip[9] != 6 || ip[6] & 0x3f != 0 || ip[7] != 0 {
                 return None;
             }
-            let total_len = usize::from(u16::from_be_bytes([d[2], d[3]]));
+            let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
             let end = if total_len < hlen || total_len > d.len() {
                 d.len()
             } else {
                 total_len
             };
-            let be32 = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
+            let be32 = |o: usize| u32::from_be_bytes([ip[o], ip[o + 1], ip[o + 2], ip[o + 3]]);
             let f = TcpFast {
                 v6: false,
                 src: u128::from(be32(12)),
                 dst: u128::from(be32(16)),
-                ecn: Ecn::from_bits(d[1] & 0b11),
-                dscp: d[1] >> 2,
-                ttl: d[8],
+                ecn: Ecn::from_bits(ip[1] & 0b11),
+                dscp: ip[1] >> 2,
+                ttl: ip[8],
                 header_len: hlen,
                 total_len,
                 tcp: None,
@@ -104,19 +106,20 @@ pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
             (f, &d[hlen..end])
         }
         6 => {
-            if d.len() < 40 || d[6] != 6 {
+            let ip = d.first_chunk::<40>()?;
+            if ip[6] != 6 {
                 return None;
             }
-            let plen = usize::from(u16::from_be_bytes([d[4], d[5]]));
+            let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
             let end = if (plen == 0 && d.len() > 40) || d.len() < 40 + plen {
                 d.len()
             } else {
                 40 + plen
             };
-            let tc = (d[0] << 4) | (d[1] >> 4);
+            let tc = (ip[0] << 4) | (ip[1] >> 4);
             let addr = |o: usize| {
                 let mut b = [0u8; 16];
-                b.copy_from_slice(&d[o..o + 16]);
+                b.copy_from_slice(&ip[o..o + 16]);
                 u128::from_be_bytes(b)
             };
             let f = TcpFast {
@@ -125,7 +128,7 @@ pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
                 dst: addr(24),
                 ecn: Ecn::from_bits(tc & 0b11),
                 dscp: tc >> 2,
-                ttl: d[7],
+                ttl: ip[7],
                 header_len: 40,
                 total_len: 40 + plen,
                 tcp: None,
@@ -135,7 +138,7 @@ pub fn tcp_fast(d: &[u8]) -> Option<TcpFast> {
         _ => return None,
     };
     // A TCP header cut short is `Transport::Other`, as in the full parse.
-    if let Some(t) = payload.get(..20) {
+    if let Some(t) = payload.first_chunk::<20>() {
         let thlen = usize::from(t[12] >> 4) * 4;
         if thlen >= 20 && payload.len() >= thlen {
             let be16 = |o: usize| u16::from_be_bytes([t[o], t[o + 1]]);

@@ -3,7 +3,10 @@
 //! with 1, and over HTTP/2 (one connection per origin, and one in all with the names
 //! coalesced) (experiment E10 of `shared/seeds/004`, "SPDY: What I Like About You").
 //! Where Chromium is installed, it loads the same page in the same lab (HTTP/1.1, its own 6
-//! connections per host) so that the model is checked against a real browser.
+//! connections per host) so that the model is checked against a real browser. Chromium is
+//! timed as the model is, to the last byte of the last response (Resource Timing's latest
+//! `responseEnd`); its `loadEventStart`, which adds the browser's own parsing, decoding and
+//! layout, is reported beside it.
 //!
 //! The line: 20 Mbit/s down, 2 Mbit/s up (the seed's author browses on "premium cable
 //! broadband"), 20 ms each way, a 300-packet FIFO on both directions
@@ -73,8 +76,13 @@ pub struct Results {
     pub h2: RunMetrics,
     #[serde(rename = "h2-coalesced")]
     pub h2_coalesced: RunMetrics,
-    /// Chromium's Navigation Timing `loadEventStart`, s; null where it did not run.
+    /// Chromium's last response byte, s: the latest `responseEnd` of the HTML and of every
+    /// resource (Navigation and Resource Timing), timed as the model's `page_load_s`; null
+    /// where it did not run.
     pub chromium_page_load_s: Option<f64>,
+    /// Chromium's Navigation Timing `loadEventStart`, s: the above plus the browser's own
+    /// parsing, decoding and layout; null where it did not run.
+    pub chromium_load_event_s: Option<f64>,
     /// Why Chromium did not run, when it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chromium_note: Option<String>,
@@ -134,7 +142,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             (name, run)
         });
     let runs = series.run(labs.collect(), None, collect)?;
-    let (chromium_page_load_s, chromium_note) = if chromium {
+    let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if chromium {
         let dir = opts.out_dir.join("chromium");
         let profile = opts.out_dir.join("chromium-profile");
         let _ = fs::remove_dir_all(&profile);
@@ -153,20 +161,22 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         let _ = fs::remove_dir_all(&profile);
         let dom_path = dir.join("programs").join("chromium.out");
         let dom = fs::read_to_string(&dom_path).unwrap_or_default();
-        match web::page::load_time_from_dom(&dom) {
-            Some(ms) => (Some(ms / 1e3), None),
+        let load_event_s = web::page::load_time_from_dom(&dom).map(|ms| ms / 1e3);
+        match web::page::response_end_from_dom(&dom) {
+            Some(ms) => (Some(ms / 1e3), load_event_s, None),
             None => (
                 None,
+                load_event_s,
                 Some(format!(
-                    "Chromium ran but its DOM had no load time (see {})",
+                    "Chromium ran but its DOM had no last response time (see {})",
                     dir.join("programs").join("chromium.err").display()
                 )),
             ),
         }
     } else if opts.no_chromium {
-        (None, Some("--no-chromium".into()))
+        (None, None, Some("--no-chromium".into()))
     } else {
-        (None, Some(format!("{CHROMIUM} is not installed")))
+        (None, None, Some(format!("{CHROMIUM} is not installed")))
     };
     let m = |i: usize| runs[i].metrics.clone();
     let results = Results {
@@ -177,6 +187,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         h2: m(3),
         h2_coalesced: m(4),
         chromium_page_load_s,
+        chromium_load_event_s,
         chromium_note,
     };
     let checks = checks(&results);
@@ -237,17 +248,18 @@ pub fn checks(r: &Results) -> Vec<Check> {
         let six = &r.conns6;
         v.push(c(
             format!(
-                "Chromium {cr:.2} s within 25 % of the model's 6-conns {:.2} s (the comparison \
-                 the issue asks for; Chromium opens up to 6 connections per host name, over all \
-                 6 names, so its own setup is 36-conns': a gap here is the sharding, not the \
-                 model)",
+                "Chromium's last response {cr:.2} s within 25 % of the model's 6-conns {:.2} s \
+                 (the comparison the issue asks for; Chromium opens up to 6 connections per \
+                 host name, over all 6 names, so its own setup is 36-conns': a gap here is the \
+                 sharding, not the model)",
                 six.page_load_s
             ),
             (cr - six.page_load_s).abs() <= 0.25 * six.page_load_s,
         ));
         v.push(c(
             format!(
-                "Chromium (6 per host) {cr:.2} s within 25 % of the model's 36-conns (6 per host) {:.2} s",
+                "Chromium's last response (6 per host) {cr:.2} s within 25 % of the model's \
+                 36-conns (6 per host) {:.2} s",
                 a.page_load_s
             ),
             (cr - a.page_load_s).abs() <= 0.25 * a.page_load_s,
@@ -278,7 +290,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("drops at the bottleneck", &|m| m.drops.to_string()),
     ];
     let mut cr = vec![
-        "headless Chromium, 6 per host (s)".to_string(),
+        "headless Chromium, 6 per host: last response (s)".to_string(),
         match (r.chromium_page_load_s, &r.chromium_note) {
             (Some(s), _) => format!("{s:.2}"),
             (None, Some(n)) => format!("not run: {n}"),
@@ -287,6 +299,14 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     ];
     cr.resize(runs.len() + 1, String::new());
     rows.push(cr);
+    if let Some(s) = r.chromium_load_event_s {
+        let mut le = vec![
+            "  its load event, loadEventStart (s)".to_string(),
+            format!("{s:.2}"),
+        ];
+        le.resize(runs.len() + 1, String::new());
+        rows.push(le);
+    }
     (header, rows)
 }
 
@@ -358,16 +378,22 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     .caption(format!(
         "Runs: {names}. The seed's trace: 16.5 s, 27.7 s and 94 s for the first three \
          (ratios, not seconds, are what compares: the page and line differ).{}",
-        match results.chromium_page_load_s {
-            Some(s) => format!(" Orange, beside run 1: headless Chromium, {s:.2} s."),
-            None => String::new(),
+        match (results.chromium_page_load_s, results.chromium_load_event_s) {
+            (Some(s), Some(l)) => format!(
+                " Orange, beside run 1: headless Chromium's last response byte, {s:.2} s \
+                 (its load event began at {l:.2} s, after parsing, decoding and layout)."
+            ),
+            (Some(s), None) => {
+                format!(" Orange, beside run 1: headless Chromium's last response byte, {s:.2} s.")
+            }
+            _ => String::new(),
         }
     ))
     .with(Series::new("page load", Rgb(0, 114, 178), bar_pts(&|m| m.page_load_s)).stroke(24));
     if let Some(s) = results.chromium_page_load_s {
         plt.push(
             Series::new(
-                "headless Chromium (6 per host, as run 1)",
+                "headless Chromium, last response (6 per host, as run 1)",
                 Rgb(213, 94, 0),
                 Marks::Segments(vec![((1.3, 0.0), (1.3, s))]),
             )
@@ -418,9 +444,12 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
             .with(Block::Table(Table {
                 header,
                 rows,
-                caption: "Page load: the last byte of the last resource (Chromium: Navigation \
-                          Timing's loadEventStart). Time to first byte: request sent to first \
-                          byte. Queue delay and drops: the downlink's gateway queue."
+                caption: "Page load: the last byte of the last resource, for Chromium too \
+                          (the latest responseEnd of Resource Timing); the checks compare \
+                          that. Chromium's loadEventStart, when its load event began, adds \
+                          the browser's own parsing, decoding and layout. Time to first byte: \
+                          request sent to first byte. Queue delay and drops: the downlink's \
+                          gateway queue."
                     .into(),
             }))
             .with(common::findings(checks)),
@@ -461,21 +490,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn checks_want_the_seeds_order_and_h2_at_par_and_judge_chromium_when_it_ran() {
-        let mut r = Results {
+    /// Model runs in the seed's order; Chromium's last response and load event, if it ran.
+    fn results(chromium: Option<f64>, load_event: Option<f64>) -> Results {
+        Results {
             base_rtt_ms: 40.0,
             conns36: m(3.0),
             conns6: m(4.0),
             conn1: m(12.0),
             h2: m(3.2),
             h2_coalesced: m(3.3),
-            chromium_page_load_s: None,
-            chromium_note: Some("x".into()),
-        };
+            chromium_page_load_s: chromium,
+            chromium_load_event_s: load_event,
+            chromium_note: chromium.is_none().then(|| "x".into()),
+        }
+    }
+
+    #[test]
+    fn checks_want_the_seeds_order_and_h2_at_par_and_judge_chromium_when_it_ran() {
+        let mut r = results(None, None);
         assert_eq!(checks(&r).len(), 3);
         assert!(checks(&r).iter().all(|c| c.passed));
         r.chromium_page_load_s = Some(5.0);
+        // The load event comes later; the checks compare the last response.
+        r.chromium_load_event_s = Some(9.0);
         r.conn1 = m(8.0);
         let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
         assert_eq!(checks(&r).len(), 5);
@@ -490,6 +527,23 @@ mod tests {
             failed.iter().any(|c| c.what.contains("6-conns 4.00 s")),
             "{failed:?}"
         );
+    }
+
+    #[test]
+    fn chromium_is_judged_by_its_last_response_and_its_load_event_is_only_reported() {
+        let r = results(Some(3.1), Some(6.0));
+        // 3.1 s is within 25 % of both runs; the load event's 6.0 s would be of neither.
+        assert!(checks(&r).iter().all(|c| c.passed), "{:?}", checks(&r));
+        let (_, rows) = table_rows(&r);
+        let cell = |label: &str| {
+            rows.iter()
+                .find(|row| row[0].contains(label))
+                .map(|row| row[1].clone())
+        };
+        assert_eq!(cell("last response").as_deref(), Some("3.10"));
+        assert_eq!(cell("loadEventStart").as_deref(), Some("6.00"));
+        let without = results(Some(3.1), None);
+        assert_eq!(table_rows(&without).1.len(), rows.len() - 1);
     }
 
     #[test]

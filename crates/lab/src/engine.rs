@@ -76,7 +76,8 @@ pub struct Forwarder {
     /// Writes into a TUN device that failed (the host's interface was gone or full).
     pub write_errors: u64,
     pub packets_read: u64,
-    /// How late each packet was written into its host: actual minus scheduled time.
+    /// How far from its time each packet was written into its host: actual minus scheduled
+    /// time, or scheduled minus actual for a packet written early.
     pub lateness: link::stats::DelayHistogram,
 }
 
@@ -140,12 +141,15 @@ impl Forwarder {
         &self.core.dirs
     }
 
-    /// Reads what interface `i` has sent, up to a burst, and feeds it to the network at `now`.
-    /// Returns true when more may be waiting.
-    pub fn read_iface(&mut self, i: usize, now: Instant) -> std::io::Result<bool> {
+    /// Reads what interface `i` has sent, up to a burst, and feeds it to the network at `now`
+    /// (the clock's time), or at the time the network was last run to if that is later (the
+    /// loop runs it a little ahead of the clock, see [`Forwarder::poll`]). Returns true when
+    /// more may be waiting.
+    pub fn read_iface(&mut self, i: usize, real: Instant) -> std::io::Result<bool> {
+        let now = real.max(self.last_now);
         for _ in 0..READ_BURST {
             let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
-                self.flush(now);
+                self.flush(now, real);
                 return Ok(false);
             };
             self.reads += 1;
@@ -161,7 +165,7 @@ impl Forwarder {
                 self.take_packet(i, now, data);
             }
         }
-        self.flush(now);
+        self.flush(now, real);
         Ok(true)
     }
 
@@ -207,18 +211,26 @@ impl Forwarder {
         self.core.handle_packet(now, i, data);
     }
 
-    /// Runs the network up to `now` and writes what arrived into the hosts.
-    pub fn poll(&mut self, now: Instant) {
-        self.flush(now);
+    /// Runs the network up to `now` and writes what arrived into the hosts. `now` may be ahead
+    /// of `real`, the clock's time: the packets due in between are written early, and their
+    /// delivery error counted from `real`.
+    pub fn poll(&mut self, now: Instant, real: Instant) {
+        self.flush(now.max(self.last_now), real);
     }
 
-    /// Writes what reached the hosts into their TUN devices, and the link events into the logs.
-    fn flush(&mut self, now: Instant) {
+    /// Writes what reached the hosts by `now` into their TUN devices, and the link events into
+    /// the logs; `real` is the clock's time, which may be behind `now`.
+    fn flush(&mut self, now: Instant, real: Instant) {
         // The interface whose super-packet `coalescer` is building: segments due by the same
         // `now`, consecutive and of one flow, go into the host with one write.
         let mut open = None;
         while let Some(t) = self.core.poll_transmit(now) {
-            self.lateness.record(now - t.at);
+            // Early or late, the error of a delivery is its distance from its time.
+            self.lateness.record(if real >= t.at {
+                real - t.at
+            } else {
+                t.at - real
+            });
             if let Some(pc) = &mut self.ifaces[t.iface].pcap {
                 if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
                     let path = pc.file().path().to_path_buf();

@@ -70,6 +70,7 @@ struct Teardown {
     progs: Programs,
     /// Removes the runtime directory and the hosts' processes should this process be killed.
     runtime_watch: Option<cleanup::RemoveWhenGone>,
+    trace: StepTrace,
 }
 
 impl Drop for Teardown {
@@ -81,9 +82,44 @@ impl Drop for Teardown {
                 process::signal(pid, libc::SIGKILL);
             }
         }
+        self.trace.step("programs signalled");
         process::kill_all_in_namespaces(&ns_inodes(&self.hosts));
-        netns::remove_hosts(std::mem::take(&mut self.hosts));
+        self.trace.step("processes in the namespaces gone");
+        let names = netns::release_hosts(std::mem::take(&mut self.hosts));
+        self.trace.step("namespace and TUN descriptors closed");
+        netns::unmount_namespaces(&names);
+        self.trace.step("namespaces unmounted");
         let _ = fs::remove_dir_all(runtime_dir(self.pid));
+        self.trace.step("runtime directory removed");
+        drop(self.runtime_watch.take());
+        self.trace.step("watcher ended");
+    }
+}
+
+/// With `LATENCYLAB_TRACE_TEARDOWN=1` in the environment, how long each step of a lab's end
+/// took, one line on stderr each (from the end of the loop on); nothing otherwise.
+#[derive(Default)]
+struct StepTrace {
+    last: Option<std::time::Instant>,
+}
+
+impl StepTrace {
+    fn from_env() -> StepTrace {
+        let on = std::env::var_os("LATENCYLAB_TRACE_TEARDOWN").is_some_and(|v| v == "1");
+        StepTrace {
+            last: on.then(std::time::Instant::now),
+        }
+    }
+
+    fn step(&mut self, what: &str) {
+        if let Some(last) = &mut self.last {
+            let now = std::time::Instant::now();
+            eprintln!(
+                "latencylab: teardown: {what}: {:.1} ms",
+                (now - *last).as_secs_f64() * 1e3
+            );
+            *last = now;
+        }
     }
 }
 
@@ -171,6 +207,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         hosts: Vec::new(),
         progs: Programs::default(),
         runtime_watch: None,
+        trace: StepTrace::default(),
     };
     let name_files = write_name_files(cfg, pid)?;
     netns::prepare_netns_dir()?;
@@ -251,12 +288,15 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
     }
     let result = lab.run();
+    td.trace = StepTrace::from_env();
     td.progs = std::mem::take(&mut lab.progs);
     result?;
     let exit_code = lab.life.exit_code();
     let server_listened = lab.server_listened;
     let mut summary = lab.fwd.finish()?;
+    td.trace.step("links finished");
     summary.engine.host_tx_dropped = netns::tun_tx_drops(&td.hosts);
+    td.trace.step("TUN transmit drops read");
     let (stall, stall_at) = lab.stalls.longest();
     summary.engine.longest_stall_ms = stall.as_secs_f64() * 1e3;
     summary.engine.longest_stall_at_s = stall_at.as_secs_f64();
@@ -276,7 +316,9 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             let _ = writeln!(err, "{line}");
         }
     }
+    td.trace.step("summary written");
     drop(lab);
+    td.trace.step("engine and launcher ended");
     drop(td);
     Ok(RunResult {
         exit_code,

@@ -57,6 +57,9 @@ impl std::error::Error for ProgramsError {}
 #[derive(Clone, Debug, Default)]
 pub struct Programs {
     list: Vec<Program>,
+    /// What [`Programs::states`] answers, kept so that the loop's every turn does not
+    /// allocate it anew.
+    states: Vec<ProgramState>,
 }
 
 impl Programs {
@@ -131,14 +134,13 @@ impl Programs {
     }
 
     /// What the stop rules need of each program.
-    pub fn states(&self) -> Vec<ProgramState> {
-        self.list
-            .iter()
-            .map(|p| ProgramState {
-                wait: p.wait,
-                running: p.running(),
-            })
-            .collect()
+    pub fn states(&mut self) -> &[ProgramState] {
+        self.states.clear();
+        self.states.extend(self.list.iter().map(|p| ProgramState {
+            wait: p.wait,
+            running: p.running(),
+        }));
+        &self.states
     }
 }
 

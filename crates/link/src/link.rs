@@ -178,8 +178,9 @@ pub struct Link {
     /// arrival, which is the order of transmission.
     in_flight: VecDeque<(Instant, Packet)>,
     /// Transmitted, propagating, out of line: packets sent ahead by `reorder`, late duplicates,
-    /// packets under reordering jitter, the slow path (netem keeps an rbtree; here a radix
-    /// heap, as arrival times never go back), while the packets in line stay a plain queue.
+    /// packets under reordering jitter, the slow path (netem keeps an rbtree; here a timing
+    /// wheel sized to the link's delay, as arrival times never go back), while the packets in
+    /// line stay a plain queue.
     overtaking: OutOfLine,
     /// The latest arrival of a packet that keeps its place in line: a later packet in line never
     /// arrives before it (a duplicate that comes late, or a packet chosen by `reorder`, does).
@@ -237,6 +238,23 @@ impl ImpairRngs {
     }
 }
 
+/// How far ahead of its transmission a packet out of line may arrive: the delay, jitter's 4σ
+/// cut, a late duplicate's lateness and the slow path's extra, all at once at worst.
+fn out_of_line_span(params: &LinkParams) -> Duration {
+    let i = &params.impair;
+    let jitter = i
+        .jitter
+        .as_ref()
+        .map_or(Duration::ZERO, |j| j.amount.saturating_mul(4));
+    let late = i.duplicate.as_ref().map_or(Duration::ZERO, |d| d.late_by);
+    let slow = i.slow.as_ref().map_or(Duration::ZERO, |w| w.extra);
+    params
+        .delay
+        .saturating_add(jitter)
+        .saturating_add(late)
+        .saturating_add(slow)
+}
+
 /// netem's slot bookkeeping: when the current slot opens and what it may still let out.
 #[derive(Clone, Debug, Default)]
 struct SlotState {
@@ -250,6 +268,8 @@ impl Link {
     /// A link that starts at `now` (a trace's loop 0 starts then), with a discipline and a
     /// seed for its loss model and impairments.
     pub fn new(now: Instant, params: LinkParams, qdisc: Box<dyn Qdisc>, seed: u64) -> Link {
+        let mut overtaking = OutOfLine::default();
+        overtaking.fit(out_of_line_span(&params));
         Link {
             params,
             qdisc,
@@ -264,7 +284,7 @@ impl Link {
             trace_next: None,
             in_service: None,
             in_flight: VecDeque::new(),
-            overtaking: OutOfLine::default(),
+            overtaking,
             in_line_until: Instant::ZERO,
             slotted: VecDeque::new(),
             slot: SlotState::default(),
@@ -306,6 +326,7 @@ impl Link {
             (Capacity::Trace(_), _) | (_, Capacity::Trace(_)) => true,
             _ => false,
         };
+        self.overtaking.fit(out_of_line_span(&params));
         self.params = params;
         if trace_changed {
             self.trace_epoch = now;

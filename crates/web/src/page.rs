@@ -448,18 +448,41 @@ impl Page {
     }
 }
 
-/// Puts Navigation Timing's `loadEventStart` (ms since the navigation started) in the
-/// document's title when the load event fires, so that a browser run headless with
-/// `--dump-dom` reports it. `loadEventEnd` is not yet set inside a load handler; the two
-/// differ by the load handlers' run time, and this is the page's only handler.
-pub const LOAD_TIME_SCRIPT: &str = "<script>addEventListener(\"load\",function(){var n=performance.getEntriesByType(\"navigation\")[0];document.title=\"loadEventStart=\"+n.loadEventStart.toFixed(1)})</script>\n";
+/// Puts two times (ms since the navigation started) in the document's title when the load
+/// event fires, so that a browser run headless with `--dump-dom` reports them:
+/// `loadEventStart=T responseEnd=R`.
+///
+/// - `responseEnd`: the latest `responseEnd` of the HTML (Navigation Timing) and of every
+///   resource (Resource Timing), that is when the last byte of the last response arrived: the
+///   time a page-load client that only fetches measures. Resource Timing exposes it for
+///   cross-origin resources too (the image shards), where it zeroes the connection and
+///   request times unless `Timing-Allow-Origin` allows them. The entry buffer is raised first
+///   from its default 250 entries, so that a large page loses none.
+/// - `loadEventStart`: when the load event began, which adds the browser's own work (parsing,
+///   decoding images, layout). `loadEventEnd` is not yet set inside a load handler; the two
+///   differ by the load handlers' run time, and this is the page's only handler.
+pub const LOAD_TIME_SCRIPT: &str = "<script>performance.setResourceTimingBufferSize(10000);addEventListener(\"load\",function(){var p=performance,n=p.getEntriesByType(\"navigation\")[0],e=n.responseEnd;p.getEntriesByType(\"resource\").forEach(function(r){if(r.responseEnd>e)e=r.responseEnd});document.title=\"loadEventStart=\"+n.loadEventStart.toFixed(1)+\" responseEnd=\"+e.toFixed(1)})</script>\n";
 
-/// The `loadEventStart` a page rendered by [`Page::render_html`] put in its title, from the
-/// DOM a headless browser dumped.
+/// One `KEY=ms` field of the title [`LOAD_TIME_SCRIPT`] wrote, from the DOM a headless
+/// browser dumped.
+fn title_time(dom: &str, key: &str) -> Option<f64> {
+    let start = dom.find("<title>")? + "<title>".len();
+    let title = &dom[start..start + dom[start..].find('<')?];
+    title.split_whitespace().find_map(|field| {
+        let (k, v) = field.split_once('=')?;
+        (k == key).then(|| v.parse().ok())?
+    })
+}
+
+/// The `loadEventStart` a page rendered by [`Page::render_html`] put in its title.
 pub fn load_time_from_dom(dom: &str) -> Option<f64> {
-    let i = dom.find("<title>loadEventStart=")? + "<title>loadEventStart=".len();
-    let end = dom[i..].find('<')?;
-    dom[i..i + end].trim().parse().ok()
+    title_time(dom, "loadEventStart")
+}
+
+/// The last response byte of the page (the latest `responseEnd` of the HTML and of every
+/// resource) a page rendered by [`Page::render_html`] put in its title.
+pub fn response_end_from_dom(dom: &str) -> Option<f64> {
+    title_time(dom, "responseEnd")
 }
 
 /// A resource's body: `bytes` bytes that are valid for its type (a comment for scripts and
@@ -653,9 +676,15 @@ think_ms = 20
 
     #[test]
     fn the_load_time_is_read_back_from_the_title_of_a_dumped_dom() {
-        let dom = "<html><head><title>loadEventStart=1234.5</title></head></html>";
+        let dom =
+            "<html><head><title>loadEventStart=1234.5 responseEnd=1100.25</title></head></html>";
         assert_eq!(load_time_from_dom(dom), Some(1234.5));
+        assert_eq!(response_end_from_dom(dom), Some(1100.25));
+        let old = "<title>loadEventStart=1234.5</title>";
+        assert_eq!(load_time_from_dom(old), Some(1234.5));
+        assert_eq!(response_end_from_dom(old), None);
         assert_eq!(load_time_from_dom("<title>t</title>"), None);
+        assert_eq!(response_end_from_dom("<title>responseEnd=x</title>"), None);
         let p = Page::parse(PAGE).unwrap();
         let html = String::from_utf8(p.render_html("http", 80)).unwrap();
         assert!(html.contains(LOAD_TIME_SCRIPT));
