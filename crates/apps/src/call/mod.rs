@@ -205,7 +205,10 @@ pub fn call(
                     let at = arrival_instant(clock.now(), r.arrival_unix_ns);
                     ep.on_datagram(at, &buf[..r.len], r.from, r.ecn)?
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ep.drained = clock.now();
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // ICMP errors from a peer that is not (yet or any more) there.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
@@ -248,6 +251,9 @@ struct Endpoint<'a> {
     seq: u64,
     last_feedback_sent: Instant,
     next_second: Instant,
+    /// When the socket was last found empty: every datagram that arrived before then has been
+    /// handled, so a second that ended by then can be closed.
+    drained: Instant,
     peer_left: bool,
     packet: Vec<u8>,
     mode_name: &'static str,
@@ -316,6 +322,7 @@ impl<'a> Endpoint<'a> {
             seq: 0,
             last_feedback_sent: now,
             next_second: now + Duration::from_secs(1),
+            drained: now,
             peer_left: false,
             packet: vec![0u8; usize::from(args.packet_size)],
             mode_name: args.mode.controller_mode().name(),
@@ -397,7 +404,9 @@ impl<'a> Endpoint<'a> {
             self.ctl.on_tick(now);
             self.handle_events()?;
         }
-        if now >= self.next_second {
+        // Frames count in the second their last packet arrived in, so a second closes only
+        // once the socket has been read after its end.
+        if self.drained >= self.next_second {
             self.second_line(self.next_second);
             self.next_second += Duration::from_secs(1);
         }

@@ -26,7 +26,8 @@ pub struct CallStall {
     pub duration: Duration,
 }
 
-/// What a second of receiving looked like.
+/// What a second of receiving looked like: the packets that arrived in it, and the frames whose
+/// last packet did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RxSecond {
     pub frames: u64,
@@ -60,7 +61,11 @@ pub struct Receiver {
     last_complete_at: Option<Instant>,
     frames_completed: u64,
     stalls: Vec<CallStall>,
-    second: RxSecond,
+    /// Each packet handled since the open second began: (arrival, bytes, completed a frame).
+    /// The second it belongs to is decided by its arrival, not by when it was handled: a
+    /// packet that arrived before a second's end may be read after the second was closed, or
+    /// one that arrived after it before.
+    arrivals: Vec<(Instant, u64, bool)>,
     second_start: Instant,
 }
 
@@ -82,17 +87,17 @@ impl Receiver {
             last_complete_at: None,
             frames_completed: 0,
             stalls: Vec::new(),
-            second: RxSecond::default(),
+            arrivals: Vec::new(),
             second_start: now,
         }
     }
 
-    /// A media packet of `len` bytes arrived at `now` with the ECN field `ecn` (`None` when
-    /// the socket gave no control message). Returns whether it completed a frame.
+    /// A media packet of `len` bytes arrived at `now` (when it reached the socket, which may
+    /// be well before it is handled) with the ECN field `ecn` (`None` when the socket gave no
+    /// control message). Returns whether it completed a frame.
     pub fn on_media(&mut self, now: Instant, m: &Media, len: usize, ecn: Option<Ecn>) -> bool {
         self.received += 1;
         self.received_bytes += len as u64;
-        self.second.bytes += len as u64;
         self.highest_seq = Some(self.highest_seq.map_or(m.seq, |h| h.max(m.seq)));
         match ecn {
             Some(e) => self.ecn.count(e),
@@ -102,7 +107,9 @@ impl Receiver {
         if self.echoes.len() > MAX_ECHOES {
             self.echoes.remove(0);
         }
-        self.reassemble(now, m)
+        let completed = self.reassemble(now, m);
+        self.arrivals.push((now, len as u64, completed));
+        completed
     }
 
     fn reassemble(&mut self, now: Instant, m: &Media) -> bool {
@@ -132,7 +139,6 @@ impl Receiver {
         self.frames = self.frames.split_off(&(m.frame + 1));
         self.newest_complete = Some(m.frame);
         self.frames_completed += 1;
-        self.second.frames += 1;
         if let Some(prev) = self.last_complete_at {
             let gap = now - prev;
             if gap > self.stall_threshold {
@@ -175,9 +181,19 @@ impl Receiver {
         }
     }
 
-    /// Closes the second ending at `now` and starts the next.
+    /// Closes the second ending at `now` and starts the next. Packets that arrived at `now` or
+    /// later, handled already, belong to the next; one that arrived earlier but is handled
+    /// only after this call counts in the next, so the caller reads what is waiting first.
     pub fn take_second(&mut self, now: Instant) -> RxSecond {
-        let mut s = std::mem::take(&mut self.second);
+        let mut s = RxSecond::default();
+        self.arrivals.retain(|&(at, bytes, completed)| {
+            if at >= now {
+                return true;
+            }
+            s.bytes += bytes;
+            s.frames += u64::from(completed);
+            false
+        });
         s.stall = self.stall_time_between(self.second_start, now);
         self.second_start = now;
         s
@@ -348,6 +364,55 @@ mod tests {
         assert_eq!(r.take_second(ms(2000)).stall, Duration::from_millis(1000));
         let last = r.finish(ms(2500)).unwrap();
         assert_eq!(last.start, ms(998));
+    }
+
+    #[test]
+    fn a_late_read_changes_neither_the_rtt_nor_when_a_frame_completed() {
+        use crate::call::sender::echo_rtt;
+        // A two-packet frame sent at 0 reaches the receiver's socket at 11 and 12 ms, the next
+        // frame at 320 ms. The receiving process reads them at once, or 40 ms late (it waited
+        // for a CPU); either way the stamp taken when the packet reached the socket comes with
+        // it, and the feedback reports how long each packet was held since then.
+        let run = |read_delay_ms: u64| {
+            let mut r = rx();
+            r.on_media(ms(11), &media(0, 0, 0, 2), 1000, Some(Ecn::Ect1));
+            r.on_media(ms(12), &media(1, 0, 1, 2), 1000, Some(Ecn::Ect1));
+            let fb = r.make_feedback(ms(12 + read_delay_ms));
+            // The feedback needs 10 ms to reach the sender, which reads it late too: its RTT is
+            // taken at the feedback's own arrival stamp.
+            let fb_arrival = ms(12 + read_delay_ms + 10);
+            let rtts: Vec<Duration> = fb
+                .echoes
+                .iter()
+                .map(|e| echo_rtt(fb_arrival, e.send_ns, e.hold_us))
+                .collect();
+            r.on_media(ms(320), &media(2, 1, 0, 1), 1000, Some(Ecn::Ect1));
+            let second = r.take_second(ms(1000));
+            (rtts, r.stalls().to_vec(), second)
+        };
+        let (prompt, late) = (run(0), run(40));
+        assert_eq!(
+            prompt.0,
+            [Duration::from_micros(21_000), Duration::from_micros(21_999)]
+        );
+        assert_eq!(late, prompt);
+        // The stall is counted from the frame's last packet's arrival.
+        assert_eq!(prompt.1[0].start, ms(12));
+        assert_eq!(prompt.2.frames, 2);
+    }
+
+    #[test]
+    fn a_frame_counts_in_the_second_its_last_packet_arrived_in() {
+        let mut r = rx();
+        // Frame 0 completes at 990 ms, frame 1 at 1010 ms; the process reads both only at
+        // 1030 ms, and then closes the second that ended at 1000 ms.
+        r.on_media(ms(980), &media(0, 0, 0, 2), 1000, Some(Ecn::Ect1));
+        r.on_media(ms(990), &media(1, 0, 1, 2), 1000, Some(Ecn::Ect1));
+        r.on_media(ms(1010), &media(2, 1, 0, 1), 500, Some(Ecn::Ect1));
+        let first = r.take_second(ms(1000));
+        assert_eq!((first.frames, first.bytes), (1, 2000));
+        let second = r.take_second(ms(2000));
+        assert_eq!((second.frames, second.bytes), (1, 500));
     }
 
     #[test]
