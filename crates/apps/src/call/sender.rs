@@ -74,16 +74,30 @@ impl VideoSource {
         self.next_frame_at
     }
 
-    /// Encodes the frame due at `now`, if any, at `rate_bps`, and queues its packets (or skips
-    /// it when the queue is too long at `pacing_bps`). Returns whether a frame was queued.
+    /// Encodes the frames due by `now`, if any, at `rate_bps`, and queues their packets (or
+    /// skips one when the queue is too long at `pacing_bps`). Returns whether a frame was
+    /// queued.
+    ///
+    /// Frames are captured on a fixed grid, as a camera does whether or not the process runs:
+    /// a process that got a CPU late encodes the frames captured meanwhile, one after the
+    /// other, except those older than `max_queue_delay`, which a real-time encoder would no
+    /// longer send (skipped).
     pub fn poll_frame(&mut self, now: Instant, rate_bps: u64, pacing_bps: u64) -> bool {
-        if now < self.next_frame_at {
-            return false;
-        }
-        // Frames are due on a fixed grid; a loop that overslept does not produce a burst.
+        let mut queued = false;
         while self.next_frame_at <= now {
+            let captured = self.next_frame_at;
             self.next_frame_at += self.frame_interval();
+            if now - captured > self.params.max_queue_delay {
+                self.frames_skipped += 1;
+                continue;
+            }
+            queued |= self.encode(now, rate_bps, pacing_bps);
         }
+        queued
+    }
+
+    /// Encodes one frame at `now` (see [`VideoSource::poll_frame`]).
+    fn encode(&mut self, now: Instant, rate_bps: u64, pacing_bps: u64) -> bool {
         let keyframe = now >= self.next_keyframe_at;
         let backlog = wire::Rate::from_bits_per_sec(pacing_bps.max(1))
             .serialization_time(self.queued_bytes as u64);
@@ -226,6 +240,23 @@ mod tests {
         assert_eq!(v.frames_skipped, 1);
         drain(&mut v);
         assert!(v.poll_frame(Instant::from_millis(67), 8_000_000, 1_000_000));
+    }
+
+    #[test]
+    fn a_late_process_encodes_the_frames_captured_meanwhile_unless_too_old() {
+        let mut v = VideoSource::new(params(), Instant::ZERO);
+        assert!(v.poll_frame(Instant::ZERO, 1_000_000, 100_000_000));
+        // 80 ms late: the frames captured at 33 and 67 ms are both encoded now.
+        assert!(v.poll_frame(Instant::from_millis(80), 1_000_000, 100_000_000));
+        let frames: Vec<u32> = drain(&mut v).iter().map(|q| q.frame).collect();
+        assert_eq!(frames.first(), Some(&0));
+        assert_eq!(frames.last(), Some(&2));
+        assert_eq!((v.frames_sent, v.frames_skipped), (3, 0));
+        // At 290 ms: the frames of 100, 133 and 167 ms are over 100 ms old and skipped; those
+        // of 200, 233 and 267 ms are encoded.
+        assert!(v.poll_frame(Instant::from_millis(290), 1_000_000, 100_000_000));
+        assert_eq!((v.frames_sent, v.frames_skipped), (6, 3));
+        assert_eq!(v.next_frame_at(), Instant::from_nanos(9 * 33_333_333));
     }
 
     #[test]
