@@ -145,9 +145,22 @@ impl Forwarder {
     /// (the clock's time), or at the time the network was last run to if that is later (the
     /// loop runs it a little ahead of the clock, see [`Forwarder::poll`]). Returns true when
     /// more may be waiting.
-    pub fn read_iface(&mut self, i: usize, real: Instant) -> std::io::Result<bool> {
-        let now = real.max(self.last_now);
-        for _ in 0..READ_BURST {
+    ///
+    /// Every packet after the first is taken at `clock()`, read again: one the host sent while
+    /// the burst's earlier packets were handled (a capture's write into a full buffer can take
+    /// milliseconds) would otherwise be dated back to the burst's start and reach its
+    /// destination sooner than the link allows, faster than light in the captures' terms.
+    pub fn read_iface(
+        &mut self,
+        i: usize,
+        real: Instant,
+        clock: impl Fn() -> Instant,
+    ) -> std::io::Result<bool> {
+        let mut now = real.max(self.last_now);
+        for k in 0..READ_BURST {
+            if k > 0 {
+                now = clock().max(now);
+            }
             let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
                 self.flush(now, real);
                 return Ok(false);

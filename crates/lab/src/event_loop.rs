@@ -364,8 +364,16 @@ impl Lab<'_> {
                     self.starter.launcher.flush()?;
                 }
                 // Level-triggered: an interface with packets left after a burst is reported again.
+                // Each interface after the first is read at the clock's time, not the turn's
+                // start: a packet its host sent while the turn handled the interfaces before
+                // it (a capture's write can take milliseconds) would otherwise be dated back
+                // and reach its destination sooner than the link allows.
                 i => {
-                    self.fwd.read_iface(i as usize, now)?;
+                    let at = if k == 0 { now } else { self.now() };
+                    let mono_start = self.mono_start;
+                    let clock =
+                        || Instant::from_nanos(sys::monotonic_ns().saturating_sub(mono_start));
+                    self.fwd.read_iface(i as usize, at, clock)?;
                 }
             }
         }
