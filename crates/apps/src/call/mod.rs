@@ -473,7 +473,10 @@ impl<'a> Endpoint<'a> {
         ecn: Option<wire::Ecn>,
     ) -> anyhow::Result<()> {
         match self.peer {
-            None => self.peer = Some(from),
+            None => {
+                self.peer = Some(from);
+                self.video.restart(now);
+            }
             // A listener answers one caller; anyone else is ignored.
             Some(p) if !same_peer(p, from) => return Ok(()),
             Some(_) => {}

@@ -69,6 +69,13 @@ impl VideoSource {
         Duration::from_secs(1) / self.params.fps.max(1)
     }
 
+    /// Starts the camera at `now`: the first frame, a keyframe, is due at once. A listener
+    /// calls this when its caller appears, so that the time it waited is no backlog of frames.
+    pub fn restart(&mut self, now: Instant) {
+        self.next_frame_at = now;
+        self.next_keyframe_at = now;
+    }
+
     /// When the next frame is due.
     pub fn next_frame_at(&self) -> Instant {
         self.next_frame_at
@@ -257,6 +264,13 @@ mod tests {
         assert!(v.poll_frame(Instant::from_millis(290), 1_000_000, 100_000_000));
         assert_eq!((v.frames_sent, v.frames_skipped), (6, 3));
         assert_eq!(v.next_frame_at(), Instant::from_nanos(9 * 33_333_333));
+        // A listener whose caller appears at 3 s starts its camera then: no frame of the wait
+        // is encoded or counted as skipped.
+        drain(&mut v);
+        v.restart(Instant::from_secs(3));
+        assert!(v.poll_frame(Instant::from_secs(3), 1_000_000, 100_000_000));
+        assert_eq!((v.frames_sent, v.frames_skipped), (7, 3));
+        assert!(drain(&mut v)[0].keyframe);
     }
 
     #[test]
