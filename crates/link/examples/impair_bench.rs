@@ -13,21 +13,20 @@
 //! yet, it frees it).
 //!
 //! **The measurement.** Every configuration gets its own link and pool ("rig"), warmed up with
-//! 100 000 packets, and all rigs live side by side, built anew (in a new order) every ten
-//! rounds: where a rig's buffers lie in memory changes its cost by some ns a packet, which a
-//! rig kept for the whole run would carry into every round as a bias. Then come many short
-//! rounds; in each, every rig takes a turn: 20 000 packets untimed (its buffers back in cache
-//! after the other rigs' turns: the turn's deliveries then read buffers this turn wrote), then
-//! 20 000 timed. A round lasts well under a second, so a change of the machine's load or clock
-//! frequency hits every configuration of the round alike, and each configuration's cost is
-//! compared with a plain link's *in the same round*: the figure given is the median, over the
-//! rounds, of these paired differences, with a 95 % confidence interval of that median (from
-//! the order statistics: no assumption about the distribution) and the interquartile range of
-//! single rounds. Two identical plain links are both measured; their difference must come out
-//! at 0 within the interval, which checks the method. Time is the thread's own CPU time
-//! (`CLOCK_THREAD_CPUTIME_ID`), so that waiting for a core on a shared machine is not counted,
-//! and the process pins itself to one CPU, so that a turn is never split between two cores'
-//! caches.
+//! 100 000 packets, and all rigs live side by side, built anew (in a new order) every ten rounds:
+//! where a rig's buffers lie in memory changes its cost by some ns a packet, which a rig kept for
+//! the whole run would carry into every round as a bias. Then come many short rounds; in each,
+//! every rig takes a turn, in a new order each round: 20 000 packets untimed (its buffers back in
+//! cache after the other rigs' turns: the turn's deliveries then read buffers this turn wrote),
+//! then 20 000 timed. A round lasts well under a second, so a change of the machine's load or clock
+//! frequency hits every configuration of the round alike, and each configuration's cost is compared
+//! with a plain link's *in the same round*: the figure given is the median, over the rounds, of
+//! these paired differences, with a 95 % confidence interval of that median (from the order
+//! statistics: no assumption about the distribution) and the interquartile range of single rounds.
+//! Two identical plain links are both measured; their difference must come out at 0 within the
+//! interval, which checks the method. Time is the thread's own CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), so that waiting for a core on a shared machine is not counted, and
+//! the process pins itself to one CPU, so that a turn is never split between two cores' caches.
 //!
 //! **Which plain link.** An impairment changes how long packets stay in flight (order-kept
 //! jitter holds packets behind the latest one, `reorder` sends a quarter ahead, late copies
@@ -380,6 +379,7 @@ fn main() {
         .collect();
     let mut ns = vec![Vec::with_capacity(rounds); n];
     let mut allocated = vec![0; n];
+    let mut turn_order = ChaCha8Rng::seed_from_u64(11);
     for r in 0..rounds {
         if r > 0 && r % ROUNDS_PER_BUILD == 0 {
             // New rigs, built in a new order: where a rig's buffers and link lie in memory (and
@@ -400,9 +400,12 @@ fn main() {
             }
             rigs = built.into_iter().map(|r| r.expect("built")).collect();
         }
-        // Each round starts one rig later, so that no configuration always follows the same one.
-        for k in 0..n {
-            let i = (r + k) % n;
+        // The turns in a new order each round: a rig's turn costs a little more or less after
+        // some rigs than after others (what they left in the caches), and a rotation would
+        // keep each rig behind the same one in almost every round.
+        let mut turns: Vec<usize> = (0..n).collect();
+        turns.shuffle(&mut turn_order);
+        for i in turns {
             ns[i].push(rigs[i].turn());
         }
     }
@@ -421,7 +424,7 @@ fn main() {
     };
     println!(
         "{rounds} rounds, every link built anew each {ROUNDS_PER_BUILD}; in each round, every link \
-         in turn: {LEAD_IN} packets untimed, then {TIMED} timed (thread CPU time); {pin_note}; load average {load_before} at the start, {} at the end.",
+         in turn, in a new order each round: {LEAD_IN} packets untimed, then {TIMED} timed (thread CPU time); {pin_note}; load average {load_before} at the start, {} at the end.",
         loadavg()
     );
     println!(
