@@ -925,17 +925,21 @@ mod tests {
     /// (number, time ns, interface, link type, bytes) of each record.
     type Rec = (u64, u64, u32, u32, Vec<u8>);
 
+    fn rec(p: &RawPacket<'_>) -> Rec {
+        (
+            p.number,
+            p.time.as_nanos(),
+            p.interface,
+            p.linktype,
+            p.data.to_vec(),
+        )
+    }
+
     fn all(bytes: &[u8]) -> Result<Vec<Rec>, CaptureError> {
         let mut r = CaptureReader::new(bytes)?;
         let mut out = Vec::new();
         while let Some(p) = r.next_packet()? {
-            out.push((
-                p.number,
-                p.time.as_nanos(),
-                p.interface,
-                p.linktype,
-                p.data.to_vec(),
-            ));
+            out.push(rec(&p));
         }
         Ok(out)
     }
@@ -947,13 +951,7 @@ mod tests {
         while let Some(p) = r.next_packet()? {
             let at = p.offset as usize;
             assert_eq!(bytes.get(at..at + p.data.len()), Some(p.data));
-            out.push((
-                p.number,
-                p.time.as_nanos(),
-                p.interface,
-                p.linktype,
-                p.data.to_vec(),
-            ));
+            out.push(rec(&p));
         }
         Ok(out)
     }
@@ -963,13 +961,7 @@ mod tests {
         fn walk<const RECORDS: u8>(mut r: CaptureReader<'_>) -> Result<Vec<Rec>, CaptureError> {
             let mut out = Vec::new();
             while let Some(p) = r.next_fixed::<RECORDS>()? {
-                out.push((
-                    p.number,
-                    p.time.as_nanos(),
-                    p.interface,
-                    p.linktype,
-                    p.data.to_vec(),
-                ));
+                out.push(rec(&p));
             }
             Ok(out)
         }
