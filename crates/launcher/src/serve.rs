@@ -43,6 +43,7 @@ impl Served {
             ))),
             Request::Setup(s) => {
                 self.setup = s;
+                leave_netns_mounts();
                 None
             }
             Request::Start(s) => Some(match self.start(&s) {
@@ -222,6 +223,54 @@ pub(crate) fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
             if served.children.remove(&pid).is_some() {
                 let status = exit_code_of(std::process::ExitStatus::from_raw(raw));
                 send(&LaunchEvent::Exited { pid, status })?;
+            }
+        }
+    }
+}
+
+/// Where `ip netns` and the lab bind-mount network namespaces by name.
+const NETNS_DIR: &str = "/run/netns";
+
+/// Moves the launcher into a mount namespace of its own without the namespaces bind-mounted
+/// under /run/netns, once the lab's are there (the lab has told its hosts), so that the
+/// programs, whose mount namespaces are copies of the launcher's, do not carry them.
+///
+/// Every program starts in a new mount namespace (its own /etc/hosts): the kernel copies every
+/// mount into it as it starts, and takes every one down as it ends, in system calls that do not
+/// yield the CPU. A lab of N hosts has N bind mounts there (and other labs theirs), so a
+/// thousand programs cost a thousand times a thousand mounts' copies and teardowns, in
+/// stretches of milliseconds of kernel time during which nothing else runs on that CPU. The
+/// launcher holds each host's namespace open by descriptor and needs none of the names; the
+/// programs lose only the sight of other namespaces' names (`ip netns exec` inside a lab host).
+///
+/// The launcher's mounts are made slaves first, so that taking /run/netns down here never
+/// propagates back to the machine, while the machine's later mounts still reach the programs.
+/// Without the privilege for it (a rootless lab, which mounts nothing there), nothing changes.
+fn leave_netns_mounts() {
+    let dir = c(NETNS_DIR);
+    let root = c("/");
+    // SAFETY: unshare, mount and umount2 take plain integers and NUL-terminated strings that
+    // outlive the calls.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return;
+        }
+        let slave = libc::MS_REC | libc::MS_SLAVE;
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            slave,
+            std::ptr::null(),
+        ) != 0
+        {
+            return;
+        }
+        // /run/netns may be bound on itself more than once (each `ip netns add` that found it
+        // not yet a mount point did it); each detach takes one layer with everything under it.
+        for _ in 0..16 {
+            if libc::umount2(dir.as_ptr(), libc::MNT_DETACH) != 0 {
+                break;
             }
         }
     }
