@@ -231,10 +231,7 @@ impl Network {
         obs: &mut dyn FnMut(LinkId, &Event),
     ) {
         self.reindex_stale();
-        loop {
-            let Some(&(t, i)) = self.timers.first() else {
-                break;
-            };
+        while let Some(&(t, i)) = self.timers.first() {
             if t > now {
                 break;
             }
@@ -515,7 +512,7 @@ mod tests {
         let mut out = Vec::new();
         let mut now = Instant::ZERO;
         for step in 0..400u64 {
-            now = now + wire::Duration::from_micros(250);
+            now += wire::Duration::from_micros(250);
             let c = clients[(step * 7 % 20) as usize];
             if step % 3 != 2 {
                 net.inject(
