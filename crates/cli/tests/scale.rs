@@ -217,15 +217,7 @@ fn a_1000_host_lab_leaves_no_namespace_mount_process_or_tun_device_behind() {
     let file = out_dir("star999.toml");
     let dir = out_dir("star999");
     std::fs::write(&file, star(999, "ping -n -c 1 -W 5 srv", None)).unwrap();
-    let child = Command::new(bin())
-        .args(["run", "-q", file.to_str().unwrap(), "-o"])
-        .arg(&dir)
-        .arg("--no-capture")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_quiet_run(&file, &dir);
     let pid = child.id();
     // What the lab made, seen while it runs, to be looked for once it has ended.
     let mut seen = Vec::new();
@@ -272,20 +264,7 @@ fn programs_start_without_the_machines_namespace_mounts_and_the_lab_keeps_its_ow
     // (its own /etc/hosts, a bind mount of the launcher's making), pings it, and stays a while.
     let look = "grep -c ' /run/netns' /proc/self/mountinfo; ping -n -c 1 -W 2 srv; sleep 1";
     std::fs::write(&file, star(3, look, None)).unwrap();
-    let child = Command::new(bin())
-        .args([
-            "run",
-            "-q",
-            file.to_str().unwrap(),
-            "-o",
-            dir.to_str().unwrap(),
-        ])
-        .arg("--no-capture")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_quiet_run(&file, &dir);
     let pid = child.id();
     let lab_mounts = || {
         std::fs::read_to_string("/proc/self/mountinfo")
@@ -321,4 +300,19 @@ fn programs_start_without_the_machines_namespace_mounts_and_the_lab_keeps_its_ow
     assert_eq!(lab_mounts(), 0);
     let _ = std::fs::remove_dir_all(&dir);
     assert_nothing_left();
+}
+
+/// `latencylab run -q FILE -o DIR --no-capture`, started and left running, its stderr piped.
+fn spawn_quiet_run(file: &std::path::Path, dir: &std::path::Path) -> std::process::Child {
+    Command::new(bin())
+        .args(["run", "-q"])
+        .arg(file)
+        .arg("-o")
+        .arg(dir)
+        .arg("--no-capture")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
