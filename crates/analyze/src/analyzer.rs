@@ -23,7 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use wire::packet::{TcpHeader, Transport};
 use wire::{Ecn, Instant};
 
-use crate::capture::{CaptureError, CaptureReader, RawPacket};
+use crate::capture::{CaptureError, CaptureReader, RawPacket, RECORDS_ANY};
 use crate::diagnose;
 use crate::filter::Filter;
 use crate::headers;
@@ -378,16 +378,37 @@ impl Front {
         progress: &mut dyn FnMut(u64),
         mut each: impl FnMut(&mut Front, Vantage, u64, Instant, u64, &[u8]),
     ) {
-        let mut next_progress = PROGRESS_STEP_BYTES;
         let cap = self.captures.len();
         self.captures.push(CaptureSummary {
             name: name.to_string(),
             format: rd.format_name(),
             ..CaptureSummary::default()
         });
+        // One loop per record layout, chosen once for the file: 4 to 7 are a pcap in memory
+        // in either byte order and timestamp unit (`RECORDS_PCAP_IN_MEMORY` and its bits).
+        match rd.records() {
+            4 => self.walk::<4>(cap, &mut rd, progress, &mut each),
+            5 => self.walk::<5>(cap, &mut rd, progress, &mut each),
+            6 => self.walk::<6>(cap, &mut rd, progress, &mut each),
+            7 => self.walk::<7>(cap, &mut rd, progress, &mut each),
+            _ => self.walk::<RECORDS_ANY>(cap, &mut rd, progress, &mut each),
+        }
+        self.captures[cap].interfaces = rd.interfaces();
+    }
+
+    /// [`Front::read_capture`]'s loop over the records of capture `cap`, which lie as
+    /// `RECORDS` says ([`CaptureReader::records`]).
+    fn walk<const RECORDS: u8>(
+        &mut self,
+        cap: usize,
+        rd: &mut CaptureReader<'_>,
+        progress: &mut dyn FnMut(u64),
+        each: &mut impl FnMut(&mut Front, Vantage, u64, Instant, u64, &[u8]),
+    ) {
+        let mut next_progress = PROGRESS_STEP_BYTES;
         let mut unsupported: Vec<u32> = Vec::new();
         loop {
-            let p: RawPacket<'_> = match rd.next_packet() {
+            let p: RawPacket<'_> = match rd.next_fixed::<RECORDS>() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
@@ -431,7 +452,6 @@ impl Front {
                 }
             }
         }
-        self.captures[cap].interfaces = rd.interfaces();
     }
 
     fn warn(&mut self, capture: usize, packet: u64, message: String) {
@@ -569,6 +589,7 @@ impl ShardAnalyzer {
     }
 
     /// Feeds one item from the front.
+    #[inline]
     pub fn handle(&mut self, item: Item<'_>) {
         match item.0 {
             ItemKind::Packet {

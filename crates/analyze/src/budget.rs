@@ -249,6 +249,9 @@ impl Timeline {
         }
     }
 
+    // Inlined into its one caller, the per-packet step (a call costs more than its body for
+    // most packets, and the compiler's choice varied with unrelated changes).
+    #[inline(always)]
     fn utterance(&mut self, p: &PacketInfo) {
         let d = p.side;
         let now = p.time;

@@ -19,6 +19,13 @@ use wire::Instant;
 
 use crate::model::InterfaceInfo;
 
+/// [`CaptureReader::records`]: anything but a pcap in memory (read through
+/// [`CaptureReader::next_packet`]).
+pub(crate) const RECORDS_ANY: u8 = 0;
+/// [`CaptureReader::records`]: a pcap in memory; bit 1 set for big-endian, bit 0 for
+/// nanosecond timestamps.
+pub(crate) const RECORDS_PCAP_IN_MEMORY: u8 = 4;
+
 /// Largest record we accept (pcapng's and tcpdump's own ceiling is 256 KiB; leave room).
 const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
@@ -276,6 +283,33 @@ impl<'r> CaptureReader<'r> {
         }
     }
 
+    /// How the records of this reader lie, for [`CaptureReader::next_fixed`]: one of the
+    /// `RECORDS_*` constants, decided once per file.
+    pub(crate) fn records(&self) -> u8 {
+        match (self.format, self.whole) {
+            (Format::Pcap { big_endian, nanos }, Some(_)) => {
+                RECORDS_PCAP_IN_MEMORY | u8::from(big_endian) << 1 | u8::from(nanos)
+            }
+            _ => RECORDS_ANY,
+        }
+    }
+
+    /// [`CaptureReader::next_packet`] for a reader whose [`CaptureReader::records`] is
+    /// `RECORDS`: the same records and errors, with the byte order and timestamp unit of an
+    /// in-memory pcap fixed at compile time, so that a loop over the file tests neither per
+    /// record.
+    #[inline(always)]
+    pub(crate) fn next_fixed<const RECORDS: u8>(
+        &mut self,
+    ) -> Result<Option<RawPacket<'_>>, CaptureError> {
+        match (RECORDS & RECORDS_PCAP_IN_MEMORY != 0, self.whole) {
+            (true, Some(whole)) => {
+                self.next_pcap_in_place(whole, RECORDS & 2 != 0, RECORDS & 1 != 0)
+            }
+            _ => self.next_packet(),
+        }
+    }
+
     /// Reads until `out` is full or the input ends; returns the bytes read.
     fn read_full(&mut self, out: &mut [u8]) -> Result<usize, CaptureError> {
         let mut got = 0;
@@ -412,8 +446,9 @@ impl<'r> CaptureReader<'r> {
     }
 
     /// [`CaptureReader::next_pcap`] on an input in memory: the same records and errors, read
-    /// at `self.pos` without going through `src`.
-    #[inline]
+    /// at `self.pos` without going through `src`. Always inlined: [`CaptureReader::next_fixed`]
+    /// fixes its byte order and timestamp unit in each loop that calls it.
+    #[inline(always)]
     fn next_pcap_in_place(
         &mut self,
         whole: &'r [u8],
@@ -890,17 +925,21 @@ mod tests {
     /// (number, time ns, interface, link type, bytes) of each record.
     type Rec = (u64, u64, u32, u32, Vec<u8>);
 
+    fn rec(p: &RawPacket<'_>) -> Rec {
+        (
+            p.number,
+            p.time.as_nanos(),
+            p.interface,
+            p.linktype,
+            p.data.to_vec(),
+        )
+    }
+
     fn all(bytes: &[u8]) -> Result<Vec<Rec>, CaptureError> {
         let mut r = CaptureReader::new(bytes)?;
         let mut out = Vec::new();
         while let Some(p) = r.next_packet()? {
-            out.push((
-                p.number,
-                p.time.as_nanos(),
-                p.interface,
-                p.linktype,
-                p.data.to_vec(),
-            ));
+            out.push(rec(&p));
         }
         Ok(out)
     }
@@ -912,15 +951,54 @@ mod tests {
         while let Some(p) = r.next_packet()? {
             let at = p.offset as usize;
             assert_eq!(bytes.get(at..at + p.data.len()), Some(p.data));
-            out.push((
-                p.number,
-                p.time.as_nanos(),
-                p.interface,
-                p.linktype,
-                p.data.to_vec(),
-            ));
+            out.push(rec(&p));
         }
         Ok(out)
+    }
+
+    /// [`all`] through [`CaptureReader::next_fixed`] with the layout the reader reports.
+    fn all_fixed(bytes: &[u8]) -> Result<Vec<Rec>, CaptureError> {
+        fn walk<const RECORDS: u8>(mut r: CaptureReader<'_>) -> Result<Vec<Rec>, CaptureError> {
+            let mut out = Vec::new();
+            while let Some(p) = r.next_fixed::<RECORDS>()? {
+                out.push(rec(&p));
+            }
+            Ok(out)
+        }
+        let r = CaptureReader::from_bytes(bytes)?;
+        match r.records() {
+            4 => walk::<4>(r),
+            5 => walk::<5>(r),
+            6 => walk::<6>(r),
+            7 => walk::<7>(r),
+            _ => walk::<RECORDS_ANY>(r),
+        }
+    }
+
+    #[test]
+    fn records_read_with_the_layout_fixed_are_those_of_the_general_reader() {
+        for be in [false, true] {
+            for nanos in [false, true] {
+                let mut f = pcap_header(be, nanos, 1);
+                f.extend(pcap_record(be, 1, 2, &[0x45, 1, 2, 3]));
+                f.extend(pcap_record(be, 7, 999, &[]));
+                f.extend(pcap_record(be, 9, 4, &[0x60; 9]));
+                let layout = CaptureReader::from_bytes(&f).unwrap().records();
+                let expected = RECORDS_PCAP_IN_MEMORY | u8::from(be) << 1 | u8::from(nanos);
+                assert_eq!(layout, expected);
+                for cut in 0..=f.len() {
+                    assert_eq!(all_fixed(&f[..cut]), all(&f[..cut]), "cut at {cut}");
+                }
+            }
+        }
+        let mut ng = shb(false);
+        ng.extend(idb(false, 1, 6, None));
+        ng.extend(epb(false, 0, 5, &[7; 5], 5));
+        assert_eq!(
+            CaptureReader::from_bytes(&ng).unwrap().records(),
+            RECORDS_ANY
+        );
+        assert_eq!(all_fixed(&ng), all(&ng));
     }
 
     #[test]
@@ -1061,6 +1139,7 @@ mod tests {
             f.extend(data);
             // In place: the same records and errors, each where its offset says.
             proptest::prop_assert_eq!(all_in_place(&f), all(&f));
+            proptest::prop_assert_eq!(all_fixed(&f), all(&f));
         }
     }
 

@@ -53,6 +53,7 @@ pub fn supported(linktype: u32) -> bool {
 
 /// The IP datagram inside a record: `Ok(Some(bytes))` for IPv4/IPv6, `Ok(None)` for other
 /// protocols (ARP, LLDP…).
+#[inline]
 pub fn ip_payload(linktype: u32, data: &[u8]) -> Result<Option<&[u8]>, LinkError> {
     let short = || LinkError::Truncated {
         linktype,

@@ -55,6 +55,20 @@ fn a_lab_stopped_for_200_ms_during_a_ping_reports_the_stall_and_when() {
             .any(|s| s["ms"].as_f64() == Some(stall) && s["at_s"] == at),
         "{stalls:?}"
     );
+    // Every stall over 1 ms is counted, listed or not, and the list leaves none out here.
+    let count = summary["engine"]["stalls_over_1ms"].as_u64().unwrap();
+    let total = summary["engine"]["stalls_over_1ms_total_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        count >= stalls.len() as u64 && count >= 1,
+        "{count} {stalls:?}"
+    );
+    assert!(total >= stall, "{total} ms in all, the longest {stall} ms");
+    assert_eq!(
+        summary["engine"]["stalls_unlisted_max_ms"].as_f64(),
+        Some(0.0)
+    );
     let start_ns = summary["engine"]["clock_monotonic_start_ns"]
         .as_u64()
         .unwrap();
@@ -203,15 +217,7 @@ fn a_1000_host_lab_leaves_no_namespace_mount_process_or_tun_device_behind() {
     let file = out_dir("star999.toml");
     let dir = out_dir("star999");
     std::fs::write(&file, star(999, "ping -n -c 1 -W 5 srv", None)).unwrap();
-    let child = Command::new(bin())
-        .args(["run", "-q", file.to_str().unwrap(), "-o"])
-        .arg(&dir)
-        .arg("--no-capture")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_quiet_run(&file, &dir);
     let pid = child.id();
     // What the lab made, seen while it runs, to be looked for once it has ended.
     let mut seen = Vec::new();
@@ -247,4 +253,66 @@ fn a_1000_host_lab_leaves_no_namespace_mount_process_or_tun_device_behind() {
         !mounts.contains(&format!("/run/netns/ll-{pid}-")),
         "namespace mounts left"
     );
+}
+
+#[test]
+fn programs_start_without_the_machines_namespace_mounts_and_the_lab_keeps_its_own() {
+    let _g = lock();
+    let file = out_dir("star3-mounts.toml");
+    let dir = out_dir("star3-mounts");
+    // Each client counts the namespace mounts it sees, then looks up the server by its name
+    // (its own /etc/hosts, a bind mount of the launcher's making), pings it, and stays a while.
+    let look = "grep -c ' /run/netns' /proc/self/mountinfo; ping -n -c 1 -W 2 srv; sleep 1";
+    std::fs::write(&file, star(3, look, None)).unwrap();
+    let child = spawn_quiet_run(&file, &dir);
+    let pid = child.id();
+    let lab_mounts = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .matches(&format!("/ll-{pid}-"))
+            .count()
+    };
+    // While the programs run, the machine still has every host's name (the launcher detached
+    // them in a mount namespace of its own, which does not reach the machine's).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let programs = dir.join("programs/c0.out");
+    let mut seen_while_running = 0;
+    while Instant::now() < deadline {
+        let ran = std::fs::read_to_string(&programs).is_ok_and(|t| t.contains("received"));
+        if ran {
+            seen_while_running = lab_mounts();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        seen_while_running >= 4,
+        "{seen_while_running} of the lab's names mounted"
+    );
+    for i in 0..3 {
+        let out = std::fs::read_to_string(dir.join(format!("programs/c{i}.out"))).unwrap();
+        assert!(out.starts_with("0\n"), "c{i} saw namespace mounts:\n{out}");
+        assert!(out.contains("1 received"), "c{i}:\n{out}");
+    }
+    assert_eq!(lab_mounts(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_nothing_left();
+}
+
+/// `latencylab run -q FILE -o DIR --no-capture`, started and left running, its stderr piped.
+fn spawn_quiet_run(file: &std::path::Path, dir: &std::path::Path) -> std::process::Child {
+    Command::new(bin())
+        .args(["run", "-q"])
+        .arg(file)
+        .arg("-o")
+        .arg(dir)
+        .arg("--no-capture")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }

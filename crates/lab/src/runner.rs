@@ -306,6 +306,10 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
             ms: d.as_secs_f64() * 1e3,
         })
         .collect();
+    let (count, total) = lab.stalls.over_worth_saying_total();
+    summary.engine.stalls_over_1ms = count;
+    summary.engine.stalls_over_1ms_total_ms = total.as_secs_f64() * 1e3;
+    summary.engine.stalls_unlisted_max_ms = lab.stalls.longest_unkept().as_secs_f64() * 1e3;
     summary.engine.clock_monotonic_start_ns = lab.mono_start;
     if let Some(d) = &opts.out_dir {
         output::write_json(&RunDir::new(d).summary_json(), &summary)?;

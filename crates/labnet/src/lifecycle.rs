@@ -393,16 +393,26 @@ impl PriorityPolicy {
 /// So that a stall while the loop sleeps with nothing due is seen too, the loop never sleeps
 /// longer than [`HEARTBEAT`]: a stall of length S is then measured as at least S - HEARTBEAT.
 ///
-/// Besides the longest, it keeps every stall over [`STALL_WORTH_SAYING`] (the first
-/// [`STALLS_KEPT`]), so that each can be set beside what else the machine did at that moment.
+/// Besides the longest, it keeps the [`STALLS_KEPT`] longest stalls over
+/// [`STALL_WORTH_SAYING`], so that each can be set beside what else the machine did at that
+/// moment, whenever in the run it came; of all of them, it counts how many there were and how
+/// long they lasted together, and it remembers the longest one it did not keep, which bounds
+/// every stall missing from the list.
 #[derive(Clone, Debug, Default)]
 pub struct StallMeter {
     longest: Duration,
     at: Instant,
-    over: Vec<(Instant, Duration)>,
+    /// The kept stalls, shortest first (a min-heap by length, then time).
+    kept: std::collections::BinaryHeap<std::cmp::Reverse<(Duration, Instant)>>,
+    /// Every stall over [`STALL_WORTH_SAYING`]: how many, and their sum.
+    count: u64,
+    total: Duration,
+    /// The longest stall over [`STALL_WORTH_SAYING`] that is not kept.
+    longest_unkept: Duration,
 }
 
-/// How many stalls over [`STALL_WORTH_SAYING`] a [`StallMeter`] keeps (2 KB).
+/// How many stalls over [`STALL_WORTH_SAYING`] a [`StallMeter`] keeps, the longest (2 KB in
+/// summary.json).
 pub const STALLS_KEPT: usize = 128;
 
 /// The longest sleep of an idle loop (see [`StallMeter`]).
@@ -423,8 +433,15 @@ impl StallMeter {
     }
 
     fn record(&mut self, d: Duration, at: Instant) {
-        if d > STALL_WORTH_SAYING && self.over.len() < STALLS_KEPT {
-            self.over.push((at, d));
+        if d > STALL_WORTH_SAYING {
+            self.count += 1;
+            self.total += d;
+            self.kept.push(std::cmp::Reverse((d, at)));
+            if self.kept.len() > STALLS_KEPT {
+                if let Some(std::cmp::Reverse((shortest, _))) = self.kept.pop() {
+                    self.longest_unkept = self.longest_unkept.max(shortest);
+                }
+            }
         }
         if d > self.longest {
             self.longest = d;
@@ -437,10 +454,25 @@ impl StallMeter {
         (self.longest, self.at)
     }
 
-    /// Every stall over [`STALL_WORTH_SAYING`], when it began and how long, in the order they
-    /// happened (the first [`STALLS_KEPT`]).
-    pub fn over_worth_saying(&self) -> &[(Instant, Duration)] {
-        &self.over
+    /// The [`STALLS_KEPT`] longest stalls over [`STALL_WORTH_SAYING`], when each began and how
+    /// long it lasted, in the order they happened.
+    pub fn over_worth_saying(&self) -> Vec<(Instant, Duration)> {
+        let mut v: Vec<(Instant, Duration)> = self.kept.iter().map(|r| (r.0 .1, r.0 .0)).collect();
+        v.sort();
+        v
+    }
+
+    /// How many stalls over [`STALL_WORTH_SAYING`] there were, kept or not, and their sum.
+    pub fn over_worth_saying_total(&self) -> (u64, Duration) {
+        (self.count, self.total)
+    }
+
+    /// The longest stall over [`STALL_WORTH_SAYING`] that [`StallMeter::over_worth_saying`]
+    /// does not list, or zero when it lists them all: no stall missing from the list was
+    /// longer. (It may have been as long: a stall of exactly this length can be missing while
+    /// one of the same length is listed.)
+    pub fn longest_unkept(&self) -> Duration {
+        self.longest_unkept
     }
 }
 
@@ -631,14 +663,48 @@ mod tests {
                 (ms(500), Duration::from_micros(1500)),
             ]
         );
-        for k in 0..STALLS_KEPT as u64 {
-            m.woke(ms(1000 + 10 * k), ms(1000 + 10 * k + 2));
-        }
-        assert_eq!(m.over_worth_saying().len(), STALLS_KEPT);
         assert_eq!(
-            m.over_worth_saying()[3],
-            (ms(1000), Duration::from_millis(2))
+            m.over_worth_saying_total(),
+            (3, Duration::from_micros(198_500))
         );
+        assert_eq!(m.longest_unkept(), Duration::ZERO, "all three are listed");
+    }
+
+    #[test]
+    fn the_stall_meter_lists_the_longest_stalls_wherever_they_came_and_bounds_the_rest() {
+        let mut m = StallMeter::default();
+        // A start-up with many short stalls, more than the list holds...
+        for k in 0..2 * STALLS_KEPT as u64 {
+            m.turn(ms(10 * k), ms(10 * k) + Duration::from_micros(1100 + k % 7));
+        }
+        // ...then, late in the run, three longer ones.
+        m.woke(ms(60_000), ms(60_003));
+        m.turn(ms(70_000), ms(70_005));
+        m.woke(ms(80_000), ms(80_002));
+        let kept = m.over_worth_saying();
+        assert_eq!(kept.len(), STALLS_KEPT);
+        assert_eq!(
+            kept[STALLS_KEPT - 3..],
+            [
+                (ms(60_000), Duration::from_millis(3)),
+                (ms(70_000), Duration::from_millis(5)),
+                (ms(80_000), Duration::from_millis(2)),
+            ],
+            "the late stalls are listed, in the order they happened"
+        );
+        assert!(kept.windows(2).all(|w| w[0].0 < w[1].0), "in time order");
+        // Every stall is counted, and the longest one left out bounds those missing.
+        let (count, total) = m.over_worth_saying_total();
+        assert_eq!(count, 2 * STALLS_KEPT as u64 + 3);
+        let short: u64 = (0..2 * STALLS_KEPT as u64).map(|k| 1100 + k % 7).sum();
+        assert_eq!(total, Duration::from_micros(short + 10_000));
+        let shortest_kept = kept.iter().map(|k| k.1).min().unwrap();
+        assert!(m.longest_unkept() <= shortest_kept);
+        assert!(m.longest_unkept() >= Duration::from_micros(1100));
+        // Shorter stalls than all those kept change nothing in the list.
+        m.turn(ms(90_000), ms(90_000) + Duration::from_micros(1001));
+        assert_eq!(m.over_worth_saying(), kept);
+        assert_eq!(m.over_worth_saying_total().0, count + 1);
     }
 
     #[test]

@@ -529,9 +529,20 @@ pub struct EngineSummary {
     /// When that stall began, in seconds since the lab started.
     #[serde(default)]
     pub longest_stall_at_s: f64,
-    /// Every stall over 1 ms (the first 128), in the order they happened.
+    /// The longest stalls over 1 ms (at most 128 of them, whenever in the run they came), in
+    /// the order they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<Stall>,
+    /// How many stalls over 1 ms there were, listed in `stalls` or not.
+    #[serde(default)]
+    pub stalls_over_1ms: u64,
+    /// Their lengths added up.
+    #[serde(default)]
+    pub stalls_over_1ms_total_ms: f64,
+    /// The longest stall over 1 ms that `stalls` does not list (0 when it lists them all): no
+    /// stall missing from the list was longer.
+    #[serde(default)]
+    pub stalls_unlisted_max_ms: f64,
     /// The lab's start (the zero of every `_at_s` above) on the machine's CLOCK_MONOTONIC, so
     /// that a stall can be set beside another program's record of the same moment.
     #[serde(default)]

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::fs;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result};
@@ -43,6 +43,7 @@ impl Served {
             ))),
             Request::Setup(s) => {
                 self.setup = s;
+                leave_netns_mounts();
                 None
             }
             Request::Start(s) => Some(match self.start(&s) {
@@ -209,15 +210,68 @@ pub(crate) fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
             }
         }
         while let Ok(Some(_)) = sfd.read_signal() {}
-        let mut ended = Vec::new();
-        for (pid, c) in served.children.iter_mut() {
-            if let Ok(Some(st)) = c.try_wait() {
-                ended.push((*pid, exit_code_of(st)));
+        // One wait per program that has ended, not one per program running: a lab of a
+        // thousand programs made a thousand system calls on every request and every exit.
+        // Every child of the launcher is a program it started.
+        loop {
+            let mut raw = 0;
+            // SAFETY: waitpid writes the status into our stack integer.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+            if pid <= 0 {
+                break;
+            }
+            if served.children.remove(&pid).is_some() {
+                let status = exit_code_of(std::process::ExitStatus::from_raw(raw));
+                send(&LaunchEvent::Exited { pid, status })?;
             }
         }
-        for (pid, status) in ended {
-            served.children.remove(&pid);
-            send(&LaunchEvent::Exited { pid, status })?;
+    }
+}
+
+/// Where `ip netns` and the lab bind-mount network namespaces by name.
+const NETNS_DIR: &str = "/run/netns";
+
+/// Moves the launcher into a mount namespace of its own without the namespaces bind-mounted
+/// under /run/netns, once the lab's are there (the lab has told its hosts), so that the
+/// programs, whose mount namespaces are copies of the launcher's, do not carry them.
+///
+/// Every program starts in a new mount namespace (its own /etc/hosts): the kernel copies every
+/// mount into it as it starts, and takes every one down as it ends, in system calls that do not
+/// yield the CPU. A lab of N hosts has N bind mounts there (and other labs theirs), so a
+/// thousand programs cost a thousand times a thousand mounts' copies and teardowns, in
+/// stretches of milliseconds of kernel time during which nothing else runs on that CPU. The
+/// launcher holds each host's namespace open by descriptor and needs none of the names; the
+/// programs lose only the sight of other namespaces' names (`ip netns exec` inside a lab host).
+///
+/// The launcher's mounts are made slaves first, so that taking /run/netns down here never
+/// propagates back to the machine, while the machine's later mounts still reach the programs.
+/// Without the privilege for it (a rootless lab, which mounts nothing there), nothing changes.
+fn leave_netns_mounts() {
+    let dir = c(NETNS_DIR);
+    let root = c("/");
+    // SAFETY: unshare, mount and umount2 take plain integers and NUL-terminated strings that
+    // outlive the calls.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return;
+        }
+        let slave = libc::MS_REC | libc::MS_SLAVE;
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            slave,
+            std::ptr::null(),
+        ) != 0
+        {
+            return;
+        }
+        // /run/netns may be bound on itself more than once (each `ip netns add` that found it
+        // not yet a mount point did it); each detach takes one layer with everything under it.
+        for _ in 0..16 {
+            if libc::umount2(dir.as_ptr(), libc::MNT_DETACH) != 0 {
+                break;
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Nanoseconds each impairment adds per packet to one link direction:
-//! `cargo run --release -p link --example impair_bench [WORD]` (with WORD, only the plain link
-//! and the configurations whose name contains it, e.g. `duplicate`: for a profiler).
+//! `cargo build --release -p link --example impair_bench && target/release/examples/impair_bench
+//! [WORD] [--rounds N] [--alone]` (with WORD, only the plain links and the configurations whose
+//! name contains it, e.g. `duplicate`; with `--alone` as well, not even the plain links: for a
+//! profiler, whose samples are then those configurations' alone).
 //!
 //! A link of 100 Gbit/s (never the bottleneck) with 10 ms of delay and a FIFO is offered one
 //! 1500-byte UDP packet per simulated microsecond, and polled at each step. The loop does what
@@ -8,34 +10,64 @@
 //! from the TUN device), each delivered packet is copied out (the write into the far host's) and
 //! its buffer goes back to the pool, 4096 at most, the rest to the link (`Link::recycle`, where
 //! a duplicating link makes its copies; the lab's engine does not hand its surplus to the links
-//! yet, it frees it). The clock starts after 100 000 packets, once the pool and the packets in
-//! flight are steady. The configurations take turns, 15 rounds of 300 000 packets each, so that a busy machine slows
-//! them alike. Time is the thread's own time on a CPU (the first field of
-//! `/proc/thread-self/schedstat`, in ns), so that waiting for a core on a shared machine is not
-//! counted. The table gives the minimum and the median per packet, and the difference of the
-//! medians from the plain link's: what the impairment costs. This is a program, not library
-//! code: reading the clock here is the point.
+//! yet, it frees it).
+//!
+//! **The measurement.** Every configuration gets its own link and pool ("rig"), warmed up with
+//! 100 000 packets, and all rigs live side by side, built anew (in a new order) every ten rounds:
+//! where a rig's buffers lie in memory changes its cost by some ns a packet, which a rig kept for
+//! the whole run would carry into every round as a bias. Then come many short rounds; in each,
+//! every rig takes a turn, in a new order each round: 20 000 packets untimed (its buffers back in
+//! cache after the other rigs' turns: the turn's deliveries then read buffers this turn wrote),
+//! then 20 000 timed. A round lasts well under a second, so a change of the machine's load or clock
+//! frequency hits every configuration of the round alike, and each configuration's cost is compared
+//! with a plain link's *in the same round*: the figure given is the median, over the rounds, of
+//! these paired differences, with a 95 % confidence interval of that median (from the order
+//! statistics: no assumption about the distribution) and the interquartile range of single rounds.
+//! Two identical plain links are both measured; their difference must come out at 0 within the
+//! interval, which checks the method. Time is the thread's own CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), so that waiting for a core on a shared machine is not counted, and
+//! the process pins itself to one CPU, so that a turn is never split between two cores' caches.
+//!
+//! **Which plain link.** An impairment changes how long packets stay in flight (order-kept
+//! jitter holds packets behind the latest one, `reorder` sends a quarter ahead, late copies
+//! stay 50 ms), and so how many buffers the loop cycles through and how long since each was
+//! last touched. Each configuration is therefore also compared with a plain link holding as
+//! many packets in flight: by Little's law, a delay equal to the configuration's mean time in
+//! flight per packet offered (measured during the warm-up, rounded to 0.5 ms). This is a
+//! program, not library code: reading the clock here is the point.
 
 use std::hint::black_box;
 
 use link::impair::{parse_corrupt, Impairments, NarrowLink};
 use link::{Duplicate, Filter, Jitter, Link, LinkParams, PacketRate, Reorder, Slot};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::time::{clock_gettime, ClockId};
+use nix::unistd::Pid;
 use qdisc::fifo::{Fifo, Limit};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use wire::{Duration, Instant, Packet, Rate};
 
-const PACKETS: u64 = 300_000;
+const PLAIN: &str = "plain (100 Gbit/s, 10 ms)";
+/// The same link again: its difference from [`PLAIN`] checks the method (it must be 0).
+const PLAIN_AGAIN: &str = "plain again (the same link)";
 /// The plain link with the delay that order-kept normal jitter of 2 ms adds on average at this
 /// packet rate: what more packets in flight cost, with no impairment.
 const PLAIN_17MS: &str = "plain, 17 ms";
-/// Packets offered before the clock starts: the in-flight packets and late copies of every
-/// configuration settle within 100 ms of simulated time.
+/// Packets offered to each rig before the first round: the in-flight packets and late copies
+/// of every configuration settle within 100 ms of simulated time.
 const WARMUP: u64 = 100_000;
+/// Packets of each turn before the clock starts: more than any configuration holds in flight
+/// (at most about 18 000), so that the timed packets' buffers were all written in this turn.
+const LEAD_IN: u64 = 20_000;
+/// Packets timed in each turn.
+const TIMED: u64 = 20_000;
+const ROUNDS: usize = 150;
+/// Rounds between rebuilds of every rig (see `main`).
+const ROUNDS_PER_BUILD: usize = 10;
 /// Buffers the shell keeps for its reads (crates/lab's engine keeps 4096).
 const POOL_BUFFERS: usize = 4096;
-const RUNS: usize = 15;
 
 fn packet(id: u64) -> Packet {
     let d = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
@@ -49,89 +81,163 @@ fn packet(id: u64) -> Packet {
 
 /// Nanoseconds this thread has run on a CPU.
 fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .expect("/proc/thread-self/schedstat (Linux with schedstats)")
+    let t = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).expect("CLOCK_THREAD_CPUTIME_ID");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
-/// CPU nanoseconds per packet offered, once the link and the pool are in their steady state.
-/// Also returns the median delay the link added (delay, jitter, order-keeping), in ms.
-fn run(delay: Duration, impair: &Impairments) -> (f64, f64) {
-    let params = LinkParams {
-        capacity: link::Capacity::Rate(Rate::from_mbit(100_000)),
-        delay,
-        impair: impair.clone(),
-        ..LinkParams::default()
-    };
-    let mut l = Link::new(
-        Instant::ZERO,
-        params,
-        Box::new(Fifo::new(Limit::Packets(100_000))),
-        1,
-    );
-    l.set_event_detail(false);
-    // The shell's pool of written packets' buffers (a stack, as the shell's: the buffer reused
-    // next is the one written last); buffers beyond it go back to the link (`Link::recycle`),
-    // which lets them go unless it duplicates. Full from the start, and enough beside it for the packets in flight, as a running lab's
-    // pool is once its hosts have been idle. Its buffers are shuffled: allocated in a row they
-    // would lie at consecutive addresses, and a link that delivers in order would hand them back
-    // in that order, a stride the cache's prefetcher follows, which a running lab's pool, long
-    // since mixed, does not have (and a link that reorders would pay for the difference).
-    let mut pool: Vec<Packet> = (0..POOL_BUFFERS as u64 + 12_000).map(packet).collect();
-    pool.shuffle(&mut ChaCha8Rng::seed_from_u64(7));
-    let mut out = Vec::new();
-    let mut allocated = 0u64;
-    // What the shell's read(2) from the TUN device leaves (the kernel's copy of the packet) and
-    // what its write(2) into the far host's TUN device copies into.
-    let read = packet(0).data;
-    let mut written = vec![0u8; 65_536];
-    let mut step = |id: u64, allocated: &mut u64| {
-        let now = Instant::from_micros(id);
-        let mut p = pool.pop().unwrap_or_else(|| {
-            *allocated += 1;
-            packet(id)
-        });
-        p.id = id;
-        p.data.clear();
-        p.data.extend_from_slice(&read);
-        p.data[4..6].copy_from_slice(&(id as u16).to_be_bytes());
-        l.enqueue(now, p, &mut ());
-        l.poll(now, &mut out, &mut ());
-        for (_, p) in out.drain(..) {
-            written[..p.len()].copy_from_slice(&p.data);
-            black_box(&written);
-            if pool.len() < POOL_BUFFERS {
-                pool.push(p);
-            } else {
-                l.recycle(p.data);
+/// Pins the process to the last CPU it may run on; the CPU, or why not.
+fn pin() -> Result<usize, String> {
+    let allowed = sched_getaffinity(Pid::from_raw(0)).map_err(|e| e.to_string())?;
+    let cpu = (0..CpuSet::count())
+        .rev()
+        .find(|&c| allowed.is_set(c).unwrap_or(false))
+        .ok_or("no CPU allowed")?;
+    let mut one = CpuSet::new();
+    one.set(cpu).map_err(|e| e.to_string())?;
+    sched_setaffinity(Pid::from_raw(0), &one).map_err(|e| e.to_string())?;
+    Ok(cpu)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// One configuration's link with the loop around it, as the shell runs it.
+struct Rig {
+    link: Link,
+    /// The shell's pool of written packets' buffers (a stack, as the shell's: the buffer reused
+    /// next is the one written last); buffers beyond it go back to the link (`Link::recycle`),
+    /// which lets them go unless it duplicates. Its buffers are shuffled: allocated in a row
+    /// they would lie at consecutive addresses, and a link that delivers in order would hand
+    /// them back in that order, a stride the cache's prefetcher follows, which a running lab's
+    /// pool, long since mixed, does not have (and a link that reorders would pay for the
+    /// difference).
+    pool: Vec<Packet>,
+    out: Vec<(Instant, Packet)>,
+    /// What the shell's read(2) from the TUN device leaves (the kernel's copy of the packet).
+    read: Vec<u8>,
+    /// What its write(2) into the far host's TUN device copies into.
+    written: Vec<u8>,
+    /// The next packet's id, which is also the microsecond it is offered at.
+    next_id: u64,
+    /// Reads that found the pool empty and allocated.
+    allocated: u64,
+    /// Nanoseconds in flight, summed over the packets delivered (copies included).
+    in_flight_ns: u128,
+}
+
+impl Rig {
+    fn new(delay: Duration, impair: &Impairments) -> Rig {
+        let params = LinkParams {
+            capacity: link::Capacity::Rate(Rate::from_mbit(100_000)),
+            delay,
+            impair: impair.clone(),
+            ..LinkParams::default()
+        };
+        let mut link = Link::new(
+            Instant::ZERO,
+            params,
+            Box::new(Fifo::new(Limit::Packets(100_000))),
+            1,
+        );
+        link.set_event_detail(false);
+        // Full from the start, and enough beside it for the packets in flight, as a running
+        // lab's pool is once its hosts have been idle.
+        let mut pool: Vec<Packet> = (0..POOL_BUFFERS as u64 + 12_000).map(packet).collect();
+        pool.shuffle(&mut ChaCha8Rng::seed_from_u64(7));
+        Rig {
+            link,
+            pool,
+            out: Vec::new(),
+            read: packet(0).data,
+            written: vec![0u8; 65_536],
+            next_id: 0,
+            allocated: 0,
+            in_flight_ns: 0,
+        }
+    }
+
+    /// Offers `n` packets, one per simulated microsecond, polling after each.
+    fn run(&mut self, n: u64) {
+        for _ in 0..n {
+            let id = self.next_id;
+            self.next_id += 1;
+            let now = Instant::from_micros(id);
+            let mut p = self.pool.pop().unwrap_or_else(|| {
+                self.allocated += 1;
+                packet(id)
+            });
+            p.id = id;
+            p.data.clear();
+            p.data.extend_from_slice(&self.read);
+            p.data[4..6].copy_from_slice(&(id as u16).to_be_bytes());
+            self.link.enqueue(now, p, &mut ());
+            self.link.poll(now, &mut self.out, &mut ());
+            for (at, p) in self.out.drain(..) {
+                self.in_flight_ns += u128::from(at.as_nanos() - p.id * 1000);
+                self.written[..p.len()].copy_from_slice(&p.data);
+                black_box(&self.written);
+                if self.pool.len() < POOL_BUFFERS {
+                    self.pool.push(p);
+                } else {
+                    self.link.recycle(p.data);
+                }
             }
         }
-    };
-    // Until the packets in flight, late copies included, and the pool are steady.
-    for id in 0..WARMUP {
-        step(id, &mut allocated);
     }
-    allocated = 0;
-    let started = cpu_ns();
-    for id in WARMUP..WARMUP + PACKETS {
-        step(id, &mut allocated);
+
+    /// The warm-up: returns the mean time in flight per packet offered (Little's law: a plain
+    /// link with this delay holds as many packets in flight), over its second half.
+    fn warm_up(&mut self) -> Duration {
+        self.run(WARMUP / 2);
+        self.in_flight_ns = 0;
+        self.run(WARMUP / 2);
+        self.allocated = 0;
+        Duration::from_nanos((self.in_flight_ns / u128::from(WARMUP / 2)) as u64)
     }
-    let ns = (cpu_ns() - started) as f64 / PACKETS as f64;
-    black_box(l.stats().packets_out);
-    // Every packet offered was carried or deliberately dropped: none fell to the queue limit,
-    // and reads took their buffers from the pool.
-    assert!(
-        !l.stats().drops.contains_key("overlimit"),
-        "the link was the bottleneck"
-    );
-    assert_eq!(allocated, 0, "a read had to allocate in the timed loop");
-    (ns, l.stats().added_delay.percentiles().p50_ms)
+
+    /// One turn of a round: CPU nanoseconds per timed packet.
+    fn turn(&mut self) -> f64 {
+        self.run(LEAD_IN);
+        let started = cpu_ns();
+        self.run(TIMED);
+        (cpu_ns() - started) as f64 / TIMED as f64
+    }
+
+    /// Every packet offered was carried or deliberately dropped: none fell to the queue limit.
+    fn check(&self) {
+        black_box(self.link.stats().packets_out);
+        assert!(
+            !self.link.stats().drops.contains_key("overlimit"),
+            "the link was the bottleneck"
+        );
+    }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of paired differences, a 95 % confidence interval of it, and the interquartile
+/// range of single rounds.
+struct Spread {
+    median: f64,
+    ci: (f64, f64),
+    iqr: (f64, f64),
+}
+
+/// The confidence interval of a median from order statistics: the number of samples below the
+/// median is Binomial(n, 1/2), so ranks n/2 ± 1.96·√n/2 bracket it with 95 % confidence.
+fn spread(mut v: Vec<f64>) -> Spread {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    let at = |q: f64| v[((q * n as f64) as usize).min(n - 1)];
+    let half = 1.96 * (n as f64).sqrt() / 2.0;
+    let lo = ((n as f64 / 2.0 - half).floor().max(0.0)) as usize;
+    let hi = ((n as f64 / 2.0 + half).ceil() as usize).min(n - 1);
+    Spread {
+        median: at(0.5),
+        ci: (v[lo], v[hi]),
+        iqr: (at(0.25), at(0.75)),
+    }
 }
 
 fn main() {
@@ -141,7 +247,8 @@ fn main() {
         i
     };
     let configs: Vec<(&str, Impairments)> = vec![
-        ("plain (100 Gbit/s, 10 ms)", Impairments::default()),
+        (PLAIN, Impairments::default()),
+        (PLAIN_AGAIN, Impairments::default()),
         (PLAIN_17MS, Impairments::default()),
         (
             "jitter 2ms uniform",
@@ -207,38 +314,155 @@ fn main() {
             }),
         ),
     ];
-    let only = std::env::args().nth(1);
-    let configs: Vec<(&str, Impairments)> = configs
-        .into_iter()
-        .enumerate()
-        .filter(|(i, (name, _))| *i == 0 || only.as_ref().is_none_or(|w| name.contains(w.as_str())))
-        .map(|(_, c)| c)
-        .collect();
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    let mut delays_ms = vec![0.0; configs.len()];
-    for _ in 0..RUNS {
-        for (i, (name, imp)) in configs.iter().enumerate() {
-            let delay = Duration::from_millis(if *name == PLAIN_17MS { 17 } else { 10 });
-            let (ns, delay_ms) = run(delay, imp);
-            times[i].push(ns);
-            delays_ms[i] = delay_ms;
+    let mut args = std::env::args().skip(1);
+    let mut only = None;
+    let mut rounds = ROUNDS;
+    let mut alone = false;
+    while let Some(a) = args.next() {
+        if a == "--alone" {
+            alone = true;
+        } else if a == "--rounds" {
+            let v = args.next().unwrap_or_default();
+            rounds = v
+                .parse()
+                .ok()
+                .filter(|&r: &usize| r > 0)
+                .unwrap_or_else(|| panic!("--rounds wants a count above 0, not {v:?}"));
+        } else {
+            only = Some(a);
         }
     }
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let base = median(times[0].clone());
+    let configs: Vec<(&str, Impairments)> = configs
+        .into_iter()
+        .filter(|(name, _)| {
+            (!alone && (*name == PLAIN || *name == PLAIN_AGAIN))
+                || only.as_ref().is_none_or(|w| name.contains(w.as_str()))
+        })
+        .collect();
+    let pinned = pin();
+    let load_before = loadavg();
+    // The configurations, then the plain links of equal time in flight that they need.
+    let mut names: Vec<String> = Vec::new();
+    let mut rigs: Vec<Rig> = Vec::new();
+    let mut plain_delay: Vec<Option<Duration>> = Vec::new();
+    let mut in_flight: Vec<Duration> = Vec::new();
+    for (name, imp) in &configs {
+        let delay = Duration::from_millis(if *name == PLAIN_17MS { 17 } else { 10 });
+        let mut rig = Rig::new(delay, imp);
+        in_flight.push(rig.warm_up());
+        names.push(name.to_string());
+        plain_delay.push((*imp == Impairments::default()).then_some(delay));
+        rigs.push(rig);
+    }
+    let mut matched = vec![0; rigs.len()];
+    for i in (0..configs.len()).filter(|_| !alone) {
+        // Rounded to 0.5 ms: a few plain links serve every configuration.
+        let d = Duration::from_micros((in_flight[i].as_micros() as u64 + 250) / 500 * 500);
+        let j = match plain_delay.iter().position(|p| *p == Some(d)) {
+            Some(j) => j,
+            None => {
+                let mut rig = Rig::new(d, &Impairments::default());
+                in_flight.push(rig.warm_up());
+                names.push(format!("plain, {:.1} ms", d.as_secs_f64() * 1e3));
+                plain_delay.push(Some(d));
+                rigs.push(rig);
+                matched.push(rigs.len() - 1);
+                rigs.len() - 1
+            }
+        };
+        matched[i] = j;
+    }
+    let n = rigs.len();
+    let specs: Vec<(Duration, Impairments)> = rigs
+        .iter()
+        .map(|r| (r.link.params().delay, r.link.params().impair.clone()))
+        .collect();
+    let mut ns = vec![Vec::with_capacity(rounds); n];
+    let mut allocated = vec![0; n];
+    let mut turn_order = ChaCha8Rng::seed_from_u64(11);
+    for r in 0..rounds {
+        if r > 0 && r % ROUNDS_PER_BUILD == 0 {
+            // New rigs, built in a new order: where a rig's buffers and link lie in memory (and
+            // so which of them share cache sets) changes its cost by some ns a packet; built
+            // anew, that becomes spread between builds instead of a bias the rounds all share.
+            for (a, rig) in allocated.iter_mut().zip(&rigs) {
+                rig.check();
+                *a += rig.allocated;
+            }
+            rigs.clear();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.shuffle(&mut ChaCha8Rng::seed_from_u64(r as u64));
+            let mut built: Vec<Option<Rig>> = (0..n).map(|_| None).collect();
+            for i in order {
+                let mut rig = Rig::new(specs[i].0, &specs[i].1);
+                rig.warm_up();
+                built[i] = Some(rig);
+            }
+            rigs = built.into_iter().map(|r| r.expect("built")).collect();
+        }
+        // The turns in a new order each round: a rig's turn costs a little more or less after
+        // some rigs than after others (what they left in the caches), and a rotation would
+        // keep each rig behind the same one in almost every round.
+        let mut turns: Vec<usize> = (0..n).collect();
+        turns.shuffle(&mut turn_order);
+        for i in turns {
+            ns[i].push(rigs[i].turn());
+        }
+    }
+    for ((a, rig), name) in allocated.iter_mut().zip(&rigs).zip(&names) {
+        rig.check();
+        *a += rig.allocated;
+        // A lab's engine allocates too when its pool runs dry: a cost of the configuration,
+        // counted in its time, and said here.
+        if *a > 0 {
+            println!("{name}: {a} reads found the pool empty and allocated");
+        }
+    }
+    let pin_note = match pinned {
+        Ok(cpu) => format!("pinned to CPU {cpu}"),
+        Err(e) => format!("not pinned ({e})"),
+    };
     println!(
-        "| link | added delay p50 ms | min ns/packet | median ns/packet | added ns/packet (median) |"
+        "{rounds} rounds, every link built anew each {ROUNDS_PER_BUILD}; in each round, every link \
+         in turn, in a new order each round: {LEAD_IN} packets untimed, then {TIMED} timed (thread CPU time); {pin_note}; load average {load_before} at the start, {} at the end.",
+        loadavg()
     );
-    println!("|---|---:|---:|---:|---:|");
-    for (i, (name, _)) in configs.iter().enumerate() {
-        let lo = min(&times[i]);
-        let med = median(times[i].clone());
-        let added = if i == 0 {
+    println!(
+        "\"added\": the median over the rounds of (this link's ns/packet - the other's, same round), \
+         [its 95 % confidence interval], (the interquartile range of single rounds)."
+    );
+    println!();
+    println!(
+        "| link | time in flight ms | ns/packet (median) | added vs plain 10 ms | plain of equal time in flight | added vs it |"
+    );
+    println!("|---|---:|---:|---:|---|---:|");
+    let paired =
+        |i: usize, j: usize| -> Vec<f64> { ns[i].iter().zip(&ns[j]).map(|(a, b)| a - b).collect() };
+    let cell = |s: Spread| {
+        format!(
+            "{:.0} [{:.0}, {:.0}] ({:.0} to {:.0})",
+            s.median, s.ci.0, s.ci.1, s.iqr.0, s.iqr.1
+        )
+    };
+    for i in 0..n {
+        let own = spread(ns[i].clone()).median;
+        let t = in_flight[i].as_secs_f64() * 1e3;
+        let vs_plain = if i == 0 || alone {
             String::new()
         } else {
-            format!("{:.0}", med - base)
+            cell(spread(paired(i, 0)))
         };
-        let d = delays_ms[i];
-        println!("| {name} | {d:.1} | {lo:.0} | {med:.0} | {added} |");
+        let (twin, vs_twin) = if plain_delay[i].is_none() && !alone {
+            (
+                names[matched[i]].clone(),
+                cell(spread(paired(i, matched[i]))),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        println!(
+            "| {} | {t:.1} | {own:.0} | {vs_plain} | {twin} | {vs_twin} |",
+            names[i]
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! `t`, so a multi-hop path is as exact as a single link. A destination no node knows is dropped
 //! and counted (`no_route`): the lab is a closed world.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use wire::{Instant, Packet};
@@ -78,10 +79,22 @@ impl Observer for Tagged<'_> {
 }
 
 /// Nodes joined by link directions.
+///
+/// Which link is due next is kept in an ordered index of each link's next wake-up, updated
+/// whenever a link changes, rather than found by asking every link: a lab of a thousand hosts
+/// has two thousand link directions, nearly all idle, and a scan of them all on every loop turn
+/// and every link event took most of a core.
 #[derive(Default)]
 pub struct Network {
     nodes: Vec<Node>,
     links: Vec<(Link, NodeId)>,
+    /// Each link's next wake-up and id, for every link that has one: `due[i]` is link `i`'s
+    /// entry. Ties go to the lower id, as a scan in id order would take them.
+    timers: BTreeSet<(Instant, LinkId)>,
+    due: Vec<Option<Instant>>,
+    /// Links handed out by [`Network::link_mut`] since the index last looked at them: the
+    /// caller may have changed what they wait for.
+    stale: Vec<LinkId>,
     /// Packets dropped because no route matched their destination.
     pub no_route: u64,
     scratch: Vec<(Instant, Packet)>,
@@ -102,7 +115,32 @@ impl Network {
     /// Adds a link direction whose far end is node `to`.
     pub fn add_link(&mut self, link: Link, to: NodeId) -> LinkId {
         self.links.push((link, to));
-        self.links.len() - 1
+        self.due.push(None);
+        let id = self.links.len() - 1;
+        self.reindex(id);
+        id
+    }
+
+    /// Puts link `id`'s current next wake-up in the index.
+    fn reindex(&mut self, id: LinkId) {
+        let t = self.links[id].0.next_wakeup();
+        if t == self.due[id] {
+            return;
+        }
+        if let Some(old) = self.due[id] {
+            self.timers.remove(&(old, id));
+        }
+        if let Some(new) = t {
+            self.timers.insert((new, id));
+        }
+        self.due[id] = t;
+    }
+
+    /// Re-indexes the links handed out by [`Network::link_mut`].
+    fn reindex_stale(&mut self) {
+        while let Some(id) = self.stale.pop() {
+            self.reindex(id);
+        }
     }
 
     pub fn add_route(&mut self, node: NodeId, prefix: IpAddr, prefix_len: u8, hop: Hop) {
@@ -118,6 +156,9 @@ impl Network {
     }
 
     pub fn link_mut(&mut self, id: LinkId) -> &mut Link {
+        if !self.stale.contains(&id) {
+            self.stale.push(id);
+        }
         &mut self.links[id].0
     }
 
@@ -138,6 +179,7 @@ impl Network {
         if let Some(i) = wants {
             self.recycle_hint = i;
             self.links[i].0.recycle(data);
+            self.reindex(i);
         }
     }
 
@@ -170,6 +212,7 @@ impl Network {
                 // to the sender, or fragments that fit) leaves this node like any packet.
                 let mut bounced = Vec::new();
                 link.take_bounced(&mut bounced);
+                self.reindex(l);
                 for p in bounced {
                     self.inject(now, node, p, out, obs);
                 }
@@ -187,14 +230,8 @@ impl Network {
         out: &mut Vec<(EndpointId, Instant, Packet)>,
         obs: &mut dyn FnMut(LinkId, &Event),
     ) {
-        loop {
-            let next = self
-                .links
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (l, _))| l.next_wakeup().map(|t| (t, i)))
-                .min();
-            let Some((t, i)) = next else { break };
+        self.reindex_stale();
+        while let Some(&(t, i)) = self.timers.first() {
             if t > now {
                 break;
             }
@@ -207,6 +244,7 @@ impl Network {
                     obs: &mut *obs,
                 },
             );
+            self.reindex(i);
             let to = self.links[i].1;
             for (at, p) in arrived.drain(..) {
                 self.inject(at, to, p, out, obs);
@@ -217,7 +255,12 @@ impl Network {
 
     /// The next moment any link has something to do.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.links.iter().filter_map(|(l, _)| l.next_wakeup()).min()
+        let stale = self
+            .stale
+            .iter()
+            .filter_map(|&i| self.links[i].0.next_wakeup());
+        let indexed = self.timers.first().map(|&(t, _)| t);
+        stale.chain(indexed).min()
     }
 }
 
@@ -438,5 +481,90 @@ mod tests {
         }
         assert!(!net.link(dup).wants_buffers(), "full");
         net.recycle(Vec::with_capacity(1500));
+    }
+
+    /// The next wake-up as a scan of every link would find it.
+    fn scanned(net: &Network) -> Option<Instant> {
+        (0..net.link_count())
+            .filter_map(|i| net.link(i).next_wakeup())
+            .min()
+    }
+
+    #[test]
+    fn the_wakeup_index_agrees_with_a_scan_of_every_link_through_a_star() {
+        // Twenty clients behind a router, each sending to the server at its own moments, over
+        // links of different rates and delays; the router's link to the server is shared.
+        let mut net = Network::new();
+        let (r, s) = (net.add_node(), net.add_node());
+        let core = net.add_link(link(100, 3), s);
+        let server: IpAddr = "10.0.0.2".parse().unwrap();
+        net.add_route(r, server, 32, Hop::Link(core));
+        net.add_route(s, server, 32, Hop::Deliver(0));
+        let clients: Vec<NodeId> = (0..20)
+            .map(|k| {
+                let c = net.add_node();
+                let l = net.add_link(link(1 + k as u64 % 7, 1 + k as u64 % 5), r);
+                net.add_route(c, server, 32, Hop::Link(l));
+                c
+            })
+            .collect();
+        assert_eq!(net.next_wakeup(), None);
+        let mut out = Vec::new();
+        let mut now = Instant::ZERO;
+        for step in 0..400u64 {
+            now += wire::Duration::from_micros(250);
+            let c = clients[(step * 7 % 20) as usize];
+            if step % 3 != 2 {
+                net.inject(
+                    now,
+                    c,
+                    udp(step, 200 + (step % 5) as usize * 300, 1),
+                    &mut out,
+                    &mut |_, _| {},
+                );
+            }
+            assert_eq!(
+                net.next_wakeup(),
+                scanned(&net),
+                "after a packet at step {step}"
+            );
+            if let Some(t) = net.next_wakeup().filter(|&t| t <= now) {
+                net.poll(t, &mut out, &mut |_, _| {});
+                assert_eq!(
+                    net.next_wakeup(),
+                    scanned(&net),
+                    "after a poll at step {step}"
+                );
+            }
+        }
+        let before = out.len();
+        let got = run(&mut net);
+        assert_eq!(net.next_wakeup(), None);
+        assert_eq!(
+            before + got.len(),
+            267,
+            "every packet sent reached the server"
+        );
+        assert!(got.windows(2).all(|w| w[0].1 <= w[1].1), "in time order");
+    }
+
+    #[test]
+    fn a_link_changed_through_link_mut_is_seen_by_the_next_wakeup() {
+        let mut net = Network::new();
+        let (a, b) = (net.add_node(), net.add_node());
+        let l = net.add_link(link(1, 50), b);
+        let dst: IpAddr = "10.0.0.2".parse().unwrap();
+        net.add_route(a, dst, 32, Hop::Link(l));
+        net.add_route(b, dst, 32, Hop::Deliver(0));
+        assert_eq!(net.next_wakeup(), None);
+        // A packet put straight into the link, past the network: 1500 bytes at 1 Mbit/s are on
+        // the wire until 12 ms, and arrive 50 ms later.
+        net.link_mut(l)
+            .enqueue(Instant::ZERO, udp(0, 1500, 1), &mut ());
+        assert_eq!(net.next_wakeup(), Some(Instant::from_micros(62_000)));
+        assert_eq!(net.next_wakeup(), scanned(&net));
+        let got = run(&mut net);
+        assert_eq!(got, vec![(0, Instant::from_micros(62_000), 0)]);
+        assert_eq!(net.next_wakeup(), None);
     }
 }

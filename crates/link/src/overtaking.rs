@@ -356,23 +356,14 @@ impl OutOfLine {
     }
 
     /// Takes the earliest arrival (the first put in among equals) if it is due by `now`.
+    ///
+    /// Inlined into the link's poll: most calls take a packet from `ready` or find it not yet
+    /// due, and the slot's sort (with its 2 KB of counts on the stack) stays out of line, so
+    /// that these calls set up no large frame.
+    #[inline]
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, Packet)> {
-        if self.ready.is_empty() {
-            let next = match self.next_occupied() {
-                Some(s) => (s, self.wheel[s as usize % SLOTS].min),
-                None => {
-                    let at = self.far.peek()?.as_nanos();
-                    (at >> self.slot_bits, at)
-                }
-            };
-            if next.1 > now.as_nanos() {
-                return None;
-            }
-            if self.wheel.is_empty() {
-                self.wheel.resize_with(SLOTS, WheelSlot::default);
-                self.occupied = vec![0; SLOTS / 64];
-            }
-            self.reach(next.0);
+        if self.ready.is_empty() && !self.reach_due(now) {
+            return None;
         }
         match self.ready.front() {
             Some((key, _)) if *key <= now.as_nanos() => {
@@ -382,6 +373,28 @@ impl OutOfLine {
             }
             _ => None,
         }
+    }
+
+    /// With `ready` empty: reaches the next slot that holds packets (or the heap's earliest
+    /// arrival) if its earliest arrival is due by `now`; whether it did.
+    #[inline(never)]
+    fn reach_due(&mut self, now: Instant) -> bool {
+        let next = match self.next_occupied() {
+            Some(s) => (s, self.wheel[s as usize % SLOTS].min),
+            None => match self.far.peek() {
+                Some(at) => (at.as_nanos() >> self.slot_bits, at.as_nanos()),
+                None => return false,
+            },
+        };
+        if next.1 > now.as_nanos() {
+            return false;
+        }
+        if self.wheel.is_empty() {
+            self.wheel.resize_with(SLOTS, WheelSlot::default);
+            self.occupied = vec![0; SLOTS / 64];
+        }
+        self.reach(next.0);
+        true
     }
 }
 
