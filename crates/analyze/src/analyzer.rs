@@ -163,7 +163,7 @@ impl Key {
     fn new(v: Vantage, x: End, y: End) -> Key {
         let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
         Key {
-            vantage: (v.capture as u64) << 32 | u64::from(v.interface),
+            vantage: vantage_word(v),
             lo,
             hi,
         }
@@ -187,6 +187,19 @@ impl Key {
         // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
         ((h.finish() >> 32) % u64::from(count)) as u32
     }
+}
+
+/// A vantage point as one word, for keys.
+fn vantage_word(v: Vantage) -> u64 {
+    (v.capture as u64) << 32 | u64::from(v.interface)
+}
+
+/// One direction of a flow at one vantage point, as [`Recent`] finds it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Way {
+    vantage: u64,
+    src: End,
+    dst: End,
 }
 
 /// Which of `count` shards keeps the flow of IP datagram `ip`: [`Key::shard`] of its address
@@ -519,34 +532,37 @@ impl Front {
     }
 }
 
-/// A few recently used connections, each in the slot its ports and addresses pick: packets
-/// of a handful of busy connections, interleaved, find theirs without a hash-table probe.
+/// The directions of a few recently used connections, each in the slot its vantage point,
+/// source and destination pick, with the connection's index and the side that sends that way:
+/// packets of a handful of busy connections, interleaved, find theirs without ordering the
+/// ends into a [`Key`] or a hash-table probe.
 #[derive(Default)]
-struct Recent([Option<(Key, usize)>; RECENT_SLOTS]);
+struct Recent([Option<(Way, usize, usize)>; RECENT_SLOTS]);
 
 /// A power of two: the slot is the top bits of a multiplicative hash.
 const RECENT_SLOTS: usize = 32;
 
 impl Recent {
     #[inline]
-    fn slot(k: &Key) -> usize {
-        let x = u64::from(k.lo.port_family) << 32
-            ^ u64::from(k.hi.port_family)
-            ^ k.lo.ip as u64
-            ^ (k.hi.ip as u64).rotate_left(16);
+    fn slot(w: &Way) -> usize {
+        let x = u64::from(w.src.port_family) << 32
+            ^ u64::from(w.dst.port_family)
+            ^ w.src.ip as u64
+            ^ (w.dst.ip as u64).rotate_left(16);
         (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
     }
 
+    /// The connection's index and the sending side.
     #[inline]
-    fn get(&self, k: &Key) -> Option<usize> {
-        match &self.0[Recent::slot(k)] {
-            Some((key, i)) if key == k => Some(*i),
+    fn get(&self, w: &Way) -> Option<(usize, usize)> {
+        match &self.0[Recent::slot(w)] {
+            Some((way, i, side)) if way == w => Some((*i, *side)),
             _ => None,
         }
     }
 
-    fn put(&mut self, k: Key, i: usize) {
-        self.0[Recent::slot(&k)] = Some((k, i));
+    fn put(&mut self, w: Way, i: usize, side: usize) {
+        self.0[Recent::slot(&w)] = Some((w, i, side));
     }
 }
 
@@ -678,39 +694,30 @@ impl ShardAnalyzer {
                 return;
             }
         }
-        let key = Key::new(p.vantage, p.src, p.dst);
         let (t, ip, time) = (&p.h, p.ip, p.time);
         let o0 = p.ip_header_len + 20;
         let o1 = (p.ip_header_len + t.header_len).min(ip.len());
         let opts = tcpopt::parse(ip.get(o0..o1).unwrap_or(&[]));
-        let keep = self.keep_series;
-        let idx = match self.recent.get(&key) {
-            Some(i) => i,
-            None => {
-                let i = match self.tcp_index.get(&key) {
-                    Some(&i) => i,
-                    None => {
-                        let (src, dst) = (p.src.socket(), p.dst.socket());
-                        let conn = TcpConn::new(p.vantage, src, dst, t, time, keep);
-                        self.tcp.push((key, End::of(conn.a), conn));
-                        self.tcp_index.insert(key, self.tcp.len() - 1);
-                        self.tcp.len() - 1
-                    }
-                };
-                self.recent.put(key, i);
-                i
-            }
+        let way = Way {
+            vantage: vantage_word(p.vantage),
+            src: p.src,
+            dst: p.dst,
+        };
+        // 0: sent by `a`; 1: by `b`.
+        let (idx, mut side) = match self.recent.get(&way) {
+            Some(hit) => hit,
+            None => self.find_connection(p, way),
         };
         let (_, a, conn) = &mut self.tcp[idx];
-        // 0: sent by `a`; 1: by `b`.
-        let mut side = usize::from(p.src != *a);
         if conn.is_reuse_by(side, t) {
             let (src, dst) = (p.src.socket(), p.dst.socket());
-            let fresh = TcpConn::new(p.vantage, src, dst, t, time, keep);
+            let fresh = TcpConn::new(p.vantage, src, dst, t, time, self.keep_series);
             *a = End::of(fresh.a);
             side = usize::from(p.src != *a);
             let old = std::mem::replace(conn, fresh);
             self.tcp_done.push(old.finish());
+            // The new connection's `a` may be the other end: forget the sides remembered.
+            self.recent = Recent::default();
         }
         conn.handle(
             side,
@@ -725,6 +732,26 @@ impl ShardAnalyzer {
                 ttl: p.ttl,
             },
         );
+    }
+
+    /// The index of the connection of `p`, which goes `way` (a new connection if there is
+    /// none), and the side that sent it; remembered in `recent`.
+    #[inline(never)]
+    fn find_connection(&mut self, p: &TcpItem<'_>, way: Way) -> (usize, usize) {
+        let key = Key::new(p.vantage, p.src, p.dst);
+        let i = match self.tcp_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let (src, dst) = (p.src.socket(), p.dst.socket());
+                let conn = TcpConn::new(p.vantage, src, dst, &p.h, p.time, self.keep_series);
+                self.tcp.push((key, End::of(conn.a), conn));
+                self.tcp_index.insert(key, self.tcp.len() - 1);
+                self.tcp.len() - 1
+            }
+        };
+        let side = usize::from(p.src != self.tcp[i].1);
+        self.recent.put(way, i, side);
+        (i, side)
     }
 
     /// Finishes connections that closed (FIN both ways, or RST) long enough ago that no
@@ -1287,28 +1314,76 @@ mod tests {
     }
 
     #[test]
+    fn a_4_tuple_reused_by_the_other_end_gives_the_new_connection_its_own_sides() {
+        use crate::synth::{Tcp, ACK, FIN, SYN};
+        let x: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let y: SocketAddr = "10.0.0.2:6000".parse().unwrap();
+        let ms = |t: u64| 1_700_000_000_000_000_000 + t * 1_000_000;
+        let seg = |t: u64, src, dst, seq, ack, flags, len| {
+            let mut p = Tcp::new(src, dst, seq, ack, flags);
+            p.payload_len = len;
+            (ms(t), p.build())
+        };
+        let pkts = vec![
+            // x opens, sends 100 bytes, both close.
+            seg(0, x, y, 100, 0, SYN, 0),
+            seg(1, y, x, 900, 101, SYN | ACK, 0),
+            seg(2, x, y, 101, 901, ACK, 0),
+            seg(3, x, y, 101, 901, ACK, 100),
+            seg(4, y, x, 901, 201, ACK, 0),
+            seg(5, x, y, 201, 901, FIN | ACK, 0),
+            seg(6, y, x, 901, 202, FIN | ACK, 0),
+            seg(7, x, y, 202, 902, ACK, 0),
+            // y opens on the same 4-tuple and sends 300 bytes.
+            seg(10, y, x, 5000, 0, SYN, 0),
+            seg(11, x, y, 7000, 5001, SYN | ACK, 0),
+            seg(12, y, x, 5001, 7001, ACK, 0),
+            seg(13, y, x, 5001, 7001, ACK, 200),
+            seg(14, y, x, 5201, 7001, ACK, 100),
+            seg(15, x, y, 7001, 5301, ACK, 0),
+        ];
+        let a = analyze_bytes("reuse", &synth::pcap(pkts), Options::default()).unwrap();
+        assert_eq!(a.connections.len(), 2, "{:#?}", a.connections);
+        let (first, second) = (&a.connections[0], &a.connections[1]);
+        assert_eq!((first.a, first.a2b.stats.data_bytes), (x, 100));
+        assert_eq!(first.b2a.stats.data_bytes, 0);
+        assert_eq!((second.a, second.a2b.stats.data_bytes), (y, 300));
+        assert_eq!(second.b2a.stats.data_bytes, 0);
+        assert_eq!((second.a2b.stats.packets, second.b2a.stats.packets), (4, 2));
+    }
+
+    #[test]
     fn the_recent_connections_cache_never_answers_with_another_connections_index() {
-        let key = |port: u16| {
-            Key::new(
-                Vantage::default(),
+        // Both directions of each connection, the second one's side 1.
+        let way = |port: u16, back: bool| {
+            let (x, y) = (
                 End::new("10.0.0.1".parse().unwrap(), port),
                 End::new("10.0.0.2".parse().unwrap(), 5201),
-            )
+            );
+            let (src, dst) = if back { (y, x) } else { (x, y) };
+            Way {
+                vantage: 0,
+                src,
+                dst,
+            }
         };
         let mut r = Recent::default();
         let mut slots = std::collections::HashSet::new();
         for port in 1000..1200u16 {
-            r.put(key(port), usize::from(port));
-            slots.insert(Recent::slot(&key(port)));
-            // The last one put is always found; earlier ones only if no later one took
-            // their slot, and never as another's.
-            assert_eq!(r.get(&key(port)), Some(usize::from(port)));
+            for back in [false, true] {
+                r.put(way(port, back), usize::from(port), usize::from(back));
+                slots.insert(Recent::slot(&way(port, back)));
+                // The last one put is always found; earlier ones only if no later one took
+                // their slot, and never as another's or with the other direction's side.
+                let want = Some((usize::from(port), usize::from(back)));
+                assert_eq!(r.get(&way(port, back)), want);
+            }
             for earlier in 1000..port {
-                let got = r.get(&key(earlier));
-                assert!(
-                    got.is_none() || got == Some(usize::from(earlier)),
-                    "{earlier}: {got:?}"
-                );
+                for back in [false, true] {
+                    let got = r.get(&way(earlier, back));
+                    let want = Some((usize::from(earlier), usize::from(back)));
+                    assert!(got.is_none() || got == want, "{earlier}: {got:?}");
+                }
             }
         }
         assert_eq!(slots.len(), RECENT_SLOTS, "some slots are never used");

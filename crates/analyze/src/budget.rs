@@ -58,7 +58,7 @@ pub(crate) struct PacketInfo<'a> {
     pub seq_space: bool,
     /// The packet's ACK moved the other side's cumulative ACK forward.
     pub acked_new: bool,
-    /// After this packet, everything the other side sent is acknowledged.
+    /// `acked_new`, and after this packet everything the other side sent is acknowledged.
     pub other_all_acked: bool,
     /// The window this packet advertises is zero (None for SYNs, RSTs and packets without ACK).
     pub zero_window: Option<bool>,
@@ -72,9 +72,9 @@ pub(crate) struct PacketInfo<'a> {
     pub full_sized: bool,
     /// Payload bytes as captured (may be cut by the snaplen).
     pub payload: &'a [u8],
-    /// Round trip from the capture point to `a` and to `b`, as known so far.
-    pub rtt_to: [Option<Duration>; 2],
-    /// Their sum in nanoseconds (the path's round trip), when both are known.
+    /// The path's round trip as known so far (the round trips from the capture point to `a`
+    /// and to `b`, added), ns, when both are known; only for packets that occupy sequence
+    /// space or reset the connection.
     pub rtt_path_ns: Option<u64>,
 }
 
@@ -160,6 +160,12 @@ pub(crate) struct Timeline {
 
 fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
+}
+
+/// The longest gap between one side's utterances that is transfer whatever happened in it:
+/// half the path's round trip, and at least [`MIN_TRANSFER_GAP`].
+fn transfer_gap_ns(rtt_path: Option<u64>) -> u64 {
+    rtt_path.map_or(ns(MIN_TRANSFER_GAP), |r| (r / 2).max(ns(MIN_TRANSFER_GAP)))
 }
 
 /// The path's round trip, `rtt_to[0] + rtt_to[1]`, in nanoseconds, when both are known.
@@ -292,7 +298,7 @@ impl Timeline {
         // The speaker had more to send: data still in flight here when it spoke again, or its
         // last segment was full-sized and not pushed.
         self.busy = p.outstanding_before || self.last_full;
-        self.resolve_gap(Some(d), timer, closing, target, p.rtt_to, p.rtt_path_ns);
+        self.resolve_gap(Some(d), timer, closing, target, p.rtt_path_ns);
 
         if p.new_bytes > 0 {
             self.spoke[d] = true;
@@ -329,13 +335,44 @@ impl Timeline {
     /// with a retransmission or a reset (or, at the end, its data was never acknowledged).
     /// `closing`: the gap ended with a bare FIN or RST, so the time before it was the other
     /// side's turn (an answer complete and no next request, or a request never answered).
+    /// `rtt_path`: the path's round trip as known now, ns.
+    #[inline(always)]
     fn resolve_gap(
         &mut self,
         speaker: Option<usize>,
         timer: bool,
         closing: bool,
         target: Option<usize>,
-        rtt_to: [Option<Duration>; 2],
+        rtt_path: Option<u64>,
+    ) {
+        let zw = self.pend_zw_ns.min(self.pend_ns);
+        let rest = self.pend_ns - zw;
+        // Most gaps: the same side again, within the transfer gap, no window at zero. The
+        // general case below gives the same, one part at a time.
+        if let (Some((_, s)), Some(d)) = (self.last_utter, speaker) {
+            if s == d && zw == 0 && rest <= transfer_gap_ns(rtt_path) {
+                self.budget.transfer_ns += rest;
+                if let Some(e) = target.and_then(|i| self.exchanges.get_mut(i)) {
+                    e.budget.transfer_ns += rest;
+                }
+                self.pend_ns = 0;
+                self.pend_zw_ns = 0;
+                self.pend_ack = false;
+                return;
+            }
+        }
+        self.resolve_gap_general(speaker, timer, closing, target, rtt_path);
+    }
+
+    /// [`Timeline::resolve_gap`] of any gap (out of line: the common one takes a few
+    /// instructions).
+    #[inline(never)]
+    fn resolve_gap_general(
+        &mut self,
+        speaker: Option<usize>,
+        timer: bool,
+        closing: bool,
+        target: Option<usize>,
         rtt_path: Option<u64>,
     ) {
         let zw = self.pend_zw_ns.min(self.pend_ns);
@@ -348,8 +385,7 @@ impl Timeline {
             // Before the first utterance: ACKs of something the capture missed.
             (None, _) => add.unattributed_ns += rest,
             (Some((_, s)), Some(d)) if s == d => {
-                let small =
-                    rtt_path.map_or(ns(MIN_TRANSFER_GAP), |r| (r / 2).max(ns(MIN_TRANSFER_GAP)));
+                let small = transfer_gap_ns(rtt_path);
                 let owner = self.role(if closing { 1 - d } else { d });
                 if rest <= small {
                     add.transfer_ns += rest;
@@ -387,7 +423,7 @@ impl Timeline {
                 // After the last utterance: its ACK is a round trip, the rest is silence
                 // this point cannot explain, or a timer if it was never acknowledged.
                 if self.pend_ack {
-                    let net = rtt_to[1 - s].map_or(0, ns).min(rest);
+                    let net = self.rtt_last[1 - s].map_or(0, ns).min(rest);
                     add.network_ns += net;
                     add.unattributed_ns += rest - net;
                 } else if timer {
@@ -423,14 +459,7 @@ impl Timeline {
         self.rtt_last = rtt_to;
         let last_speaker_outstanding = self.last_utter.is_some_and(|(_, s)| outstanding[s]);
         let rtt_path = rtt_path_ns(rtt_to);
-        self.resolve_gap(
-            None,
-            last_speaker_outstanding,
-            false,
-            None,
-            rtt_to,
-            rtt_path,
-        );
+        self.resolve_gap(None, last_speaker_outstanding, false, None, rtt_path);
         // Zero windows still closed at the end count until the last packet.
         let end = self.last_time.unwrap_or_default();
         for z in self.zw.iter_mut() {

@@ -86,22 +86,20 @@ pub(crate) struct Recovery {
     pub recovered: bool,
 }
 
-/// Minimum and maximum RTT per time bin.
+/// Smallest and largest RTT (or one-way delay) per time bin, in integer nanoseconds: a
+/// sample is added for most data segments, and a `Duration` costs a division to build.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RttBins {
     t0: Option<Instant>,
     width_ns: u64,
-    /// (bin index, min, max, samples)
-    bins: Vec<(u64, Duration, Duration, u32)>,
-    min: Option<Duration>,
+    /// (bin index, smallest, largest sample in ns, samples)
+    bins: Vec<(u64, u64, u64, u32)>,
+    /// Smallest sample so far, ns.
+    min_ns: Option<u64>,
     /// The last bin's span, `[lo, hi)` nanoseconds after `t0`: a sample inside it needs no
     /// division to find its bin (most samples, one bin holding many).
     last_lo_ns: u64,
     last_hi_ns: u64,
-    /// The last bin's smallest and largest sample, nanoseconds: a sample between them (most)
-    /// changes neither them nor `min` and is only counted, without building a `Duration`.
-    last_min_ns: u64,
-    last_max_ns: u64,
 }
 
 impl RttBins {
@@ -117,52 +115,40 @@ impl RttBins {
             let rel_ns = t.as_nanos().saturating_sub(t0.as_nanos());
             if rel_ns >= self.last_lo_ns && rel_ns < self.last_hi_ns {
                 b.3 += 1;
-                if rtt_ns < self.last_min_ns || rtt_ns > self.last_max_ns {
-                    self.widen_last_bin(rtt_ns);
+                b.2 = b.2.max(rtt_ns);
+                if rtt_ns < b.1 {
+                    b.1 = rtt_ns;
+                    // The smallest so far is never above the last bin's smallest.
+                    self.min_ns = Some(self.min_ns.map_or(rtt_ns, |m| m.min(rtt_ns)));
                 }
                 return;
             }
         }
-        self.add_to_new_bin(t, Duration::from_nanos(rtt_ns));
+        self.add_to_new_bin(t, rtt_ns);
     }
 
-    /// A sample of the last bin below its smallest or above its largest (`min` is never
-    /// above the last bin's smallest, so a new `min` is one of these).
+    /// [`RttBins::add_ns`] of a sample outside the last bin (or the first sample).
     #[cold]
     #[inline(never)]
-    fn widen_last_bin(&mut self, rtt_ns: u64) {
-        let rtt = Duration::from_nanos(rtt_ns);
-        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
-        if let Some(b) = self.bins.last_mut() {
-            b.1 = b.1.min(rtt);
-            b.2 = b.2.max(rtt);
-        }
-        self.last_min_ns = self.last_min_ns.min(rtt_ns);
-        self.last_max_ns = self.last_max_ns.max(rtt_ns);
-    }
-
-    /// [`RttBins::add`] of a sample outside the last bin (or the first sample).
-    #[cold]
-    #[inline(never)]
-    fn add_to_new_bin(&mut self, t: Instant, rtt: Duration) {
+    fn add_to_new_bin(&mut self, t: Instant, rtt_ns: u64) {
         let t0 = *self.t0.get_or_insert(t);
         if self.width_ns == 0 {
             self.width_ns = 10_000_000;
         }
-        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        self.min_ns = Some(self.min_ns.map_or(rtt_ns, |m| m.min(rtt_ns)));
         let rel_ns = t.as_nanos().saturating_sub(t0.as_nanos());
         let idx = rel_ns / self.width_ns;
         match self.bins.last_mut() {
             Some(b) if b.0 == idx => {
-                b.1 = b.1.min(rtt);
-                b.2 = b.2.max(rtt);
+                b.1 = b.1.min(rtt_ns);
+                b.2 = b.2.max(rtt_ns);
                 b.3 += 1;
             }
-            _ => self.bins.push((idx, rtt, rtt, 1)),
+            _ => self.bins.push((idx, rtt_ns, rtt_ns, 1)),
         }
         if self.bins.len() > MAX_RTT_BINS {
             self.width_ns *= 2;
-            let mut merged: Vec<(u64, Duration, Duration, u32)> = Vec::new();
+            let mut merged: Vec<(u64, u64, u64, u32)> = Vec::new();
             for &(i, lo, hi, n) in &self.bins {
                 match merged.last_mut() {
                     Some(m) if m.0 == i / 2 => {
@@ -178,21 +164,26 @@ impl RttBins {
         let last = self.bins.last().map_or(0, |b| b.0);
         self.last_lo_ns = last.saturating_mul(self.width_ns);
         self.last_hi_ns = self.last_lo_ns.saturating_add(self.width_ns);
-        if let Some(b) = self.bins.last() {
-            (self.last_min_ns, self.last_max_ns) = (duration_nanos(b.1), duration_nanos(b.2));
-        }
     }
 
     /// Smallest RTT so far (zero before the first sample).
     pub fn min(&self) -> Duration {
-        self.min.unwrap_or(Duration::ZERO)
+        Duration::from_nanos(self.min_ns.unwrap_or(0))
+    }
+
+    /// Each bin as (index, smallest, largest sample).
+    fn spans(&self) -> impl Iterator<Item = (u64, Duration, Duration)> + '_ {
+        self.bins
+            .iter()
+            .map(|b| (b.0, Duration::from_nanos(b.1), Duration::from_nanos(b.2)))
     }
 }
 
 /// What [`crate::tcp`] records about one direction's data for the diagnoses.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Evidence {
-    pub rtt: RttBins,
+    /// The smallest RTT sample (only the minimum of all of them is ever read).
+    pub rtt_min: Option<Duration>,
     /// RTT samples taken while more data was in flight behind the sampled segment: the only
     /// ones that can show a queue (others may include the receiver's ACK delay or its
     /// application's think time).
@@ -272,7 +263,8 @@ pub(crate) struct PeerView {
 
 impl Flights {
     /// New data of `len` bytes at `now`; `path_rtt_ns` from the handshake (none: no flights).
-    /// In integer nanoseconds: this runs on every new segment.
+    /// In integer nanoseconds, and inlined: this runs on every new segment.
+    #[inline(always)]
     pub fn data(&mut self, now: Instant, len: u64, path_rtt_ns: Option<u64>, peer: PeerView) {
         let Some(rtt) = path_rtt_ns.filter(|&r| r != 0) else {
             return;
@@ -280,34 +272,7 @@ impl Flights {
         if let Some(last) = self.last {
             let gap = now.as_nanos().saturating_sub(last.as_nanos());
             if gap >= rtt / 2 {
-                // The flight after an idle spell was cut short when the next one follows a
-                // round trip later with nothing from the peer in between (not a reply).
-                if let (Some((idle_from, largest_before)), Some(start)) =
-                    (self.after_idle.take(), self.start)
-                {
-                    let answered = peer.last_data.is_some_and(|t| t > last);
-                    if !answered && gap < rtt.saturating_mul(2) && self.restarts.len() < MAX_EVENTS
-                    {
-                        self.restarts.push(IdleRestart {
-                            idle_from,
-                            start,
-                            bytes: self.bytes,
-                            next: now,
-                            largest_before,
-                            peer_window: self.window,
-                        });
-                    }
-                }
-                self.largest = self.largest.max(self.bytes);
-                // A silence the peer's zero window imposed is a stall, not idle.
-                if gap >= rtt.saturating_add(duration_nanos(RTO_MIN))
-                    && peer.zero_windows == self.zero_windows
-                {
-                    self.after_idle = Some((last, self.largest));
-                }
-                self.start = None;
-                self.bytes = 0;
-                self.window = 0;
+                self.end_flight(now, last, gap, rtt, &peer);
             }
         }
         self.window = self.window.max(peer.window);
@@ -315,6 +280,40 @@ impl Flights {
         self.start.get_or_insert(now);
         self.last = Some(now);
         self.bytes += len;
+    }
+
+    /// The flight that ended at `last` is over: a gap of `gap` ns (at least half the path's
+    /// round trip, `rtt` ns) came before the data at `now`.
+    #[cold]
+    #[inline(never)]
+    fn end_flight(&mut self, now: Instant, last: Instant, gap: u64, rtt: u64, peer: &PeerView) {
+        // The flight after an idle spell was cut short when the next one follows a round trip
+        // later with nothing from the peer in between (not a reply).
+        if let (Some((idle_from, largest_before)), Some(start)) =
+            (self.after_idle.take(), self.start)
+        {
+            let answered = peer.last_data.is_some_and(|t| t > last);
+            if !answered && gap < rtt.saturating_mul(2) && self.restarts.len() < MAX_EVENTS {
+                self.restarts.push(IdleRestart {
+                    idle_from,
+                    start,
+                    bytes: self.bytes,
+                    next: now,
+                    largest_before,
+                    peer_window: self.window,
+                });
+            }
+        }
+        self.largest = self.largest.max(self.bytes);
+        // A silence the peer's zero window imposed is a stall, not idle.
+        if gap >= rtt.saturating_add(duration_nanos(RTO_MIN))
+            && peer.zero_windows == self.zero_windows
+        {
+            self.after_idle = Some((last, self.largest));
+        }
+        self.start = None;
+        self.bytes = 0;
+        self.window = 0;
     }
 }
 
@@ -350,7 +349,9 @@ impl Evidence {
     }
 
     /// A data segment seen at `t` carrying `tsval`: its one-way delay, up to a constant, is
-    /// `(t - t_first) - (tsval - tsval_first) / TS_HZ`.
+    /// `(t - t_first) - (tsval - tsval_first) / TS_HZ`. Inlined: this runs on every data
+    /// segment with timestamps.
+    #[inline(always)]
     pub fn one_way_delay(&mut self, t: Instant, tsval: u32) {
         let (t0, ts0) = *self.ts_first.get_or_insert((t, tsval));
         self.ts_last = Some((t, tsval));
@@ -394,9 +395,8 @@ impl Evidence {
         self.ts_clock_usable()
             && self
                 .owd
-                .bins
-                .iter()
-                .all(|b| b.1.saturating_sub(base) < OWD_FLAT)
+                .spans()
+                .all(|(_, lo, _)| lo.saturating_sub(base) < OWD_FLAT)
     }
 
     pub fn app_idle(&mut self, from: Instant, to: Instant) {
@@ -457,7 +457,7 @@ pub(crate) fn diagnose(
     for (i, dir) in [Dir::AtoB, Dir::BtoA].into_iter().enumerate() {
         let d = c.dir(dir);
         let e = ev[i];
-        let rtt_min = e.rtt.min();
+        let rtt_min = e.rtt_min.unwrap_or(Duration::ZERO);
         let point = d.capture_point;
         // The round trip between the capture point and this direction's sender, from the
         // handshake: the SYN-ACK -> ACK time for `a`'s data, SYN -> SYN-ACK for `b`'s.
@@ -873,12 +873,13 @@ fn bufferbloat(
     let thresh = path_rtt.max(Duration::from_millis(5));
     let sustained = Duration::from_millis(500).max(path_rtt * 4);
     let gap_ok_bins = (1_000_000_000 / w.max(1)).max(1);
+    let bins: Vec<(u64, Duration, Duration)> = bins.spans().collect();
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut cur: Option<(usize, usize)> = None;
-    for (k, b) in bins.bins.iter().enumerate() {
+    for (k, b) in bins.iter().enumerate() {
         let high = b.1.saturating_sub(base) >= thresh;
         cur = match (cur, high) {
-            (Some((s, last)), true) if b.0 - bins.bins[last].0 <= gap_ok_bins => Some((s, k)),
+            (Some((s, last)), true) if b.0 - bins[last].0 <= gap_ok_bins => Some((s, k)),
             (Some(r), true) => {
                 runs.push(r);
                 Some((k, k))
@@ -894,13 +895,13 @@ fn bufferbloat(
     runs.extend(cur);
     let at = |i: u64| t0 + Duration::from_nanos(i * w);
     for (s, l) in runs {
-        let (bs, bl) = (&bins.bins[s], &bins.bins[l]);
+        let (bs, bl) = (&bins[s], &bins[l]);
         let start = at(bs.0);
         let end = at(bl.0 + 1);
         if end - start < sustained || l - s + 1 < 3 {
             continue;
         }
-        let excess: Vec<f64> = bins.bins[s..=l]
+        let excess: Vec<f64> = bins[s..=l]
             .iter()
             .map(|b| ms(b.1.saturating_sub(base)))
             .collect();
@@ -908,7 +909,7 @@ fn bufferbloat(
         // bin's minimum is the queue that did not drain within it).
         let floor = excess.iter().copied().fold(f64::INFINITY, f64::min);
         let standing = median(excess.clone());
-        let peak = bins.bins[s..=l]
+        let peak = bins[s..=l]
             .iter()
             .map(|b| ms(b.2.saturating_sub(base)))
             .fold(0.0, f64::max);
@@ -1610,11 +1611,8 @@ mod tests {
                 _ => want.push((idx, rtt, rtt, 1)),
             }
         }
-        let got: Vec<(u64, u64, u64, u32)> = bins
-            .bins
-            .iter()
-            .map(|b| (b.0, b.1.as_nanos() as u64, b.2.as_nanos() as u64, b.3))
-            .collect();
+        let got: Vec<(u64, u64, u64, u32)> =
+            bins.bins.iter().map(|b| (b.0, b.1, b.2, b.3)).collect();
         // Merging halves indices of runs built at a smaller width; compare the totals and
         // the extremes per index, which any correct binning keeps.
         let totals = |v: &[(u64, u64, u64, u32)]| {

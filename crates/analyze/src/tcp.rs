@@ -89,17 +89,25 @@ impl RangeSet {
         (e - s) - covered
     }
 
+    #[inline(always)]
     fn insert(&mut self, s: u64, e: u64) {
         if s >= e {
             return;
         }
-        // Fast path: appending to or extending the last range (in-order data).
+        // Fast path, inlined: appending to or extending the last range (in-order data).
         if let Some(last) = self.r.last_mut() {
             if s >= last.0 && s <= last.1 {
                 last.1 = last.1.max(e);
                 return;
             }
         }
+        self.insert_apart(s, e);
+    }
+
+    /// [`RangeSet::insert`] of a range that does not start inside the last one.
+    #[cold]
+    #[inline(never)]
+    fn insert_apart(&mut self, s: u64, e: u64) {
         self.r.push((s, e));
         self.r.sort_unstable();
         let mut out: Vec<(u64, u64)> = Vec::with_capacity(self.r.len());
@@ -127,6 +135,32 @@ struct Outstanding {
     time: Instant,
     /// Sent more than once, or waited above a hole: an ACK of it gives no RTT sample (Karn).
     retx: bool,
+}
+
+/// Smallest and largest of some TTLs, without a test for the first: empty, it is (255, 0).
+#[derive(Copy, Clone, Debug)]
+struct TtlRange {
+    lo: u8,
+    hi: u8,
+}
+
+impl Default for TtlRange {
+    fn default() -> TtlRange {
+        TtlRange { lo: u8::MAX, hi: 0 }
+    }
+}
+
+impl TtlRange {
+    #[inline]
+    fn add(&mut self, ttl: u8) {
+        self.lo = self.lo.min(ttl);
+        self.hi = self.hi.max(ttl);
+    }
+
+    /// (smallest, largest), if any was added (then `lo <= hi`).
+    fn get(self) -> Option<(u8, u8)> {
+        (self.lo <= self.hi).then_some((self.lo, self.hi))
+    }
 }
 
 /// State of one direction: this side's data and what the other side said about it.
@@ -164,7 +198,7 @@ pub(crate) struct DirState {
     /// When the other side's cumulative ACK last moved forward.
     last_ack_advance: Option<Instant>,
     /// Smallest and largest IP TTL (IPv6 hop limit) of this side's packets as captured.
-    pub(crate) ttl: Option<(u8, u8)>,
+    ttl: TtlRange,
     window_full_since: Option<Instant>,
     /// Open loss-recovery episode: (start, recovery point, packets, bytes).
     recovery: Option<(Instant, u64, u64, u64)>,
@@ -188,14 +222,15 @@ pub(crate) struct TcpConn {
     pub(crate) dirs: [DirState; 2],
     keep_series: bool,
     timeline: Timeline,
-    /// [`TcpConn::rtt_to`] and the values it was computed from: it changes only with a new
-    /// smallest RTT, and converting milliseconds back to a `Duration` on every packet showed
-    /// in profiles.
-    rtt_to_memo: (RttInputs, [Option<Duration>; 2], Option<u64>),
+    /// The path's round trip from [`TcpConn::rtt_to`] (their sum, ns), computed again only
+    /// when `rtt_path_stale` says that what it depends on changed (a handshake round trip,
+    /// a new smallest RTT): converting milliseconds back to a `Duration` on every packet
+    /// showed in profiles.
+    rtt_path_ns: Option<u64>,
+    rtt_path_stale: bool,
+    /// The handshake's round trip (SYN -> SYN-ACK plus SYN-ACK -> ACK), ns, set with them.
+    hs_path_ns: Option<u64>,
 }
-
-/// What [`TcpConn::rtt_to`] depends on (the RTT minimums as the bits of their f64).
-type RttInputs = [(Option<Duration>, Option<u64>); 2];
 
 /// Everything `handle` needs from one packet.
 pub(crate) struct TcpPacket<'a> {
@@ -241,7 +276,9 @@ impl TcpConn {
             dirs,
             keep_series,
             timeline: Timeline::default(),
-            rtt_to_memo: ([(None, None); 2], [None; 2], None),
+            rtt_path_ns: None,
+            rtt_path_stale: false,
+            hs_path_ns: None,
         }
     }
 
@@ -261,31 +298,35 @@ impl TcpConn {
         ]
     }
 
-    /// [`TcpConn::rtt_to`] and its sum in nanoseconds, computed again only when what they
-    /// depend on changed.
+    /// The sum of [`TcpConn::rtt_to`] in nanoseconds, computed again only when what it
+    /// depends on changed.
     #[inline]
-    fn rtt_to_now(&mut self) -> ([Option<Duration>; 2], Option<u64>) {
-        let inputs = [
-            (
-                self.hs.synack_rtt,
-                self.dirs[1].stats.rtt_min_ms.map(f64::to_bits),
-            ),
-            (
-                self.hs.syn_rtt,
-                self.dirs[0].stats.rtt_min_ms.map(f64::to_bits),
-            ),
-        ];
-        if inputs != self.rtt_to_memo.0 {
-            self.remember_rtt_to(inputs);
+    fn rtt_path_now(&mut self) -> Option<u64> {
+        if self.rtt_path_stale {
+            self.update_rtt_path();
         }
-        (self.rtt_to_memo.1, self.rtt_to_memo.2)
+        // Every test's packets check that no change went unnoticed.
+        debug_assert_eq!(self.rtt_path_ns, budget::rtt_path_ns(self.rtt_to()));
+        self.rtt_path_ns
     }
 
     #[cold]
     #[inline(never)]
-    fn remember_rtt_to(&mut self, inputs: RttInputs) {
-        let rtt_to = self.rtt_to();
-        self.rtt_to_memo = (inputs, rtt_to, budget::rtt_path_ns(rtt_to));
+    fn update_rtt_path(&mut self) {
+        self.rtt_path_ns = budget::rtt_path_ns(self.rtt_to());
+        self.rtt_path_stale = false;
+    }
+
+    /// After a handshake round trip was measured.
+    fn handshake_rtt_changed(&mut self) {
+        self.hs_path_ns = self.handshake_path_ns();
+        self.rtt_path_stale = true;
+    }
+
+    /// The handshake's round trip, SYN -> SYN-ACK plus SYN-ACK -> ACK, ns.
+    fn handshake_path_ns(&self) -> Option<u64> {
+        (self.hs.syn_rtt.zip(self.hs.synack_rtt))
+            .map(|(x, y)| duration_nanos(x).saturating_add(duration_nanos(y)))
     }
 
     fn outstanding(&self, d: usize) -> bool {
@@ -311,20 +352,37 @@ impl TcpConn {
 
     /// Feeds one packet sent by side `d` (0: `a`, 1: `b`).
     pub(crate) fn handle(&mut self, d: usize, p: &TcpPacket) {
+        if p.h.flags & (TcpHeader::SYN | TcpHeader::FIN | TcpHeader::RST) == 0 {
+            self.step::<false>(d, p);
+        } else {
+            self.handle_control(d, p);
+        }
+    }
+
+    /// [`TcpConn::handle`] of a SYN, FIN or RST (a few per connection), out of line.
+    #[cold]
+    #[inline(never)]
+    fn handle_control(&mut self, d: usize, p: &TcpPacket) {
+        self.step::<true>(d, p);
+    }
+
+    /// [`TcpConn::handle`]; with `CONTROL` false the packet carries no SYN, FIN or RST, and
+    /// every test of them folds away in the path that almost every packet takes.
+    #[inline(always)]
+    fn step<const CONTROL: bool>(&mut self, d: usize, p: &TcpPacket) {
         let o = 1 - d;
         let h = p.h;
         let now = p.time;
         self.last_time = self.last_time.max(now);
-        let syn = h.has(TcpHeader::SYN);
+        let syn = CONTROL && h.has(TcpHeader::SYN);
         let ack = h.has(TcpHeader::ACK);
-        let fin = h.has(TcpHeader::FIN);
-        let rst = h.has(TcpHeader::RST);
+        let fin = CONTROL && h.has(TcpHeader::FIN);
+        let rst = CONTROL && h.has(TcpHeader::RST);
         let len = h.payload_len as u32;
 
         // Counters that need no sequence space.
         {
-            let t = &mut self.dirs[d].ttl;
-            *t = Some(t.map_or((p.ttl, p.ttl), |(lo, hi)| (lo.min(p.ttl), hi.max(p.ttl))));
+            self.dirs[d].ttl.add(p.ttl);
             let st = &mut self.dirs[d].stats;
             st.packets += 1;
             match p.ecn {
@@ -333,9 +391,11 @@ impl TcpConn {
                 Ecn::Ect1 => st.ect1 += 1,
                 Ecn::Ce => st.ce += 1,
             }
-            st.syn += u64::from(syn);
-            st.fin += u64::from(fin);
-            st.rst += u64::from(rst);
+            if CONTROL {
+                st.syn += u64::from(syn);
+                st.fin += u64::from(fin);
+                st.rst += u64::from(rst);
+            }
             if !syn {
                 st.ece += u64::from(h.has(TcpHeader::ECE));
                 st.cwr += u64::from(h.has(TcpHeader::CWR));
@@ -365,10 +425,10 @@ impl TcpConn {
         let window_full_before = self.dirs[d].window_full_since.is_some();
         // ACK first: it is about the other direction's data and must not see this packet's
         // own data as outstanding.
-        let acked_new = ack && self.handle_ack(d, o, p);
+        let acked_new = ack && self.handle_ack::<CONTROL>(d, o, p);
         let (mut new_bytes, mut retx) = (0, false);
         if len > 0 || syn || fin {
-            (new_bytes, retx) = self.handle_seq(d, o, p);
+            (new_bytes, retx) = self.handle_seq::<CONTROL>(d, o, p);
         }
         if syn {
             retx |= if d == 0 {
@@ -388,11 +448,11 @@ impl TcpConn {
                 Some(m) => len + 40 >= u32::from(m),
                 None => u64::from(len) >= largest && len >= 536,
             };
-        // Only packets that occupy sequence space or reset the connection use the round trips.
-        let (rtt_to, rtt_path_ns) = if len > 0 || syn || fin || rst {
-            self.rtt_to_now()
+        // Only packets that occupy sequence space or reset the connection use the round trip.
+        let rtt_path_ns = if len > 0 || syn || fin || rst {
+            self.rtt_path_now()
         } else {
-            ([None; 2], None)
+            None
         };
         let info = PacketInfo {
             time: now,
@@ -405,13 +465,14 @@ impl TcpConn {
             new_bytes,
             seq_space: len > 0 || syn || fin,
             acked_new,
-            other_all_acked: self.dirs[o].any_ack && self.dirs[o].acked >= self.dirs[o].snd_max,
+            other_all_acked: acked_new
+                && self.dirs[o].any_ack
+                && self.dirs[o].acked >= self.dirs[o].snd_max,
             zero_window: (ack && !syn && !rst).then_some(h.window == 0),
             outstanding_before,
             window_full_before,
             full_sized,
             payload: p.payload,
-            rtt_to,
             rtt_path_ns,
         };
         self.timeline.packet(&info);
@@ -451,6 +512,7 @@ impl TcpConn {
                 self.hs.synack_time = Some(now);
                 if let (1, Some(s)) = (self.hs.syn_count, self.last_syn) {
                     self.hs.syn_rtt = Some(now - s);
+                    self.handshake_rtt_changed();
                 }
             }
             self.last_synack = Some(now);
@@ -486,10 +548,14 @@ impl TcpConn {
     }
 
     /// Returns whether the ACK moved the other direction's cumulative ACK forward.
-    fn handle_ack(&mut self, d: usize, o: usize, p: &TcpPacket) -> bool {
+    /// `CONTROL`: as in [`TcpConn::step`].
+    #[inline(always)]
+    fn handle_ack<const CONTROL: bool>(&mut self, d: usize, o: usize, p: &TcpPacket) -> bool {
         let h = p.h;
         let now = p.time;
-        let syn = h.has(TcpHeader::SYN);
+        let syn = CONTROL && h.has(TcpHeader::SYN);
+        let fin = CONTROL && h.has(TcpHeader::FIN);
+        let rst = CONTROL && h.has(TcpHeader::RST);
         let len = h.payload_len as u32;
         // Handshake completion: a's first ACK of b's ISN+1.
         if d == 0 && !syn && self.hs.ack_time.is_none() {
@@ -501,6 +567,7 @@ impl TcpConn {
                     }
                     if let (1, Some(sa)) = (self.hs.synack_count, self.last_synack) {
                         self.hs.synack_rtt = Some(now - sa);
+                        self.handshake_rtt_changed();
                     }
                 }
             }
@@ -513,10 +580,10 @@ impl TcpConn {
             self.dirs[d].options.window_scale_applied
         };
         let window = u64::from(h.window) << shift;
-        let pure = len == 0 && !syn && !h.has(TcpHeader::FIN) && !h.has(TcpHeader::RST);
+        let pure = len == 0 && !syn && !fin && !rst;
         {
             let st = &mut self.dirs[d].stats;
-            if !syn && !h.has(TcpHeader::RST) {
+            if !syn && !rst {
                 if h.window == 0 {
                     st.zero_window += 1;
                 }
@@ -529,6 +596,7 @@ impl TcpConn {
         self.dirs[d].my_last_ack = Some((h.ack, h.window));
 
         let keep = self.keep_series;
+        let mut new_min_rtt = false;
         let ds = &mut self.dirs[o];
         let ack_rel = ds.space.rel(h.ack);
         if pure && was == Some((h.ack, h.window)) && ds.snd_max > ack_rel && ds.any_ack {
@@ -559,12 +627,13 @@ impl TcpConn {
             if let Some(rtt) = sample {
                 let ms = rtt.as_secs_f64() * 1e3;
                 let st = &mut ds.stats;
+                new_min_rtt = st.rtt_min_ms.is_none_or(|m| ms < m);
                 st.rtt_samples += 1;
                 st.rtt_min_ms = Some(st.rtt_min_ms.map_or(ms, |m| m.min(ms)));
                 st.rtt_max_ms = Some(st.rtt_max_ms.map_or(ms, |m| m.max(ms)));
                 ds.rtt_sum_ms += ms;
                 ds.rtt_sumsq_ms += ms * ms;
-                ds.ev.rtt.add(now, rtt);
+                ds.ev.rtt_min = Some(ds.ev.rtt_min.map_or(rtt, |m| m.min(rtt)));
                 // Evidence of a queue only while more data was in flight behind the sampled
                 // segment: an ACK of the last byte sent may have waited for the receiver's
                 // delayed-ACK timer or its application's next write (think time).
@@ -641,25 +710,32 @@ impl TcpConn {
                 kind: MarkKind::Ece,
             });
         }
+        if new_min_rtt {
+            self.rtt_path_stale = true;
+        }
         advanced && self.dirs[o].any_seq
     }
 
     /// Returns the payload bytes sent for the first time and whether the segment was a
     /// retransmission.
-    fn handle_seq(&mut self, d: usize, o: usize, p: &TcpPacket) -> (u64, bool) {
+    /// `CONTROL`: as in [`TcpConn::step`].
+    #[inline(always)]
+    fn handle_seq<const CONTROL: bool>(
+        &mut self,
+        d: usize,
+        o: usize,
+        p: &TcpPacket,
+    ) -> (u64, bool) {
         let h = p.h;
         let now = p.time;
-        let syn = h.has(TcpHeader::SYN);
-        let fin = h.has(TcpHeader::FIN);
+        let syn = CONTROL && h.has(TcpHeader::SYN);
+        let fin = CONTROL && h.has(TcpHeader::FIN);
         let len = h.payload_len as u32;
         let keep = self.keep_series;
         let peer_mss = self.dirs[o].options.mss;
         let peer_last_data = self.dirs[o].last_data;
-        let path_rtt_ns = self
-            .hs
-            .syn_rtt
-            .zip(self.hs.synack_rtt)
-            .map(|(x, y)| duration_nanos(x).saturating_add(duration_nanos(y)));
+        let path_rtt_ns = self.hs_path_ns;
+        debug_assert_eq!(path_rtt_ns, self.handshake_path_ns());
         let peer_zero_windows = self.dirs[o].stats.zero_window;
         let ds = &mut self.dirs[d];
         let start = ds.space.rel(h.seq);
@@ -714,25 +790,28 @@ impl TcpConn {
                 ds.ev
                     .window_full(since, last, reopen, ds.peer_window, acked);
             }
-            let rtt_min = ds.ev.rtt.min();
             // Nagle (RFC 896, RFC 9293 §3.7.4): this segment left right after an ACK (with no
             // data) that covered everything, and the previous data segment had been waiting
             // for it.
             let mut nagle = false;
             if let (Some((tp, plen)), Some((ta, true, true))) = (ds.prev_data, ds.last_peer_ack) {
-                // The cheap tests first: in a bulk transfer the last ACK rarely covered all.
-                let gap = now - tp;
-                let after_ack = now - ta;
+                // In integer nanoseconds: at a receiver every ACK covers everything, so this
+                // runs for most data segments there.
+                const MS_NS: u64 = 1_000_000;
+                const SLACK_NS: u64 = diagnose::NAGLE_SLACK.as_nanos() as u64;
+                const NEAR_NS: u64 = diagnose::NEAR.as_nanos() as u64;
+                let gap_ns = now.as_nanos().saturating_sub(tp.as_nanos());
+                let after_ack_ns = now.as_nanos().saturating_sub(ta.as_nanos());
                 if kind == SegmentKind::New
                     && ta > tp
-                    && gap >= Duration::from_millis(1)
-                    && after_ack <= (gap / 10).max(diagnose::NAGLE_SLACK) + diagnose::NEAR
+                    && gap_ns >= MS_NS
+                    && after_ack_ns <= (gap_ns / 10).max(SLACK_NS) + NEAR_NS
                 {
                     nagle = true;
                     ds.ev.nagle.push(diagnose::NagleEvent {
                         prev_time: tp,
                         prev_len: plen,
-                        after_ack,
+                        after_ack: Duration::from_nanos(after_ack_ns),
                         ack_time: ta,
                         time: now,
                         len,
@@ -747,6 +826,7 @@ impl TcpConn {
                 if let Some(acked_at) = ds.all_acked_at {
                     let idle_from = peer_last_data.map_or(acked_at, |t| t.max(acked_at));
                     let idle = now - idle_from;
+                    let rtt_min = ds.ev.rtt_min.unwrap_or(Duration::ZERO);
                     if idle >= rtt_min.max(Duration::from_millis(1)) {
                         ds.ev.app_idle(idle_from, now);
                     }
@@ -756,6 +836,7 @@ impl TcpConn {
                 // RTO (RFC 6298 §5): silence well beyond a few RTTs, then the retransmission.
                 if let Some(last) = ds.last_send {
                     let gap = now - last;
+                    let rtt_min = ds.ev.rtt_min.unwrap_or(Duration::ZERO);
                     if in_flight_before > 0 && gap >= (rtt_min * 3).max(Duration::from_millis(180))
                     {
                         ds.ev.rto.push(diagnose::RtoEvent {
@@ -956,7 +1037,7 @@ impl TcpConn {
             &conn.handshake,
             conn.a2b.stats.rtt_min_ms,
             conn.b2a.stats.rtt_min_ms,
-            [a2b_state.ttl, b2a_state.ttl],
+            [a2b_state.ttl.get(), b2a_state.ttl.get()],
         );
         (conn.a2b.capture_point, conn.a2b.vantage_basis) = p_a2b;
         (conn.b2a.capture_point, conn.b2a.vantage_basis) = p_b2a;
