@@ -1,8 +1,11 @@
 //! Nanoseconds each impairment adds per packet to one link direction:
 //! `cargo build --release -p link --example impair_bench && target/release/examples/impair_bench
-//! [WORD] [--rounds N] [--alone]` (with WORD, only the plain links and the configurations whose
-//! name contains it, e.g. `duplicate`; with `--alone` as well, not even the plain links: for a
-//! profiler, whose samples are then those configurations' alone).
+//! [WORD] [--rounds N] [--alone] [--plain MS]... [--seed S]` (with WORD, only the plain links and
+//! the configurations whose name contains it, e.g. `duplicate`, or the one whose whole name it
+//! is; with `--alone` as well, not even the plain links: for a profiler, whose samples are then
+//! those configurations' alone; `--plain MS` adds a plain link of that delay, and with `--alone`
+//! and no WORD runs only such links; `--seed S` fixes the orders of the turns and rebuilds, drawn
+//! from the clock otherwise and printed).
 //!
 //! A link of 100 Gbit/s (never the bottleneck) with 10 ms of delay and a FIFO is offered one
 //! 1500-byte UDP packet per simulated microsecond, and polled at each step. The loop does what
@@ -33,7 +36,16 @@
 //! stay 50 ms), and so how many buffers the loop cycles through and how long since each was
 //! last touched. Each configuration is therefore also compared with a plain link holding as
 //! many packets in flight: by Little's law, a delay equal to the configuration's mean time in
-//! flight per packet offered (measured during the warm-up, rounded to 0.5 ms). This is a
+//! flight per packet offered (measured during the warm-up, rounded to 0.5 ms).
+//!
+//! **In the same bursts.** Order-kept jitter and slots hand packets over in bursts (hundreds to
+//! thousands at one poll, then none for as long), which changes the loop's cost without any
+//! work of the link's: after a burst the pool holds more buffers than the cache does, and the
+//! reads of the gap that follows write into buffers last touched long before. A configuration
+//! whose polls hand over [`BURSTY`] packets or more on average is therefore also compared with
+//! a plain link polled only at the gaps between its handovers (recorded in its warm-up, replayed
+//! in a cycle), with a delay shortened by the wait for the poll so that it holds as many
+//! buffers: the difference from that twin is what the impairment's own work costs. This is a
 //! program, not library code: reading the clock here is the point.
 
 use std::hint::black_box;
@@ -126,6 +138,19 @@ struct Rig {
     allocated: u64,
     /// Nanoseconds in flight, summed over the packets delivered (copies included).
     in_flight_ns: u128,
+    /// While recording: the steps at which a poll handed packets over.
+    handovers: Option<Vec<u64>>,
+    /// A twin that replays another configuration's handovers: polls only after these gaps.
+    polls: Option<PollGaps>,
+}
+
+/// The gaps, in steps, between another rig's polls that handed packets over, replayed in a
+/// cycle: a plain link polled this way hands its packets over in the same bursts.
+struct PollGaps {
+    gaps: Vec<u64>,
+    next: usize,
+    /// The step of the next poll.
+    due: u64,
 }
 
 impl Rig {
@@ -156,10 +181,26 @@ impl Rig {
             next_id: 0,
             allocated: 0,
             in_flight_ns: 0,
+            handovers: None,
+            polls: None,
         }
     }
 
-    /// Offers `n` packets, one per simulated microsecond, polling after each.
+    /// Whether to poll at step `id`: at every step, or at a replayed handover.
+    fn polls_at(&mut self, id: u64) -> bool {
+        let Some(g) = &mut self.polls else {
+            return true;
+        };
+        if id < g.due {
+            return false;
+        }
+        g.due = id + g.gaps[g.next];
+        g.next = (g.next + 1) % g.gaps.len();
+        true
+    }
+
+    /// Offers `n` packets, one per simulated microsecond, polling after each (a twin: after
+    /// those at its replayed handovers).
     fn run(&mut self, n: u64) {
         for _ in 0..n {
             let id = self.next_id;
@@ -174,9 +215,17 @@ impl Rig {
             p.data.extend_from_slice(&self.read);
             p.data[4..6].copy_from_slice(&(id as u16).to_be_bytes());
             self.link.enqueue(now, p, &mut ());
-            self.link.poll(now, &mut self.out, &mut ());
-            for (at, p) in self.out.drain(..) {
-                self.in_flight_ns += u128::from(at.as_nanos() - p.id * 1000);
+            if self.polls_at(id) {
+                self.link.poll(now, &mut self.out, &mut ());
+            }
+            if let Some(h) = &mut self.handovers {
+                if !self.out.is_empty() {
+                    h.push(id);
+                }
+            }
+            // Until handed over: a twin polled in bursts holds its packets past their arrival.
+            for (_, p) in self.out.drain(..) {
+                self.in_flight_ns += u128::from(now.as_nanos() - p.id * 1000);
                 self.written[..p.len()].copy_from_slice(&p.data);
                 black_box(&self.written);
                 if self.pool.len() < POOL_BUFFERS {
@@ -189,13 +238,18 @@ impl Rig {
     }
 
     /// The warm-up: returns the mean time in flight per packet offered (Little's law: a plain
-    /// link with this delay holds as many packets in flight), over its second half.
-    fn warm_up(&mut self) -> Duration {
+    /// link with this delay holds as many packets in flight), over its second half, and the
+    /// gaps between the polls that handed packets over in that half.
+    fn warm_up(&mut self) -> (Duration, Vec<u64>) {
         self.run(WARMUP / 2);
         self.in_flight_ns = 0;
+        self.handovers = Some(Vec::new());
         self.run(WARMUP / 2);
         self.allocated = 0;
-        Duration::from_nanos((self.in_flight_ns / u128::from(WARMUP / 2)) as u64)
+        let steps = self.handovers.take().unwrap_or_default();
+        let gaps = steps.windows(2).map(|w| w[1] - w[0]).collect();
+        let in_flight = Duration::from_nanos((self.in_flight_ns / u128::from(WARMUP / 2)) as u64);
+        (in_flight, gaps)
     }
 
     /// One turn of a round: CPU nanoseconds per timed packet.
@@ -240,62 +294,105 @@ fn spread(mut v: Vec<f64>) -> Spread {
     }
 }
 
+/// Handovers of at least this many packets on average make a configuration bursty: it gets a
+/// plain twin polled at its handovers' gaps.
+const BURSTY: f64 = 4.0;
+
+/// What a rig is built from, again at each rebuild.
+struct Spec {
+    name: String,
+    delay: Duration,
+    impair: Impairments,
+    /// A twin's poll gaps (see [`PollGaps`]).
+    gaps: Option<Vec<u64>>,
+}
+
+impl Spec {
+    fn build(&self) -> Rig {
+        let mut rig = Rig::new(self.delay, &self.impair);
+        rig.polls = self.gaps.clone().map(|gaps| PollGaps {
+            gaps,
+            next: 0,
+            due: 0,
+        });
+        rig
+    }
+}
+
+/// A delay rounded to 0.5 ms: a few plain links serve every configuration.
+fn half_ms(d: Duration) -> Duration {
+    Duration::from_micros((d.as_micros() as u64 + 250) / 500 * 500)
+}
+
 fn main() {
     let with = |f: &dyn Fn(&mut Impairments)| {
         let mut i = Impairments::default();
         f(&mut i);
         i
     };
-    let configs: Vec<(&str, Impairments)> = vec![
-        (PLAIN, Impairments::default()),
-        (PLAIN_AGAIN, Impairments::default()),
-        (PLAIN_17MS, Impairments::default()),
+    let ms = Duration::from_millis;
+    let configs: Vec<(&str, Duration, Impairments)> = vec![
+        (PLAIN, ms(10), Impairments::default()),
+        (PLAIN_AGAIN, ms(10), Impairments::default()),
+        (PLAIN_17MS, ms(17), Impairments::default()),
         (
             "jitter 2ms uniform",
+            ms(10),
             with(&|i| i.jitter = Some(Jitter::parse("2ms").unwrap())),
         ),
         (
             "jitter 2ms normal",
+            ms(10),
             with(&|i| i.jitter = Some(Jitter::parse("2ms normal").unwrap())),
         ),
         (
             "jitter 2ms paretonormal 25%",
+            ms(10),
             with(&|i| i.jitter = Some(Jitter::parse("2ms paretonormal 25%").unwrap())),
         ),
         (
             "jitter 2ms normal reorder",
+            ms(10),
             with(&|i| i.jitter = Some(Jitter::parse("2ms normal reorder").unwrap())),
         ),
         (
             "duplicate 10%",
+            ms(10),
             with(&|i| i.duplicate = Some(Duplicate::parse("10%").unwrap())),
         ),
         (
             "duplicate 10% 50ms",
+            ms(10),
             with(&|i| i.duplicate = Some(Duplicate::parse("10% 50ms").unwrap())),
         ),
         (
             "reorder 25% 50%",
+            ms(10),
             with(&|i| i.reorder = Some(Reorder::parse("25% 50%").unwrap())),
         ),
         (
             "corrupt 1%",
+            ms(10),
             with(&|i| i.corrupt = parse_corrupt("1%").unwrap()),
         ),
         (
             "pps 2000000",
+            ms(10),
             with(&|i| i.pps = Some(PacketRate::parse("2000000").unwrap())),
         ),
         (
             "slot 1ms 2ms",
+            ms(10),
             with(&|i| i.slot = Some(Slot::parse("1ms 2ms").unwrap())),
         ),
         (
             "drop 'tcp syn'",
+            ms(10),
             with(&|i| i.drop = vec![Filter::parse("tcp syn").unwrap()]),
         ),
         (
             "drop 3 filters",
+            ms(10),
             with(&|i| {
                 i.drop = ["tcp syn", "udp port 443", "ipv6 and not ecn ect1"]
                     .iter()
@@ -305,6 +402,7 @@ fn main() {
         ),
         (
             "mtu 9000",
+            ms(10),
             with(&|i| {
                 i.narrow = Some(NarrowLink {
                     mtu_bytes: 9000,
@@ -318,83 +416,147 @@ fn main() {
     let mut only = None;
     let mut rounds = ROUNDS;
     let mut alone = false;
+    // Drawn from the clock unless given: see the rebuilds below.
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos() % 1_000_000));
+    let mut plains: Vec<Duration> = Vec::new();
     while let Some(a) = args.next() {
-        if a == "--alone" {
-            alone = true;
-        } else if a == "--rounds" {
+        let mut value = |what: &str| {
             let v = args.next().unwrap_or_default();
-            rounds = v
-                .parse()
+            v.parse::<f64>()
                 .ok()
-                .filter(|&r: &usize| r > 0)
-                .unwrap_or_else(|| panic!("--rounds wants a count above 0, not {v:?}"));
-        } else {
-            only = Some(a);
+                .filter(|x| *x >= 0.0)
+                .unwrap_or_else(|| panic!("{a} wants {what}, not {v:?}"))
+        };
+        match a.as_str() {
+            "--alone" => alone = true,
+            "--rounds" => rounds = (value("a count above 0") as usize).max(1),
+            "--seed" => seed = value("a whole number") as u64,
+            "--plain" => plains.push(Duration::from_micros(
+                (value("a delay in milliseconds") * 1e3) as u64,
+            )),
+            _ => only = Some(a),
         }
     }
-    let configs: Vec<(&str, Impairments)> = configs
+    // A word that is a configuration's whole name selects it alone; otherwise every
+    // configuration whose name contains it.
+    let exact = only
+        .as_ref()
+        .is_some_and(|w| configs.iter().any(|(name, _, _)| *name == w.as_str()));
+    let selected = |name: &str| match &only {
+        Some(w) if exact => name == w.as_str(),
+        Some(w) => name.contains(w.as_str()),
+        // `--alone --plain MS` alone: only those plain links.
+        None => !alone || plains.is_empty(),
+    };
+    let mut specs: Vec<Spec> = configs
         .into_iter()
-        .filter(|(name, _)| {
-            (!alone && (*name == PLAIN || *name == PLAIN_AGAIN))
-                || only.as_ref().is_none_or(|w| name.contains(w.as_str()))
+        .filter(|(name, _, _)| {
+            (!alone && (*name == PLAIN || *name == PLAIN_AGAIN)) || selected(name)
+        })
+        .map(|(name, delay, impair)| Spec {
+            name: name.to_string(),
+            delay,
+            impair,
+            gaps: None,
         })
         .collect();
+    specs.extend(plains.iter().map(|d| Spec {
+        name: format!("plain, {:.1} ms", d.as_secs_f64() * 1e3),
+        delay: *d,
+        impair: Impairments::default(),
+        gaps: None,
+    }));
     let pinned = pin();
     let load_before = loadavg();
-    // The configurations, then the plain links of equal time in flight that they need.
-    let mut names: Vec<String> = Vec::new();
+    // The configurations, then the plain links of equal time in flight that they need, then
+    // the plain links polled in the bursty ones' handovers.
     let mut rigs: Vec<Rig> = Vec::new();
-    let mut plain_delay: Vec<Option<Duration>> = Vec::new();
     let mut in_flight: Vec<Duration> = Vec::new();
-    for (name, imp) in &configs {
-        let delay = Duration::from_millis(if *name == PLAIN_17MS { 17 } else { 10 });
-        let mut rig = Rig::new(delay, imp);
-        in_flight.push(rig.warm_up());
-        names.push(name.to_string());
-        plain_delay.push((*imp == Impairments::default()).then_some(delay));
+    let mut per_handover: Vec<f64> = Vec::new();
+    let mut gaps: Vec<Vec<u64>> = Vec::new();
+    for spec in &specs {
+        let mut rig = spec.build();
+        let (t, g) = rig.warm_up();
+        in_flight.push(t);
+        per_handover.push((WARMUP / 2) as f64 / (g.len() + 1) as f64);
+        gaps.push(g);
         rigs.push(rig);
     }
-    let mut matched = vec![0; rigs.len()];
-    for i in (0..configs.len()).filter(|_| !alone) {
-        // Rounded to 0.5 ms: a few plain links serve every configuration.
-        let d = Duration::from_micros((in_flight[i].as_micros() as u64 + 250) / 500 * 500);
-        let j = match plain_delay.iter().position(|p| *p == Some(d)) {
+    let configured = specs.len();
+    let is_plain = |s: &Spec| s.impair == Impairments::default() && s.gaps.is_none();
+    let mut matched: Vec<Option<usize>> = vec![None; configured];
+    let mut burst_twin: Vec<Option<usize>> = vec![None; configured];
+    let impaired: Vec<usize> = (0..configured)
+        .filter(|&i| !alone && !is_plain(&specs[i]))
+        .collect();
+    for i in impaired {
+        let d = half_ms(in_flight[i]);
+        let j = match specs.iter().position(|s| is_plain(s) && s.delay == d) {
             Some(j) => j,
             None => {
-                let mut rig = Rig::new(d, &Impairments::default());
-                in_flight.push(rig.warm_up());
-                names.push(format!("plain, {:.1} ms", d.as_secs_f64() * 1e3));
-                plain_delay.push(Some(d));
-                rigs.push(rig);
-                matched.push(rigs.len() - 1);
-                rigs.len() - 1
+                specs.push(Spec {
+                    name: format!("plain, {:.1} ms", d.as_secs_f64() * 1e3),
+                    delay: d,
+                    impair: Impairments::default(),
+                    gaps: None,
+                });
+                specs.len() - 1
             }
         };
-        matched[i] = j;
+        matched[i] = Some(j);
+        if per_handover[i] >= BURSTY && !gaps[i].is_empty() {
+            // The twin holds as many buffers: a packet waits for its poll half its gap on
+            // average, Σg²/2Σg steps of a microsecond, so its delay is that much shorter.
+            let g = &gaps[i];
+            let wait_us =
+                g.iter().map(|g| g * g).sum::<u64>() as f64 / (2 * g.iter().sum::<u64>()) as f64;
+            let d = half_ms(in_flight[i].saturating_sub(Duration::from_micros(wait_us as u64)));
+            specs.push(Spec {
+                name: format!(
+                    "plain, {:.1} ms, in the handovers of {}",
+                    d.as_secs_f64() * 1e3,
+                    specs[i].name
+                ),
+                delay: d,
+                impair: Impairments::default(),
+                gaps: Some(g.clone()),
+            });
+            burst_twin[i] = Some(specs.len() - 1);
+        }
+    }
+    for spec in &specs[rigs.len()..] {
+        let mut rig = spec.build();
+        let (t, g) = rig.warm_up();
+        in_flight.push(t);
+        per_handover.push((WARMUP / 2) as f64 / (g.len() + 1) as f64);
+        rigs.push(rig);
     }
     let n = rigs.len();
-    let specs: Vec<(Duration, Impairments)> = rigs
-        .iter()
-        .map(|r| (r.link.params().delay, r.link.params().impair.clone()))
-        .collect();
     let mut ns = vec![Vec::with_capacity(rounds); n];
     let mut allocated = vec![0; n];
-    let mut turn_order = ChaCha8Rng::seed_from_u64(11);
+    let mut turn_order = ChaCha8Rng::seed_from_u64(11 + 1000 * seed);
     for r in 0..rounds {
-        if r > 0 && r % ROUNDS_PER_BUILD == 0 {
+        if r % ROUNDS_PER_BUILD == 0 {
             // New rigs, built in a new order: where a rig's buffers and link lie in memory (and
             // so which of them share cache sets) changes its cost by some ns a packet; built
             // anew, that becomes spread between builds instead of a bias the rounds all share.
+            // The first build too: the rigs above were built in the configurations' order, the
+            // first of them on a fresh heap. And the orders come from a seed drawn per run: with
+            // the same orders in every run, every run had the same layouts, and the identical
+            // plain twin came out a few ns dearer in every run (by as much as 15 ns, and cheaper
+            // with other seeds).
             for (a, rig) in allocated.iter_mut().zip(&rigs) {
                 rig.check();
                 *a += rig.allocated;
             }
             rigs.clear();
             let mut order: Vec<usize> = (0..n).collect();
-            order.shuffle(&mut ChaCha8Rng::seed_from_u64(r as u64));
+            order.shuffle(&mut ChaCha8Rng::seed_from_u64(r as u64 + 1000 * seed));
             let mut built: Vec<Option<Rig>> = (0..n).map(|_| None).collect();
             for i in order {
-                let mut rig = Rig::new(specs[i].0, &specs[i].1);
+                let mut rig = specs[i].build();
                 rig.warm_up();
                 built[i] = Some(rig);
             }
@@ -409,13 +571,16 @@ fn main() {
             ns[i].push(rigs[i].turn());
         }
     }
-    for ((a, rig), name) in allocated.iter_mut().zip(&rigs).zip(&names) {
+    for ((a, rig), spec) in allocated.iter_mut().zip(&rigs).zip(&specs) {
         rig.check();
         *a += rig.allocated;
         // A lab's engine allocates too when its pool runs dry: a cost of the configuration,
         // counted in its time, and said here.
         if *a > 0 {
-            println!("{name}: {a} reads found the pool empty and allocated");
+            println!(
+                "{}: {a} reads found the pool empty and allocated",
+                spec.name
+            );
         }
     }
     let pin_note = match pinned {
@@ -424,18 +589,20 @@ fn main() {
     };
     println!(
         "{rounds} rounds, every link built anew each {ROUNDS_PER_BUILD}; in each round, every link \
-         in turn, in a new order each round: {LEAD_IN} packets untimed, then {TIMED} timed (thread CPU time); {pin_note}; load average {load_before} at the start, {} at the end.",
+         in turn, in a new order each round: {LEAD_IN} packets untimed, then {TIMED} timed (thread CPU time); {pin_note}; seed {seed}; load average {load_before} at the start, {} at the end.",
         loadavg()
     );
     println!(
         "\"added\": the median over the rounds of (this link's ns/packet - the other's, same round), \
-         [its 95 % confidence interval], (the interquartile range of single rounds)."
+         [its 95 % confidence interval], (the interquartile range of single rounds). \
+         \"in the handovers of\": a plain link polled only at the gaps between another's polls \
+         that handed packets over, so that it hands them over in the same bursts."
     );
     println!();
     println!(
-        "| link | time in flight ms | ns/packet (median) | added vs plain 10 ms | plain of equal time in flight | added vs it |"
+        "| link | time in flight ms | packets per handover | ns/packet (median) | added vs plain 10 ms | plain of equal time in flight | added vs it | added vs a plain link in its handovers |"
     );
-    println!("|---|---:|---:|---:|---|---:|");
+    println!("|---|---:|---:|---:|---:|---|---:|---:|");
     let paired =
         |i: usize, j: usize| -> Vec<f64> { ns[i].iter().zip(&ns[j]).map(|(a, b)| a - b).collect() };
     let cell = |s: Spread| {
@@ -452,17 +619,17 @@ fn main() {
         } else {
             cell(spread(paired(i, 0)))
         };
-        let (twin, vs_twin) = if plain_delay[i].is_none() && !alone {
-            (
-                names[matched[i]].clone(),
-                cell(spread(paired(i, matched[i]))),
-            )
-        } else {
-            (String::new(), String::new())
+        let (twin, vs_twin) = match matched.get(i).copied().flatten() {
+            Some(j) => (specs[j].name.clone(), cell(spread(paired(i, j)))),
+            None => (String::new(), String::new()),
+        };
+        let vs_bursts = match burst_twin.get(i).copied().flatten() {
+            Some(j) => cell(spread(paired(i, j))),
+            None => String::new(),
         };
         println!(
-            "| {} | {t:.1} | {own:.0} | {vs_plain} | {twin} | {vs_twin} |",
-            names[i]
+            "| {} | {t:.1} | {:.1} | {own:.0} | {vs_plain} | {twin} | {vs_twin} | {vs_bursts} |",
+            specs[i].name, per_handover[i]
         );
     }
 }

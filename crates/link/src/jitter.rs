@@ -71,16 +71,22 @@ impl Distribution {
     /// The standardized value at quantile `u` ∈ [0, 1), as [`Distribution::at_quantile`] but from
     /// the interpolated table: what each packet draws.
     pub fn sample_at(self, u: f64) -> f64 {
-        if self == Distribution::Uniform {
+        self.read_table((self != Distribution::Uniform).then(|| self.table()), u)
+    }
+
+    /// [`Distribution::sample_at`] with the table already found (`None` for uniform, which
+    /// has none).
+    #[inline]
+    fn read_table(self, table: Option<&'static [f32; TABLE_CELLS + 1]>, u: f64) -> f64 {
+        let Some(table) = table else {
             return 2.0 * u - 1.0;
-        }
+        };
         let x = u * TABLE_CELLS as f64;
         // `as` saturates, so a u outside [0, 1) still lands in a cell.
         let i = (x as usize).min(TABLE_CELLS - 1);
         if !(EXACT_CELLS..TABLE_CELLS - EXACT_CELLS).contains(&i) {
             return self.at_quantile(u);
         }
-        let table = self.table();
         let (lo, hi) = (f64::from(table[i]), f64::from(table[i + 1]));
         lo + (x - i as f64) * (hi - lo)
     }
@@ -213,12 +219,46 @@ pub struct Jitter {
 const JITTER_EXPECTED: &str = "a time, then optionally a distribution (uniform, normal, pareto, \
      paretonormal), a correlation percentage and the word reorder, e.g. '5ms normal 25% reorder'";
 
+/// A [`Jitter`] made ready to draw from once per packet: its table found and its σ in
+/// nanoseconds taken once, when the link's parameters are set, rather than at each draw (a lazy
+/// table's check and a u128 product), and the draw inlined where the link makes it. The same
+/// draws as [`Jitter::sample_nanos`].
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Sampler {
+    distribution: Distribution,
+    /// `None` for uniform.
+    table: Option<&'static [f32; TABLE_CELLS + 1]>,
+    sigma_ns: f64,
+    correlation: f64,
+    pub(crate) reorders: bool,
+}
+
+impl Sampler {
+    /// A signed offset from the link's delay, in nanoseconds: σ·t with t from the distribution.
+    #[inline]
+    pub(crate) fn sample_nanos(&self, state: &mut Correlated, rng: &mut ChaCha8Rng) -> i64 {
+        let u = state.next(self.correlation, rng);
+        let t = self.distribution.read_table(self.table, u);
+        (self.sigma_ns * t) as i64
+    }
+}
+
 impl Jitter {
     /// A signed offset from the link's delay, in nanoseconds: σ·t with t from the distribution.
     pub fn sample_nanos(&self, state: &mut Correlated, rng: &mut ChaCha8Rng) -> i64 {
-        let u = state.next(self.correlation, rng);
-        let t = self.distribution.sample_at(u);
-        (duration_nanos(self.amount) as f64 * t) as i64
+        self.sampler().sample_nanos(state, rng)
+    }
+
+    /// This jitter, ready to draw from (see [`Sampler`]).
+    pub(crate) fn sampler(&self) -> Sampler {
+        let d = self.distribution;
+        Sampler {
+            distribution: d,
+            table: (d != Distribution::Uniform).then(|| d.table()),
+            sigma_ns: duration_nanos(self.amount) as f64,
+            correlation: self.correlation,
+            reorders: self.reorders,
+        }
     }
 
     /// Parses `5ms`, `5ms normal`, `5ms pareto 25%`, `5ms normal reorder`.

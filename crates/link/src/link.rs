@@ -30,12 +30,13 @@ use wire::{Duration, Ecn, FlowKey, Instant, Packet};
 
 use crate::capacity::{Capacity, TRACE_OPPORTUNITY_BYTES};
 use crate::impair::Impairments;
-use crate::jitter::Correlated;
+use crate::jitter::{Correlated, Sampler};
 use crate::loss::{LossModel, LossState};
 use crate::mtu::{self, TooBig};
 use crate::overtaking::OutOfLine;
 use crate::stats::LinkStats;
 use crate::DropCause;
+use crate::Jitter;
 
 /// What can be changed on a running link.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,6 +164,8 @@ pub struct Link {
     loss_state: LossState,
     /// One random stream per impairment (see the module docs).
     rngs: ImpairRngs,
+    /// The jitter of `params`, ready to draw from.
+    jitter: Option<Sampler>,
     jitter_cor: Correlated,
     reorder_cor: Correlated,
     /// Where the packet-rate ceiling is in its cycle of N packets per second.
@@ -270,12 +273,14 @@ impl Link {
     pub fn new(now: Instant, params: LinkParams, qdisc: Box<dyn Qdisc>, seed: u64) -> Link {
         let mut overtaking = OutOfLine::default();
         overtaking.fit(out_of_line_span(&params));
+        let jitter = params.impair.jitter.as_ref().map(Jitter::sampler);
         Link {
             params,
             qdisc,
             rng: ChaCha8Rng::seed_from_u64(seed),
             loss_state: LossState::Good,
             rngs: ImpairRngs::new(seed),
+            jitter,
             jitter_cor: Correlated::default(),
             reorder_cor: Correlated::default(),
             pps_phase: 0,
@@ -327,6 +332,7 @@ impl Link {
             _ => false,
         };
         self.overtaking.fit(out_of_line_span(&params));
+        self.jitter = params.impair.jitter.as_ref().map(Jitter::sampler);
         self.params = params;
         if trace_changed {
             self.trace_epoch = now;
@@ -521,11 +527,11 @@ impl Link {
         self.run_timers(t);
         let p = self.qdisc.dequeue(t, &mut self.events);
         let cur = p.as_ref().map(|p| {
-            let sojourn = t - p.enqueued_at;
-            self.stats.queue_delay.record(sojourn);
-            self.stats.queue_delay_by_class[usize::from(p.class.min(1))].record(sojourn);
+            let sojourn_ns = t.as_nanos().saturating_sub(p.enqueued_at.as_nanos());
+            self.stats.queue_delay.record_nanos(sojourn_ns);
+            self.stats.queue_delay_by_class[usize::from(p.class.min(1))].record_nanos(sojourn_ns);
             Event {
-                sojourn: Some(sojourn),
+                sojourn: Some(Duration::from_nanos(sojourn_ns)),
                 ..event_of(t, EventKind::Dequeue, p, self.event_detail)
             }
         });
@@ -567,7 +573,7 @@ impl Link {
         } else {
             let mut at = done + self.params.delay;
             let mut keep_order = true;
-            if let Some(j) = &impair.jitter {
+            if let Some(j) = self.jitter {
                 let offset = j.sample_nanos(&mut self.jitter_cor, &mut self.rngs.jitter);
                 let ns = at.as_nanos().saturating_add_signed(offset);
                 // The variation never makes a packet arrive before it was sent.
@@ -586,7 +592,9 @@ impl Link {
             Some(w) if w.filter.matches(&p.data) => (at + w.extra, false),
             _ => (at, in_line),
         };
-        self.stats.added_delay.record(at - done);
+        self.stats
+            .added_delay
+            .record_nanos(at.as_nanos().saturating_sub(done.as_nanos()));
         self.stats.packets_out += 1;
         self.stats.bytes_out += p.len() as u64;
         let copy = match &impair.duplicate {
@@ -783,7 +791,9 @@ impl Link {
             _ => fresh(ready + slot.draw(&mut self.rngs.slot), &mut self.slot),
         }
         let opens = self.slot.opens_at.expect("set above");
-        self.stats.slot_wait.record(opens - ready);
+        self.stats
+            .slot_wait
+            .record_nanos(opens.as_nanos().saturating_sub(ready.as_nanos()));
         self.slot.packets_left = self.slot.packets_left.saturating_sub(1);
         self.slot.bytes_left = self.slot.bytes_left.saturating_sub(bytes);
         if self.slot.packets_left == 0 || self.slot.bytes_left == 0 {

@@ -38,8 +38,9 @@ pub struct Percentiles {
 /// of megabytes of zeros. So a histogram starts empty, then keeps its counts sparse (the
 /// buckets it has seen, at most [`SPARSE_BUCKETS`], in a small hash table: a varying delay finds
 /// its bucket in a probe or two, where the binary search of a sorted list mispredicted a branch
-/// at most of its nine levels and took 50 ns a record), and takes the full table only when it
-/// has seen more buckets than that. Sparse or full, it counts by the same buckets as an
+/// at most of its nine levels and took 50 ns a record; once it has seen a few dozen buckets, in
+/// an 8 KB window of consecutive buckets counted by index, with no probing at all), and takes the
+/// full table only when it has seen more buckets than that. Sparse or full, it counts by the same buckets as an
 /// `hdrhistogram::Histogram` of the same bounds and digits, so its percentiles are that
 /// histogram's to the microsecond.
 #[derive(Clone, Debug, Default)]
@@ -54,19 +55,71 @@ enum Counts {
     #[default]
     Empty,
     Sparse(Sparse),
-    Full(Box<Histogram<u64>>),
+    Full(Full),
 }
+
+/// Every bucket's count, at its [`index_of`]: hdrhistogram's table, counted without the
+/// bookkeeping its `record` does per value (a bounds check, a minimum, a maximum, saturating
+/// sums: some 100 instructions a record, where this takes a dozen). The table for percentiles
+/// is made from it when asked.
+#[derive(Clone, Debug)]
+struct Full {
+    counts: Box<[u64]>,
+    total: u64,
+}
+
+impl Full {
+    fn new<const DIGITS: u8>() -> Full {
+        Full {
+            counts: vec![0; index_of::<DIGITS>(MAX_US) as usize + 1].into_boxed_slice(),
+            total: 0,
+        }
+    }
+
+    #[inline]
+    fn count<const DIGITS: u8>(&mut self, us: u64, n: u64) {
+        self.counts[index_of::<DIGITS>(us) as usize] += n;
+        self.total += n;
+    }
+}
+
+/// The largest delay counted, in µs (1000 s); larger ones count as this.
+const MAX_US: u64 = 1_000_000_000;
 
 /// The buckets seen so far, open-addressed by their lowest value: (the bucket's lowest value in
 /// µs, its count), a count of 0 marking a free cell; a power-of-two number of cells, at most
-/// half of them used, found by linear probing from a Fibonacci hash.
+/// half of them used, found by linear probing from a Fibonacci hash. A delay that varies (more
+/// than [`WINDOW_AFTER`] buckets seen) is counted in a [`Window`] first.
 #[derive(Clone, Debug)]
 struct Sparse {
     cells: Vec<(u64, u64)>,
     /// The cell counted last: a steady delay finds it without hashing.
     last: usize,
+    /// Cells of `cells` in use.
+    used: usize,
+    /// Buckets seen, in `cells` or in the window: at most [`SPARSE_BUCKETS`].
     buckets: usize,
     total: u64,
+    window: Option<Window>,
+}
+
+/// Consecutive buckets of a [`Window`]: at 2 significant digits, eight doublings of the delay
+/// (a delay of 2 to 18 ms spans about 400).
+const WINDOW_CELLS: usize = 1024;
+
+/// Buckets a sparse histogram sees before it opens its window.
+const WINDOW_AFTER: usize = 32;
+
+/// [`WINDOW_CELLS`] consecutive buckets counted by their index (hdrhistogram's counts index,
+/// computed inline by [`index_of`]), so that a delay varying from packet to packet over some
+/// hundreds of buckets is counted by an index and an increment rather than a hash and a probe
+/// loop whose branches mispredict. Opened centred on the buckets the hash table has seen; a
+/// bucket outside it is still counted there.
+#[derive(Clone, Debug)]
+struct Window {
+    /// The index of the first cell's bucket.
+    base: u64,
+    counts: Box<[u64; WINDOW_CELLS]>,
 }
 
 impl Sparse {
@@ -74,8 +127,10 @@ impl Sparse {
         Sparse {
             cells: vec![(0, 0); 4],
             last: 0,
+            used: 0,
             buckets: 0,
             total: 0,
+            window: None,
         }
     }
 
@@ -83,9 +138,86 @@ impl Sparse {
         (bucket.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cells - 1)
     }
 
-    /// Counts one more in `bucket`; false, counting nothing, when it is a new bucket and the
-    /// table already holds [`SPARSE_BUCKETS`].
+    /// Counts one more of `us` µs; false, counting nothing, when its bucket is new and
+    /// [`SPARSE_BUCKETS`] have been seen already. Inlined where a packet is recorded: a steady
+    /// delay (the bucket counted last) or one in the window is counted here, anything else out
+    /// of line.
     #[inline]
+    fn count<const DIGITS: u8>(&mut self, us: u64) -> bool {
+        if let Some(w) = &mut self.window {
+            // Below `base`, the difference wraps far beyond the window.
+            let i = index_of::<DIGITS>(us).wrapping_sub(w.base);
+            if let Some(c) = w.counts.get_mut(i as usize) {
+                if *c == 0 {
+                    if self.buckets == SPARSE_BUCKETS {
+                        return false;
+                    }
+                    self.buckets += 1;
+                }
+                *c += 1;
+                self.total += 1;
+                return true;
+            }
+        }
+        let bucket = lowest_equivalent::<DIGITS>(us);
+        if let Some(last) = self.cells.get_mut(self.last) {
+            if last.0 == bucket && last.1 > 0 {
+                last.1 += 1;
+                self.total += 1;
+                return true;
+            }
+        }
+        self.count_hashed::<DIGITS>(bucket)
+    }
+
+    /// [`Sparse::count`] for a bucket that is not the last one counted, nor in the window.
+    #[inline(never)]
+    fn count_hashed<const DIGITS: u8>(&mut self, bucket: u64) -> bool {
+        if !self.add(bucket) {
+            return false;
+        }
+        if self.window.is_none() && self.used >= WINDOW_AFTER {
+            self.open_window::<DIGITS>();
+        }
+        true
+    }
+
+    /// Opens the window centred on the buckets seen so far, and moves those it covers into it.
+    #[cold]
+    fn open_window<const DIGITS: u8>(&mut self) {
+        let seen: Vec<(u64, u64)> = self.cells.iter().copied().filter(|c| c.1 > 0).collect();
+        let (lo, hi) = seen.iter().fold((u64::MAX, 0), |(lo, hi), c| {
+            let i = index_of::<DIGITS>(c.0);
+            (lo.min(i), hi.max(i))
+        });
+        let mut w = Window {
+            base: (lo / 2 + hi / 2).saturating_sub(WINDOW_CELLS as u64 / 2),
+            counts: Box::new([0; WINDOW_CELLS]),
+        };
+        self.cells.iter_mut().for_each(|c| *c = (0, 0));
+        self.used = 0;
+        let mask = self.cells.len() - 1;
+        for (b, n) in seen {
+            match w
+                .counts
+                .get_mut(index_of::<DIGITS>(b).wrapping_sub(w.base) as usize)
+            {
+                Some(c) => *c = n,
+                None => {
+                    let mut j = Self::home(b, self.cells.len());
+                    while self.cells[j].1 > 0 {
+                        j = (j + 1) & mask;
+                    }
+                    self.cells[j] = (b, n);
+                    self.used += 1;
+                }
+            }
+        }
+        self.window = Some(w);
+    }
+
+    /// Counts one more in `bucket` of the hash table; false, counting nothing, when it is a new
+    /// bucket and [`SPARSE_BUCKETS`] have been seen already.
     fn add(&mut self, bucket: u64) -> bool {
         let last = &mut self.cells[self.last];
         if last.0 == bucket && last.1 > 0 {
@@ -113,9 +245,10 @@ impl Sparse {
         }
         self.cells[i] = (bucket, 1);
         self.last = i;
+        self.used += 1;
         self.buckets += 1;
         self.total += 1;
-        if self.buckets * 2 > self.cells.len() {
+        if self.used * 2 > self.cells.len() {
             let grown = vec![(0, 0); self.cells.len() * 2];
             let old = std::mem::replace(&mut self.cells, grown);
             let mask = self.cells.len() - 1;
@@ -133,9 +266,16 @@ impl Sparse {
         true
     }
 
-    /// (bucket, count) of every bucket seen, in no particular order.
-    fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.cells.iter().copied().filter(|c| c.1 > 0)
+    /// (bucket's lowest value, count) of every bucket seen, in no particular order.
+    fn counts<const DIGITS: u8>(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let window = self.window.iter().flat_map(|w| {
+            w.counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| (value_of::<DIGITS>(w.base + i as u64), *n))
+        });
+        self.cells.iter().copied().filter(|c| c.1 > 0).chain(window)
     }
 }
 
@@ -158,58 +298,99 @@ fn lowest_equivalent<const DIGITS: u8>(us: u64) -> u64 {
     (us >> bucket) << bucket
 }
 
+/// The index of `us`'s bucket among all buckets of that histogram (hdrhistogram's counts
+/// index: `(bucket + 1)·2^(m−1) + sub − 2^(m−1)` with m the sub-bucket magnitude and
+/// `sub = us >> bucket`), increasing with `us`.
+#[inline]
+fn index_of<const DIGITS: u8>(us: u64) -> u64 {
+    let magnitude = const { sub_bucket_magnitude(DIGITS) };
+    let bucket = (u64::BITS - magnitude) - (us | ((1 << magnitude) - 1)).leading_zeros();
+    (u64::from(bucket) << (magnitude - 1)) + (us >> bucket)
+}
+
+/// The lowest value of the bucket at `index` (the inverse of [`index_of`]): buckets above the
+/// first hold the upper half of their sub-buckets, 2^(m−1) indices each.
+fn value_of<const DIGITS: u8>(index: u64) -> u64 {
+    let magnitude = const { sub_bucket_magnitude(DIGITS) };
+    let bucket = (index >> (magnitude - 1)).max(1) - 1;
+    (index - (bucket << (magnitude - 1))) << bucket
+}
+
 fn new_table(digits: u8) -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 1_000_000_000, digits).expect("static bounds are valid")
+    Histogram::new_with_bounds(1, MAX_US, digits).expect("static bounds are valid")
 }
 
 impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     pub fn record(&mut self, d: Duration) {
-        // In u64: `Duration::as_nanos` is a u128, whose division is a library call.
-        let us = (wire::time::duration_nanos(d) / 1000).clamp(1, 1_000_000_000);
+        self.record_nanos(wire::time::duration_nanos(d));
+    }
+
+    /// Records a delay of `ns` nanoseconds: [`DelayHistogram::record`] without the round trip
+    /// through a `Duration` (a division to make one from two `Instant`s, a u128 product to take
+    /// it apart again), for the per-packet paths. Its common cases are inlined there; the first
+    /// record and the change to the full table are out of line, so that the caller sets up no
+    /// large frame for them.
+    #[inline]
+    pub fn record_nanos(&mut self, ns: u64) {
+        let us = (ns / 1000).clamp(1, MAX_US);
         match &mut self.0 {
-            Counts::Full(h) => h.saturating_record(us),
-            Counts::Empty => {
-                let mut sparse = Sparse::new();
-                sparse.add(lowest_equivalent::<DIGITS>(us));
-                self.0 = Counts::Sparse(sparse);
-            }
             Counts::Sparse(sparse) => {
-                if !sparse.add(lowest_equivalent::<DIGITS>(us)) {
-                    let mut h = Box::new(new_table(DIGITS));
-                    for (v, n) in sparse.counts() {
-                        h.saturating_record_n(v, n);
-                    }
-                    h.saturating_record(us);
-                    self.0 = Counts::Full(h);
+                if !sparse.count::<DIGITS>(us) {
+                    self.take_full_table(us);
                 }
             }
+            Counts::Full(full) => full.count::<DIGITS>(us, 1),
+            Counts::Empty => self.record_first(us),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_first(&mut self, us: u64) {
+        let mut sparse = Sparse::new();
+        sparse.count::<DIGITS>(us);
+        self.0 = Counts::Sparse(sparse);
+    }
+
+    /// Counts `us` in a full table made from the sparse counts.
+    #[cold]
+    #[inline(never)]
+    fn take_full_table(&mut self, us: u64) {
+        let mut full = Full::new::<DIGITS>();
+        if let Counts::Sparse(sparse) = &self.0 {
+            for (v, n) in sparse.counts::<DIGITS>() {
+                full.count::<DIGITS>(v, n);
+            }
+        }
+        full.count::<DIGITS>(us, 1);
+        self.0 = Counts::Full(full);
     }
     pub fn len(&self) -> u64 {
         match &self.0 {
             Counts::Empty => 0,
             Counts::Sparse(sparse) => sparse.total,
-            Counts::Full(h) => h.len(),
+            Counts::Full(full) => full.total,
         }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     pub fn percentiles(&self) -> Percentiles {
-        let full;
-        let h = match &self.0 {
+        // A table for the moment: percentiles are asked for once a run, not per packet.
+        let mut h = new_table(DIGITS);
+        match &self.0 {
             Counts::Empty => return Percentiles::default(),
-            Counts::Full(h) => h.as_ref(),
-            // A table for the moment: percentiles are asked for once a run, not per packet.
+            Counts::Full(full) => {
+                for (i, n) in full.counts.iter().enumerate().filter(|c| *c.1 > 0) {
+                    h.saturating_record_n(value_of::<DIGITS>(i as u64), *n);
+                }
+            }
             Counts::Sparse(sparse) => {
-                let mut h = new_table(DIGITS);
-                for (v, n) in sparse.counts() {
+                for (v, n) in sparse.counts::<DIGITS>() {
                     h.saturating_record_n(v, n);
                 }
-                full = h;
-                &full
             }
-        };
+        }
         if h.is_empty() {
             return Percentiles::default();
         }
@@ -225,6 +406,10 @@ impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     #[cfg(test)]
     fn is_full_table(&self) -> bool {
         matches!(self.0, Counts::Full(_))
+    }
+    #[cfg(test)]
+    fn has_window(&self) -> bool {
+        matches!(&self.0, Counts::Sparse(s) if s.window.is_some())
     }
 }
 
@@ -550,6 +735,53 @@ mod tests {
         }
         check::<2>();
         check::<3>();
+    }
+
+    #[test]
+    fn the_bucket_index_increases_with_the_value_and_gives_back_hdrhistograms_bucket() {
+        fn check<const D: u8>() {
+            let h = new_table(D);
+            let mut last = 0;
+            for us in (1..5000).chain((13..31).flat_map(|b| [1u64 << b, (1 << b) + 77])) {
+                let i = index_of::<D>(us);
+                assert!(i >= last, "{us} µs");
+                last = i;
+                assert_eq!(value_of::<D>(i), h.lowest_equivalent(us), "{us} µs");
+            }
+        }
+        check::<2>();
+        check::<3>();
+    }
+
+    #[test]
+    fn a_varying_delay_is_counted_in_the_window_with_hdrhistograms_percentiles() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        // A jittered 10 ms delay (2 to 18 ms), and one packet in a thousand far outside.
+        let values: Vec<u64> = (0..100_000)
+            .map(|i| {
+                if i % 1000 == 999 {
+                    rng.gen_range(400_000..600_000)
+                } else {
+                    rng.gen_range(2_000..18_000)
+                }
+            })
+            .collect();
+        for n in [40, 1000, 100_000] {
+            let h = recorded::<2>(&values[..n]);
+            assert!(h.has_window() && !h.is_full_table(), "{n} values");
+            assert_eq!(h.percentiles(), reference(&values[..n], 2), "{n} values");
+            assert_eq!(h.len(), n as u64);
+        }
+        // Before the window, and beyond the sparse capacity at 3 digits: the same percentiles.
+        assert!(!recorded::<2>(&values[..20]).has_window());
+        assert_eq!(
+            recorded::<2>(&values[..20]).percentiles(),
+            reference(&values[..20], 2)
+        );
+        let h3 = recorded::<3>(&values);
+        assert!(h3.is_full_table());
+        assert_eq!(h3.percentiles(), reference(&values, 3));
     }
 
     #[test]
