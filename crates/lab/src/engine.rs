@@ -1,7 +1,7 @@
 //! The forwarder's I/O: the pure `labnet::forwarder` between the hosts' TUN devices, with a
 //! capture of every interface (both directions, as `tcpdump` on that interface would see them)
-//! and a log of every link event. A capture or log that cannot be written (a full disk) stops
-//! with a warning; the network goes on.
+//! and a log of every link event, handed to their writer thread (`sinks::Captures`). A capture
+//! or log that cannot be written (a full disk) stops with a warning; the network goes on.
 
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -14,7 +14,7 @@ use wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN, VNET_HDR_NONE};
 use wire::Instant;
 
 use crate::netns::HostNs;
-use crate::output::{self, EngineSummary, LinkLog, Pcap, Reserve, RotatingFile, Summary};
+use crate::output::{Captures, EngineSummary, FileId, Opening, Reserve, Summary};
 use crate::sys;
 
 /// The largest read from a TUN device: a virtio header and an IPv4/IPv6 datagram (at most
@@ -31,7 +31,7 @@ const POOL_BUFFERS: usize = 4096;
 /// A host interface's device and capture.
 pub struct IfaceRt {
     pub fd: RawFd,
-    pcap: Option<Pcap>,
+    pcap: Option<FileId>,
     /// Each packet read or written carries a `virtio_net_hdr` (the device has offloads).
     vnet: bool,
     /// Consecutive TCP segments of one flow written together go in as one super-packet.
@@ -52,14 +52,13 @@ fn take_pooled(pool: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
 pub struct Forwarder {
     core: forwarder::Forwarder,
     pub ifaces: Vec<IfaceRt>,
-    logs: Vec<Option<LinkLog>>,
-    /// Room on the captures' disk, given back when one of them fails.
-    reserve: Option<Reserve>,
-    /// Captures and logs stopped by a failed write, in words.
+    logs: Vec<Option<FileId>>,
+    /// The captures and link logs, with `-o`.
+    captures: Option<Captures>,
+    /// What went wrong without stopping the lab, in words.
     warnings: Vec<String>,
     /// The latest `now` the network was run to.
     last_now: Instant,
-    real_start_ns: u64,
     buf: Vec<u8>,
     /// Where a super-packet's segments are built, one at a time.
     scratch: Vec<u8>,
@@ -92,11 +91,13 @@ impl Forwarder {
         real_start_ns: u64,
     ) -> Result<Forwarder> {
         let core = forwarder::Forwarder::new(cfg, out_dir.is_some())?;
+        // The files are created here, so that one that cannot be is an error of the start.
+        let mut opening = out_dir.map(|d| (Opening::new(limits), d));
         let mut ifaces = Vec::new();
         for (h, ns) in cfg.hosts.iter().zip(hosts) {
             for (ii, iface) in h.interfaces.iter().enumerate() {
-                let pcap = match out_dir {
-                    Some(d) => Some(output::open_pcap(&d.capture(&h.name, &iface.name), limits)?),
+                let pcap = match &mut opening {
+                    Some((o, d)) => Some(o.pcap(&d.capture(&h.name, &iface.name))?),
                     None => None,
                 };
                 ifaces.push(IfaceRt {
@@ -108,20 +109,23 @@ impl Forwarder {
             }
         }
         let mut logs = Vec::new();
-        for d in &core.dirs {
-            logs.push(match out_dir {
-                Some(o) => Some(LinkLog::create(&o.link_log(&d.link, d.side), limits)?),
+        for dir in &core.dirs {
+            logs.push(match &mut opening {
+                Some((o, d)) => Some(o.log(&d.link_log(&dir.link, dir.side))?),
                 None => None,
             });
         }
+        let captures = match opening {
+            Some((o, d)) => Some(o.start(Reserve::take(d), real_start_ns)?),
+            None => None,
+        };
         Ok(Forwarder {
             core,
             ifaces,
             logs,
-            reserve: out_dir.map(Reserve::take),
+            captures,
             warnings: Vec::new(),
             last_now: Instant::ZERO,
-            real_start_ns,
             buf: vec![0; MAX_PACKET],
             scratch: Vec::new(),
             segments: Vec::new(),
@@ -215,11 +219,8 @@ impl Forwarder {
     /// Captures a datagram sent by interface `i` and feeds it to the network at `now`.
     fn take_packet(&mut self, i: usize, now: Instant, data: Vec<u8>) {
         self.packets_read += 1;
-        if let Some(p) = &mut self.ifaces[i].pcap {
-            if let Err(e) = p.write(self.real_start_ns + now.as_nanos(), &data) {
-                let path = p.file().path().to_path_buf();
-                self.stop_captures(&path, &e, now);
-            }
+        if let (Some(c), Some(f)) = (&mut self.captures, self.ifaces[i].pcap) {
+            c.pcap(f, now, &data);
         }
         self.core.handle_packet(now, i, data);
     }
@@ -244,11 +245,8 @@ impl Forwarder {
             } else {
                 t.at - real
             });
-            if let Some(pc) = &mut self.ifaces[t.iface].pcap {
-                if let Err(e) = pc.write(self.real_start_ns + now.as_nanos(), &t.data) {
-                    let path = pc.file().path().to_path_buf();
-                    self.stop_captures(&path, &e, now);
-                }
+            if let (Some(c), Some(f)) = (&mut self.captures, self.ifaces[t.iface].pcap) {
+                c.pcap(f, now, &t.data);
             }
             if self.ifaces[t.iface].coalesce {
                 if open == Some(t.iface) && self.coalescer.push(&t.data) {
@@ -307,40 +305,10 @@ impl Forwarder {
     /// Writes the link events into the logs.
     fn log_events(&mut self, now: Instant) {
         while let Some((l, e)) = self.core.poll_event() {
-            if let Some(log) = &mut self.logs[l] {
-                if let Err(err) = log.write(&e) {
-                    let path = log.file().path().to_path_buf();
-                    self.stop_captures(&path, &err, now);
-                }
+            if let (Some(c), Some(f)) = (&mut self.captures, self.logs[l]) {
+                c.log(f, now, &e);
             }
         }
-    }
-
-    /// Every capture and link log.
-    fn files(&mut self) -> impl Iterator<Item = &mut RotatingFile> {
-        let pcaps = self.ifaces.iter_mut().filter_map(|i| i.pcap.as_mut());
-        let logs = self.logs.iter_mut().flatten();
-        pcaps.map(Pcap::file).chain(logs.map(LinkLog::file))
-    }
-
-    /// Writing `path` failed with `e` at `now`: the disk is full or broken, so every capture
-    /// and log stops (what they had buffered is dropped), the reserve is given back (room for
-    /// summary.json), and the warning goes to stderr at once and to summary.json at the end.
-    fn stop_captures(&mut self, path: &std::path::Path, e: &std::io::Error, now: Instant) {
-        for f in self.files() {
-            f.stop();
-        }
-        if let Some(r) = &mut self.reserve {
-            r.release();
-        }
-        let w = format!(
-            "captures and link logs stopped at {:.3} s: writing {}: {e}; the lab and its \
-             programs went on",
-            now.as_secs_f64(),
-            path.display()
-        );
-        eprintln!("latencylab: warning: {w}");
-        self.warnings.push(w);
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
@@ -357,20 +325,15 @@ impl Forwarder {
         self.core.set_params(now, dir, params);
     }
 
-    /// Flushes captures and logs and returns the summary.
+    /// Writes out and closes the captures and logs, and returns the summary.
     pub fn finish(&mut self) -> Result<Summary> {
-        let now = self.last_now;
-        self.log_events(now);
-        let mut failed = None;
-        for f in self.files() {
-            if let Err(e) = f.flush() {
-                failed = Some((f.path().to_path_buf(), e));
-                break;
-            }
-        }
-        if let Some((path, e)) = failed {
-            self.stop_captures(&path, &e, now);
-        }
+        self.log_events(self.last_now);
+        let captures = self
+            .captures
+            .as_mut()
+            .map(Captures::finish)
+            .unwrap_or_default();
+        self.warnings.extend(captures.warnings);
         Ok(Summary {
             links: self.core.link_summaries(),
             no_route: self.core.no_route(),
@@ -379,6 +342,9 @@ impl Forwarder {
                 delivery_lateness_ms: self.lateness.percentiles().into(),
                 write_errors: self.write_errors,
                 cpu_s: sys::cpu_seconds(),
+                capture_wait_ms: captures.wait.total.as_secs_f64() * 1e3,
+                capture_waits: captures.wait.count,
+                capture_writer_cpu_s: captures.writer_cpu_s,
                 // Measured by the loop, which fills them in.
                 longest_stall_ms: 0.0,
                 longest_stall_at_s: 0.0,

@@ -5,4 +5,4 @@ pub use labnet::run_dir::{
     DelaySummary, DnsQuerySummary, DnsSummary, EngineSummary, LinkSummary, Nat64Summary,
     SubQueueSummary, Summary,
 };
-pub use sinks::{open_pcap, prepare_dir, write_json, LinkLog, Pcap, Reserve, RotatingFile};
+pub use sinks::{prepare_dir, write_json, Captures, FileId, Opening, Reserve};

@@ -521,6 +521,18 @@ pub struct EngineSummary {
     pub write_errors: u64,
     /// CPU time latencylab itself used (user + system), not its programs'.
     pub cpu_s: f64,
+    /// Milliseconds the engine waited in all, with `-o`, for the thread that writes the
+    /// captures and link logs: the disk fell behind the traffic by more than that thread's
+    /// buffers hold, and packets due meanwhile were late by as much (said in `warnings`).
+    #[serde(default)]
+    pub capture_wait_ms: f64,
+    /// How many times it waited.
+    #[serde(default)]
+    pub capture_waits: u64,
+    /// The CPU time (user + system) of the thread that writes the captures and link logs, part
+    /// of `cpu_s`.
+    #[serde(default)]
+    pub capture_writer_cpu_s: f64,
     /// The engine's longest stall: the longest time a packet could have waited in a host's
     /// TUN queue before the engine read it (a loop turn's work, or a wake-up later than asked
     /// for: the process stopped or descheduled), invisible in `delivery_lateness_ms`.

@@ -2,18 +2,22 @@
 //! pcaps, link logs, JSON. What the files are called and what their lines and fields mean is
 //! defined once, in `labnet::run_dir`; here they reach the disk.
 //! Captures and link logs are cut at the snapshot length and split into files of a bounded
-//! size as [`CaptureLimits`] asks; a write that fails (a full disk) stops that file, not the
-//! lab: the caller turns the error into a warning.
+//! size as [`CaptureLimits`] asks, and written by a thread of their own ([`Captures`]); a
+//! write that fails (a full disk) stops them, not the lab, with a warning.
+
+mod captures;
+mod handoff;
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use labnet::run_dir::{self, CaptureLimits, NextFile, Rotation, RunDir};
-use link::Event;
+use labnet::run_dir::{CaptureLimits, NextFile, Rotation, RunDir};
 use serde::Serialize;
-use wire::pcap;
+
+pub use captures::{Captures, CapturesEnd, FileId, Opening};
+pub use handoff::DiskWait;
 
 /// Creates the run directory and its `captures/` and `links/` subdirectories, for the user, like
 /// every file below.
@@ -125,60 +129,6 @@ impl RotatingFile {
     }
 }
 
-/// One interface's capture: each packet cut at the snapshot length, with its original length.
-pub struct Pcap {
-    file: RotatingFile,
-    snaplen: u32,
-}
-
-pub fn open_pcap(path: &Path, limits: CaptureLimits) -> Result<Pcap> {
-    let snaplen = limits.snaplen_bytes.unwrap_or(pcap::SNAPLEN);
-    let header = pcap::file_header(pcap::LINKTYPE_RAW, snaplen);
-    Ok(Pcap {
-        file: RotatingFile::create(path, &header, limits)?,
-        snaplen,
-    })
-}
-
-impl Pcap {
-    /// Records `data` as captured at `unix_ns` (nanoseconds since the Unix epoch).
-    pub fn write(&mut self, unix_ns: u64, data: &[u8]) -> io::Result<()> {
-        let incl = data.len().min(self.snaplen as usize);
-        let header = pcap::record_header(unix_ns, incl, data.len());
-        self.file.record(&[&header, &data[..incl]])
-    }
-
-    pub fn file(&mut self) -> &mut RotatingFile {
-        &mut self.file
-    }
-}
-
-/// One link direction's event log.
-pub struct LinkLog {
-    file: RotatingFile,
-    /// The line being written, kept to reuse its allocation.
-    line: Vec<u8>,
-}
-
-impl LinkLog {
-    pub fn create(path: &Path, limits: CaptureLimits) -> Result<LinkLog> {
-        Ok(LinkLog {
-            file: RotatingFile::create(path, run_dir::LOG_HEADER.as_bytes(), limits)?,
-            line: Vec::with_capacity(128),
-        })
-    }
-
-    pub fn write(&mut self, e: &Event) -> io::Result<()> {
-        self.line.clear();
-        run_dir::write_event(&mut self.line, e)?;
-        self.file.record(&[&self.line])
-    }
-
-    pub fn file(&mut self) -> &mut RotatingFile {
-        &mut self.file
-    }
-}
-
 /// Spare room on the run directory's disk ([`RunDir::reserve`]): a file of zeros written when
 /// the captures open, removed as soon as one of them fails, so that the lab can still write
 /// summary.json with the warning, and removed when dropped.
@@ -215,17 +165,18 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     owner::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
+/// An empty directory of this test process's own, for the tests of every module.
+#[cfg(test)]
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("latencylab-sinks-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("latencylab-output-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     #[test]
     fn a_rotating_file_starts_each_file_with_the_header_and_keeps_the_newest_n() {
@@ -255,28 +206,6 @@ mod tests {
             fs::read(RunDir::rotated(&first, 3)).unwrap(),
             b"H\na record longer than ten bytes\n"
         );
-        fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn a_pcap_cut_at_the_snaplen_says_so_in_its_header_and_keeps_each_original_length() {
-        let d = scratch("snaplen");
-        let path = d.join("c.pcap");
-        let limits = CaptureLimits {
-            snaplen_bytes: Some(40),
-            ..CaptureLimits::default()
-        };
-        let mut p = open_pcap(&path, limits).unwrap();
-        p.write(1_000_000_007, &[0x45; 100]).unwrap();
-        p.write(2_000_000_000, &[0x60; 30]).unwrap();
-        p.file().flush().unwrap();
-        let b = fs::read(&path).unwrap();
-        let u = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-        assert_eq!(u(16), 40, "snaplen");
-        assert_eq!((u(24 + 8), u(24 + 12)), (40, 100));
-        let second = 24 + 16 + 40;
-        assert_eq!((u(second + 8), u(second + 12)), (30, 30));
-        assert_eq!(b.len(), second + 16 + 30);
         fs::remove_dir_all(&d).unwrap();
     }
 
