@@ -277,10 +277,10 @@ impl Lab<'_> {
     fn check_end(&mut self, now: Instant) {
         let all_started = self.schedule.all_started();
         let command_status = self.progs.command_status();
-        let states = self.progs.states();
+        let ended = self.progs.waited_ended();
         if self
             .life
-            .check_end(now, command_status, all_started, states)
+            .check_end(now, command_status, all_started, ended)
             .is_some()
         {
             self.terminate_all();
@@ -344,11 +344,13 @@ impl Lab<'_> {
         }
         match self.priority.poll_switch(now) {
             Some(true) => {
-                sys::realtime_priority();
+                let realtime = sys::realtime_priority();
+                self.starter.engine_apart_from_starts(realtime);
             }
             Some(false) => {
                 sys::normal_policy();
                 sys::high_priority();
+                self.starter.engine_apart_from_starts(false);
             }
             None => {}
         }

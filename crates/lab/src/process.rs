@@ -7,7 +7,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant as StdInstant};
 
 pub use launcher::{
-    exit_code_of, invoking_user, HostFiles, LabSetup, LaunchEvent, Launcher, RunAs, StartSpec,
+    exit_code_of, invoking_user, set_affinity, CpuPlan, HostFiles, LabSetup, LaunchEvent, Launcher,
+    RunAs, StartSpec,
 };
 
 /// The inode of a namespace file: processes whose /proc/PID/ns/net has it are in the namespace.

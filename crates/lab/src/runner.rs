@@ -194,7 +194,9 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
 
 fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
     // First, while this process is small: forking it later would copy the engine.
-    let launcher = Launcher::start()?;
+    // `LATENCYLAB_PIN=off` leaves starts and the engine on every CPU, to compare.
+    let split_cpus = std::env::var("LATENCYLAB_PIN").as_deref() != Ok("off");
+    let launcher = Launcher::start(split_cpus)?;
     // A host holds two descriptors (its namespace, its TUN device) and, with `-o`, a capture and
     // two link logs: a 1000-host lab needs more than the usual soft limit of 1024. Raised after
     // the launcher's fork, so programs keep the limit they would have had.
@@ -236,15 +238,14 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
     let io = LoopIo::new(&fwd, &td.hosts, sfd, &launcher)?;
     sys::tight_timer_slack();
     let mode = PriorityMode::parse(std::env::var("LATENCYLAB_PRIORITY").ok().as_deref());
-    match mode {
-        PriorityMode::Normal => {}
+    let realtime = match mode {
+        PriorityMode::Normal => false,
         PriorityMode::Nice => {
             sys::high_priority();
+            false
         }
-        PriorityMode::Auto | PriorityMode::Realtime => {
-            sys::realtime_priority();
-        }
-    }
+        PriorityMode::Auto | PriorityMode::Realtime => sys::realtime_priority(),
+    };
     let early = EarlyWake::from_setting(std::env::var("LATENCYLAB_SPIN_NS").ok().as_deref());
     let starter = Starter::new(
         cfg,
@@ -254,6 +255,9 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         process::invoking_user(),
         launcher,
     )?;
+    // A thread this one made while it is kept apart would inherit that: it is undone as soon
+    // as the loop ends, before the teardown's threads.
+    starter.engine_apart_from_starts(realtime);
     let mut lab = Lab {
         starter,
         cfg,
@@ -288,6 +292,7 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         }
     }
     let result = lab.run();
+    lab.starter.engine_apart_from_starts(false);
     td.trace = StepTrace::from_env();
     td.progs = std::mem::take(&mut lab.progs);
     result?;

@@ -4,6 +4,7 @@
 //! request naming the host and the command. What goes in the files and the environment is
 //! decided in `labnet::programs`; here the files are written.
 
+use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
@@ -35,7 +36,9 @@ pub(crate) fn write_name_files(cfg: &LabConfig, pid: u32) -> Result<Vec<(PathBuf
 
 /// Starts programs in the lab's hosts, through the [`Launcher`].
 pub(crate) struct Starter<'a> {
-    cfg: &'a LabConfig,
+    /// Each host's index in the lab, by name: a start names its host, and a lab of a thousand
+    /// hosts compared the name with every host's for each of its thousand programs.
+    host_index: HashMap<&'a str, usize>,
     pub launcher: Launcher,
 }
 
@@ -78,7 +81,20 @@ impl<'a> Starter<'a> {
             run_dir: opts.out_dir.clone(),
         };
         launcher.tell_hosts(&told, setup)?;
-        Ok(Starter { cfg, launcher })
+        let host_index = cfg.hosts.iter().enumerate();
+        Ok(Starter {
+            host_index: host_index.map(|(i, h)| (h.name.as_str(), i)).collect(),
+            launcher,
+        })
+    }
+
+    /// Keeps the calling thread (the engine) off the CPU where programs start while `apart`
+    /// (it runs real-time), or lets it run on every CPU the lab may use again
+    /// ([`process::CpuPlan`]). Nothing when starts are not kept apart (one CPU).
+    pub fn engine_apart_from_starts(&self, apart: bool) {
+        if let Some(c) = self.launcher.cpus() {
+            process::set_affinity(0, if apart { &c.engine } else { &c.allowed });
+        }
     }
 
     /// Asks for `argv` to start in `host` (its process id comes later, from the launcher):
@@ -92,12 +108,7 @@ impl<'a> Starter<'a> {
         name: &str,
         command: bool,
     ) -> Result<()> {
-        let hi = self
-            .cfg
-            .hosts
-            .iter()
-            .position(|h| h.name == host)
-            .context("validated host")?;
+        let hi = *self.host_index.get(host).context("validated host")?;
         self.launcher.spawn(StartSpec {
             host: hi,
             host_name: host.to_string(),

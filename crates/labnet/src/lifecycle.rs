@@ -9,8 +9,6 @@
 
 use wire::{Duration, Instant};
 
-use crate::schedule::{programs_done, ProgramState};
-
 /// Programs started in one loop turn at most. Starting one (its stdio files, its environment,
 /// a request to the launcher) takes the loop a fraction of a millisecond, but a thousand due at
 /// once kept it from reading its interfaces for most of a second; in turns of this many, the
@@ -111,15 +109,16 @@ impl Lifecycle {
     }
 
     /// Applies the stop rules: COMMAND's end ends the lab with its status; so does the end of
-    /// `duration`; a lab with neither COMMAND nor `duration` ends when its programs are done
-    /// ([`programs_done`]). Returns the cause when the lab begins to end now: the shell then
-    /// sends SIGTERM to what still runs.
+    /// `duration`; a lab with neither COMMAND nor `duration` ends once every program has
+    /// started and the programs it waits for have ended (`programs_ended`:
+    /// [`crate::programs::Programs::waited_ended`]). Returns the cause when the lab begins to
+    /// end now: the shell then sends SIGTERM to what still runs.
     pub fn check_end(
         &mut self,
         now: Instant,
         command_status: Option<i32>,
         all_started: bool,
-        progs: &[ProgramState],
+        programs_ended: bool,
     ) -> Option<EndCause> {
         if self.ending.is_some() {
             return None;
@@ -130,7 +129,9 @@ impl Lifecycle {
             EndCause::Duration
         } else if !self.has_command
             && !self.has_duration
-            && programs_done(all_started && !self.command_pending, progs)
+            && all_started
+            && !self.command_pending
+            && programs_ended
         {
             EndCause::Programs
         } else {
@@ -484,14 +485,9 @@ mod tests {
         Instant::from_millis(n)
     }
 
-    const RUNNING: ProgramState = ProgramState {
-        wait: false,
-        running: true,
-    };
-    const ENDED: ProgramState = ProgramState {
-        wait: false,
-        running: false,
-    };
+    /// Whether the programs the lab waits for have ended.
+    const RUNNING: bool = false;
+    const ENDED: bool = true;
     const SERVER_UP: ServerState = ServerState {
         listening: true,
         exited: false,
@@ -539,14 +535,14 @@ mod tests {
     fn commands_end_ends_the_lab_with_its_status_and_programs_get_a_grace_time() {
         let mut lc = Lifecycle::new(true, false, false);
         lc.command_started();
-        assert_eq!(lc.check_end(ms(100), None, true, &[RUNNING]), None);
+        assert_eq!(lc.check_end(ms(100), None, true, RUNNING), None);
         assert_eq!(
-            lc.check_end(ms(200), Some(3), true, &[RUNNING]),
+            lc.check_end(ms(200), Some(3), true, RUNNING),
             Some(EndCause::Command(3))
         );
         assert_eq!(lc.exit_code(), 3);
         // Ending is told once; the loop runs on until the processes are gone or the grace ends.
-        assert_eq!(lc.check_end(ms(210), Some(3), true, &[]), None);
+        assert_eq!(lc.check_end(ms(210), Some(3), true, ENDED), None);
         assert!(!lc.finished(ms(210), false));
         assert!(lc.finished(ms(210), true));
         assert!(lc.finished(ms(200) + GRACE, false));
@@ -556,19 +552,19 @@ mod tests {
     #[test]
     fn a_lab_without_command_or_duration_ends_when_its_programs_have() {
         let mut lc = Lifecycle::new(false, false, false);
-        assert_eq!(lc.check_end(ms(0), None, false, &[ENDED]), None);
-        assert_eq!(lc.check_end(ms(0), None, true, &[RUNNING, ENDED]), None);
+        assert_eq!(lc.check_end(ms(0), None, false, ENDED), None);
+        assert_eq!(lc.check_end(ms(0), None, true, RUNNING), None);
         assert_eq!(
-            lc.check_end(ms(5), None, true, &[ENDED, ENDED]),
+            lc.check_end(ms(5), None, true, ENDED),
             Some(EndCause::Programs)
         );
         assert_eq!(lc.exit_code(), 0);
         // With a duration, programs ending early do not end the lab.
         let mut timed = Lifecycle::new(false, false, true);
-        assert_eq!(timed.check_end(ms(5), None, true, &[ENDED]), None);
+        assert_eq!(timed.check_end(ms(5), None, true, ENDED), None);
         timed.duration_over();
         assert_eq!(
-            timed.check_end(ms(6), None, true, &[RUNNING]),
+            timed.check_end(ms(6), None, true, RUNNING),
             Some(EndCause::Duration)
         );
     }

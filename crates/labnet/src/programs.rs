@@ -6,9 +6,9 @@
 //! Not here: starting processes, signals, descriptors (the `launcher` crate, `lab::starter`,
 //! `lab::process`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use crate::schedule::ProgramState;
 use crate::spec::{Host, LabConfig};
 
 /// One program the lab asked the launcher to start.
@@ -53,18 +53,30 @@ impl std::fmt::Display for ProgramsError {
 
 impl std::error::Error for ProgramsError {}
 
-/// The lab's programs, in the order they were asked for.
+/// The lab's programs, in the order they were asked for, with what the loop asks of them on
+/// every turn (COMMAND's status, whether the programs the lab waits for have ended) kept up to
+/// date as they start and end, rather than found by a pass over every program: a lab of a
+/// thousand programs made two such passes per loop turn.
 #[derive(Clone, Debug, Default)]
 pub struct Programs {
     list: Vec<Program>,
-    /// What [`Programs::states`] answers, kept so that the loop's every turn does not
-    /// allocate it anew.
-    states: Vec<ProgramState>,
+    /// Each running program's index, by process id.
+    by_pid: HashMap<i32, usize>,
+    /// Every program before this index has a process id or has ended.
+    next_start: usize,
+    /// COMMAND's index.
+    command: Option<usize>,
+    /// Programs that have not ended.
+    running: usize,
+    /// Programs the lab waits for, and how many of them have not ended.
+    waited: usize,
+    waited_running: usize,
 }
 
 impl Programs {
     /// A program was asked for; returns its index.
     pub fn asked(&mut self, name: &str, own_group: bool, wait: bool, is_command: bool) -> usize {
+        let i = self.list.len();
         self.list.push(Program {
             name: name.to_string(),
             pid: None,
@@ -73,18 +85,31 @@ impl Programs {
             is_command,
             status: None,
         });
-        self.list.len() - 1
+        self.running += 1;
+        if wait {
+            self.waited += 1;
+            self.waited_running += 1;
+        }
+        if is_command {
+            self.command.get_or_insert(i);
+        }
+        i
     }
 
     /// The launcher started the oldest program still waiting for its process id; returns its
     /// index.
     pub fn started(&mut self, pid: i32) -> Result<usize, ProgramsError> {
-        let i = self
+        let waiting = |p: &Program| p.pid.is_none() && p.running();
+        while self.list.get(self.next_start).is_some_and(|p| !waiting(p)) {
+            self.next_start += 1;
+        }
+        let i = self.next_start;
+        let p = self
             .list
-            .iter()
-            .position(|p| p.pid.is_none() && p.running())
+            .get_mut(i)
             .ok_or(ProgramsError::UnaskedStart(pid))?;
-        self.list[i].pid = Some(pid);
+        p.pid = Some(pid);
+        self.by_pid.insert(pid, i);
         Ok(i)
     }
 
@@ -99,7 +124,14 @@ impl Programs {
     /// Process `pid` ended; returns the program, or `None` for a process that is not one of
     /// the lab's programs.
     pub fn exited(&mut self, pid: i32, status: i32) -> Option<&Program> {
-        let p = self.list.iter_mut().find(|p| p.pid == Some(pid))?;
+        let i = self.by_pid.remove(&pid)?;
+        let p = &mut self.list[i];
+        if p.running() {
+            self.running -= 1;
+            if p.wait {
+                self.waited_running -= 1;
+            }
+        }
         p.status = Some(status);
         Some(p)
     }
@@ -119,28 +151,25 @@ impl Programs {
 
     /// COMMAND's exit status once it has ended.
     pub fn command_status(&self) -> Option<i32> {
-        self.list
-            .iter()
-            .find(|p| p.is_command)
-            .and_then(|p| p.status)
+        self.command.and_then(|i| self.list[i].status)
     }
 
     pub fn command_running(&self) -> bool {
-        self.list.iter().any(|p| p.is_command && p.running())
+        self.command.is_some_and(|i| self.list[i].running())
     }
 
     pub fn all_ended(&self) -> bool {
-        self.list.iter().all(|p| !p.running())
+        self.running == 0
     }
 
-    /// What the stop rules need of each program.
-    pub fn states(&mut self) -> &[ProgramState] {
-        self.states.clear();
-        self.states.extend(self.list.iter().map(|p| ProgramState {
-            wait: p.wait,
-            running: p.running(),
-        }));
-        &self.states
+    /// Whether the programs a lab without COMMAND or `duration` waits for have ended: every
+    /// program marked `wait`, or every program when none is.
+    pub fn waited_ended(&self) -> bool {
+        if self.waited > 0 {
+            self.waited_running == 0
+        } else {
+            self.running == 0
+        }
     }
 }
 
@@ -276,19 +305,35 @@ mod tests {
         assert_eq!(ps.running().count(), 1);
         ps.exited(100, 143);
         assert!(ps.all_ended());
-        assert_eq!(
-            ps.states(),
-            [
-                ProgramState {
-                    wait: false,
-                    running: false
-                },
-                ProgramState {
-                    wait: true,
-                    running: false
-                }
-            ]
+        assert_eq!(ps.exited(100, 0), None, "reported once");
+    }
+
+    #[test]
+    fn the_programs_waited_for_are_those_marked_wait_or_else_all() {
+        let lab = |waits: &[bool]| {
+            let mut ps = Programs::default();
+            for (i, &wait) in waits.iter().enumerate() {
+                ps.asked(&format!("p{i}"), true, wait, false);
+                assert_eq!(ps.started(100 + i as i32), Ok(i));
+            }
+            ps
+        };
+        let mut ps = lab(&[true, false]);
+        ps.exited(101, 0);
+        assert!(!ps.waited_ended(), "the waited one still runs");
+        let mut ps = lab(&[true, false]);
+        ps.exited(100, 0);
+        assert!(
+            ps.waited_ended(),
+            "the waited one ended, the other still runs"
         );
+        assert!(!ps.all_ended());
+        let mut ps = lab(&[false, false]);
+        ps.exited(101, 0);
+        assert!(!ps.waited_ended(), "none waited for: every program");
+        ps.exited(100, 0);
+        assert!(ps.waited_ended() && ps.all_ended());
+        assert!(Programs::default().waited_ended());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The lab's schedule as a state machine: program starts and link changes at their times, and
 //! the end of a lab's `duration`. The shell asks `poll_action(now)` until it says nothing is
 //! due, and sleeps until `next_wakeup()`. Whether the lab ends because its programs have ended
-//! is [`programs_done`], a rule on what the shell knows of its processes.
+//! is [`crate::programs::Programs::waited_ended`], a rule on what the shell knows of its
+//! processes.
 
 use wire::Instant;
 
@@ -116,27 +117,6 @@ impl Schedule {
     }
 }
 
-/// What the shell knows of one program it started.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct ProgramState {
-    /// The lab waits for it.
-    pub wait: bool,
-    pub running: bool,
-}
-
-/// Whether a lab without a COMMAND and without a `duration` has ended: once every program has
-/// started, when every waited-for program has ended, or every program if none is waited for.
-pub fn programs_done(all_started: bool, progs: &[ProgramState]) -> bool {
-    if !all_started {
-        return false;
-    }
-    if progs.iter().any(|p| p.wait) {
-        progs.iter().filter(|p| p.wait).all(|p| !p.running)
-    } else {
-        progs.iter().all(|p| !p.running)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -225,15 +205,5 @@ mod tests {
         assert_eq!(sch.next_wakeup(), Some(s(2)));
         assert_eq!(sch.poll_action(s(3)), Some(Action::Change(1)));
         assert!(!sch.all_started());
-    }
-
-    #[test]
-    fn programs_are_done_when_the_waited_ones_are_or_else_all() {
-        let p = |wait, running| ProgramState { wait, running };
-        assert!(programs_done(true, &[p(true, false), p(false, true)]));
-        assert!(!programs_done(true, &[p(true, true), p(false, false)]));
-        assert!(!programs_done(true, &[p(false, true), p(false, false)]));
-        assert!(programs_done(true, &[p(false, false), p(false, false)]));
-        assert!(!programs_done(false, &[p(true, false)]));
     }
 }

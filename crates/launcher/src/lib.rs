@@ -12,6 +12,9 @@
 //! that a request is a host's index, a name and a command line: a few hundred bytes, no
 //! descriptors, no file system work on the loop's thread, whatever the size of the lab.
 //!
+//! On a machine of two CPUs or more, the launcher and each program until its exec run on one
+//! CPU, and the engine on the others ([`CpuPlan`]).
+//!
 //! This file is the lab's side ([`Launcher`]) and the protocol; `serve.rs` is the launcher
 //! process's side. Not here: what the name files and the environment hold (`labnet::programs`),
 //! and killing what a host's namespace still holds when the lab ends (`lab::process`).
@@ -48,8 +51,8 @@ pub struct HostFiles {
 /// What every program of the lab shares, told once when the lab is up.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LabSetup {
-    /// The environment of every program (`labnet::programs::lab_env`); each also gets
-    /// `LATENCYLAB_HOST`.
+    /// The environment of every program (`labnet::programs::lab_env`), besides what the lab's
+    /// own has; each also gets `LATENCYLAB_HOST`.
     pub env: Vec<(String, String)>,
     pub run_as: Option<RunAs>,
     /// Where background programs' stdout and stderr go (`programs/NAME.out`, `.err`); on the
@@ -91,10 +94,72 @@ pub(crate) const MAX_MESSAGE: usize = 1 << 20;
 /// Hosts told in one message: the kernel passes at most 253 descriptors in one (SCM_MAX_FD).
 pub(crate) const HOSTS_PER_MESSAGE: usize = 200;
 
+/// Where the lab's parts run on a machine of two CPUs or more: the kernel work of starting a
+/// program on one CPU, the engine on the others.
+///
+/// On a kernel without forced preemption (`CONFIG_PREEMPT_NONE`, `preempt=none`), a task in a
+/// system call keeps its CPU until the call returns, and a real-time thread woken on that CPU
+/// waits for it: the engine, woken on the CPU where a program was being forked, entering its
+/// namespaces, mounting its name files or exec'ing, delivered its packets milliseconds late
+/// (docs/PERFORMANCE.md, "Big labs"). So the launcher runs on [`CpuPlan::start`], each program
+/// inherits that at its fork and gets [`CpuPlan::allowed`] back as soon as its exec has
+/// succeeded (programs are not restricted once they run), and the engine stays on
+/// [`CpuPlan::engine`] while it runs real-time. With one CPU there is nothing to split.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuPlan {
+    /// Every CPU the lab may use: its affinity when it started (within any cpuset or
+    /// `taskset`), in increasing order.
+    pub allowed: Vec<usize>,
+    /// Where the launcher, and each program until its exec, run: the first allowed CPU.
+    pub start: Vec<usize>,
+    /// Where the engine runs: every other allowed CPU.
+    pub engine: Vec<usize>,
+}
+
+impl CpuPlan {
+    /// The plan for a lab allowed on `allowed` (in increasing order); `None` for fewer than two
+    /// CPUs.
+    pub fn split(allowed: &[usize]) -> Option<CpuPlan> {
+        let (&first, rest) = allowed.split_first()?;
+        if rest.is_empty() {
+            return None;
+        }
+        Some(CpuPlan {
+            allowed: allowed.to_vec(),
+            start: vec![first],
+            engine: rest.to_vec(),
+        })
+    }
+
+    /// The plan for the calling thread's affinity.
+    pub fn of_this_thread() -> Option<CpuPlan> {
+        CpuPlan::split(&affinity(0)?)
+    }
+}
+
+/// The CPUs thread `pid` may run on (0: the calling thread), in increasing order.
+pub fn affinity(pid: i32) -> Option<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(pid)).ok()?;
+    let cpus = 0..nix::sched::CpuSet::count();
+    Some(cpus.filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+}
+
+/// Lets thread `pid` (0: the calling thread) run only on `cpus`. False when it could not (the
+/// process has gone, or a cpuset allows none of them): nothing changed, which is harmless.
+pub fn set_affinity(pid: i32, cpus: &[usize]) -> bool {
+    let mut set = nix::sched::CpuSet::new();
+    if cpus.iter().any(|&c| set.set(c).is_err()) {
+        return false;
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set).is_ok()
+}
+
 /// The lab's handle on its launcher process.
 pub struct Launcher {
     sock: OwnedFd,
     pid: i32,
+    /// Where starts and the engine run, when they are kept apart.
+    cpus: Option<CpuPlan>,
     buf: Vec<u8>,
     /// Requests not sent yet: the socket was full.
     pending: std::collections::VecDeque<StartSpec>,
@@ -115,7 +180,14 @@ pub enum LaunchEvent {
 impl Launcher {
     /// Forks the launcher. Call it early, while the process is small and has one thread: the
     /// launcher allocates after the fork, which is safe when no other thread can hold a lock.
-    pub fn start() -> Result<Launcher> {
+    /// `split_cpus`: run starts apart from the engine ([`CpuPlan`]) when there are CPUs to
+    /// split; the plan is the calling thread's affinity now.
+    pub fn start(split_cpus: bool) -> Result<Launcher> {
+        let cpus = if split_cpus {
+            CpuPlan::of_this_thread()
+        } else {
+            None
+        };
         let (lab_end, launcher_end) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -128,7 +200,7 @@ impl Launcher {
         match unsafe { nix::unistd::fork() }.context("forking the program launcher")? {
             nix::unistd::ForkResult::Child => {
                 drop(lab_end);
-                let code = match serve::serve(launcher_end, lab_pid.as_raw()) {
+                let code = match serve::serve(launcher_end, lab_pid.as_raw(), cpus) {
                     Ok(()) => 0,
                     Err(_) => 1,
                 };
@@ -138,6 +210,7 @@ impl Launcher {
             nix::unistd::ForkResult::Parent { child } => Ok(Launcher {
                 sock: lab_end,
                 pid: child.as_raw(),
+                cpus,
                 buf: vec![0; MAX_MESSAGE],
                 pending: Default::default(),
             }),
@@ -175,6 +248,11 @@ impl Launcher {
             flags,
             None,
         )
+    }
+
+    /// Where starts and the engine run, when they are kept apart ([`CpuPlan`]).
+    pub fn cpus(&self) -> Option<&CpuPlan> {
+        self.cpus.as_ref()
     }
 
     /// The launcher's socket, readable when a program has ended.
@@ -299,28 +377,28 @@ mod tests {
             eprintln!("skipped: starting programs in a namespace needs root");
             return;
         }
-        let mut l = Launcher::start().unwrap();
+        let mut l = Launcher::start(true).unwrap();
         let ns = std::fs::File::open("/proc/self/ns/net").unwrap();
         let files = HostFiles {
             hosts_file: "/etc/hosts".into(),
             resolv_file: "/etc/resolv.conf".into(),
             gai_file: None,
         };
-        l.tell_hosts(&[(ns.as_fd(), files)], LabSetup::default())
-            .unwrap();
+        let setup = LabSetup {
+            env: vec![("LATENCYLAB_SRV".into(), "10.77.1.1".into())],
+            ..LabSetup::default()
+        };
+        l.tell_hosts(&[(ns.as_fd(), files)], setup).unwrap();
         let start = |host: usize, argv: &[&str]| StartSpec {
             host,
-            host_name: "a".into(),
+            host_name: if host == 0 { "a" } else { "b" }.into(),
             name: "p".into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             command: false,
             own_process_group: true,
         };
-        l.spawn(start(
-            0,
-            &["sh", "-c", "[ \"$LATENCYLAB_HOST\" = a ] && exit 3"],
-        ))
-        .unwrap();
+        let check = r#"[ "$LATENCYLAB_HOST" = a ] && [ "$LATENCYLAB_SRV" = 10.77.1.1 ] && exit 3"#;
+        l.spawn(start(0, &["sh", "-c", check])).unwrap();
         l.spawn(start(1, &["true"])).unwrap();
         let got = answers(&mut l, 3);
         // Starts are answered in the order asked; an exit may come between them.
@@ -330,7 +408,7 @@ mod tests {
         let [LaunchEvent::Started(pid), LaunchEvent::Failed(why)] = starts[..] else {
             panic!("unexpected answers: {got:?}");
         };
-        assert!(why.contains("host 1 (a) was never told"), "{why}");
+        assert!(why.contains("host 1 (b) was never told"), "{why}");
         assert_eq!(
             exits,
             [&LaunchEvent::Exited {
@@ -339,5 +417,61 @@ mod tests {
             }]
         );
         assert!(l.alive());
+    }
+
+    #[test]
+    fn starts_get_the_first_allowed_cpu_and_the_engine_the_others_and_one_cpu_is_not_split() {
+        assert_eq!(CpuPlan::split(&[]), None);
+        assert_eq!(CpuPlan::split(&[3]), None, "one CPU: nothing to split");
+        assert_eq!(
+            CpuPlan::split(&[0, 1]),
+            Some(CpuPlan {
+                allowed: vec![0, 1],
+                start: vec![0],
+                engine: vec![1],
+            })
+        );
+        // A cpuset or taskset of CPUs 2, 5 and 7.
+        let p = CpuPlan::split(&[2, 5, 7]).unwrap();
+        assert_eq!((p.start, p.engine), (vec![2], vec![5, 7]));
+    }
+
+    #[test]
+    fn a_program_runs_on_every_allowed_cpu_once_started_while_the_launcher_keeps_to_one() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: starting programs in a namespace needs root");
+            return;
+        }
+        let Some(plan) = CpuPlan::of_this_thread() else {
+            eprintln!("skipped: one CPU, nothing to split");
+            return;
+        };
+        let mut l = Launcher::start(true).unwrap();
+        assert_eq!(l.cpus(), Some(&plan));
+        let ns = std::fs::File::open("/proc/self/ns/net").unwrap();
+        let files = HostFiles {
+            hosts_file: "/etc/hosts".into(),
+            resolv_file: "/etc/resolv.conf".into(),
+            gai_file: None,
+        };
+        l.tell_hosts(&[(ns.as_fd(), files)], LabSetup::default())
+            .unwrap();
+        l.spawn(StartSpec {
+            host: 0,
+            host_name: "a".into(),
+            name: "p".into(),
+            argv: vec!["sleep".into(), "2".into()],
+            command: false,
+            own_process_group: true,
+        })
+        .unwrap();
+        let got = answers(&mut l, 1);
+        let [LaunchEvent::Started(pid)] = got[..] else {
+            panic!("unexpected answers: {got:?}");
+        };
+        assert_eq!(affinity(pid), Some(plan.allowed.clone()));
+        assert_eq!(affinity(l.pid), Some(plan.start.clone()));
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }

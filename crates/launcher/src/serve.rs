@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
 
 use crate::{
-    exit_code_of, HostFiles, LabSetup, LaunchEvent, Request, RunAs, StartSpec, HOSTS_PER_MESSAGE,
-    MAX_MESSAGE,
+    exit_code_of, set_affinity, CpuPlan, HostFiles, LabSetup, LaunchEvent, Request, RunAs,
+    StartSpec, HOSTS_PER_MESSAGE, MAX_MESSAGE,
 };
 
 /// The launcher's state: what it was told of the lab, and the programs it runs.
@@ -26,6 +26,8 @@ struct Served {
     /// launcher holds a namespace per host, which may take more).
     nofile: Option<libc::rlim_t>,
     children: BTreeMap<i32, Child>,
+    /// Where programs start, and what they get once exec'd.
+    cpus: Option<CpuPlan>,
 }
 
 impl Served {
@@ -42,6 +44,7 @@ impl Served {
                 fds.len()
             ))),
             Request::Setup(s) => {
+                set_program_env(&s);
                 self.setup = s;
                 leave_netns_mounts();
                 None
@@ -49,6 +52,9 @@ impl Served {
             Request::Start(s) => Some(match self.start(&s) {
                 Ok(child) => {
                     let pid = child.id() as i32;
+                    if let Some(c) = &self.cpus {
+                        let_run_anywhere(pid, &c.allowed);
+                    }
                     self.children.insert(pid, child);
                     LaunchEvent::Started(pid)
                 }
@@ -108,8 +114,7 @@ impl Served {
                     dup(std_fd(2))?,
                 ),
             };
-        let mut env = self.setup.env.clone();
-        env.push(("LATENCYLAB_HOST".into(), s.host_name.clone()));
+        set_env("LATENCYLAB_HOST", &s.host_name);
         spawn(Launch {
             ns: ns.as_fd(),
             stdin,
@@ -117,7 +122,6 @@ impl Served {
             stderr,
             files,
             argv: &s.argv,
-            env: &env,
             own_process_group: s.own_process_group,
             run_as: self.setup.run_as.as_ref(),
             nofile: self.nofile,
@@ -126,7 +130,7 @@ impl Served {
 }
 
 /// The launcher's life: start what the lab asks for, report what ends, and end with the lab.
-pub(crate) fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
+pub(crate) fn serve(sock: OwnedFd, lab_pid: i32, cpus: Option<CpuPlan>) -> Result<()> {
     // SAFETY: prctl and getppid take and return plain integers.
     unsafe {
         libc::prctl(
@@ -149,11 +153,16 @@ pub(crate) fn serve(sock: OwnedFd, lab_pid: i32) -> Result<()> {
         &chld,
         nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
     )?;
+    // The launcher's forks, and its children until they exec, keep off the engine's CPUs.
+    if let Some(c) = &cpus {
+        set_affinity(0, &c.start);
+    }
     let mut served = Served {
         hosts: Vec::new(),
         setup: LabSetup::default(),
         nofile: None,
         children: BTreeMap::new(),
+        cpus,
     };
     let mut buf = vec![0u8; MAX_MESSAGE];
     let send = |r: &LaunchEvent| -> Result<()> {
@@ -276,6 +285,53 @@ fn leave_netns_mounts() {
     }
 }
 
+/// Gives a program every CPU the lab may use, once its start is over: `spawn` returns when the
+/// exec has succeeded (its close-on-exec pipe closed). Were it given them before the exec, the
+/// exec itself would be free to move to the engine's CPU (the kernel balances a task at exec).
+/// A child the program may already have forked in the meantime (`sh -c 'a & b'`) gets them
+/// too; any later one inherits them.
+fn let_run_anywhere(pid: i32, allowed: &[usize]) {
+    set_affinity(pid, allowed);
+    if let Ok(children) = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+        for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            set_affinity(child, allowed);
+        }
+    }
+}
+
+/// Makes the launcher's own environment what every program gets (the lab's variables, and
+/// who programs run as), once: a program inherits it at its exec as it is. Built for each
+/// program instead (std's `Command::env`), it cost a map of one variable per host, made and
+/// turned into an array for every program: hosts × programs. Only `LATENCYLAB_HOST` changes
+/// from one program to the next, set before each start.
+fn set_program_env(s: &LabSetup) {
+    for (k, v) in &s.env {
+        set_env(k, v);
+    }
+    if let Some(r) = &s.run_as {
+        if let Some(h) = &r.home {
+            set_env("HOME", h);
+        }
+        if let Some(u) = &r.user {
+            set_env("USER", u);
+            set_env("LOGNAME", u);
+        }
+    }
+}
+
+/// Sets a variable of the launcher's environment, which the programs it starts inherit. A
+/// name or value with a NUL byte cannot be passed to a program and is left out.
+fn set_env(name: &str, value: &str) {
+    let (Ok(name), Ok(value)) = (CString::new(name), CString::new(value)) else {
+        return;
+    };
+    // SAFETY: the launcher has one thread (forked from the lab's one thread), so nothing reads
+    // the environment meanwhile; setenv copies both strings. libc's setenv rather than std's:
+    // std's takes a lock that another thread of the lab may have held when the launcher was
+    // forked.
+    unsafe { libc::setenv(name.as_ptr(), value.as_ptr(), 1) };
+}
+
 fn c(s: &str) -> CString {
     CString::new(s).expect("paths and names have no NUL")
 }
@@ -289,7 +345,6 @@ struct Launch<'a> {
     stderr: OwnedFd,
     files: &'a HostFiles,
     argv: &'a [String],
-    env: &'a [(String, String)],
     /// A process group of its own (background programs), or the lab's (COMMAND).
     own_process_group: bool,
     run_as: Option<&'a RunAs>,
@@ -306,7 +361,6 @@ fn spawn(launch: Launch) -> Result<Child> {
         stderr,
         files,
         argv,
-        env,
         own_process_group,
         run_as,
         nofile,
@@ -317,17 +371,6 @@ fn spawn(launch: Launch) -> Result<Child> {
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .stdin(Stdio::from(stdin));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    if let Some(r) = run_as {
-        if let Some(h) = &r.home {
-            cmd.env("HOME", h);
-        }
-        if let Some(u) = &r.user {
-            cmd.env("USER", u).env("LOGNAME", u);
-        }
-    }
     let ns_fd = ns.as_raw_fd();
     let hosts_src = c(&files.hosts_file.display().to_string());
     let resolv_src = c(&files.resolv_file.display().to_string());
