@@ -294,31 +294,25 @@ impl Launcher {
         Ok(())
     }
 
-    /// What the launcher has said since the last call, without waiting.
+    /// What the launcher has said since the last call, without waiting. An empty socket is
+    /// the usual end of the call, not an error: no error value is made for it (with
+    /// `RUST_BACKTRACE` set, each would capture a backtrace, on every loop turn that asks).
     pub fn events(&mut self) -> Result<Vec<LaunchEvent>> {
         let mut out = Vec::new();
         loop {
-            match self.recv() {
-                Ok(Some(ev)) => out.push(ev),
-                Ok(None) => bail!("the program launcher has ended"),
-                Err(e) if is_would_block(&e) => return Ok(out),
-                Err(e) => return Err(e),
-            }
+            let flags = MsgFlags::MSG_DONTWAIT;
+            let n = match nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags) {
+                Ok(0) => bail!("the program launcher has ended"),
+                Ok(n) => n,
+                Err(nix::errno::Errno::EAGAIN) => return Ok(out),
+                Err(e) => {
+                    return Err(io::Error::from(e)).context("reading from the program launcher")
+                }
+            };
+            let ev = serde_json::from_slice(&self.buf[..n])
+                .map_err(|e| anyhow!("the program launcher's reply: {e}"))?;
+            out.push(ev);
         }
-    }
-
-    /// One message, without waiting; `None` at end of stream.
-    fn recv(&mut self) -> Result<Option<LaunchEvent>> {
-        let flags = MsgFlags::MSG_DONTWAIT;
-        let n = nix::sys::socket::recv(self.sock.as_raw_fd(), &mut self.buf, flags)
-            .map_err(io::Error::from)
-            .context("reading from the program launcher")?;
-        if n == 0 {
-            return Ok(None);
-        }
-        serde_json::from_slice(&self.buf[..n])
-            .map(Some)
-            .map_err(|e| anyhow!("the program launcher's reply: {e}"))
     }
 
     /// Whether the launcher process is still there (reaps it when it is not).
@@ -330,11 +324,6 @@ impl Launcher {
             Ok(WaitStatus::StillAlive)
         )
     }
-}
-
-fn is_would_block(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<io::Error>()
-        .is_some_and(|e| e.kind() == io::ErrorKind::WouldBlock)
 }
 
 impl Drop for Launcher {

@@ -1,16 +1,20 @@
 //! The launcher process: what it was told of the lab, the programs it starts (fork, enter the
 //! host, exec) and the exits it reports. It runs from [`crate::Launcher::start`] until the lab
 //! goes.
+//!
+//! The launcher is forked from a process that may have other threads (a test harness, or a
+//! lab started late), so it takes no lock another thread could have held at the fork: its
+//! errors are plain `io::Error`s, not `anyhow`'s, whose backtrace capture takes std's global
+//! backtrace lock (a launcher forked while another thread held it hung at its first error).
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, IoSliceMut};
+use std::io::{self, IoSliceMut, Result};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 
-use anyhow::{Context, Result};
 use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
 
 use crate::{
@@ -58,7 +62,7 @@ impl Served {
                     self.children.insert(pid, child);
                     LaunchEvent::Started(pid)
                 }
-                Err(e) => LaunchEvent::Failed(format!("{e:#}")),
+                Err(e) => LaunchEvent::Failed(e.to_string()),
             }),
         }
     }
@@ -85,11 +89,11 @@ impl Served {
 
     /// Starts a program in its host: stdio, environment, then [`spawn`].
     fn start(&self, s: &StartSpec) -> Result<Child> {
-        let (ns, files) = self.hosts.get(s.host).with_context(|| {
-            format!(
+        let (ns, files) = self.hosts.get(s.host).ok_or_else(|| {
+            io::Error::other(format!(
                 "host {} ({}) was never told to the launcher",
                 s.host, s.host_name
-            )
+            ))
         })?;
         let dup = |fd: BorrowedFd| fd.try_clone_to_owned();
         // SAFETY: 0, 1 and 2 are the lab's own stdio, inherited at the fork and open for the
@@ -365,7 +369,9 @@ fn spawn(launch: Launch) -> Result<Child> {
         run_as,
         nofile,
     } = launch;
-    let (prog, args) = argv.split_first().context("empty command")?;
+    let (prog, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::other("empty command"))?;
     let mut cmd = Command::new(prog);
     cmd.args(args)
         .stdout(Stdio::from(stdout))
@@ -474,5 +480,5 @@ fn spawn(launch: Launch) -> Result<Child> {
         });
     }
     cmd.spawn()
-        .with_context(|| format!("starting '{}'", argv.join(" ")))
+        .map_err(|e| io::Error::new(e.kind(), format!("starting '{}': {e}", argv.join(" "))))
 }
