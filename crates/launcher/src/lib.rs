@@ -180,6 +180,9 @@ pub enum LaunchEvent {
 impl Launcher {
     /// Forks the launcher. Call it early, while the process is small and has one thread: the
     /// launcher allocates after the fork, which is safe when no other thread can hold a lock.
+    /// Beside other threads (a test harness, a progress bar), the launcher takes no lock of
+    /// its own that they could hold: its errors capture no backtrace (`serve.rs`), and what it
+    /// would look up once is looked up here first.
     /// `split_cpus`: run starts apart from the engine ([`CpuPlan`]) when there are CPUs to
     /// split; the plan is the calling thread's affinity now.
     pub fn start(split_cpus: bool) -> Result<Launcher> {
@@ -196,6 +199,9 @@ impl Launcher {
         )
         .context("socketpair for the program launcher")?;
         let lab_pid = nix::unistd::getpid();
+        // Who owns the programs' output files is looked up here, before the fork (a user
+        // database lookup takes the C library's locks), and the launcher inherits the answer.
+        let _ = owner::invoking();
         // SAFETY: the child only runs `serve` and then `_exit`s; see `start`'s note on threads.
         match unsafe { nix::unistd::fork() }.context("forking the program launcher")? {
             nix::unistd::ForkResult::Child => {
