@@ -196,7 +196,6 @@ impl Sparse {
         };
         self.cells.iter_mut().for_each(|c| *c = (0, 0));
         self.used = 0;
-        let mask = self.cells.len() - 1;
         for (b, n) in seen {
             match w
                 .counts
@@ -204,11 +203,7 @@ impl Sparse {
             {
                 Some(c) => *c = n,
                 None => {
-                    let mut j = Self::home(b, self.cells.len());
-                    while self.cells[j].1 > 0 {
-                        j = (j + 1) & mask;
-                    }
-                    self.cells[j] = (b, n);
+                    Self::place(&mut self.cells, b, n);
                     self.used += 1;
                 }
             }
@@ -216,15 +211,22 @@ impl Sparse {
         self.window = Some(w);
     }
 
-    /// Counts one more in `bucket` of the hash table; false, counting nothing, when it is a new
+    /// Puts `bucket`, counted `n` times, in the first free cell from its home; the caller
+    /// knows it is not there yet and that a cell is free.
+    fn place(cells: &mut [(u64, u64)], bucket: u64, n: u64) -> usize {
+        let mask = cells.len() - 1;
+        let mut j = Self::home(bucket, cells.len());
+        while cells[j].1 > 0 {
+            j = (j + 1) & mask;
+        }
+        cells[j] = (bucket, n);
+        j
+    }
+
+    /// Counts one more in `bucket` of the hash table, which is not the cell counted last
+    /// ([`Sparse::count`] looked there first); false, counting nothing, when it is a new
     /// bucket and [`SPARSE_BUCKETS`] have been seen already.
     fn add(&mut self, bucket: u64) -> bool {
-        let last = &mut self.cells[self.last];
-        if last.0 == bucket && last.1 > 0 {
-            last.1 += 1;
-            self.total += 1;
-            return true;
-        }
         let mask = self.cells.len() - 1;
         let mut i = Self::home(bucket, self.cells.len());
         loop {
@@ -251,13 +253,8 @@ impl Sparse {
         if self.used * 2 > self.cells.len() {
             let grown = vec![(0, 0); self.cells.len() * 2];
             let old = std::mem::replace(&mut self.cells, grown);
-            let mask = self.cells.len() - 1;
             for (b, n) in old.into_iter().filter(|c| c.1 > 0) {
-                let mut j = Self::home(b, self.cells.len());
-                while self.cells[j].1 > 0 {
-                    j = (j + 1) & mask;
-                }
-                self.cells[j] = (b, n);
+                let j = Self::place(&mut self.cells, b, n);
                 if b == bucket {
                     self.last = j;
                 }
