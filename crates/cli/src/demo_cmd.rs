@@ -605,12 +605,20 @@ fn duration_s(value: &str, why: &str) -> anyhow::Result<f64> {
 
 /// Prints a demo's outcome as [`print_outcome`] does: the demo ran, whatever its numbers.
 fn done<R>(o: &demo::Outcome<R>, out: &Path, runs: &[&str]) -> anyhow::Result<ExitCode> {
-    print_outcome(&o.table, &o.checks, &o.report, out, runs);
+    print_outcome(&o.table, &o.checks, &o.unreproducible, &o.report, out, runs);
     Ok(ExitCode::SUCCESS)
 }
 
-/// The table, each criterion as `ok` or `NOT`, and where everything is.
-fn print_outcome(table: &str, checks: &[demo::Check], report: &Path, out: &Path, runs: &[&str]) {
+/// The table, each criterion as `ok` or `NOT` (or `n/a` with the reason, for one the platform
+/// is known not to meet), and where everything is.
+fn print_outcome(
+    table: &str,
+    checks: &[demo::Check],
+    unreproducible: &[demo::Unreproducible],
+    report: &Path,
+    out: &Path,
+    runs: &[&str],
+) {
     // Under sudo, the report and every run's files are the user's.
     if let Err(e) = lab::owner::hand_over(out) {
         eprintln!("latencylab: cannot give {} to the user: {e}", out.display());
@@ -619,6 +627,9 @@ fn print_outcome(table: &str, checks: &[demo::Check], report: &Path, out: &Path,
     println!();
     for c in checks {
         println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
+    }
+    for u in unreproducible {
+        println!("{} {}", u.label(), u.line());
     }
     println!();
     println!("report: {}", report.display());

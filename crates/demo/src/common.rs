@@ -98,6 +98,8 @@ pub struct Outcome<R> {
     pub results: R,
     pub table: String,
     pub checks: Vec<Check>,
+    /// Criteria of the seed that this platform is known not to meet (empty for most demos).
+    pub unreproducible: Vec<Unreproducible>,
     pub report: PathBuf,
 }
 
@@ -174,6 +176,7 @@ impl<'a> Series<'a> {
             results,
             table: text_table(&header, &rows),
             checks,
+            unreproducible: Vec::new(),
             report: self.out.join("report.html"),
         })
     }
@@ -492,6 +495,10 @@ pub struct Check {
 /// The criteria as the report's findings block: "as expected" or "NOT as expected", each with
 /// what was checked.
 pub fn findings(checks: &[Check]) -> report::Block {
+    report::Block::Findings(check_items(checks))
+}
+
+fn check_items(checks: &[Check]) -> Vec<(String, String)> {
     let label = |c: &Check| {
         if c.passed {
             "as expected"
@@ -499,12 +506,64 @@ pub fn findings(checks: &[Check]) -> report::Block {
             "NOT as expected"
         }
     };
-    report::Block::Findings(
-        checks
-            .iter()
-            .map(|c| (label(c).to_string(), c.what.clone()))
-            .collect(),
-    )
+    checks
+        .iter()
+        .map(|c| (label(c).to_string(), c.what.clone()))
+        .collect()
+}
+
+/// A criterion of a seed that a platform is known not to meet, with the one-line reason: the
+/// third state of a check besides `ok` and `NOT`. It is still evaluated: it prints `ok` when it
+/// holds after all, and `n/a` with the reason when it does not, so that an expected miss does not
+/// read as a failure.
+#[derive(Clone, Debug)]
+pub struct Unreproducible {
+    pub check: Check,
+    /// The platform whose behaviour rules the criterion out ("Linux").
+    pub platform: &'static str,
+    /// Why, one line.
+    pub reason: String,
+}
+
+impl Unreproducible {
+    /// The terminal's word for it: `ok` when the criterion held anyway, else `n/a`.
+    pub fn label(&self) -> &'static str {
+        if self.check.passed {
+            "ok "
+        } else {
+            "n/a"
+        }
+    }
+
+    /// The terminal's line for it, after the label.
+    pub fn line(&self) -> String {
+        if self.check.passed {
+            self.check.what.clone()
+        } else {
+            format!(
+                "{}: not on {}, {}",
+                self.check.what, self.platform, self.reason
+            )
+        }
+    }
+}
+
+/// The criteria as the report's findings block, those a platform cannot meet last: "as
+/// expected", "NOT as expected", or "not on PLATFORM" (with the reason) for a criterion that the
+/// platform is known not to meet and did not meet.
+pub fn findings_with(checks: &[Check], unreproducible: &[Unreproducible]) -> report::Block {
+    let mut items = check_items(checks);
+    for u in unreproducible {
+        items.push(if u.check.passed {
+            ("as expected".to_string(), u.check.what.clone())
+        } else {
+            (
+                format!("not on {}", u.platform),
+                format!("{}: {}", u.check.what, u.reason),
+            )
+        });
+    }
+    report::Block::Findings(items)
 }
 
 /// CLOCK_MONOTONIC at a program's `t_s = 0`, from its start line, so that the times of two

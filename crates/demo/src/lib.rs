@@ -53,4 +53,4 @@ pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{Check, Outcome};
+pub use common::{Check, Outcome, Unreproducible};
