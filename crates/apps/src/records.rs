@@ -114,15 +114,20 @@ pub enum Record {
         stall_total_s: f64,
     },
 
-    /// One second of a video call endpoint. `fps_*` count frames sent / completely received in
-    /// that second; RTT percentiles are over the per-packet samples that arrived in it; `rx_*`
-    /// are cumulative counts of the ECN field on received media packets.
+    /// One second of a video call endpoint. `fps_*` count frames sent / completely received /
+    /// shown by the decoder in that second; `freeze_ms` is the picture's freeze time in it; RTT
+    /// percentiles are over the per-packet samples that arrived in it; `rx_*` are cumulative
+    /// counts of the ECN field on received media packets.
     CallSecond {
         t_s: f64,
         fps_sent: u64,
         fps_received: u64,
+        #[serde(default)]
+        fps_shown: u64,
         frames_skipped: u64,
         stall_ms: f64,
+        #[serde(default)]
+        freeze_ms: f64,
         rtt_samples: u64,
         rtt_p50_ms: Option<f64>,
         rtt_p99_ms: Option<f64>,
@@ -143,6 +148,8 @@ pub enum Record {
     CallRtt { t_s: f64, sent_s: f64, rtt_ms: f64 },
     /// No complete frame for longer than the stall threshold, starting at `t_s`.
     CallStall { t_s: f64, duration_ms: f64 },
+    /// The received picture froze (no frame shown for a freeze's length), from `t_s`.
+    CallFreeze { t_s: f64, duration_ms: f64 },
     /// ECN validation failed and the sender fell back to Not-ECT classic mode.
     EcnFallback {
         t_s: f64,
@@ -156,8 +163,23 @@ pub enum Record {
         duration_s: f64,
         frames_sent: u64,
         frames_received: u64,
+        #[serde(default)]
+        frames_shown: u64,
         fps_ge25_pct: f64,
         stalls: u64,
+        /// Freezes of the received picture and their total length.
+        #[serde(default)]
+        freezes: u64,
+        #[serde(default)]
+        freeze_s_total: f64,
+        /// Picture-loss indications this endpoint sent (its picture froze) and received (the
+        /// peer's did), and the keyframes it made.
+        #[serde(default)]
+        plis_sent: u64,
+        #[serde(default)]
+        plis_received: u64,
+        #[serde(default)]
+        keyframes_sent: u64,
         rtt_p50_ms: Option<f64>,
         rtt_p99_ms: Option<f64>,
         loss_pct: f64,
@@ -327,6 +349,7 @@ impl Record {
             | CallSecond { t_s, .. }
             | CallRtt { t_s, .. }
             | CallStall { t_s, .. }
+            | CallFreeze { t_s, .. }
             | EcnFallback { t_s, .. }
             | CallSummary { t_s, .. }
             | SendQueue { t_s, .. }

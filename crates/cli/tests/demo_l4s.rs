@@ -62,6 +62,9 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
             "fps_ge25_pct",
             "fps_min",
             "stalls",
+            "freezes",
+            "freeze_s_total",
+            "plis",
             "competing_share_pct",
         ] {
             f(&r, run, k);
@@ -93,6 +96,9 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     assert!(f(&r, "l4s", "call_loss_pct") < 1.0, "{r}");
     assert!(f(&r, "l4s", "fps_ge25_pct") >= 95.0, "{r}");
     assert_eq!(f(&r, "l4s", "stalls"), 0.0, "{r}");
+    // Nothing lost, so nothing to freeze on and no keyframe to ask for.
+    assert_eq!(f(&r, "l4s", "freezes"), 0.0, "{r}");
+    assert_eq!(f(&r, "l4s", "freeze_s_total"), 0.0, "{r}");
     assert!(f(&r, "l4s", "competing_share_pct") >= 40.0, "{r}");
     assert!(f(&r, "l4s", "call_ce_pct") > 0.0, "{r}");
 
@@ -109,6 +115,12 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
         f(&r, "classic", "call_loss_pct") >= 1.0 || f(&r, "classic", "stalls") > 0.0,
         "{r}"
     );
+    // Each loss breaks the chain of frames: the caller asks for keyframes and its picture
+    // freezes, for a second or more in all over the shortened call.
+    assert!(f(&r, "classic", "plis") > 0.0, "{r}");
+    assert!(f(&r, "classic", "freezes") > 0.0, "{r}");
+    assert!(f(&r, "classic", "freeze_s_total") >= 1.0, "{r}");
+    assert!(f(&r, "classic", "fps_min") < f(&r, "l4s", "fps_min"), "{r}");
     // Its worst second is worse than the whole call, and worse than L4S's worst.
     assert!(
         f(&r, "classic", "loss_pct_max_per_s") >= f(&r, "classic", "call_loss_pct"),

@@ -9,6 +9,10 @@
 //! IP_TOS / IPV6_TCLASS control message (IP_RECVTOS / IPV6_RECVTCLASS). When ECN validation
 //! fails, the socket is switched to Not-ECT and an `ecn_fallback` line says when and why.
 //!
+//! The receiving side decodes as a video decoder does (a frame needs the one before it), so a
+//! lost packet freezes the picture until a keyframe, which it asks for with a picture-loss
+//! indication; the sending side answers with a keyframe ([`receiver`], [`sender`]).
+//!
 //! One endpoint listens (`--listen PORT`) and answers whoever calls first; the other connects
 //! (`--connect HOST:PORT`). The loop is single-threaded: ppoll until the next deadline (frame,
 //! pacer, feedback, second), then read every datagram waiting. Pure parts: [`packet`],
@@ -34,7 +38,7 @@ use crate::common::{
 };
 use crate::records::Record;
 use crate::stats::Percentiles;
-use packet::{Media, Packet, BYE};
+use packet::{pli_bytes, Media, Packet, BYE};
 use receiver::Receiver;
 use sender::{echo_arrival, echo_rtt, FeedbackTracker, VideoParams, VideoSource};
 
@@ -92,12 +96,14 @@ pub struct CallArgs {
     /// Bitrate at the start of the call.
     #[arg(long, default_value = "1mbit", value_parser = rate_arg, value_name = "RATE")]
     pub start_rate: Rate,
-    /// A keyframe every this long.
-    #[arg(long, default_value = "2s", value_parser = positive_time_arg, value_name = "TIME")]
-    pub keyframe_interval: Duration,
-    /// Size of a keyframe relative to a normal frame.
-    #[arg(long, default_value_t = 3.0, value_name = "FACTOR")]
-    pub keyframe_factor: f64,
+    /// A keyframe every this long besides those the peer asks for [default: 3000 frames'
+    /// time, WebRTC's encoders' interval: 100 s at 30 fps, so keyframes come on request].
+    #[arg(long, value_parser = positive_time_arg, value_name = "TIME")]
+    pub keyframe_interval: Option<Duration>,
+    /// Size of a keyframe relative to a normal frame [default: 0.3 × fps, at least 3: the cap
+    /// libwebrtc puts on its VP8/VP9 keyframes, 9 at 30 fps].
+    #[arg(long, value_name = "FACTOR")]
+    pub keyframe_factor: Option<f64>,
     /// UDP payload bytes per packet (header included).
     #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u16).range(64..=9000))]
     pub packet_size: u16,
@@ -131,13 +137,29 @@ impl CallArgs {
                 self.min_rate, self.max_rate
             )));
         }
-        if !(self.keyframe_factor.is_finite() && (1.0..=100.0).contains(&self.keyframe_factor)) {
-            return Err(UsageError(format!(
-                "--keyframe-factor '{}' must be between 1 and 100 (try 3)",
-                self.keyframe_factor
-            )));
+        if let Some(f) = self.keyframe_factor {
+            if !(f.is_finite() && (1.0..=100.0).contains(&f)) {
+                return Err(UsageError(format!(
+                    "--keyframe-factor '{f}' must be between 1 and 100 (try 9)"
+                )));
+            }
         }
         Ok(())
+    }
+
+    /// `--keyframe-interval`, or WebRTC's: 3000 frames (`keyFrameInterval` of its default VP8
+    /// and H.264 settings, api/video_codecs/video_encoder.cc).
+    fn keyframe_interval(&self) -> Duration {
+        self.keyframe_interval
+            .unwrap_or(Duration::from_secs(3000) / self.fps.max(1))
+    }
+
+    /// `--keyframe-factor`, or libwebrtc's cap on a keyframe for the frame rate: its libvpx
+    /// encoders set `rc_max_intra_bitrate_pct` to `0.5 × rc_buf_optimal_sz (600 ms) × fps / 10`
+    /// percent of a frame's budget, at least 300 % (`MaxIntraTarget`): 0.3 × fps, 9 at 30 fps.
+    fn keyframe_factor(&self) -> f64 {
+        self.keyframe_factor
+            .unwrap_or((0.3 * f64::from(self.fps)).max(3.0))
     }
 }
 
@@ -297,6 +319,7 @@ struct Endpoint<'a> {
     seconds: u64,
     seconds_ge25: u64,
     fallback_at: Option<Instant>,
+    plis_received: u64,
 }
 
 /// At most this many RTT samples are kept for the call's summary percentiles.
@@ -326,8 +349,8 @@ impl<'a> Endpoint<'a> {
         let video = VideoSource::new(
             VideoParams {
                 fps: args.fps,
-                keyframe_interval: args.keyframe_interval,
-                keyframe_factor: args.keyframe_factor,
+                keyframe_interval: args.keyframe_interval(),
+                keyframe_factor: args.keyframe_factor(),
                 packet_bytes: usize::from(args.packet_size),
                 max_queue_delay: Duration::from_millis(100),
             },
@@ -364,6 +387,7 @@ impl<'a> Endpoint<'a> {
             seconds: 0,
             seconds_ge25: 0,
             fallback_at: None,
+            plis_received: 0,
         })
     }
 
@@ -375,6 +399,9 @@ impl<'a> Endpoint<'a> {
                 .min(self.ctl.next_wakeup());
             if self.video.has_queued() {
                 t = t.min(self.ctl.next_send_time());
+            }
+            if let Some(pli) = self.rx.next_pli_at() {
+                t = t.min(pli);
             }
         }
         t.min(self.last_feedback_sent + self.feedback_interval)
@@ -427,6 +454,10 @@ impl<'a> Endpoint<'a> {
                 let fb = self.rx.make_feedback(now).to_bytes();
                 let _ = self.socket.send_to(&fb, peer);
                 self.last_feedback_sent = now;
+            }
+            // The picture froze: ask for a keyframe (a lost one is asked for again later).
+            if let Some(n) = self.rx.poll_pli(now) {
+                let _ = self.socket.send_to(&pli_bytes(n), peer);
             }
             self.ctl.on_tick(now);
             self.handle_events()?;
@@ -522,6 +553,10 @@ impl<'a> Endpoint<'a> {
                     self.handle_events()?;
                 }
             }
+            Packet::Pli(_) => {
+                self.plis_received += 1;
+                self.video.request_keyframe(now);
+            }
             Packet::Bye => self.peer_left = true,
         }
         Ok(())
@@ -533,15 +568,18 @@ impl<'a> Endpoint<'a> {
         let counts = self.rx.ecn_counts();
         let reported = self.sec_acked + self.sec_lost;
         self.seconds += 1;
-        if rx.frames >= 25 {
+        // What the viewer saw: frames the decoder showed.
+        if rx.shown >= 25 {
             self.seconds_ge25 += 1;
         }
         self.out.emit(&Record::CallSecond {
             t_s: secs(end),
             fps_sent: self.sec_frames_sent,
             fps_received: rx.frames,
+            fps_shown: rx.shown,
             frames_skipped: self.sec_skipped,
             stall_ms: ms(rx.stall),
+            freeze_ms: ms(rx.freeze),
             rtt_samples: self.sec_rtts_ms.len() as u64,
             rtt_p50_ms: p.map(|p| p.p50),
             rtt_p99_ms: p.map(|p| p.p99),
@@ -582,6 +620,12 @@ impl<'a> Endpoint<'a> {
                 duration_ms: ms(s.duration),
             });
         }
+        for f in self.rx.freezes() {
+            self.out.emit(&Record::CallFreeze {
+                t_s: secs(f.start),
+                duration_ms: ms(f.duration),
+            });
+        }
         let p = Percentiles::of(&self.all_rtts_ms);
         let stats = *self.ctl.stats();
         let counts = self.rx.ecn_counts();
@@ -595,8 +639,18 @@ impl<'a> Endpoint<'a> {
             duration_s: secs(now),
             frames_sent: self.video.frames_sent,
             frames_received: self.rx.frames_completed(),
+            frames_shown: self.rx.frames_shown(),
             fps_ge25_pct: pct(self.seconds_ge25, self.seconds),
             stalls: self.rx.stalls().len() as u64,
+            freezes: self.rx.freezes().len() as u64,
+            freeze_s_total: self
+                .rx
+                .freezes()
+                .iter()
+                .fold(0.0, |t, f| t + f.duration.as_secs_f64()),
+            plis_sent: self.rx.plis(),
+            plis_received: self.plis_received,
+            keyframes_sent: self.video.keyframes_sent,
             rtt_p50_ms: p.map(|p| p.p50),
             rtt_p99_ms: p.map(|p| p.p99),
             loss_pct: pct(stats.lost_packets, stats.acked_packets + stats.lost_packets),
@@ -662,8 +716,8 @@ mod tests {
             min_rate: Rate::from_bits_per_sec(500_000),
             max_rate: Rate::from_mbit(4),
             start_rate: Rate::from_mbit(1),
-            keyframe_interval: Duration::from_secs(1),
-            keyframe_factor: 3.0,
+            keyframe_interval: Some(Duration::from_secs(1)),
+            keyframe_factor: Some(3.0),
             packet_size: 1200,
             feedback_interval: Duration::from_millis(10),
             stall_threshold: Duration::from_millis(200),
@@ -774,6 +828,21 @@ mod tests {
         a.min_rate = Rate::from_mbit(9);
         let err = a.check().unwrap_err();
         assert_eq!(err.0, "--min-rate '9mbit' is above --max-rate '4mbit'");
+    }
+
+    #[test]
+    fn keyframes_default_to_webrtcs_interval_and_cap_for_the_frame_rate() {
+        let mut a = args(CallMode::L4s);
+        (a.keyframe_interval, a.keyframe_factor) = (None, None);
+        assert_eq!(a.keyframe_interval(), Duration::from_secs(100));
+        assert_eq!(a.keyframe_factor(), 9.0);
+        a.fps = 5;
+        assert_eq!(a.keyframe_factor(), 3.0);
+        a.keyframe_factor = Some(0.5);
+        assert_eq!(
+            a.check().unwrap_err().0,
+            "--keyframe-factor '0.5' must be between 1 and 100 (try 9)"
+        );
     }
 
     #[test]

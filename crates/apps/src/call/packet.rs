@@ -19,6 +19,8 @@
 //!                                          feedback: its send_ns and how long the
 //!                                          receiver held it before this feedback
 //! bye      'B' 2         the peer is leaving
+//! pli      'P' 2 0 0, then request u64: a picture-loss indication (RFC 4585 §6.3.1): the
+//!          receiver's picture is frozen and it asks for a keyframe; `request` numbers them
 //! ```
 //!
 //! The echo list gives an RTT sample per media packet (RFC 8888 reports every packet's arrival
@@ -34,6 +36,7 @@ pub const VERSION: u8 = 2;
 pub const MEDIA_HEADER_LEN: usize = 28;
 pub const FEEDBACK_FIXED_LEN: usize = 76;
 pub const ECHO_LEN: usize = 12;
+pub const PLI_LEN: usize = 12;
 /// Most echoes in one feedback; a receiver with more pending keeps the newest.
 pub const MAX_ECHOES: usize = 64;
 
@@ -74,6 +77,8 @@ pub struct FeedbackPacket {
 pub enum Packet {
     Media(Media),
     Feedback(FeedbackPacket),
+    /// A picture-loss indication: the peer wants a keyframe. Its number, from 1.
+    Pli(u64),
     Bye,
 }
 
@@ -176,6 +181,12 @@ impl Packet {
                 }))
             }
             b'B' => Ok(Packet::Bye),
+            b'P' => {
+                if b.len() < PLI_LEN {
+                    return Err(PacketError::Truncated);
+                }
+                Ok(Packet::Pli(u64_at(b, 4)))
+            }
             k => Err(PacketError::UnknownKind(k)),
         }
     }
@@ -231,6 +242,15 @@ impl FeedbackPacket {
 
 /// The bye datagram.
 pub const BYE: [u8; 2] = [b'B', VERSION];
+
+/// The picture-loss indication numbered `request`.
+pub fn pli_bytes(request: u64) -> [u8; PLI_LEN] {
+    let mut b = [0u8; PLI_LEN];
+    b[0] = b'P';
+    b[1] = VERSION;
+    b[4..12].copy_from_slice(&request.to_be_bytes());
+    b
+}
 
 #[cfg(test)]
 mod tests {
@@ -318,6 +338,14 @@ mod tests {
         f[3] = 1; // claims an echo that is not there
         assert_eq!(Packet::parse(&f), Err(PacketError::Truncated));
         assert_eq!(Packet::parse(&BYE), Ok(Packet::Bye));
+    }
+
+    #[test]
+    fn a_picture_loss_indication_round_trips_on_literal_bytes_and_short_ones_are_errors() {
+        let b = pli_bytes(0x0102);
+        assert_eq!(b, [b'P', 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(Packet::parse(&b), Ok(Packet::Pli(0x0102)));
+        assert_eq!(Packet::parse(&b[..11]), Err(PacketError::Truncated));
     }
 
     proptest! {

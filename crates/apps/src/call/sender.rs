@@ -5,7 +5,11 @@
 //!
 //! Like a real-time encoder, it skips a frame when the packets of earlier frames are still
 //! queued for longer than `max_queue_delay` at the pacing rate: late video is worse than
-//! fewer frames. Not here: sockets, the control law (crate `congestion`).
+//! fewer frames. Each frame but a keyframe depends on the frame encoded before it, so the
+//! receiver's picture freezes after a loss until a keyframe; a picture-loss indication from
+//! the receiver makes the next frame a keyframe, unless one was made for a request less than
+//! [`MIN_KEYFRAME_REQUEST_INTERVAL`] ago (WebRTC's sender ignores such repeats).
+//! Not here: sockets, the control law (crate `congestion`).
 
 use std::collections::VecDeque;
 
@@ -13,6 +17,10 @@ use congestion::{EcnCounts, Feedback};
 use wire::{Duration, Instant};
 
 use super::packet::{FeedbackPacket, MEDIA_HEADER_LEN};
+
+/// How long after answering a keyframe request the encoder ignores the next ones: WebRTC's
+/// `kMinKeyframeSendIntervalMs` (video/encoder_rtcp_feedback.cc), 300 ms.
+pub const MIN_KEYFRAME_REQUEST_INTERVAL: Duration = Duration::from_millis(300);
 
 /// What the encoder produces.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,8 +55,14 @@ pub struct VideoSource {
     frame: u32,
     queue: VecDeque<Queued>,
     queued_bytes: usize,
+    /// A keyframe was asked for and not made yet.
+    keyframe_requested: bool,
+    /// When the last request that was answered came.
+    last_request_answered: Option<Instant>,
     pub frames_sent: u64,
     pub frames_skipped: u64,
+    /// Keyframes made, the first one and those answering requests included.
+    pub keyframes_sent: u64,
 }
 
 impl VideoSource {
@@ -60,9 +74,27 @@ impl VideoSource {
             frame: 0,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            keyframe_requested: false,
+            last_request_answered: None,
             frames_sent: 0,
             frames_skipped: 0,
+            keyframes_sent: 0,
         }
+    }
+
+    /// The receiver asked for a keyframe at `now` (a picture-loss indication): the next frame
+    /// encoded is one, unless a request was answered less than
+    /// [`MIN_KEYFRAME_REQUEST_INTERVAL`] ago. Returns whether the request was taken.
+    pub fn request_keyframe(&mut self, now: Instant) -> bool {
+        if self
+            .last_request_answered
+            .is_some_and(|t| now < t + MIN_KEYFRAME_REQUEST_INTERVAL)
+        {
+            return false;
+        }
+        self.last_request_answered = Some(now);
+        self.keyframe_requested = true;
+        true
     }
 
     fn frame_interval(&self) -> Duration {
@@ -105,7 +137,7 @@ impl VideoSource {
 
     /// Encodes one frame at `now` (see [`VideoSource::poll_frame`]).
     fn encode(&mut self, now: Instant, rate_bps: u64, pacing_bps: u64) -> bool {
-        let keyframe = now >= self.next_keyframe_at;
+        let keyframe = now >= self.next_keyframe_at || self.keyframe_requested;
         let backlog = wire::Rate::from_bits_per_sec(pacing_bps.max(1))
             .serialization_time(self.queued_bytes as u64);
         // A keyframe is never skipped: the decoder needs it.
@@ -115,6 +147,8 @@ impl VideoSource {
         }
         if keyframe {
             self.next_keyframe_at = now + self.params.keyframe_interval;
+            self.keyframe_requested = false;
+            self.keyframes_sent += 1;
         }
         let mut bytes = rate_bps as f64 / 8.0 / f64::from(self.params.fps.max(1));
         if keyframe {
@@ -271,6 +305,31 @@ mod tests {
         assert!(v.poll_frame(Instant::from_secs(3), 1_000_000, 100_000_000));
         assert_eq!((v.frames_sent, v.frames_skipped), (7, 3));
         assert!(drain(&mut v)[0].keyframe);
+    }
+
+    #[test]
+    fn a_keyframe_request_makes_the_next_frame_a_keyframe_and_repeats_within_300_ms_are_ignored() {
+        let mut v = VideoSource::new(params(), Instant::ZERO);
+        let at = |ms| Instant::from_millis(ms);
+        assert!(v.poll_frame(at(0), 1_000_000, 100_000_000));
+        assert!(drain(&mut v)[0].keyframe);
+        assert!(v.poll_frame(at(34), 1_000_000, 100_000_000));
+        assert!(!drain(&mut v)[0].keyframe);
+        // Asked at 40 ms: the frame of 67 ms is a keyframe, of the keyframe's size.
+        assert!(v.request_keyframe(at(40)));
+        assert!(v.poll_frame(at(67), 1_000_000, 100_000_000));
+        let key = drain(&mut v);
+        assert!(key.iter().all(|q| q.keyframe));
+        assert_eq!(key.len(), 11);
+        // Asked again at 300 ms, 260 ms after the answered request: ignored.
+        assert!(!v.request_keyframe(at(300)));
+        assert!(v.poll_frame(at(334), 1_000_000, 100_000_000));
+        assert!(!drain(&mut v)[0].keyframe);
+        // At 340 ms, 300 ms after: taken.
+        assert!(v.request_keyframe(at(340)));
+        assert!(v.poll_frame(at(367), 1_000_000, 100_000_000));
+        assert!(drain(&mut v)[0].keyframe);
+        assert_eq!(v.keyframes_sent, 3);
     }
 
     #[test]
