@@ -52,6 +52,18 @@ fn both_designs_load_the_whole_news_page_and_bound_never_serves_a_request_elsewh
         assert!((0.0..=100.0).contains(&pct), "{run}: {r:#}");
         assert!(saved >= 0.0 && (pct > 0.0 || saved == 0.0), "{run}: {r:#}");
     }
+    // Chromium loads both pages too; its log says which of its new connections' requests a
+    // socket that freed up first served.
+    if std::path::Path::new("/usr/bin/chromium").exists() {
+        for run in ["chromium", "chromium_consolidated"] {
+            let c = &r[run];
+            let needed = c["new_connections_needed"].as_u64().unwrap_or(0);
+            let freed = c["served_by_freed"].as_u64().unwrap_or(u64::MAX);
+            assert!(needed > 0 && freed <= needed, "{run}: {r:#}");
+            assert!(c["page_load_s"].as_f64().is_some_and(|s| s > 0.0), "{run}: {r:#}");
+        }
+        assert!(dir.join("chromium").join("netlog.json").exists());
+    }
     for png in [
         "waterfall-bound",
         "waterfall-pool",

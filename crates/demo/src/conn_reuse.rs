@@ -16,6 +16,11 @@
 //! The numbers come from `page-load --conn-manager`'s own count (its `conn_manager` line):
 //! connections opened because a request had none, how many of those requests another
 //! connection served before the new one was ready, and how much sooner.
+//!
+//! Where Chromium is installed, it loads both pages in the same lab too, with its network log
+//! on (`--log-net-log`): its HTTP/1.1 socket pool binds a request to whichever socket of its
+//! group is available first, the design `pool` models, and the log says which socket served
+//! each request that opened a connection ([`crate::netlog`]).
 
 use std::collections::HashMap;
 use std::fs;
@@ -231,6 +236,30 @@ impl Options {
     }
 }
 
+/// What Chromium's socket pool did with one page, from its network log.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ChromiumMetrics {
+    /// Socket requests for the page's names that got a socket.
+    pub requests: usize,
+    /// Requests that found no idle socket and opened a connection.
+    pub new_connections_needed: usize,
+    /// Of those, the share served by a socket that became free (its response ended) first,
+    /// as `pool`'s `served_by_other_pct` counts.
+    pub served_by_other_pct: f64,
+    /// Of those, served by a socket that became free (its response ended) first.
+    pub served_by_freed: usize,
+    /// Of those, served by another new connection ready before their own (not counted above,
+    /// as `pool` does not count it).
+    pub served_by_other_new: usize,
+    /// Mean of (own connection ready − socket received), ms, over the above.
+    pub saved_ms_mean: f64,
+    /// Connections Chromium opened for the page's names, backup attempts among them.
+    pub connections: usize,
+    pub backup_connections: usize,
+    /// The last byte of the last response (Resource Timing's latest `responseEnd`), s.
+    pub page_load_s: Option<f64>,
+}
+
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunMetrics {
@@ -269,6 +298,12 @@ pub struct Results {
     /// The same page with its names consolidated ([`CONSOLIDATED`]).
     pub bound_consolidated: RunMetrics,
     pub pool_consolidated: RunMetrics,
+    /// Headless Chromium on the two pages; null where it did not run.
+    pub chromium: Option<ChromiumMetrics>,
+    pub chromium_consolidated: Option<ChromiumMetrics>,
+    /// Why Chromium did not run or was not read, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chromium_note: Option<String>,
 }
 
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
@@ -369,7 +404,14 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         None => NEWS.to_string(),
         Some(p) => page_for_servers(p)?,
     };
-    let mut series = common::Series::new(&opts.out_dir, 4.0 * expect + 8.0, opts.quiet)?;
+    let with_chromium = Path::new(crate::http_parallel::CHROMIUM).exists();
+    let chromium_s = if with_chromium {
+        2.0 * (expect + 6.0)
+    } else {
+        0.0
+    };
+    let mut series =
+        common::Series::new(&opts.out_dir, 4.0 * expect + chromium_s + 8.0, opts.quiet)?;
     let mut files = Vec::new();
     for (name, text) in [
         ("page.toml", page_text.clone()),
@@ -391,15 +433,102 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let runs = series.run(labs.into(), None, |label, dir, _| {
         collect(label, &line, opts.html_scan, dir)
     })?;
+    let (mut chromium, mut chromium_note) = ([None, None], None);
+    if with_chromium {
+        for (i, (dir, page)) in CHROMIUM_RUNS.iter().enumerate() {
+            let msg = format!("headless Chromium, {dir} ({:.0} ms RTT)", opts.rtt_ms);
+            let got = series.progress().phase(&msg, expect + 6.0, || {
+                chromium_run(&opts.out_dir.join(dir), &line, &files[*page], opts.seed)
+            });
+            match got {
+                Ok(m) => chromium[i] = Some(m),
+                Err(e) => chromium_note = Some(format!("{e:#}")),
+            }
+        }
+    } else {
+        chromium_note = Some(format!(
+            "{} is not installed",
+            crate::http_parallel::CHROMIUM
+        ));
+    }
+    let [chromium, chromium_consolidated] = chromium;
     let results = Results {
         bound: runs[0].metrics.clone(),
         pool: runs[1].metrics.clone(),
         bound_consolidated: runs[2].metrics.clone(),
         pool_consolidated: runs[3].metrics.clone(),
+        chromium,
+        chromium_consolidated,
+        chromium_note,
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(3.0, results, checks, rows, |r, c| {
         write_outputs(&opts.out_dir, r, c, &runs)
+    })
+}
+
+/// Chromium's runs: directory, page (0: as given, 1: consolidated).
+pub const CHROMIUM_RUNS: [(&str, usize); 2] = [("chromium", 0), ("chromium-consolidated", 1)];
+
+/// Chromium's command: headless, kept in the closed world (no QUIC, no background, update or
+/// sync traffic, a fresh profile), its network log written to `netlog`, printing the DOM after
+/// the load event (its title carries the last response's time).
+pub fn chromium_command(profile: &Path, netlog: &Path) -> String {
+    format!(
+        "exec {} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+         --disable-background-networking --disable-component-update --disable-sync \
+         --user-data-dir={} --log-net-log={} --dump-dom http://www/",
+        crate::http_parallel::CHROMIUM,
+        profile.display(),
+        netlog.display()
+    )
+}
+
+/// Chromium loads `page_file`'s page in `dir`'s lab (the lab of the model's runs, Chromium in
+/// place of `page-load`), and its network log is read.
+fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<ChromiumMetrics> {
+    let profile = dir.with_extension("profile");
+    let _ = fs::remove_dir_all(&profile);
+    fs::create_dir_all(&profile).with_context(|| format!("creating {}", profile.display()))?;
+    let profile = profile.canonicalize()?;
+    // Outside the run directory, which the lab empties first; moved in afterwards.
+    let netlog = dir.with_extension("netlog.json");
+    let _ = fs::remove_file(&netlog);
+    let mut cfg = lab_config(line, "pool", HtmlScan::Stream, page_file, seed);
+    let Some(loader) = cfg.programs.iter_mut().find(|p| p.wait) else {
+        bail!("the lab has no page load to replace");
+    };
+    loader.name = "chromium".into();
+    loader.run = chromium_command(&profile, &std::path::absolute(&netlog)?);
+    let ran = common::run_lab_in(&cfg, dir);
+    let _ = fs::remove_dir_all(&profile);
+    ran?;
+    let kept = dir.join("netlog.json");
+    fs::rename(&netlog, &kept)
+        .with_context(|| format!("Chromium left no network log at {}", netlog.display()))?;
+    let text = fs::read_to_string(&kept).with_context(|| format!("reading {}", kept.display()))?;
+    let log = crate::netlog::parse(&text).with_context(|| format!("reading {}", kept.display()))?;
+    let page = web::page::Page::parse(&fs::read_to_string(page_file)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", page_file.display()))?;
+    let hosts = page.hosts().into_iter().collect();
+    let s = crate::netlog::socket_pool(&log, &hosts)
+        .with_context(|| format!("reading {}", kept.display()))?;
+    let dom = fs::read_to_string(dir.join("programs").join("chromium.out")).unwrap_or_default();
+    let mean = if s.saved_ms.is_empty() {
+        0.0
+    } else {
+        s.saved_ms.iter().sum::<f64>() / s.saved_ms.len() as f64
+    };
+    Ok(ChromiumMetrics {
+        requests: s.requests,
+        new_connections_needed: s.new_connections_needed,
+        served_by_other_pct: s.served_by_freed_pct(),
+        served_by_freed: s.served_by_freed,
+        served_by_other_new: s.served_by_other_new,
+        saved_ms_mean: mean,
+        connections: s.connect_jobs + s.backup_jobs,
+        backup_connections: s.backup_jobs,
+        page_load_s: web::page::response_end_from_dom(&dom).map(|ms| ms / 1e3),
     })
 }
 
@@ -580,6 +709,29 @@ pub fn checks(r: &Results) -> Vec<Check> {
             p.page_load_s <= 1.05 * b.page_load_s,
         ));
     }
+    for (page, p, cr) in [
+        ("news", &r.pool, &r.chromium),
+        (
+            "consolidated",
+            &r.pool_consolidated,
+            &r.chromium_consolidated,
+        ),
+    ] {
+        let Some(cr) = cr else { continue };
+        v.push(c(
+            format!(
+                "pool's share, {page}, {:.0} %, within 10 points of Chromium's {:.0} % ({} of its \
+                 {} new connections served by a socket that freed up first, {} by another new \
+                 one)",
+                p.served_by_other_pct,
+                cr.served_by_other_pct,
+                cr.served_by_freed,
+                cr.new_connections_needed,
+                cr.served_by_other_new
+            ),
+            (p.served_by_other_pct - cr.served_by_other_pct).abs() <= 10.0,
+        ));
+    }
     v
 }
 
@@ -590,51 +742,88 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("bound, consolidated", &r.bound_consolidated),
         ("pool, consolidated", &r.pool_consolidated),
     ];
+    let chromium = [
+        ("Chromium", r.chromium.as_ref()),
+        ("Chromium, consolidated", r.chromium_consolidated.as_ref()),
+    ];
     let mut header = common::run_header(&runs);
+    header.extend(chromium.iter().map(|(n, _)| n.to_string()));
     header.push("seed (NYT)".into());
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String, seed: &str| {
+    type Cr<'a> = &'a dyn Fn(&ChromiumMetrics) -> String;
+    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String, cr: Option<Cr>, seed: &str| {
         let mut v = common::run_row(&runs, name, f);
+        for (_, m) in &chromium {
+            v.push(match (m, &cr) {
+                (Some(m), Some(cr)) => cr(m),
+                (None, Some(_)) => "not run".into(),
+                _ => "".into(),
+            });
+        }
         v.push(seed.into());
         v
     };
     let rows = vec![
-        row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms), "250"),
+        row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms), None, "250"),
         row(
             "line down / up (Mbit/s), FIFO (packets)",
             &|m| format!("{} / {}, {}", m.down_mbit, m.up_mbit, m.buffer_packets),
+            None,
             "several",
         ),
         row(
             "host names / resources",
             &|m| format!("{} / {}", m.host_names, m.resources),
+            None,
+            "",
+        ),
+        row(
+            "connections opened",
+            &|m| m.connections.to_string(),
+            Some(&|c| format!("{} ({} backup)", c.connections, c.backup_connections)),
             "",
         ),
         row(
             "new connections needed",
             &|m| m.new_connections_needed.to_string(),
+            Some(&|c| c.new_connections_needed.to_string()),
             "219",
         ),
         row(
             "  opened while the name had a response under way",
             &|m| m.opened_while_name_busy.to_string(),
+            None,
             "",
         ),
         row(
             "  served by another connection (%)",
             &|m| format!("{:.0}", m.served_by_other_pct),
+            Some(&|c| format!("{:.0}", c.served_by_other_pct)),
             "64",
+        ),
+        row(
+            "    by one that freed up / another new one",
+            &|_| String::new(),
+            Some(&|c| format!("{} / {}", c.served_by_freed, c.served_by_other_new)),
+            "",
         ),
         row(
             "  time saved each, mean (ms)",
             &|m| format!("{:.0}", m.saved_ms_mean),
+            Some(&|c| format!("{:.0}", c.saved_ms_mean)),
             "~80",
         ),
         row(
             "longest handshake (ms)",
             &|m| format!("{:.0}", m.handshake_ms_max),
+            None,
             "",
         ),
-        row("page load (s)", &|m| format!("{:.2}", m.page_load_s), ""),
+        row(
+            "page load (s)",
+            &|m| format!("{:.2}", m.page_load_s),
+            Some(&|c| c.page_load_s.map_or("-".into(), |s| format!("{s:.2}"))),
+            "",
+        ),
     ];
     (header, rows)
 }
@@ -666,6 +855,39 @@ fn saved_cdf(runs: &[(&str, &[f64])], rtt_ms: f64) -> Chart {
             .with(Series::scatter(format!("{label}: one request"), color, pts));
     }
     chart
+}
+
+/// What the page says of Chromium's runs.
+fn chromium_note(r: &Results) -> String {
+    let one = |page: &str, c: &Option<ChromiumMetrics>| match c {
+        Some(c) => format!(
+            "on the {page} page it opened {} connections ({} of them backup attempts), {} \
+             because a request found none idle; {:.0} % of those requests were served by a \
+             socket whose response had ended first ({} requests; {} more by another new \
+             connection ready first), {:.0} ms sooner on average; last response {}",
+            c.connections,
+            c.backup_connections,
+            c.new_connections_needed,
+            c.served_by_other_pct,
+            c.served_by_freed,
+            c.served_by_other_new,
+            c.saved_ms_mean,
+            c.page_load_s
+                .map_or("not timed".into(), |s| format!("at {s:.2} s"))
+        ),
+        None => format!("the {page} page was not loaded"),
+    };
+    let mut s = format!(
+        "Headless Chromium in the same lab, its HTTP/1.1 socket pool binding each request to \
+         whichever socket of its name is available first (6 per name), read from its network \
+         log: {}; {}.",
+        one("news", &r.chromium),
+        one("consolidated", &r.chromium_consolidated)
+    );
+    if let Some(n) = &r.chromium_note {
+        s.push_str(&format!(" ({n})"));
+    }
+    s
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
@@ -745,7 +967,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                           setup, the closer to the seed's (many names, 219 connections)."
                     .into(),
             }))
-            .with(common::findings(checks)),
+            .with(common::findings(checks))
+            .with(Block::Paragraph(chromium_note(results))),
     );
     let mut figs = Vec::new();
     for (id, c) in ids.iter().zip(&wf) {
@@ -767,6 +990,9 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         "bound/, pool/, bound-consolidated/, pool-consolidated/: each run's lab output: \
          captures/*.pcap, programs/page-load.out (a JSON line per connection and per \
          resource, and the conn_manager line)"
+            .into(),
+        "chromium/, chromium-consolidated/: Chromium's runs: netlog.json (its network log; \
+         open it in netlog-viewer), programs/chromium.out (the DOM after the load event)"
             .into(),
     ])));
     common::write_report_files(dir, results, &charts, &page)
@@ -797,11 +1023,25 @@ mod tests {
 
     #[test]
     fn checks_want_a_large_served_share_a_saving_under_one_rtt_and_no_slower_load() {
+        let chromium = |pct: f64| ChromiumMetrics {
+            requests: 300,
+            new_connections_needed: 50,
+            served_by_other_pct: pct,
+            served_by_freed: 10,
+            served_by_other_new: 2,
+            saved_ms_mean: 60.0,
+            connections: 60,
+            backup_connections: 10,
+            page_load_s: Some(3.0),
+        };
         let good = Results {
             bound: m(30, 0.0, 0.0, 3.0),
             pool: m(40, 60.0, 90.0, 2.8),
             bound_consolidated: m(30, 0.0, 0.0, 3.0),
             pool_consolidated: m(40, 60.0, 90.0, 2.8),
+            chromium: Some(chromium(55.0)),
+            chromium_consolidated: None,
+            chromium_note: None,
         };
         assert!(checks(&good).iter().all(|c| c.passed));
         let bad = Results {
@@ -809,9 +1049,19 @@ mod tests {
             pool: m(40, 10.0, 300.0, 3.5),
             bound_consolidated: m(30, 0.0, 0.0, 3.0),
             pool_consolidated: m(40, 60.0, 90.0, 2.8),
+            chromium: Some(chromium(24.0)),
+            chromium_consolidated: Some(chromium(65.0)),
+            chromium_note: None,
         };
         let failed = checks(&bad).into_iter().filter(|c| !c.passed).count();
-        assert_eq!(failed, 3);
+        assert_eq!(failed, 4);
+        let (header, rows) = table_rows(&bad);
+        assert_eq!(header.len(), 8);
+        let row = rows
+            .iter()
+            .find(|r| r[0].contains("by one that freed"))
+            .unwrap();
+        assert_eq!(row[5..7], ["10 / 2".to_string(), "10 / 2".to_string()]);
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;
 pub mod nat64;
+mod netlog;
 pub mod notsent_lowat;
 pub mod pipelining;
 pub mod pps;
