@@ -60,7 +60,10 @@ fn both_designs_load_the_whole_news_page_and_bound_never_serves_a_request_elsewh
             let needed = c["new_connections_needed"].as_u64().unwrap_or(0);
             let freed = c["served_by_freed"].as_u64().unwrap_or(u64::MAX);
             assert!(needed > 0 && freed <= needed, "{run}: {r:#}");
-            assert!(c["page_load_s"].as_f64().is_some_and(|s| s > 0.0), "{run}: {r:#}");
+            assert!(
+                c["page_load_s"].as_f64().is_some_and(|s| s > 0.0),
+                "{run}: {r:#}"
+            );
         }
         assert!(dir.join("chromium").join("netlog.json").exists());
     }

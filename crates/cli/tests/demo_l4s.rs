@@ -160,7 +160,11 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     }
     assert!(stdout.contains("call RTT p99"), "{stdout}");
     assert!(stdout.contains("in the worst second"), "{stdout}");
-    assert!(stdout.contains("fewest frames in a second"), "{stdout}");
+    assert!(
+        stdout.contains("fewest frames shown in a second"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("freezes of the picture"), "{stdout}");
     assert!(stdout.contains("report.html"), "{stdout}");
 }
 
