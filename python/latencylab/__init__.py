@@ -19,13 +19,14 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import polars as pl
 
-__all__ = ["sweep", "read_results", "read_run", "Run", "SweepError"]
+__all__ = ["sweep", "read_results", "read_run", "follow", "Run", "SweepError"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -171,3 +172,51 @@ def read_run(path: PathLike) -> Run:
         summary=load("summary.json") if (path / "summary.json").exists() else {},
         results=results,
     )
+
+
+def follow(
+    file: PathLike, *, poll_s: float = 0.1, idle_timeout_s: Optional[float] = 30.0
+) -> Iterator[dict[str, Any]]:
+    """Follows a running lab's ``--live FILE``: yields each JSON line (a dict: one link
+    direction over one 100 ms interval, see docs/run-dir.md) as the lab writes it.
+
+    Waits for the file to appear. Ends after the lab's last rows (``last`` is true on each
+    direction's), or when nothing new came for ``idle_timeout_s`` seconds (``None``: never).
+
+        >>> for row in latencylab.follow("live.jsonl"):
+        ...     if row["link"] == "path" and row["dir"] == "down":
+        ...         print(row["t_s"], row["delivered_bps"], row["queue_delay_ms"])
+    """
+    path = Path(file)
+    waited = 0.0
+    while not path.exists():
+        if idle_timeout_s is not None and waited >= idle_timeout_s:
+            raise TimeoutError(f"{path}: no such file after {idle_timeout_s} s")
+        time.sleep(poll_s)
+        waited += poll_s
+    with path.open("r", encoding="utf-8") as f:
+        partial = ""
+        idle = 0.0
+        dirs: set[tuple[str, str]] = set()
+        ended: set[tuple[str, str]] = set()
+        while True:
+            chunk = f.readline()
+            if not chunk:
+                if idle_timeout_s is not None and idle >= idle_timeout_s:
+                    return
+                time.sleep(poll_s)
+                idle += poll_s
+                continue
+            idle = 0.0
+            partial += chunk
+            if not partial.endswith("\n"):
+                continue
+            row = json.loads(partial)
+            partial = ""
+            key = (row["link"], row["dir"])
+            dirs.add(key)
+            if row.get("last"):
+                ended.add(key)
+            yield row
+            if ended and ended == dirs:
+                return

@@ -13,6 +13,7 @@ mod fallback_check;
 mod ipv6_check;
 mod shell;
 mod sweep_cmd;
+mod watch;
 
 use std::process::ExitCode;
 

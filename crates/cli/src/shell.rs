@@ -7,7 +7,9 @@ use anyhow::Result;
 use clap::Args;
 use lab::config::Side;
 use lab::files::{self, run_file_config};
-use lab::{run_lab, RunOptions};
+use lab::RunOptions;
+
+use crate::watch;
 use labnet::run_dir::CaptureLimits;
 use labnet::shell::{shell_config, ShellOptions};
 
@@ -191,6 +193,8 @@ pub struct ShellArgs {
     pub(crate) no_capture: bool,
     #[command(flatten)]
     pub(crate) capture: CaptureArgs,
+    #[command(flatten)]
+    pub(crate) watch: watch::WatchArgs,
     /// Print nothing but errors on stderr.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -220,6 +224,8 @@ pub struct RunArgs {
     no_capture: bool,
     #[command(flatten)]
     capture: CaptureArgs,
+    #[command(flatten)]
+    watch: watch::WatchArgs,
 }
 
 /// How much the captures and link logs of `-o` keep, in tcpdump's words (`-s`, `-C`, `-W`).
@@ -345,7 +351,7 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         no_capture: a.no_capture,
         capture: a.capture.limits(),
     };
-    Ok(exit(run_lab(&cfg, &run)?.exit_code))
+    Ok(exit(watch::run_lab(&cfg, &run, &a.watch)?.exit_code))
 }
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
@@ -358,5 +364,5 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         no_capture: a.no_capture,
         capture: a.capture.limits(),
     };
-    Ok(exit(run_lab(&cfg, &run)?.exit_code))
+    Ok(exit(watch::run_lab(&cfg, &run, &a.watch)?.exit_code))
 }

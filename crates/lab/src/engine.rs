@@ -78,6 +78,8 @@ pub struct Forwarder {
     /// How far from its time each packet was written into its host: actual minus scheduled
     /// time, or scheduled minus actual for a packet written early.
     pub lateness: link::stats::DelayHistogram,
+    /// The largest delivery error since the live view last took it, ns.
+    pub late_max_ns: u64,
 }
 
 impl Forwarder {
@@ -137,6 +139,7 @@ impl Forwarder {
             write_errors: 0,
             packets_read: 0,
             lateness: Default::default(),
+            late_max_ns: 0,
         })
     }
 
@@ -240,11 +243,13 @@ impl Forwarder {
         let mut open = None;
         while let Some(t) = self.core.poll_transmit(now) {
             // Early or late, the error of a delivery is its distance from its time.
-            self.lateness.record(if real >= t.at {
+            let error = if real >= t.at {
                 real - t.at
             } else {
                 t.at - real
-            });
+            };
+            self.lateness.record(error);
+            self.late_max_ns = self.late_max_ns.max(error.as_nanos() as u64);
             if let (Some(c), Some(f)) = (&mut self.captures, self.ifaces[t.iface].pcap) {
                 c.pcap(f, now, &t.data);
             }
@@ -309,6 +314,28 @@ impl Forwarder {
                 c.log(f, now, &e);
             }
         }
+    }
+
+    /// The counters of every link direction at `now`, for the live view; the delivery error
+    /// since the last snapshot starts again from zero.
+    pub fn live_snapshot(
+        &mut self,
+        now: Instant,
+        dirs: &std::sync::Arc<Vec<(String, String)>>,
+        last: bool,
+    ) -> labnet::live::Snapshot {
+        labnet::live::Snapshot {
+            at: now,
+            dirs: dirs.clone(),
+            links: self.core.live_counts(),
+            late_max_ns: std::mem::take(&mut self.late_max_ns),
+            last,
+        }
+    }
+
+    /// Each link direction's name and side, in snapshot order.
+    pub fn live_dirs(&self) -> Vec<(String, String)> {
+        self.core.live_dirs()
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {

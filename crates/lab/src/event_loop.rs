@@ -9,6 +9,7 @@ use nix::sys::signalfd::SignalFd;
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::mpsc::{SyncSender, TrySendError};
 use wire::{Duration, Instant};
 
 use crate::engine::Forwarder;
@@ -21,6 +22,7 @@ use labnet::lifecycle::{
     earliest, wait_for, EarlyWake, Lifecycle, PriorityPolicy, ServerState, StallMeter, Wait,
     HEARTBEAT, STARTS_PER_TURN,
 };
+use labnet::live;
 use labnet::programs::{Program, Programs};
 use labnet::schedule::{Action, Schedule};
 use labnet::spec::{secs, LabConfig};
@@ -183,6 +185,15 @@ pub(crate) struct Lab<'a> {
     pub stalls: StallMeter,
     /// When the current loop turn began (the end of the last wait).
     pub turn_start: Instant,
+    /// The live view's channel, when one watches: a snapshot every [`live::INTERVAL`].
+    pub live: Option<LiveFeed>,
+}
+
+/// Where the engine hands its snapshots to the live view's thread, and when the next is due.
+pub(crate) struct LiveFeed {
+    pub tx: SyncSender<live::Snapshot>,
+    pub dirs: std::sync::Arc<Vec<(String, String)>>,
+    pub next: Instant,
 }
 
 impl Lab<'_> {
@@ -202,9 +213,31 @@ impl Lab<'_> {
             self.fwd.poll(now, real);
             self.check_end(now);
             if self.life.finished(now, self.all_gone()) {
+                self.feed_live(now, true);
                 return Ok(());
             }
+            self.feed_live(now, false);
             (now, real) = self.wait_and_handle(now)?;
+        }
+    }
+
+    /// Hands the live view a snapshot when one is due (every turn is within a heartbeat of the
+    /// last), and the last one at the end. A view that has fallen behind misses a snapshot
+    /// rather than hold the engine up; the last one is waited for.
+    fn feed_live(&mut self, now: Instant, last: bool) {
+        let Some(feed) = &mut self.live else { return };
+        if !last && now < feed.next {
+            return;
+        }
+        feed.next = now + live::INTERVAL;
+        let snap = self.fwd.live_snapshot(now, &feed.dirs, last);
+        let sent = if last {
+            feed.tx.send(snap).is_ok()
+        } else {
+            !matches!(feed.tx.try_send(snap), Err(TrySendError::Disconnected(_)))
+        };
+        if !sent {
+            self.live = None;
         }
     }
 

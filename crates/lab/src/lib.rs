@@ -31,7 +31,10 @@ pub mod userns;
 /// Who owns the files written for the user (the `owner` crate, under its old name here).
 pub use ::owner;
 
+pub use labnet::live;
 /// The lab's specification, from the pure core (kept under its old name for callers).
 pub use labnet::spec as config;
 pub use labnet::{dns_tcp, translator, LabConfig, UsageError};
-pub use runner::{block_stop_signals, restore_signals, run_lab, RunOptions, RunResult};
+pub use runner::{
+    block_stop_signals, restore_signals, run_lab, run_lab_live, RunOptions, RunResult,
+};

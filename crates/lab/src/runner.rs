@@ -12,6 +12,7 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::mpsc::SyncSender;
 
 use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
@@ -20,7 +21,7 @@ use wire::Instant;
 
 use crate::cleanup::{self, runtime_dir};
 use crate::engine::Forwarder;
-use crate::event_loop::{self, Lab, LoopIo};
+use crate::event_loop::{self, Lab, LiveFeed, LoopIo};
 use crate::netns::{self, HostNs};
 use crate::output::{self, Summary};
 use crate::process::{self, Launcher};
@@ -172,6 +173,18 @@ pub fn restore_signals(old: SigSet) {
 /// Runs a lab to its end. Usage errors come back as `UsageError` inside the anyhow error.
 /// Call [`block_stop_signals`] first if the process has other threads.
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    run_lab_live(cfg, opts, None)
+}
+
+/// [`run_lab`], handing a snapshot of every link's counters to `live` every
+/// [`labnet::live::INTERVAL`] of lab time, and a last one (`last`) when the lab has ended. The
+/// engine never waits for the receiver but for the last snapshot; a receiver that has gone
+/// stops the feed. Call [`block_stop_signals`] before starting the receiver's thread.
+pub fn run_lab_live(
+    cfg: &LabConfig,
+    opts: &RunOptions,
+    live: Option<SyncSender<labnet::live::Snapshot>>,
+) -> Result<RunResult> {
     preflight(cfg)?;
     let pid = std::process::id();
     // Without root the list is only read (preflight checked it).
@@ -187,12 +200,18 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
 
     // Signals become events from here on (children get an empty mask back in pre_exec).
     let old_mask = block_stop_signals()?;
-    let result = run_blocked(cfg, opts, pid, &stop_signals());
+    let result = run_blocked(cfg, opts, pid, &stop_signals(), live);
     restore_signals(old_mask);
     result
 }
 
-fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> Result<RunResult> {
+fn run_blocked(
+    cfg: &LabConfig,
+    opts: &RunOptions,
+    pid: u32,
+    mask: &SigSet,
+    live: Option<SyncSender<labnet::live::Snapshot>>,
+) -> Result<RunResult> {
     // First, while this process is small: forking it later would copy the engine.
     // `LATENCYLAB_PIN=off` leaves starts and the engine on every CPU, to compare.
     let split_cpus = std::env::var("LATENCYLAB_PIN").as_deref() != Ok("off");
@@ -280,7 +299,13 @@ fn run_blocked(cfg: &LabConfig, opts: &RunOptions, pid: u32, mask: &SigSet) -> R
         server_listened: None,
         stalls: StallMeter::default(),
         turn_start: Instant::ZERO,
+        live: None,
     };
+    lab.live = live.map(|tx| LiveFeed {
+        tx,
+        dirs: std::sync::Arc::new(lab.fwd.live_dirs()),
+        next: Instant::ZERO,
+    });
     if let Some((host, line)) = &opts.server {
         let argv = vec!["sh".into(), "-c".into(), line.clone()];
         lab.starter.start(host, argv, true, "server", false)?;

@@ -20,6 +20,7 @@ use link::{Event, Link, LinkParams};
 use wire::{Instant, Packet};
 
 use crate::clat::ClatPlan;
+use crate::live;
 use crate::run_dir::{ClatSummary, LinkSummary, Nat64Summary};
 use crate::spec::{Attach, LabConfig, Side, UsageError, DEFAULT_MTU};
 use crate::translator::{Role, Translator};
@@ -406,6 +407,20 @@ impl Forwarder {
                     link.stats(),
                 )
             })
+            .collect()
+    }
+
+    /// Each link direction's name and side, in the order of [`Forwarder::live_counts`].
+    pub fn live_dirs(&self) -> Vec<(String, String)> {
+        (self.dirs.iter())
+            .map(|d| (d.link.clone(), d.side.name().to_string()))
+            .collect()
+    }
+
+    /// Every link direction's counters now, for the live view.
+    pub fn live_counts(&self) -> Vec<live::Counts> {
+        (0..self.dirs.len())
+            .map(|i| live::Counts::of(self.net.link(i)))
             .collect()
     }
 

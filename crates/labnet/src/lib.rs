@@ -17,6 +17,7 @@ pub mod clat;
 pub mod dns_tcp;
 pub mod forwarder;
 pub mod lifecycle;
+pub mod live;
 pub mod messages;
 pub mod programs;
 pub mod run_dir;

@@ -529,6 +529,7 @@ impl Link {
         let cur = p.as_ref().map(|p| {
             let sojourn_ns = t.as_nanos().saturating_sub(p.enqueued_at.as_nanos());
             self.stats.queue_delay.record_nanos(sojourn_ns);
+            self.stats.queue_delay_sum_ns += sojourn_ns;
             self.stats.queue_delay_by_class[usize::from(p.class.min(1))].record_nanos(sojourn_ns);
             Event {
                 sojourn: Some(Duration::from_nanos(sojourn_ns)),

@@ -427,6 +427,9 @@ pub struct LinkStats {
     pub queue_delay: DelayHistogram,
     /// The same, by the discipline's class (DualPI2: 0 = classic, 1 = L4S).
     pub queue_delay_by_class: [DelayHistogram; 2],
+    /// The sum of every transmitted packet's queue delay, ns: with `queue_delay.len()`, the
+    /// mean over any span between two readings (the live view's figure).
+    pub queue_delay_sum_ns: u64,
     /// Marks by class.
     pub marks_by_class: [u64; 2],
     /// First packet in and last packet delivered, for throughput.

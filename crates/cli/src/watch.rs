@@ -1,0 +1,604 @@
+//! `--watch` and `--live FILE`: the figures of every link while the lab runs.
+//!
+//! The engine hands a snapshot of the counters it keeps anyway to a channel every 100 ms of lab
+//! time (`lab::run_lab_live`); a thread of this module turns them into rows
+//! (`labnet::live::Meter`), appends them to the `--live` file as JSON lines and, with
+//! `--watch`, draws them full-screen on the terminal with ratatui. The engine never waits for
+//! this thread.
+//!
+//! While the view is up, the terminal belongs to it: the programs' output and the lab's own
+//! messages go into pipes, their last lines are shown under the links, and all of it is written
+//! to the real standard output and error when the view ends. The view leaves the terminal as it
+//! found it on every exit: the end of the lab, Ctrl-C or SIGTERM (which end the lab), an error,
+//! or a panic of this process.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration as StdDuration;
+
+use anyhow::{Context, Result};
+use lab::live::{Meter, Row, Snapshot};
+use lab::{LabConfig, RunOptions, RunResult, UsageError};
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::cursor::{Hide, Show};
+use ratatui::crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+use ratatui::crossterm::QueueableCommand;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::{Terminal, TerminalOptions, Viewport};
+
+/// The options every lab command shares for watching a run.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct WatchArgs {
+    /// Show every link live, full-screen in this terminal, ten times a second: configured and
+    /// delivered rate, queue now, sparklines of queue delay and throughput, drops by cause, CE
+    /// marks, the engine's lateness, and the programs' last lines (printed whole at the end).
+    /// Ctrl-C ends the lab.
+    #[arg(long)]
+    pub watch: bool,
+    /// Write one JSON line per link direction every 100 ms to FILE while the lab runs (made
+    /// anew), for notebooks and other tools to follow the run: see docs/run-dir.md.
+    #[arg(long, value_name = "FILE")]
+    pub live: Option<PathBuf>,
+}
+
+/// How many intervals the sparklines show: the last 6 seconds.
+const HISTORY: usize = 60;
+/// How many lines of the programs' output the view keeps.
+const OUTPUT_LINES: usize = 200;
+
+/// Runs the lab, watched as `w` asks (or plainly when it asks nothing).
+pub fn run_lab(cfg: &LabConfig, opts: &RunOptions, w: &WatchArgs) -> Result<RunResult> {
+    if !w.watch && w.live.is_none() {
+        return lab::run_lab(cfg, opts);
+    }
+    let live_file = match &w.live {
+        Some(p) => Some(File::create(p).map_err(|e| {
+            UsageError(format!(
+                "--live: cannot create '{}': {e} (give a file in a directory you can write)",
+                p.display()
+            ))
+        })?),
+        None => None,
+    };
+    // No thread of the view may take the stop signals that the lab turns into events: they
+    // are blocked before the first one starts, and every thread inherits that.
+    let old_mask = lab::block_stop_signals()?;
+    let screen = if w.watch {
+        match Screen::take() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                lab::restore_signals(old_mask);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    let output = screen.as_ref().map(|s| s.output.clone());
+    let (tx, rx) = mpsc::sync_channel(16);
+    let viewer = std::thread::spawn(move || view(rx, live_file, screen, output));
+    let result = lab::run_lab_live(cfg, opts, Some(tx));
+    let viewed = viewer.join();
+    lab::restore_signals(old_mask);
+    match viewed {
+        Ok(r) => r.context("--live")?,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+    result
+}
+
+/// The view's thread: rows to the file and the screen until the lab's last snapshot (or the
+/// channel closes), then the terminal back as it was.
+fn view(
+    rx: Receiver<Snapshot>,
+    file: Option<File>,
+    mut screen: Option<Screen>,
+    output: Option<Arc<Mutex<Captured>>>,
+) -> Result<()> {
+    let mut file = file.map(BufWriter::new);
+    let mut meter = Meter::default();
+    let mut history: Vec<History> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut ended = false;
+    while !ended {
+        match rx.recv_timeout(StdDuration::from_millis(100)) {
+            Ok(snap) => {
+                ended = snap.last;
+                rows = meter.rows(snap);
+                history.resize_with(rows.len(), History::default);
+                for (h, r) in history.iter_mut().zip(&rows) {
+                    h.push(r);
+                }
+                if let Some(f) = &mut file {
+                    for r in &rows {
+                        serde_json::to_writer(&mut *f, r)?;
+                        f.write_all(b"\n")?;
+                    }
+                    f.flush()?;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => ended = true,
+        }
+        if let (Some(s), Some(out)) = (&mut screen, &output) {
+            let lines = out.lock().map(|o| o.last_lines()).unwrap_or_default();
+            // A terminal that cannot be drawn on ends the view, not the lab.
+            if s.draw(&rows, &history, &lines, ended).is_err() {
+                screen = None;
+            }
+        }
+    }
+    drop(screen);
+    Ok(())
+}
+
+/// A link direction's last intervals, for the sparklines.
+#[derive(Default)]
+struct History {
+    queue_delay_us: VecDeque<u64>,
+    delivered_kbps: VecDeque<u64>,
+}
+
+impl History {
+    fn push(&mut self, r: &Row) {
+        for (q, v) in [
+            (
+                &mut self.queue_delay_us,
+                (r.queue_delay_ms.unwrap_or(0.0) * 1e3) as u64,
+            ),
+            (&mut self.delivered_kbps, (r.delivered_bps / 1e3) as u64),
+        ] {
+            if q.len() == HISTORY {
+                q.pop_front();
+            }
+            q.push_back(v);
+        }
+    }
+}
+
+/// What the lab's programs and the lab itself wrote while the view held the terminal.
+#[derive(Default)]
+struct Captured {
+    /// Everything written to standard output and error, to be written there at the end.
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// The last lines of both, for the view.
+    lines: VecDeque<String>,
+    partial: String,
+}
+
+impl Captured {
+    fn take(&mut self, bytes: &[u8], stdout: bool) {
+        if stdout {
+            self.stdout.extend_from_slice(bytes);
+        } else {
+            self.stderr.extend_from_slice(bytes);
+        }
+        self.partial.push_str(&String::from_utf8_lossy(bytes));
+        while let Some(i) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=i).collect();
+            if self.lines.len() == OUTPUT_LINES {
+                self.lines.pop_front();
+            }
+            self.lines.push_back(line.trim_end().replace('\t', "    "));
+        }
+    }
+
+    fn last_lines(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lines.iter().cloned().collect();
+        if !self.partial.is_empty() {
+            v.push(self.partial.clone());
+        }
+        v
+    }
+}
+
+/// The terminal while the view holds it: the alternate screen, the cursor hidden, standard
+/// output and error going into pipes. Dropping it gives everything back.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<File>>,
+    /// The terminal, to ask its size and to put it back.
+    tty: File,
+    area: Rect,
+    /// The process's own standard output and error, to put back.
+    saved: [OwnedFd; 2],
+    output: Arc<Mutex<Captured>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+/// Puts the terminal back (alternate screen left, cursor shown) on `tty`.
+fn restore_terminal(tty: &mut File) {
+    let _ = tty
+        .queue(LeaveAlternateScreen)
+        .and_then(|t| t.queue(Show))
+        .and_then(|t| t.flush());
+}
+
+impl Screen {
+    fn take() -> Result<Screen> {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()
+            .filter(|t| t.is_terminal())
+            .ok_or_else(|| {
+                UsageError(
+                    "--watch needs a terminal (none here): use --live FILE to follow a run \
+                     from a script"
+                        .into(),
+                )
+            })?;
+        let output = Arc::new(Mutex::new(Captured::default()));
+        let saved = [dup(1)?, dup(2)?];
+        let mut readers = Vec::new();
+        for fd in [1, 2] {
+            let (r, w) = pipe()?;
+            dup2(w.as_raw_fd(), fd)?;
+            drop(w);
+            let out = output.clone();
+            readers.push(std::thread::spawn(move || {
+                let mut r = File::from(r);
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = r.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut o) = out.lock() {
+                        o.take(&buf[..n], fd == 1);
+                    }
+                }
+            }));
+        }
+        // A panic puts the terminal back before its message is printed.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Ok(mut tty) = std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+                restore_terminal(&mut tty);
+            }
+            hook(info);
+        }));
+        let mut tty_out = tty.try_clone().context("--watch: the terminal")?;
+        let tty_draw = tty.try_clone().context("--watch: the terminal")?;
+        tty_out
+            .queue(EnterAlternateScreen)
+            .and_then(|t| t.queue(Hide))
+            .and_then(|t| t.flush())
+            .context("--watch: the terminal")?;
+        let area = tty_area(tty.as_raw_fd());
+        let terminal = Terminal::with_options(
+            CrosstermBackend::new(tty_draw),
+            TerminalOptions {
+                viewport: Viewport::Fixed(area),
+            },
+        )
+        .context("--watch: the terminal")?;
+        Ok(Screen {
+            terminal,
+            tty: tty_out,
+            area,
+            saved,
+            output,
+            readers,
+        })
+    }
+
+    fn draw(
+        &mut self,
+        rows: &[Row],
+        history: &[History],
+        out: &[String],
+        ended: bool,
+    ) -> Result<()> {
+        let area = tty_area(self.tty.as_raw_fd());
+        if area != self.area {
+            self.terminal.resize(area)?;
+            self.area = area;
+        }
+        self.terminal
+            .draw(|f| draw_view(f, rows, history, out, ended))?;
+        Ok(())
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore_terminal(&mut self.tty);
+        // Standard output and error back; the pipes' last writers close with them, and the
+        // readers end once the programs' copies are gone too.
+        for (fd, saved) in [1, 2].into_iter().zip(&self.saved) {
+            let _ = dup2(saved.as_raw_fd(), fd);
+        }
+        // A process of the lab that outlived it could hold a pipe open: a second at most.
+        for _ in 0..100 {
+            if self.readers.iter().all(|r| r.is_finished()) {
+                break;
+            }
+            std::thread::sleep(StdDuration::from_millis(10));
+        }
+        if let Ok(o) = self.output.lock() {
+            let _ = io::stdout().write_all(&o.stdout);
+            let _ = io::stdout().flush();
+            let _ = io::stderr().write_all(&o.stderr);
+        }
+    }
+}
+
+/// A pipe whose ends this process does not hand to the programs it starts (close-on-exec);
+/// the copy of the write end on standard output or error is theirs.
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, which lives for the call.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error()).context("--watch: pipe");
+    }
+    // SAFETY: both were just made by pipe2 and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn dup(fd: RawFd) -> Result<OwnedFd> {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor number returns a new descriptor that this
+    // process owns alone, or -1.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(io::Error::last_os_error()).context("--watch: dup");
+    }
+    // SAFETY: `new` was just returned by fcntl and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+fn dup2(from: RawFd, to: RawFd) -> Result<()> {
+    // SAFETY: dup2 on two descriptor numbers; `to` is standard output or error, which this
+    // process keeps open for its whole life.
+    if unsafe { libc::dup2(from, to) } < 0 {
+        return Err(io::Error::last_os_error()).context("--watch: dup2");
+    }
+    Ok(())
+}
+
+/// The terminal's size, or 80×24 where it does not say (a pseudo-terminal nobody sized).
+fn tty_area(fd: RawFd) -> Rect {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which lives for the call.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if !ok || ws.ws_row == 0 || ws.ws_col == 0 {
+        return Rect::new(0, 0, 80, 24);
+    }
+    Rect::new(0, 0, ws.ws_col, ws.ws_row)
+}
+
+/// A rate in the units a person reads.
+fn rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.2} Mbit/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.0} kbit/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} bit/s")
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+/// The text of one link direction's first line: what it is asked and what it does now.
+fn link_line(r: &Row) -> String {
+    let asked = r.rate_bps.map_or("unlimited".into(), |b| rate(b as f64));
+    let queue = match r.backlog_ms {
+        Some(t) => format!("{} pkts, {}", r.backlog_packets, ms(t)),
+        None => format!("{} pkts", r.backlog_packets),
+    };
+    format!(
+        "{} {:<4} {} of {}  queue {}",
+        r.link,
+        r.dir,
+        rate(r.delivered_bps),
+        asked,
+        queue
+    )
+}
+
+/// The third line: drops (in all, and by cause in the last interval) and CE marks.
+fn drops_line(r: &Row) -> String {
+    let now: Vec<String> = r.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let now = if now.is_empty() {
+        String::new()
+    } else {
+        format!(" (now {})", now.join(", "))
+    };
+    format!(
+        " drops {}{now}  CE marks {} (now {})",
+        r.drops_total, r.ce_marks_total, r.ce_marks
+    )
+}
+
+/// The view: a title line, three lines (two sparklines) per link direction, the programs'
+/// last lines below. Plain text only: it reads the same without colours.
+fn draw_view(
+    f: &mut ratatui::Frame,
+    rows: &[Row],
+    history: &[History],
+    out: &[String],
+    ended: bool,
+) {
+    let area = f.area();
+    let t_s = rows.first().map_or(0.0, |r| r.t_s);
+    let late = rows.first().map_or(0.0, |r| r.engine_late_max_ms);
+    let state = if ended {
+        "the lab has ended"
+    } else {
+        "Ctrl-C ends the lab"
+    };
+    let title = format!(
+        "latencylab  {t_s:6.1} s  engine late max {:.3} ms  {state}",
+        late
+    );
+    let per_link = 3u16;
+    let links_h = (rows.len() as u16 * per_link).min(area.height.saturating_sub(3));
+    let [top, links, rule, progs] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(links_h),
+        Constraint::Length(1),
+        Constraint::Min(0),
+    ])
+    .areas(area);
+    f.render_widget(Paragraph::new(title), top);
+    for (i, (r, h)) in rows.iter().zip(history).enumerate() {
+        let y = links.y + i as u16 * per_link;
+        if y + per_link > links.y + links.height {
+            break;
+        }
+        let w = links.width;
+        f.render_widget(Paragraph::new(link_line(r)), Rect::new(links.x, y, w, 1));
+        f.render_widget(
+            Paragraph::new(drops_line(r)),
+            Rect::new(links.x, y + 2, w, 1),
+        );
+        let half = w / 2;
+        let label_w = 18u16.min(half);
+        let qmax = h.queue_delay_us.iter().copied().max().unwrap_or(0);
+        let tmax = h.delivered_kbps.iter().copied().max().unwrap_or(0);
+        let q_label = format!(" delay {:>8}", r.queue_delay_ms.map_or("-".into(), ms));
+        let t_label = format!(" max {:>9}", rate(tmax as f64 * 1e3));
+        let y1 = y + 1;
+        f.render_widget(Paragraph::new(q_label), Rect::new(links.x, y1, label_w, 1));
+        let spark_w = half.saturating_sub(label_w);
+        let qdata: Vec<u64> = tail(&h.queue_delay_us, spark_w);
+        f.render_widget(
+            Sparkline::default().data(&qdata).max(qmax.max(1)),
+            Rect::new(links.x + label_w, y1, spark_w, 1),
+        );
+        f.render_widget(
+            Paragraph::new(t_label),
+            Rect::new(links.x + half, y1, label_w, 1),
+        );
+        let tdata: Vec<u64> = tail(&h.delivered_kbps, spark_w);
+        let tcap = r.rate_bps.map_or(tmax, |b| b / 1000).max(1);
+        f.render_widget(
+            Sparkline::default().data(&tdata).max(tcap),
+            Rect::new(links.x + half + label_w, y1, spark_w, 1),
+        );
+    }
+    f.render_widget(
+        Paragraph::new(format!(
+            "{:-<1$}",
+            "-- programs' output (all of it is printed when the lab ends) ", rule.width as usize
+        )),
+        rule,
+    );
+    let n = progs.height as usize;
+    let shown: Vec<Line> = out[out.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| Line::raw(l.clone()))
+        .collect();
+    f.render_widget(Paragraph::new(shown), progs);
+}
+
+/// The last `n` values of `q`.
+fn tail(q: &VecDeque<u64>, n: u16) -> Vec<u64> {
+    let skip = q.len().saturating_sub(n as usize);
+    q.iter().skip(skip).copied().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::backend::TestBackend;
+
+    fn row(link: &str, dir: &str, delivered_bps: f64, q_ms: f64) -> Row {
+        Row {
+            t_s: 3.2,
+            link: link.into(),
+            dir: dir.into(),
+            rate_bps: Some(10_000_000),
+            delivered_bps,
+            queue_delay_ms: Some(q_ms),
+            backlog_packets: 80,
+            backlog_ms: Some(96.0),
+            drops: [("overlimit".to_string(), 2)].into(),
+            drops_total: 5,
+            ce_marks: 0,
+            ce_marks_total: 0,
+            packets_total: 1000,
+            bytes_total: 1_500_000,
+            engine_late_max_ms: 0.02,
+            last: false,
+        }
+    }
+
+    fn screen_text(width: u16, rows: &[Row], out: &[String]) -> String {
+        let mut history: Vec<History> = rows.iter().map(|_| History::default()).collect();
+        for (h, r) in history.iter_mut().zip(rows) {
+            for _ in 0..70 {
+                h.push(r);
+            }
+        }
+        let mut t = Terminal::new(TestBackend::new(width, 24)).unwrap();
+        t.draw(|f| draw_view(f, rows, &history, out, false))
+            .unwrap();
+        let buf = t.backend().buffer().clone();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_view_fits_80_columns_with_every_figure_of_each_direction() {
+        let rows = [
+            row("path", "down", 9.81e6, 120.0),
+            row("path", "up", 0.2e6, 0.1),
+        ];
+        let s = screen_text(80, &rows, &["bulk-client: 9.4 Mbit/s".into()]);
+        assert!(s.contains("path down 9.81 Mbit/s of 10.00 Mbit/s"), "{s}");
+        assert!(s.contains("queue 80 pkts, 96.0 ms"), "{s}");
+        assert!(
+            s.contains("drops 5 (now overlimit 2)  CE marks 0 (now 0)"),
+            "{s}"
+        );
+        assert!(s.contains("delay   120 ms"), "{s}");
+        assert!(s.contains("path up"), "{s}");
+        assert!(s.contains("bulk-client: 9.4 Mbit/s"), "{s}");
+        assert!(s.contains("Ctrl-C ends the lab"), "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= 80));
+    }
+
+    #[test]
+    fn output_keeps_every_byte_and_the_last_lines() {
+        let mut c = Captured::default();
+        c.take(b"one\ntw", true);
+        c.take(b"o\n", false);
+        c.take(b"three", true);
+        assert_eq!(c.stdout, b"one\ntwthree");
+        assert_eq!(c.stderr, b"o\n");
+        assert_eq!(c.last_lines(), ["one", "two", "three"]);
+        for i in 0..OUTPUT_LINES + 5 {
+            c.take(format!("{i}\n").as_bytes(), true);
+        }
+        assert_eq!(c.lines.len(), OUTPUT_LINES);
+    }
+}
