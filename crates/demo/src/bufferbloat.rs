@@ -181,17 +181,10 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
     }
 }
 
-/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
-            opts.duration_s
-        );
-    }
+/// The two runs, each with its label and queue: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> {
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
-    let labs = [
+    [
         ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
         ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
     ]
@@ -203,8 +196,21 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             config: lab_config(queue, ecn, opts.duration_s, opts.seed),
         };
         ((label, queue), run)
-    });
-    let mut runs = series.run(labs.into(), Some(4.0), |(label, queue), dir, result| {
+    })
+    .into()
+}
+
+/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(5.0..=600.0).contains(&opts.duration_s) {
+        bail!(
+            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
+            opts.duration_s
+        );
+    }
+    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
+    let mut runs = series.run(runs(opts), Some(4.0), |(label, queue), dir, result| {
         collect(label, queue, dir, result)
     })?;
     let codel = runs.pop().expect("two runs");

@@ -352,6 +352,36 @@ struct RunData {
     saved_ms: Vec<f64>,
 }
 
+/// The four runs: what [`run`] runs and `--export` writes. The page files they serve are
+/// written into the output directory.
+pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
+    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
+    let line = opts.line();
+    let page_text = match &opts.page {
+        None => NEWS.to_string(),
+        Some(p) => page_for_servers(p)?,
+    };
+    let files = [
+        common::page_file(&opts.out_dir, "page.toml", &page_text)?,
+        common::page_file(
+            &opts.out_dir,
+            "page-consolidated.toml",
+            &consolidate(&page_text),
+        )?,
+    ];
+    Ok(RUNS
+        .map(|(label, design, page)| {
+            let run = common::Run {
+                dir: label.into(),
+                msg: format!("{label} ({:.0} ms RTT)", opts.rtt_ms),
+                expected_s: expect,
+                config: lab_config(&line, design, opts.html_scan, &files[page], opts.seed),
+            };
+            (label, run)
+        })
+        .into())
+}
+
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1.0..=2000.0).contains(&opts.rtt_ms) {
         bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
@@ -365,30 +395,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             bail!("{what}: {v} Mbit/s is outside 0.1 to 1000");
         }
     }
-    let page_text = match &opts.page {
-        None => NEWS.to_string(),
-        Some(p) => page_for_servers(p)?,
-    };
+    let labs = runs(opts)?;
     let mut series = common::Series::new(&opts.out_dir, 4.0 * expect + 8.0, opts.quiet)?;
-    let mut files = Vec::new();
-    for (name, text) in [
-        ("page.toml", page_text.clone()),
-        ("page-consolidated.toml", consolidate(&page_text)),
-    ] {
-        let f = opts.out_dir.join(name);
-        fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
-        files.push(f.canonicalize()?);
-    }
-    let labs = RUNS.map(|(label, design, page)| {
-        let run = common::Run {
-            dir: label.into(),
-            msg: format!("{label} ({:.0} ms RTT)", opts.rtt_ms),
-            expected_s: expect,
-            config: lab_config(&line, design, opts.html_scan, &files[page], opts.seed),
-        };
-        (label, run)
-    });
-    let runs = series.run(labs.into(), None, |label, dir, _| {
+    let runs = series.run(labs, None, |label, dir, _| {
         collect(label, &line, opts.html_scan, dir)
     })?;
     let results = Results {

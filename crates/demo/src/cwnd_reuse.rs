@@ -19,7 +19,6 @@
 //! The fetch times come from `page-load`'s own lines (request sent to last byte); the flights
 //! from the server's capture, through the analyzer.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -125,13 +124,13 @@ const RUNS: [(&str, &str, bool); 4] = [
 ];
 
 /// The runs made, with the control runs or without.
-fn runs(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
+fn variants(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
     RUNS.iter().filter(move |(_, _, ssai)| control || !ssai)
 }
 
 /// The run directories under `out_dir`, with the control runs or without.
 pub fn run_dirs(control: bool) -> Vec<&'static str> {
-    runs(control).map(|r| r.0).collect()
+    variants(control).map(|r| r.0).collect()
 }
 
 /// The lab of one run: client and server (also named [`HOST`]), one link, the server with
@@ -178,25 +177,15 @@ struct RunData {
     clicks_sent: Vec<Vec<(f64, f64)>>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
-        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
-    }
-    if !(1..=CLICKS.len()).contains(&opts.clicks) {
-        bail!("--clicks: {} is outside 1 to {}", opts.clicks, CLICKS.len());
-    }
-    if !(0.1..=60.0).contains(&opts.idle_s) {
-        bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
-    }
-    // The page: a few round trips of slow start for the photo; then each click.
+/// The runs, each with its directory, connection choice and the server's
+/// tcp_slow_start_after_idle: what [`run`] runs and `--export` writes. The page file they
+/// serve is written into the output directory.
+#[allow(clippy::type_complexity)]
+pub fn runs(opts: &Options) -> Result<Vec<((&'static str, &'static str, bool), common::Run)>> {
     let rtt_s = opts.rtt_ms / 1e3;
     let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
-    let n = runs(opts.control).count();
-    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("gallery.toml");
-    fs::write(&page_file, GALLERY).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs: Vec<_> = runs(opts.control)
+    let page_file = common::page_file(&opts.out_dir, "gallery.toml", GALLERY)?;
+    Ok(variants(opts.control)
         .map(|&(dir, choice, ssai)| {
             let config = lab_config(
                 opts.rtt_ms,
@@ -220,7 +209,25 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             };
             ((dir, choice, ssai), run)
         })
-        .collect();
+        .collect())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
+        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
+    }
+    if !(1..=CLICKS.len()).contains(&opts.clicks) {
+        bail!("--clicks: {} is outside 1 to {}", opts.clicks, CLICKS.len());
+    }
+    if !(0.1..=60.0).contains(&opts.idle_s) {
+        bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
+    }
+    // The page: a few round trips of slow start for the photo; then each click.
+    let rtt_s = opts.rtt_ms / 1e3;
+    let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
+    let n = variants(opts.control).count();
+    let labs = runs(opts)?;
+    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
     let data = series.run(labs, None, |(label, choice, ssai), dir, _| {
         collect(label, choice, ssai, opts, dir)
     })?;

@@ -195,6 +195,22 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: v.label().into(),
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the two labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(2.0..=600.0).contains(&opts.duration_s) {
@@ -202,16 +218,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
     let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 3.0) + 2.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: v.label().into(),
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(3.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(3.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         delayed: runs[0].metrics.clone(),
         quickack: runs[1].metrics.clone(),

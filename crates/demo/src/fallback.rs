@@ -208,6 +208,27 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The three runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = CLIENT_START_S + opts.duration_s + 1.0;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: v.name().into(),
+                expected_s: lab_s
+                    + if v == Variant::WifiOnly {
+                        TIMEOUT_S
+                    } else {
+                        0.0
+                    },
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(OUTAGE_END_S + 3.0..=300.0).contains(&opts.duration_s) {
@@ -223,21 +244,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0,
         opts.quiet,
     )?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: v.name().into(),
-            expected_s: lab_s
-                + if v == Variant::WifiOnly {
-                    TIMEOUT_S
-                } else {
-                    0.0
-                },
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         outage_start_s: OUTAGE_START_S,
         outage_end_s: OUTAGE_END_S,

@@ -120,15 +120,13 @@ struct RunData {
     bars: Vec<[f64; 4]>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
+/// The page-load runs (Chromium's, which depends on what is installed, is the demo's own):
+/// what [`run`] runs and `--export` writes. The page file they serve is written into the
+/// output directory.
+pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
     let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
-    let total: f64 = expected.iter().sum::<f64>() + if chromium { 10.0 } else { 0.0 };
-    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("portal.toml");
-    fs::write(&page_file, PORTAL).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs = RUNS
+    let page_file = common::page_file(&opts.out_dir, "portal.toml", PORTAL)?;
+    Ok(RUNS
         .iter()
         .zip(expected)
         .map(|(&(name, args), expected_s)| {
@@ -140,8 +138,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 config: lab_config(&page_file, ("page-load", cmd), opts.seed),
             };
             (name, run)
-        });
-    let runs = series.run(labs.collect(), None, collect)?;
+        })
+        .collect())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
+    let labs = runs(opts)?;
+    let total: f64 =
+        labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 10.0 } else { 0.0 };
+    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("portal.toml").canonicalize()?;
+    let runs = series.run(labs, None, collect)?;
     let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if chromium {
         let dir = opts.out_dir.join("chromium");
         let profile = opts.out_dir.join("chromium-profile");

@@ -316,6 +316,29 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The three runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CALL_START_S + 3.0;
+    Variant::ALL
+        .map(|v| {
+            let msg = format!(
+                "{} ({}, call in {} mode), {:.0} s",
+                v.label(),
+                v.queue(),
+                v.call_mode(),
+                opts.duration_s
+            );
+            let run = common::Run {
+                dir: v.name().into(),
+                msg,
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the three labs, reads them back and writes `results.json`, the PNGs and
 /// `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
@@ -327,23 +350,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CALL_START_S + 3.0;
     let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let msg = format!(
-            "{} ({}, call in {} mode), {:.0} s",
-            v.label(),
-            v.queue(),
-            v.call_mode(),
-            opts.duration_s
-        );
-        let run = common::Run {
-            dir: v.name().into(),
-            msg,
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, result| {
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, result| {
         collect(v, dir, result)
     })?;
     let results = Results {

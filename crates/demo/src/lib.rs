@@ -47,10 +47,12 @@ pub mod l4s;
 pub mod nagle;
 pub mod nat64;
 pub mod notsent_lowat;
+pub mod params;
 pub mod pipelining;
 pub mod pps;
+pub mod run_report;
 pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{Check, Outcome};
+pub use common::{export, Check, Outcome, Run};

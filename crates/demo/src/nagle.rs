@@ -193,6 +193,22 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the three labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(5.0..=600.0).contains(&opts.duration_s) {
@@ -204,16 +220,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // The handshake (one RTT) and the exchange under way when the time is up (three).
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
     let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,

@@ -11,7 +11,6 @@
 //! (its HTML arrived) to its first byte (`ttfb`) and its last (`transaction`), so a request
 //! waiting for a free connection waits in the number, as it waits in front of the user.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -91,12 +90,10 @@ struct RunData {
     bars: Vec<[f64; 4]>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    for r in opts.rtts_ms {
-        if !(1.0..=2000.0).contains(&r) {
-            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
-        }
-    }
+/// The four runs, each with its name, RTT and pipeline depth: what [`run`] runs and
+/// `--export` writes. The page file they serve is written into the output directory.
+#[allow(clippy::type_complexity)]
+pub fn runs(opts: &Options) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
     let [fast, slow] = opts.rtts_ms;
     let plan = [
         ("no-pipelining", fast, 1),
@@ -106,22 +103,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     ];
     // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
     let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
-    let total: f64 = plan.iter().map(|p| expect(p.1, p.2)).sum();
+    let page_file = common::page_file(&opts.out_dir, "newsletter.toml", NEWSLETTER)?;
+    Ok(plan
+        .map(|(name, rtt, depth)| {
+            let run = common::Run {
+                dir: name.into(),
+                msg: format!("{name} ({rtt:.0} ms RTT)"),
+                expected_s: expect(rtt, depth),
+                config: lab_config(rtt, depth, &page_file, opts.seed),
+            };
+            ((name, rtt, depth), run)
+        })
+        .into())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    for r in opts.rtts_ms {
+        if !(1.0..=2000.0).contains(&r) {
+            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
+        }
+    }
+    let labs = runs(opts)?;
+    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum();
     let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("newsletter.toml");
-    fs::write(&page_file, NEWSLETTER)
-        .with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs = plan.map(|(name, rtt, depth)| {
-        let run = common::Run {
-            dir: name.into(),
-            msg: format!("{name} ({rtt:.0} ms RTT)"),
-            expected_s: expect(rtt, depth),
-            config: lab_config(rtt, depth, &page_file, opts.seed),
-        };
-        ((name, rtt, depth), run)
-    });
-    let runs = series.run(labs.into(), None, |(name, rtt, depth), dir, _| {
+    let runs = series.run(labs, None, |(name, rtt, depth), dir, _| {
         collect(name, rtt, depth, dir)
     })?;
     let m = |i: usize| runs[i].metrics.clone();
