@@ -1,6 +1,6 @@
 //! `latencylab demo bufferbloat`: the same home line twice, once with a FIFO queue of a home
 //! gateway's depth and once with CoDel + ECN, a streaming-video transfer and a latency probe
-//! in both (issue 6, experiment E3 of the 2015 talk in `shared/seeds/001`).
+//! in both (experiment E3 of the 2015 talk).
 //!
 //! The line: 10 Mbit/s down, 1 Mbit/s up, 10 ms each way (20 ms base RTT), the queue
 //! discipline on both directions of the gateway. The server streams 8 Mbit/s video with 30 s
@@ -14,7 +14,7 @@
 //! CWR replies (the analyzer on the server's capture, the sender-side view), the stream
 //! receiver's goodput, longest gap between in-order deliveries and playback stalls.
 //!
-//! This module runs and presents; it does not judge: the criteria of issue 6 are printed as
+//! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
 use std::fs;
@@ -36,7 +36,7 @@ pub const BASE_RTT_MS: f64 = 20.0;
 pub const DOWN_MBPS: f64 = 10.0;
 /// Run A's queue. A 300-packet FIFO holds 360 ms at 10 Mbit/s, within the 100-500 ms that
 /// home gateways and cable/DSL modems commonly buffer, and CUBIC's sawtooth keeps some
-/// 200-300 packets standing in it (the seed's "~200 packets queued"). Linux's default of 1000
+/// 200-300 packets standing in it (the talk's "~200 packets queued"). Linux's default of 1000
 /// packets (1.2 s) bloats more, but CUBIC leaves slow start early (HyStart) and needs some 15 s
 /// to fill it, so a short run would show no loss at all; 200 packets overflow sooner but make
 /// the FIFO's delivery gaps (one bloated RTT) too close to the scheduling hiccups of a busy
@@ -392,7 +392,7 @@ pub fn longest_ack_stall_ms(segments: &[(u64, u64)], acks: &[(u64, u64)]) -> f64
     longest_ns as f64 / 1e6
 }
 
-/// Issue 6's "Done when", on these numbers.
+/// The expectations, on these numbers.
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b) = (&r.fifo, &r.codel);
     let base = r.base_rtt_ms;

@@ -679,7 +679,7 @@ mod tests {
     }
 }
 
-/// One criterion of an issue, evaluated on a demo's numbers: printed as `ok` or `NOT`.
+/// One criterion of an experiment, evaluated on a demo's numbers: printed as `ok` or `NOT`.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub what: String,

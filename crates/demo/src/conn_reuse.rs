@@ -1,5 +1,5 @@
 //! `latencylab demo conn-reuse`: a news front page over HTTP/1.1 at 250 ms RTT, loaded by two
-//! connection-manager designs (experiment E12 of `shared/seeds/004`, "Separating HTTP
+//! connection-manager designs (experiment E12 of "Separating HTTP
 //! Connections from TCP Connections"):
 //!
 //! - `bound`: a request that finds no idle connection opens one and waits for its handshake.
@@ -144,9 +144,9 @@ const UP_PER_DOWN: f64 = 0.2;
 const SERVER_QUEUE: &str = "fifo limit 1000";
 /// Connections per host name, as browsers allow.
 pub const PER_HOST: u16 = 6;
-/// The seed's 141 of 219.
+/// The talk's 141 of 219.
 const SEED_SERVED_PCT: f64 = 64.0;
-/// The lowest share the seed saw on any page (a Facebook wall, 9 of 27).
+/// The lowest share the talk saw on any page (a Facebook wall, 9 of 27).
 const SEED_LOWEST_PCT: f64 = 33.0;
 
 /// The access line's bottleneck buffer, each direction.
@@ -204,7 +204,7 @@ impl Line {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub out_dir: PathBuf,
-    /// 250 ms by default, the seed's.
+    /// 250 ms by default, the talk's.
     pub rtt_ms: f64,
     /// The line's rate down, Mbit/s ([`DOWN_MBIT`] by default).
     pub down_mbit: f64,
@@ -544,9 +544,9 @@ fn opened_while_name_busy(recs: &[WebRecord]) -> usize {
         .count()
 }
 
-/// Issue 16's "Done when" for E12: `pool` serves a large share of would-be new connections by
-/// another one (at least the lowest share the seed saw: asked of the news page, whose setup is
-/// the closest to the seed's), each saving somewhere between nothing and one RTT, and the page
+/// The expectations for E12: `pool` serves a large share of would-be new connections by
+/// another one (at least the lowest share the talk saw: asked of the news page, whose setup is
+/// the closest to the talk's), each saving somewhere between nothing and one RTT, and the page
 /// is no slower for it; `bound` never serves a request elsewhere.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };

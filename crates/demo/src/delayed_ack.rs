@@ -1,7 +1,7 @@
 //! `latencylab demo delayed-ack`: a fast bulk sender writing non-MSS-sized pieces into a small
 //! receive window on a LAN-like path, the receiver deferring its ACKs (Linux's default) or
 //! acknowledging at once (TCP_QUICKACK after every read): experiment E8, "the big mystery" of
-//! the 1998 talk in `shared/seeds/003`.
+//! the 1998 talk.
 //!
 //! The path: 100 Mbit/s each way, 0.5 ms each way. The client uploads with `bulk-client
 //! --direction upload --write-size 1000`; the server reads with `bulk-server --rcvbuf 8192`
@@ -16,7 +16,7 @@
 //! analyzer judges sender-side causes): goodput, the interval between the receiver's ACKs, the
 //! share of time the sender sat with a full window, and the analyzer's diagnoses.
 //!
-//! This module runs and presents; it does not judge: the criteria of issue 12 are printed as
+//! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts what the kernel does.
 
 use std::path::{Path, PathBuf};
@@ -384,7 +384,7 @@ fn slice(d: &analyze::Direction, from_ns: f64, to_ns: f64) -> Slice {
     }
 }
 
-/// The issue's criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
+/// The experiment's criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
 /// ACKs at regular ~50 ms intervals, the deferred-ACK timer).
 pub fn checks(r: &Results) -> Vec<Check> {
     let ratio = r.quickack.goodput_mbps / r.delayed.goodput_mbps.max(1e-9);

@@ -1,11 +1,11 @@
 //! `latencylab demo fallback`: a Wi-Fi that goes dark while cellular works, and three ways an
-//! app can connect through it (experiment E2 of the 2015 talk in `shared/seeds/001`).
+//! app can connect through it (experiment E2 of the 2015 talk).
 //!
 //! The phone has two interfaces: `wlan0` (Wi-Fi: 50 Mbit/s, 4 ms RTT to the access router,
 //! the preferred default route) and `rmnet0` (cellular: 10 Mbit/s, 60 ms RTT, the second
 //! default route). Both reach the router `net`, which reaches the server over a 1 Gbit/s, 5 ms
 //! link. From t = 2 s to t = 20 s the Wi-Fi link passes nothing (`state = "blackhole"`: still
-//! associated, nothing gets through; the seed's "TCP connection attempts do not succeed" is the
+//! associated, nothing gets through; the talk's "TCP connection attempts do not succeed" is the
 //! part of it that breaks new connections, and the whole of it is what also breaks a
 //! connection that is already open). The phone makes a request every second with
 //! `fallback-client` to `fallback-server`:
@@ -340,7 +340,7 @@ fn metrics(requests: &[Request]) -> RunMetrics {
     }
 }
 
-/// The criteria, on these numbers (the talk: "the user won't notice anything odd").
+/// The experiment's criteria, on these numbers (the talk: "the user won't notice anything odd").
 pub fn checks(r: &Results) -> Vec<Check> {
     let worst = |m: &RunMetrics| m.request_ms_max.unwrap_or(f64::INFINITY);
     let stalled = r.wifi_only.failed > 0 || worst(&r.wifi_only) > 3000.0;

@@ -1,6 +1,5 @@
 //! `latencylab demo handshake-cdf`: the distribution of TCP handshake times over a browsing
-//! session from a home line to many servers (experiment E14 of the 2011 post in
-//! `shared/seeds/004`: "only about half of my handshakes are under 100 ms; most of the rest
+//! session from a home line to many servers (experiment E14 of the 2011 post: "only about half of my handshakes are under 100 ms; most of the rest
 //! fall in the next 300 ms").
 //!
 //! The lab: one client behind a cable-like home line (50 Mbit/s down, 10 Mbit/s up, 5 ms each
@@ -245,7 +244,7 @@ fn results(a: &Analysis, opts: &Options) -> Result<Results> {
     })
 }
 
-/// The seed's shape, on these numbers.
+/// The talk's shape, on these numbers.
 pub fn checks(r: &Results, opts: &Options) -> Vec<Check> {
     let want = opts.servers as u64 * opts.per_server;
     vec![
@@ -273,7 +272,7 @@ pub fn checks(r: &Results, opts: &Options) -> Vec<Check> {
     ]
 }
 
-/// The table: the seed's figures beside this run's.
+/// The table: the talk's figures beside this run's.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let header = vec!["".into(), "seed (2011)".into(), "this run".into()];
     let rows = vec![

@@ -1,14 +1,14 @@
 //! `latencylab demo http-parallel`: a sharded portal page (six host names naming one server)
 //! over a 40 ms RTT broadband line, loaded with 36 parallel HTTP/1.1 connections, with 6,
 //! with 1, and over HTTP/2 (one connection per origin, and one in all with the names
-//! coalesced) (experiment E10 of `shared/seeds/004`, "SPDY: What I Like About You").
+//! coalesced) (experiment E10 of "SPDY: What I Like About You").
 //! Where Chromium is installed, it loads the same page in the same lab (HTTP/1.1, its own 6
 //! connections per host) so that the model is checked against a real browser. Chromium is
 //! timed as the model is, to the last byte of the last response (Resource Timing's latest
 //! `responseEnd`); its `loadEventStart`, which adds the browser's own parsing, decoding and
 //! layout, is reported beside it.
 //!
-//! The line: 20 Mbit/s down, 2 Mbit/s up (the seed's author browses on "premium cable
+//! The line: 20 Mbit/s down, 2 Mbit/s up (the talk's author browses on "premium cable
 //! broadband"), 20 ms each way, a 300-packet FIFO on both directions
 //! (a home gateway's buffer, as in `demo bufferbloat`), so that many connections' initial
 //! windows at once queue or overflow there, and one connection's congestion control does not.
@@ -225,7 +225,7 @@ fn collect(label: &'static str, dir: &Path, result: &lab::RunResult) -> Result<R
     })
 }
 
-/// Issue 15's "Done when" for E10, and the seed's ordering.
+/// The expectations for E10, and the talk's ordering.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };
     let (a, b, one) = (&r.conns36, &r.conns6, &r.conn1);
@@ -498,7 +498,7 @@ mod tests {
         }
     }
 
-    /// Model runs in the seed's order; Chromium's last response and load event, if it ran.
+    /// Model runs in the talk's order; Chromium's last response and load event, if it ran.
     fn results(chromium: Option<f64>, load_event: Option<f64>) -> Results {
         Results {
             base_rtt_ms: 40.0,

@@ -1,5 +1,5 @@
 //! `latencylab demo nat64`: what in an app breaks on an IPv6-only carrier network, and what
-//! 464XLAT mends (experiment E1 of the 2015 talk in `shared/seeds/000`).
+//! 464XLAT mends (experiment E1 of the 2015 talk).
 //!
 //! The lab is `ipv6-check`'s: the client IPv6-only behind DNS64 + NAT64 (the Well-Known
 //! Prefix), the server IPv4-only running `probe-server`, 20 ms each way. Each class of app the

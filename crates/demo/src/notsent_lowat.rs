@@ -1,7 +1,6 @@
 //! `latencylab demo notsent-lowat`: screen sharing over a slow DSL uplink, once with the
 //! classic sender that writes frames while its socket takes them and once with
-//! TCP_NOTSENT_LOWAT and one frame per writable event (experiment E4 of the 2015 talk in
-//! `shared/seeds/001`).
+//! TCP_NOTSENT_LOWAT and one frame per writable event (experiment E4 of the 2015 talk).
 //!
 //! The line: the screen's host (the server) sends over 400 kbit/s (50 KB/s) with 20 ms each
 //! way (40 ms base RTT); the viewer's clicks go the other way over 4 Mbit/s. The bottleneck
@@ -306,7 +305,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: ~2.5 s from click to menu, falling to
+/// The experiment's criteria, on these numbers (the talk: ~2.5 s from click to menu, falling to
 /// about the network's RTT).
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b) = (&r.unbounded, &r.lowat);

@@ -1,13 +1,13 @@
-//! `latencylab demo pipelining`: the seed's newsletter page (159 resources from one host) over
+//! `latencylab demo pipelining`: the talk's newsletter page (159 resources from one host) over
 //! 6 persistent HTTP/1.1 connections, with and without pipelining, at 100 ms RTT and again at
-//! 300 ms (experiment E11 of `shared/seeds/004`, "The Apex of Pipelines").
+//! 300 ms (experiment E11 of "The Apex of Pipelines").
 //!
 //! The line: 20 Mbit/s down, 5 Mbit/s up, the RTT split evenly over both directions, a
 //! 1000-packet FIFO. The server is `latencylab web-server`, the browser `latencylab page-load`
 //! with `--per-host 6`, once with one request per connection at a time, once with up to
 //! [`PIPELINE_DEPTH`] outstanding.
 //!
-//! Times are counted as the seed's browser counts them: from when the page needed the resource
+//! Times are counted as the talk's browser counts them: from when the page needed the resource
 //! (its HTML arrived) to its first byte (`ttfb`) and its last (`transaction`), so a request
 //! waiting for a free connection waits in the number, as it waits in front of the user.
 
@@ -165,7 +165,7 @@ fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// Issue 15's "Done when" for E11: pipelining at most halves the mean TTFB, and the gap in ms
+/// The expectations for E11: pipelining at most halves the mean TTFB, and the gap in ms
 /// grows with the RTT.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };

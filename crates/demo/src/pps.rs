@@ -1,5 +1,4 @@
-//! `latencylab demo pps`: packets per second, not bytes (experiment E9 of the 1998 talk in
-//! `shared/seeds/003`).
+//! `latencylab demo pps`: packets per second, not bytes (experiment E9 of the 1998 talk).
 //!
 //! The line: no byte-rate limit at all, 10 ms each way, but a hop that forwards at most N
 //! packets per second in each direction (the link's `pps` setting). The same bulk TCP download
@@ -298,7 +297,7 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: about 5× more throughput with big
+/// The experiment's criteria, on these numbers (the talk: about 5× more throughput with big
 /// packets, because the hop's limit is packets, not bytes).
 pub fn checks(r: &Results) -> Vec<Check> {
     let n = r.pps_limit as f64;

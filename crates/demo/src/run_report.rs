@@ -55,11 +55,7 @@ fn stem(p: &Path) -> String {
 /// The probes' round trips (`rtt` lines of any program's stdout), per program and protocol,
 /// on the lab's clock: a program's times count from its start, which `lab.json` gives.
 fn probe_rtts(run: &RunDir) -> Result<Vec<(String, Vec<(f64, f64)>)>> {
-    let lab: serde_json::Value = match fs::read_to_string(run.lab_json()) {
-        Ok(t) => serde_json::from_str(&t)
-            .with_context(|| format!("reading {}", run.lab_json().display()))?,
-        Err(_) => serde_json::Value::Null,
-    };
+    let lab = lab_json(run)?;
     let start_s = |name: &str| -> f64 {
         lab["programs"]
             .as_array()
@@ -128,16 +124,49 @@ fn transfers(a: &Analysis) -> Vec<(usize, Dir)> {
             }
         }
     }
-    best.sort_by_key(|&(i, d)| std::cmp::Reverse(a.connections[i].dir(d).stats.data_bytes));
+    let bytes = |&(i, d): &(usize, Dir)| a.connections[i].dir(d).stats.data_bytes;
+    best.sort_by_key(|t| std::cmp::Reverse(bytes(t)));
+    // A request or a ping beside a bulk transfer has no goodput worth a line.
+    let largest = best.first().map_or(0, bytes);
+    best.retain(|t| bytes(t) * 100 >= largest);
     best.truncate(MAX_TRANSFERS);
     best
 }
 
-fn transfer_name(a: &Analysis, (i, d): (usize, Dir)) -> String {
+/// `server:5203 → client:55072`: addresses by their host's name where `lab.json` has it
+/// (`HOST-IFACE` for a host with several interfaces).
+fn transfer_name(a: &Analysis, (i, d): (usize, Dir), lab: &serde_json::Value) -> String {
     let c = &a.connections[i];
-    match d {
-        Dir::AtoB => format!("{} → {}", c.a, c.b),
-        Dir::BtoA => format!("{} → {}", c.b, c.a),
+    let (src, dst) = match d {
+        Dir::AtoB => (c.a, c.b),
+        Dir::BtoA => (c.b, c.a),
+    };
+    let name = |sa: std::net::SocketAddr| -> String {
+        let ip = sa.ip().to_string();
+        let hosts = lab["hosts"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        for h in hosts {
+            let ifaces = h["interfaces"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            for (k, f) in ifaces.iter().enumerate() {
+                if f["ipv4"] == ip.as_str() || f["ipv6"] == ip.as_str() {
+                    let host = h["name"].as_str().unwrap_or("?");
+                    return match (k, f["name"].as_str()) {
+                        (0, _) | (_, None) => format!("{host}:{}", sa.port()),
+                        (_, Some(n)) => format!("{host}-{n}:{}", sa.port()),
+                    };
+                }
+            }
+        }
+        sa.to_string()
+    };
+    format!("{} → {}", name(src), name(dst))
+}
+
+/// `lab.json` as JSON, or null when the run has none.
+fn lab_json(run: &RunDir) -> Result<serde_json::Value> {
+    match fs::read_to_string(run.lab_json()) {
+        Ok(t) => serde_json::from_str(&t)
+            .with_context(|| format!("reading {}", run.lab_json().display())),
+        Err(_) => Ok(serde_json::Value::Null),
     }
 }
 
@@ -239,6 +268,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     }
 
     let pcaps = files(&run.captures(), "pcap")?;
+    let lab = lab_json(&run)?;
     let analysis = if pcaps.is_empty() {
         None
     } else {
@@ -267,7 +297,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
                  retransmissions do not count.",
             );
             for (k, &(i, d)) in chosen.iter().enumerate() {
-                let name = transfer_name(a, (i, d));
+                let name = transfer_name(a, (i, d), &lab);
                 let s = &a.connections[i].dir(d).series;
                 let pts = s
                     .rtt

@@ -1,5 +1,5 @@
 //! `latencylab demo tfo`: one round trip instead of two with TCP Fast Open, and why only for
-//! idempotent requests (experiment E5 of the 2015 talk in `shared/seeds/001`).
+//! idempotent requests (experiment E5 of the 2015 talk).
 //!
 //! The line: 10 Mbit/s each way, 50 ms each way (100 ms base RTT). The client makes many short
 //! connections, one request each (`tfo-client`), to a server that acts on each request and
@@ -323,7 +323,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: two round trips become one).
+/// The experiment's criteria, on these numbers (the talk: two round trips become one).
 pub fn checks(r: &Results) -> Vec<Check> {
     let rtt = r.base_rtt_ms;
     let (a, b) = (&r.plain, &r.tfo);

@@ -541,7 +541,7 @@ seed = [1, 2]
         };
         assert_eq!(count("sweep-small.toml"), 4);
         assert_eq!(count("sweep-bufferbloat.toml"), 90);
-        assert_eq!(count("sweep-nagle.toml"), 4);
+        assert_eq!(count("sweep-nagle.toml"), 2);
         assert_eq!(count("sweep-l4s.toml"), 2);
     }
 
