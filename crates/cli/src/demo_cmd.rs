@@ -5,6 +5,7 @@
 //! numbers met the expectations, which it prints); 1 a failure while running; 2 a usage error
 //! (a bad option, or not root).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -162,10 +163,11 @@ fn export<K>(dir: &Path, demo: &str, runs: Vec<(K, demo::Run)>) -> anyhow::Resul
     if let Err(e) = lab::owner::hand_over(dir) {
         eprintln!("latencylab: cannot give {} to the user: {e}", dir.display());
     }
-    for f in &files {
-        println!("{}", f.display());
+    // What was written, one path a line; a reader that stops early (`| head`) is no error.
+    let mut out = std::io::stdout().lock();
+    for f in files.iter().chain([&dir.join("README.md")]) {
+        let _ = writeln!(out, "{}", f.display());
     }
-    println!("{}", dir.join("README.md").display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,7 @@
 //! Glue only: what is drawn is the `demo` crate's `run_report`. Exit codes: 0 the page was
 //! written; 1 a failure while drawing; 2 DIR is not a run directory.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,9 +36,11 @@ pub fn run(a: &ReportArgs) -> anyhow::Result<ExitCode> {
             a.dir.display()
         );
     }
+    // One path a line; a reader that stops early (`| head`) is no error.
+    let mut out = std::io::stdout().lock();
     for c in &r.charts {
-        println!("{}", c.display());
+        let _ = writeln!(out, "{}", c.display());
     }
-    println!("report: {}", r.page.display());
+    let _ = writeln!(out, "report: {}", r.page.display());
     Ok(ExitCode::SUCCESS)
 }

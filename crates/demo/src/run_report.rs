@@ -52,9 +52,12 @@ fn stem(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// A chart's series: its label and its (s, ms) points.
+type Labelled = (String, Vec<(f64, f64)>);
+
 /// The probes' round trips (`rtt` lines of any program's stdout), per program and protocol,
 /// on the lab's clock: a program's times count from its start, which `lab.json` gives.
-fn probe_rtts(run: &RunDir) -> Result<Vec<(String, Vec<(f64, f64)>)>> {
+fn probe_rtts(run: &RunDir) -> Result<Vec<Labelled>> {
     let lab = lab_json(run)?;
     let start_s = |name: &str| -> f64 {
         lab["programs"]
@@ -63,7 +66,7 @@ fn probe_rtts(run: &RunDir) -> Result<Vec<(String, Vec<(f64, f64)>)>> {
             .and_then(|p| p["at_s"].as_f64())
             .unwrap_or(0.0)
     };
-    let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut out: Vec<Labelled> = Vec::new();
     for path in files(&run.programs(), "out")? {
         let name = stem(&path);
         // Not every program writes JSON lines: those that do not have no probe to draw.
