@@ -741,7 +741,7 @@ mod tests {
             let (out, seed, quiet, h) = (at("--out"), at("--seed"), at("--quiet"), at("--help"));
             assert!(out < seed && seed < quiet && quiet < h, "{help}");
             for a in sub.get_arguments().filter_map(|a| a.get_long()) {
-                if !["out", "seed", "quiet", "help"].contains(&a) {
+                if !["out", "seed", "quiet", "export", "help"].contains(&a) {
                     let own = at(&format!("--{a} "));
                     assert!(out < own && own < seed, "--{a}: {help}");
                 }
