@@ -5,6 +5,7 @@
 //! numbers met the expectations, which it prints); 1 a failure while running; 2 a usage error
 //! (a bad option, or not root).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -133,6 +134,41 @@ pub struct CommonArgs {
     /// No progress bar
     #[arg(short, long, display_order = 901)]
     pub quiet: bool,
+    /// Run nothing: write each run's lab as a run file for `latencylab run` into DIR, with a
+    /// README.md of what to change
+    #[arg(long, value_name = "DIR", display_order = 902)]
+    pub export: Option<PathBuf>,
+}
+
+impl CommonArgs {
+    /// Where the demo writes: the export directory when exporting (a web demo's page file
+    /// goes next to its run files), else `-o`.
+    fn dir(&self) -> PathBuf {
+        self.export.clone().unwrap_or_else(|| self.out.clone())
+    }
+}
+
+/// `--export DIR`: each run's lab as `DIR/RUN.toml` and a README, from the runs the demo
+/// itself would run.
+fn export<K>(dir: &Path, demo: &str, runs: Vec<(K, demo::Run)>) -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory;
+    let about = crate::Cli::command()
+        .find_subcommand("demo")
+        .and_then(|d| d.find_subcommand(demo))
+        .and_then(|d| d.get_about())
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let runs: Vec<demo::Run> = runs.into_iter().map(|(_, r)| r).collect();
+    let files = demo::export(dir, demo, &about, &runs)?;
+    if let Err(e) = lab::owner::hand_over(dir) {
+        eprintln!("latencylab: cannot give {} to the user: {e}", dir.display());
+    }
+    // What was written, one path a line; a reader that stops early (`| head`) is no error.
+    let mut out = std::io::stdout().lock();
+    for f in files.iter().chain([&dir.join("README.md")]) {
+        let _ = writeln!(out, "{}", f.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The options of `demo nat64`.
@@ -238,12 +274,12 @@ pub struct HttpParallelArgs {
 pub struct CwndReuseArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The RTT, ms (the seed's 250)
-    #[arg(long, value_name = "MS", default_value_t = 250.0)]
-    pub rtt: f64,
-    /// How long the connections sit idle before each click, s
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
-    pub idle: f64,
+    /// The RTT: a time (250ms)
+    #[arg(long, value_name = "TIME", default_value = "250ms")]
+    pub rtt: String,
+    /// How long the connections sit idle before each click: a time (3s)
+    #[arg(long, value_name = "TIME", default_value = "3s")]
+    pub idle: String,
     /// Clicks per run, 1 to 3
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub clicks: usize,
@@ -257,9 +293,9 @@ pub struct CwndReuseArgs {
 pub struct ConnReuseArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The RTT, ms (the seed's 250)
-    #[arg(long, value_name = "MS", default_value_t = 250.0)]
-    pub rtt: f64,
+    /// The RTT: a time (250ms)
+    #[arg(long, value_name = "TIME", default_value = "250ms")]
+    pub rtt: String,
     /// The line's rate down, Mbit/s (e.g. 25)
     #[arg(long, value_name = "MBIT", default_value_t = demo::conn_reuse::DOWN_MBIT)]
     pub down_mbit: f64,
@@ -282,12 +318,12 @@ pub struct ConnReuseArgs {
 pub struct PipeliningArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The first RTT, ms (the seed's 100)
-    #[arg(long, value_name = "MS", default_value_t = 100.0)]
-    pub rtt: f64,
-    /// The second, larger RTT, ms (the seed's +200 ms)
-    #[arg(long, value_name = "MS", default_value_t = 300.0)]
-    pub rtt2: f64,
+    /// The first RTT: a time (100ms)
+    #[arg(long, value_name = "TIME", default_value = "100ms")]
+    pub rtt: String,
+    /// The second, larger RTT: a time (300ms)
+    #[arg(long, value_name = "TIME", default_value = "300ms")]
+    pub rtt2: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -308,14 +344,6 @@ pub struct BufferbloatArgs {
     /// Length of each run: a time (30s, 1m)
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub duration: String,
-}
-
-/// `30s`, `1m`, `1500ms`: a time with its unit, as every other option of latencylab (a bare
-/// `30` is refused rather than guessed at).
-fn seconds(what: &str, s: &str) -> Result<f64, lab::UsageError> {
-    wire::units::parse_time(s)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| lab::UsageError(format!("{what}: {e}")))
 }
 
 /// Runs `latencylab demo …`.
@@ -344,110 +372,123 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn l4s(a: &L4sArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "the call needs a few seconds to settle")?;
-    let outcome = demo::l4s::run(&demo::l4s::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("l4s", "duration", &a.duration)?.seconds();
+    let opts = demo::l4s::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "l4s", demo::l4s::runs(&opts));
+    }
+    let outcome = demo::l4s::run(&opts)?;
     done(&outcome, &a.common.out, &["classic", "l4s", "bleached"])
 }
 
 fn notsent_lowat(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "the send buffer needs seconds to fill")?;
-    let outcome = demo::notsent_lowat::run(&demo::notsent_lowat::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("notsent-lowat", "duration", &a.duration)?.seconds();
+    let opts = demo::notsent_lowat::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "notsent-lowat", demo::notsent_lowat::runs(&opts));
+    }
+    let outcome = demo::notsent_lowat::run(&opts)?;
     done(&outcome, &a.common.out, &["unbounded", "lowat"])
 }
 
 fn nagle(a: &NagleArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "an exchange takes up to 1.5 s")?;
-    let outcome = demo::nagle::run(&demo::nagle::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("nagle", "duration", &a.duration)?.seconds();
+    let opts = demo::nagle::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "nagle", demo::nagle::runs(&opts));
+    }
+    let outcome = demo::nagle::run(&opts)?;
     done(&outcome, &a.common.out, &["nagle", "nodelay", "writev"])
 }
 
 fn delayed_ack(a: &RunLengthArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "the transfer needs a few seconds")?;
-    let outcome = demo::delayed_ack::run(&demo::delayed_ack::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("delayed-ack", "duration", &a.duration)?.seconds();
+    let opts = demo::delayed_ack::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "delayed-ack", demo::delayed_ack::runs(&opts));
+    }
+    let outcome = demo::delayed_ack::run(&opts)?;
     done(&outcome, &a.common.out, &["delayed", "quickack"])
 }
 
 fn pps(a: &PpsArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "TCP needs a few seconds to fill the hop")?;
-    if !(100..=100_000).contains(&a.pps) {
-        return Err(lab::UsageError(format!(
-            "--pps: cannot use '{}' (from 100 to 100000 packets per second)",
-            a.pps
-        ))
-        .into());
-    }
-    let outcome = demo::pps::run(&demo::pps::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("pps", "duration", &a.duration)?.seconds();
+    param("pps", "pps", &a.pps.to_string())?;
+    let opts = demo::pps::Options {
+        out_dir: a.common.dir(),
         duration_s,
         pps: a.pps,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "pps", demo::pps::runs(&opts));
+    }
+    let outcome = demo::pps::run(&opts)?;
     done(&outcome, &a.common.out, &["mtu1500", "mtu9000"])
 }
 
 fn fallback(a: &FallbackArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = seconds("--duration", &a.duration)?;
-    if !(23.0..=300.0).contains(&duration_s) {
-        return Err(lab::UsageError(format!(
-            "--duration: cannot use '{}' (from 23s to 300s; the Wi-Fi comes back at 20 s)",
-            a.duration
-        ))
-        .into());
-    }
-    let outcome = demo::fallback::run(&demo::fallback::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("fallback", "duration", &a.duration)?.seconds();
+    let opts = demo::fallback::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "fallback", demo::fallback::runs(&opts));
+    }
+    let outcome = demo::fallback::run(&opts)?;
     done(&outcome, &a.common.out, &["wifi-only", "fallback", "mptcp"])
 }
 
 fn nat64(a: &Nat64Args) -> anyhow::Result<ExitCode> {
-    let outcome = demo::nat64::run(&demo::nat64::Options {
-        out_dir: a.common.out.clone(),
+    let opts = demo::nat64::Options {
+        out_dir: a.common.dir(),
         seed: a.common.seed,
         quiet: a.common.quiet,
         gather: crate::ipv6_check::gather,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "nat64", demo::nat64::runs(&opts));
+    }
+    let outcome = demo::nat64::run(&opts)?;
     done(&outcome, &a.common.out, &["ipv6-only", "clat"])
 }
 
 fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
-    if !(3..=1000).contains(&a.requests) {
-        return Err(lab::UsageError(format!(
-            "--requests: cannot use '{}' (from 3 to 1000; the first one fetches the cookie)",
-            a.requests
-        ))
-        .into());
-    }
-    let outcome = demo::tfo::run(&demo::tfo::Options {
-        out_dir: a.common.out.clone(),
+    param("tfo", "requests", &a.requests.to_string())?;
+    let opts = demo::tfo::Options {
+        out_dir: a.common.dir(),
         requests: a.requests,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "tfo", demo::tfo::runs(&opts));
+    }
+    let outcome = demo::tfo::run(&opts)?;
     done(
         &outcome,
         &a.common.out,
@@ -456,31 +497,37 @@ fn tfo(a: &TfoArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn handshake_cdf(a: &HandshakeCdfArgs) -> anyhow::Result<ExitCode> {
-    if !(2..=60).contains(&a.servers) {
-        let msg = format!("--servers: cannot use '{}' (from 2 to 60)", a.servers);
-        return Err(lab::UsageError(msg).into());
-    }
-    if !(1..=50).contains(&a.per_server) {
-        let msg = format!("--per-server: cannot use '{}' (from 1 to 50)", a.per_server);
-        return Err(lab::UsageError(msg).into());
-    }
-    let outcome = demo::handshake_cdf::run(&demo::handshake_cdf::Options {
-        out_dir: a.common.out.clone(),
+    param("handshake-cdf", "servers", &a.servers.to_string())?;
+    param("handshake-cdf", "per-server", &a.per_server.to_string())?;
+    let opts = demo::handshake_cdf::Options {
+        out_dir: a.common.dir(),
         servers: a.servers,
         per_server: a.per_server,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(
+            dir,
+            "handshake-cdf",
+            demo::handshake_cdf::runs(&opts).into(),
+        );
+    }
+    let outcome = demo::handshake_cdf::run(&opts)?;
     done(&outcome, &a.common.out, &["browsing"])
 }
 
 fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
-    let outcome = demo::http_parallel::run(&demo::http_parallel::Options {
-        out_dir: a.common.out.clone(),
+    let opts = demo::http_parallel::Options {
+        out_dir: a.common.dir(),
         seed: a.common.seed,
         no_chromium: a.no_chromium,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "http-parallel", demo::http_parallel::runs(&opts)?);
+    }
+    let outcome = demo::http_parallel::run(&opts)?;
     done(
         &outcome,
         &a.common.out,
@@ -496,26 +543,17 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
-    if !(1.0..=2000.0).contains(&a.rtt) {
-        return Err(
-            lab::UsageError(format!("--rtt: cannot use '{}' (from 1 to 2000 ms)", a.rtt)).into(),
-        );
-    }
-    for (what, v) in [("--down-mbit", Some(a.down_mbit)), ("--up-mbit", a.up_mbit)] {
-        match v {
-            Some(v) if !(0.1..=1000.0).contains(&v) => {
-                let msg = format!("{what}: cannot use '{v}' (from 0.1 to 1000 Mbit/s)");
-                return Err(lab::UsageError(msg).into());
-            }
-            _ => {}
-        }
+    let rtt_ms = param("conn-reuse", "rtt", &a.rtt)?.seconds() * 1e3;
+    param("conn-reuse", "down-mbit", &a.down_mbit.to_string())?;
+    if let Some(up) = a.up_mbit {
+        param("conn-reuse", "up-mbit", &up.to_string())?;
     }
     if let Some(p) = &a.page {
         demo::conn_reuse::page_for_servers(p).map_err(|e| lab::UsageError(format!("{e:#}")))?;
     }
-    let outcome = demo::conn_reuse::run(&demo::conn_reuse::Options {
-        out_dir: a.common.out.clone(),
-        rtt_ms: a.rtt,
+    let opts = demo::conn_reuse::Options {
+        out_dir: a.common.dir(),
+        rtt_ms,
         down_mbit: a.down_mbit,
         up_mbit: a.up_mbit,
         buffer: a.buffer,
@@ -523,51 +561,49 @@ fn conn_reuse(a: &ConnReuseArgs) -> anyhow::Result<ExitCode> {
         page: a.page.clone(),
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "conn-reuse", demo::conn_reuse::runs(&opts)?);
+    }
+    let outcome = demo::conn_reuse::run(&opts)?;
     let runs = demo::conn_reuse::RUNS.map(|(dir, _, _)| dir);
     done(&outcome, &a.common.out, &runs)
 }
 
 fn cwnd_reuse(a: &CwndReuseArgs) -> anyhow::Result<ExitCode> {
-    let bad = |what: &str, v: String, range: &str| -> anyhow::Result<ExitCode> {
-        Err(lab::UsageError(format!("{what}: cannot use '{v}' ({range})")).into())
-    };
-    if !(1.0..=2000.0).contains(&a.rtt) {
-        return bad("--rtt", a.rtt.to_string(), "from 1 to 2000 ms");
-    }
-    if !(0.1..=60.0).contains(&a.idle) {
-        return bad("--idle", a.idle.to_string(), "from 0.1 to 60 s");
-    }
-    if !(1..=demo::cwnd_reuse::CLICKS.len()).contains(&a.clicks) {
-        return bad("--clicks", a.clicks.to_string(), "from 1 to 3");
-    }
-    let outcome = demo::cwnd_reuse::run(&demo::cwnd_reuse::Options {
-        out_dir: a.common.out.clone(),
-        rtt_ms: a.rtt,
-        idle_s: a.idle,
+    let rtt_ms = param("cwnd-reuse", "rtt", &a.rtt)?.seconds() * 1e3;
+    let idle_s = param("cwnd-reuse", "idle", &a.idle)?.seconds();
+    param("cwnd-reuse", "clicks", &a.clicks.to_string())?;
+    let opts = demo::cwnd_reuse::Options {
+        out_dir: a.common.dir(),
+        rtt_ms,
+        idle_s,
         clicks: a.clicks,
         control: !a.no_control,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "cwnd-reuse", demo::cwnd_reuse::runs(&opts)?);
+    }
+    let outcome = demo::cwnd_reuse::run(&opts)?;
     let runs = demo::cwnd_reuse::run_dirs(!a.no_control);
     done(&outcome, &a.common.out, &runs)
 }
 
 fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
-    for (what, v) in [("--rtt", a.rtt), ("--rtt2", a.rtt2)] {
-        if !(1.0..=2000.0).contains(&v) {
-            return Err(
-                lab::UsageError(format!("{what}: cannot use '{v}' (from 1 to 2000 ms)")).into(),
-            );
-        }
-    }
-    let outcome = demo::pipelining::run(&demo::pipelining::Options {
-        out_dir: a.common.out.clone(),
-        rtts_ms: [a.rtt, a.rtt2],
+    let rtt_ms = param("pipelining", "rtt", &a.rtt)?.seconds() * 1e3;
+    let rtt2_ms = param("pipelining", "rtt2", &a.rtt2)?.seconds() * 1e3;
+    let opts = demo::pipelining::Options {
+        out_dir: a.common.dir(),
+        rtts_ms: [rtt_ms, rtt2_ms],
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "pipelining", demo::pipelining::runs(&opts)?);
+    }
+    let outcome = demo::pipelining::run(&opts)?;
     done(
         &outcome,
         &a.common.out,
@@ -581,26 +617,26 @@ fn pipelining(a: &PipeliningArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
-    let duration_s = duration_s(&a.duration, "the FIFO needs several seconds to fill")?;
-    let outcome = demo::bufferbloat::run(&demo::bufferbloat::Options {
-        out_dir: a.common.out.clone(),
+    let duration_s = param("bufferbloat", "duration", &a.duration)?.seconds();
+    let opts = demo::bufferbloat::Options {
+        out_dir: a.common.dir(),
         duration_s,
         seed: a.common.seed,
         quiet: a.common.quiet,
-    })?;
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "bufferbloat", demo::bufferbloat::runs(&opts));
+    }
+    let outcome = demo::bufferbloat::run(&opts)?;
     done(&outcome, &a.common.out, &["fifo", "codel"])
 }
 
-/// `--duration` in seconds, refused outside 5 s to 600 s with the demo's reason.
-fn duration_s(value: &str, why: &str) -> anyhow::Result<f64> {
-    let s = seconds("--duration", value)?;
-    if !(5.0..=600.0).contains(&s) {
-        return Err(lab::UsageError(format!(
-            "--duration: cannot use '{value}' (from 5s to 600s; {why})"
-        ))
-        .into());
-    }
-    Ok(s)
+/// A demo's option read as the demo's declaration says (`demo::params`), or the one-line
+/// usage error naming the option.
+fn param(demo: &str, name: &str, text: &str) -> anyhow::Result<demo::params::Value> {
+    let d = demo::params::find(demo).expect("every demo is declared");
+    d.read(name, text)
+        .map_err(|e| lab::UsageError(format!("--{name}: {e}")).into())
 }
 
 /// Prints a demo's outcome as [`print_outcome`] does: the demo ran, whatever its numbers.
@@ -649,16 +685,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seconds_reads_times_with_units_and_quotes_bad_values_and_bare_numbers() {
-        assert_eq!(seconds("--duration", "12s").unwrap(), 12.0);
-        assert_eq!(seconds("--duration", "1500ms").unwrap(), 1.5);
-        let e = seconds("--duration", "12").unwrap_err();
+    fn a_demo_time_needs_its_unit_and_the_message_names_the_option() {
+        assert_eq!(param("nagle", "duration", "12s").unwrap().seconds(), 12.0);
+        let e = param("pipelining", "rtt", "100").unwrap_err();
+        let e = e
+            .downcast_ref::<lab::UsageError>()
+            .expect("a usage error")
+            .0
+            .clone();
         assert!(
-            e.0.starts_with("--duration: ") && e.0.contains("'12'"),
+            e.starts_with("--rtt: cannot use '100'") && e.contains("100ms"),
             "{e}"
         );
-        let e = seconds("--duration", "soon").unwrap_err();
-        assert!(e.0.contains("'soon'"), "{e}");
+    }
+
+    #[test]
+    fn each_demos_options_are_its_declared_parameters() {
+        let common = ["out", "seed", "quiet", "export", "help"];
+        let subs = demo_commands();
+        for sub in &subs {
+            let d = demo::params::find(sub.get_name())
+                .unwrap_or_else(|| panic!("demo {} is not declared", sub.get_name()));
+            let mut options: Vec<&str> = sub
+                .get_arguments()
+                .filter_map(|a| a.get_long())
+                .filter(|l| !common.contains(l))
+                .collect();
+            let mut declared: Vec<&str> = d.params.iter().map(|p| p.name).collect();
+            options.sort_unstable();
+            declared.sort_unstable();
+            assert_eq!(options, declared, "demo {}", d.name);
+        }
+        assert_eq!(subs.len(), demo::params::DEMOS.len());
     }
 
     fn demo_commands() -> Vec<clap::Command> {
@@ -694,7 +752,7 @@ mod tests {
             let (out, seed, quiet, h) = (at("--out"), at("--seed"), at("--quiet"), at("--help"));
             assert!(out < seed && seed < quiet && quiet < h, "{help}");
             for a in sub.get_arguments().filter_map(|a| a.get_long()) {
-                if !["out", "seed", "quiet", "help"].contains(&a) {
+                if !["out", "seed", "quiet", "export", "help"].contains(&a) {
                     let own = at(&format!("--{a} "));
                     assert!(out < own && own < seed, "--{a}: {help}");
                 }

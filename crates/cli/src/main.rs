@@ -11,6 +11,7 @@ mod demo_cmd;
 mod evidence;
 mod fallback_check;
 mod ipv6_check;
+mod report_cmd;
 mod shell;
 mod sweep_cmd;
 mod watch;
@@ -39,6 +40,7 @@ enum Command {
     FallbackCheck(Box<fallback_check::FallbackCheckArgs>),
     Analyze(analyze_cmd::AnalyzeArgs),
     Demo(demo_cmd::DemoArgs),
+    Report(report_cmd::ReportArgs),
     Sweep(sweep_cmd::SweepArgs),
     #[command(flatten)]
     App(apps::AppCommand),
@@ -130,6 +132,7 @@ fn main() -> ExitCode {
         Command::FallbackCheck(a) => fallback_check::run(*a),
         Command::Analyze(a) => analyze_cmd::run(&a),
         Command::Demo(a) => demo_cmd::run(&a),
+        Command::Report(a) => report_cmd::run(&a),
         Command::Sweep(a) => sweep_cmd::run(&a),
         Command::App(a) => apps::run(a),
         Command::Web(a) => web::run(a),

@@ -163,3 +163,88 @@ fn demo_quotes_a_bad_duration_back_and_exits_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("'soon'"), "{err}");
 }
+
+/// p95 by nearest rank.
+fn p95(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty(), "no samples");
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// Two runs of one lab agree within run-to-run noise: a quarter of the larger, or `slack`.
+fn close(what: &str, demo: f64, rerun: f64, slack: f64) {
+    let tol = (0.25 * demo.max(rerun)).max(slack);
+    assert!(
+        (demo - rerun).abs() <= tol,
+        "{what}: the demo's run {demo:.1}, the exported run file's {rerun:.1} (allowed ±{tol:.1})"
+    );
+}
+
+#[test]
+fn an_exported_fifo_run_file_reproduces_the_demos_fifo_run_and_gets_the_standard_report() {
+    let (dir, _) = bufferbloat();
+    let want = read_json(&dir.join("results.json"));
+    let _g = BUFFERBLOAT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let export = scratch("bufferbloat-export");
+    let e = export.to_str().unwrap();
+    let o = run(&["demo", "bufferbloat", "--duration", "12s", "--export", e]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let readme = std::fs::read_to_string(export.join("README.md")).unwrap();
+    assert!(
+        readme.contains("`fifo.toml`") && readme.contains("`codel.toml`"),
+        "{readme}"
+    );
+    let fifo = std::fs::read_to_string(export.join("fifo.toml")).unwrap();
+    assert!(fifo.contains("queue = \"fifo limit 300\""), "{fifo}");
+    assert!(
+        fifo.contains("# Replace `run` with your own command"),
+        "{fifo}"
+    );
+
+    let rerun = scratch("bufferbloat-rerun");
+    let r = rerun.to_str().unwrap();
+    let o = run(&[
+        "run",
+        export.join("fifo.toml").to_str().unwrap(),
+        "--quiet",
+        "-o",
+        r,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rtts: Vec<f64> = json_lines(&rerun.join("programs/probe-client.out"))
+        .iter()
+        .filter(|l| l["type"] == "rtt" && l["proto"] == "udp")
+        .map(|l| l["rtt_ms"].as_f64().unwrap())
+        .collect();
+    let summary = read_json(&rerun.join("summary.json"));
+    let down = summary["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "path" && l["direction"] == "down")
+        .expect("the path's downlink");
+    let drops: f64 = down["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    close(
+        "probe RTT p95, ms",
+        f(&want, "fifo", "rtt_p95_ms"),
+        p95(rtts),
+        40.0,
+    );
+    close("downlink drops", f(&want, "fifo", "drops"), drops, 10.0);
+
+    let o = run(&["report", r]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for png in ["probe-rtt", "queue-delay", "tcp-rtt", "goodput"] {
+        assert!(rerun.join(format!("{png}.png")).is_file(), "no {png}.png");
+    }
+    let page = std::fs::read_to_string(rerun.join("report.html")).unwrap();
+    assert!(
+        page.contains("Where the time went"),
+        "no budget in the report"
+    );
+}

@@ -17,7 +17,7 @@ fn both_designs_load_the_whole_news_page_and_bound_never_serves_a_request_elsewh
         "demo",
         "conn-reuse",
         "--rtt",
-        "100",
+        "100ms",
         "--quiet",
         "-o",
         dir.to_str().unwrap(),

@@ -1,6 +1,6 @@
 //! `latencylab demo bufferbloat`: the same home line twice, once with a FIFO queue of a home
 //! gateway's depth and once with CoDel + ECN, a streaming-video transfer and a latency probe
-//! in both (issue 6, experiment E3 of the 2015 talk in `shared/seeds/001`).
+//! in both (experiment E3 of the 2015 talk).
 //!
 //! The line: 10 Mbit/s down, 1 Mbit/s up, 10 ms each way (20 ms base RTT), the queue
 //! discipline on both directions of the gateway. The server streams 8 Mbit/s video with 30 s
@@ -14,7 +14,7 @@
 //! CWR replies (the analyzer on the server's capture, the sender-side view), the stream
 //! receiver's goodput, longest gap between in-order deliveries and playback stalls.
 //!
-//! This module runs and presents; it does not judge: the criteria of issue 6 are printed as
+//! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
 use std::fs;
@@ -36,7 +36,7 @@ pub const BASE_RTT_MS: f64 = 20.0;
 pub const DOWN_MBPS: f64 = 10.0;
 /// Run A's queue. A 300-packet FIFO holds 360 ms at 10 Mbit/s, within the 100-500 ms that
 /// home gateways and cable/DSL modems commonly buffer, and CUBIC's sawtooth keeps some
-/// 200-300 packets standing in it (the seed's "~200 packets queued"). Linux's default of 1000
+/// 200-300 packets standing in it (the talk's "~200 packets queued"). Linux's default of 1000
 /// packets (1.2 s) bloats more, but CUBIC leaves slow start early (HyStart) and needs some 15 s
 /// to fill it, so a short run would show no loss at all; 200 packets overflow sooner but make
 /// the FIFO's delivery gaps (one bloated RTT) too close to the scheduling hiccups of a busy
@@ -181,17 +181,10 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
     }
 }
 
-/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
-            opts.duration_s
-        );
-    }
+/// The two runs, each with its label and queue: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> {
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
-    let labs = [
+    [
         ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
         ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
     ]
@@ -203,8 +196,21 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             config: lab_config(queue, ecn, opts.duration_s, opts.seed),
         };
         ((label, queue), run)
-    });
-    let mut runs = series.run(labs.into(), Some(4.0), |(label, queue), dir, result| {
+    })
+    .into()
+}
+
+/// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(5.0..=600.0).contains(&opts.duration_s) {
+        bail!(
+            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
+            opts.duration_s
+        );
+    }
+    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
+    let mut runs = series.run(runs(opts), Some(4.0), |(label, queue), dir, result| {
         collect(label, queue, dir, result)
     })?;
     let codel = runs.pop().expect("two runs");
@@ -386,7 +392,7 @@ pub fn longest_ack_stall_ms(segments: &[(u64, u64)], acks: &[(u64, u64)]) -> f64
     longest_ns as f64 / 1e6
 }
 
-/// Issue 6's "Done when", on these numbers.
+/// The expectations, on these numbers.
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b) = (&r.fifo, &r.codel);
     let base = r.base_rtt_ms;

@@ -475,6 +475,203 @@ mod tests {
         assert_eq!(grouped_findings(three.clone()), three);
     }
 
+    /// Each demo's runs, with short settings, by name.
+    fn every_demos_runs(out: &Path) -> Vec<(&'static str, Vec<Run>)> {
+        fn runs<K>(v: Vec<(K, Run)>) -> Vec<Run> {
+            v.into_iter().map(|(_, r)| r).collect()
+        }
+        let o = out.to_path_buf();
+        let (seed, quiet, duration_s) = (1, true, 30.0);
+        vec![
+            (
+                "bufferbloat",
+                runs(crate::bufferbloat::runs(&crate::bufferbloat::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "l4s",
+                runs(crate::l4s::runs(&crate::l4s::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "fallback",
+                runs(crate::fallback::runs(&crate::fallback::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "nagle",
+                runs(crate::nagle::runs(&crate::nagle::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "pps",
+                runs(crate::pps::runs(&crate::pps::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    pps: 1000,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "delayed-ack",
+                runs(crate::delayed_ack::runs(&crate::delayed_ack::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "notsent-lowat",
+                runs(crate::notsent_lowat::runs(&crate::notsent_lowat::Options {
+                    out_dir: o.clone(),
+                    duration_s,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "tfo",
+                runs(crate::tfo::runs(&crate::tfo::Options {
+                    out_dir: o.clone(),
+                    requests: 30,
+                    seed,
+                    quiet,
+                })),
+            ),
+            (
+                "handshake-cdf",
+                runs(
+                    crate::handshake_cdf::runs(&crate::handshake_cdf::Options {
+                        out_dir: o.clone(),
+                        servers: 20,
+                        per_server: 5,
+                        seed,
+                        quiet,
+                    })
+                    .into(),
+                ),
+            ),
+            (
+                "pipelining",
+                runs(
+                    crate::pipelining::runs(&crate::pipelining::Options {
+                        out_dir: o.clone(),
+                        rtts_ms: [100.0, 300.0],
+                        seed,
+                        quiet,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
+                "conn-reuse",
+                runs(
+                    crate::conn_reuse::runs(&crate::conn_reuse::Options {
+                        out_dir: o.clone(),
+                        rtt_ms: 250.0,
+                        down_mbit: crate::conn_reuse::DOWN_MBIT,
+                        up_mbit: None,
+                        buffer: crate::conn_reuse::Buffer::parse("bdp").unwrap(),
+                        html_scan: web::client::HtmlScan::Stream,
+                        page: None,
+                        seed,
+                        quiet,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
+                "cwnd-reuse",
+                runs(
+                    crate::cwnd_reuse::runs(&crate::cwnd_reuse::Options {
+                        out_dir: o.clone(),
+                        rtt_ms: 250.0,
+                        idle_s: 3.0,
+                        clicks: 3,
+                        control: true,
+                        seed,
+                        quiet,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
+                "http-parallel",
+                runs(
+                    crate::http_parallel::runs(&crate::http_parallel::Options {
+                        out_dir: o.clone(),
+                        seed,
+                        no_chromium: true,
+                        quiet,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
+                "nat64",
+                runs(crate::nat64::runs(&crate::nat64::Options {
+                    out_dir: o,
+                    seed,
+                    quiet,
+                    gather: |_, _, _, _, _| bail!("not run in a test"),
+                })),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_demos_runs_export_as_run_files_that_read_back_as_the_labs_the_demo_runs() {
+        let out = std::env::temp_dir().join(format!("demo-export-{}", std::process::id()));
+        let all = every_demos_runs(&out);
+        assert_eq!(all.len(), crate::params::DEMOS.len());
+        for (name, runs) in all {
+            let dir = out.join(name);
+            let files = export(&dir, name, "what it compares", &runs)
+                .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert_eq!(files.len(), runs.len(), "{name}");
+            for (file, run) in files.iter().zip(&runs) {
+                let text = fs::read_to_string(file).unwrap();
+                let back = labnet::run_file::parse_run_file(
+                    "x.toml",
+                    &text,
+                    Path::new(""),
+                    None,
+                    &labnet::setting::no_files,
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                assert_eq!(back, run.config, "{}", file.display());
+                assert!(
+                    text.contains("# Replace `run` with your own command"),
+                    "{text}"
+                );
+            }
+            let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+            assert!(
+                readme.contains(&format!("latencylab demo {name}`")),
+                "{readme}"
+            );
+        }
+        fs::remove_dir_all(&out).unwrap();
+    }
+
     #[test]
     fn text_table_aligns_numbers_right_under_their_header() {
         let t = text_table(
@@ -485,7 +682,7 @@ mod tests {
     }
 }
 
-/// One criterion of an issue, evaluated on a demo's numbers: printed as `ok` or `NOT`.
+/// One criterion of an experiment, evaluated on a demo's numbers: printed as `ok` or `NOT`.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub what: String,
@@ -738,4 +935,110 @@ pub fn port_findings(label: &str, a: &analyze::Analysis, port: u16) -> Vec<(Stri
         ));
     }
     grouped_findings(out)
+}
+
+/// The note above a program in an exported run file: what it is, when it starts, whether the
+/// lab waits for it, and how to put another program in its place.
+fn program_note(p: &Program) -> String {
+    let mut note = String::new();
+    let tool = p
+        .run
+        .strip_prefix("exec latencylab ")
+        .and_then(|r| r.split_whitespace().next());
+    if let Some(tool) = tool {
+        note.push_str(&format!(
+            "`latencylab {tool}`, as the demo starts it (options: `latencylab {tool} --help`).\n"
+        ));
+    }
+    note.push_str(&format!("On {}, from {} s", p.host, p.at_s));
+    if p.wait {
+        note.push_str("; the lab ends when it ends.\n");
+    } else {
+        note.push_str(".\n");
+    }
+    note.push_str("Replace `run` with your own command (run by `sh -c`) to measure it here.");
+    note
+}
+
+/// The file name of a run's run file in an export: its directory with `/` as `-`.
+fn export_name(run: &Run) -> String {
+    format!("{}.toml", run.dir.replace('/', "-"))
+}
+
+/// Writes each run's lab as a run file into `dir` (`RUN.toml`, as `latencylab run` reads
+/// it, the programs as the demo starts them, each commented) and a `README.md` saying what
+/// each is and what to change. `demo` names the demo, `about` says in a line what it
+/// compares. Returns the run files' paths.
+pub fn export(dir: &Path, demo: &str, about: &str, runs: &[Run]) -> Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)
+        .with_context(|| format!("--export: cannot create {}", dir.display()))?;
+    let files = |p: &Path| -> std::result::Result<(String, String), String> {
+        let text = fs::read_to_string(p).map_err(|e| e.to_string())?;
+        Ok((p.display().to_string(), text))
+    };
+    let mut paths = Vec::new();
+    let mut list = String::new();
+    for run in runs {
+        let name = export_name(run);
+        let notes = labnet::run_file_text::Notes {
+            header: vec![
+                format!(
+                    "The `{}` run of `latencylab demo {demo}`: {}.",
+                    run.dir, run.msg
+                ),
+                format!("Run it: latencylab run {name} -o out/{}", run.dir),
+                "Written by `latencylab demo --export` from the lab the demo itself runs.".into(),
+            ],
+            programs: run
+                .config
+                .programs
+                .iter()
+                .map(|p| (p.name.clone(), program_note(p)))
+                .collect(),
+        };
+        let text = labnet::run_file_text::to_run_file(&run.config, &notes, &files)
+            .with_context(|| format!("--export: the {} run", run.dir))?;
+        let path = dir.join(&name);
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        list.push_str(&format!("- `{name}`: {}\n", run.msg));
+        paths.push(path);
+    }
+    let first = runs.first().map(export_name).unwrap_or_default();
+    let readme = format!(
+        "# The labs of `latencylab demo {demo}`\n\n\
+         {about}\n\n\
+         Each file is one run of the demo, as a run file for `latencylab run`\n\
+         (see docs/run-files.md in the latencylab repository):\n\n\
+         {list}\n\
+         Run one and draw its charts:\n\n\
+         ```\n\
+         sudo latencylab run {first} -o out/run\n\
+         latencylab report out/run\n\
+         ```\n\n\
+         What to change:\n\n\
+         - A `[[program]]`'s `run`: put your own command there (it runs with `sh -c` on the\n  \
+           program's host; every host resolves the others by name, and `$LATENCYLAB_<HOST>`\n  \
+           holds each host's address, e.g. `$LATENCYLAB_SERVER`). Keep `wait = true` on the program whose end should\n  \
+           end the lab, or set `duration` at the top.\n\
+         - A `[[link]]`'s `rate`, `delay`, `queue` or any impairment (`jitter`, `loss`, `pps`,\n  \
+           ...): the keys of docs/run-files.md. Keys under `[link.up]` / `[link.down]` apply\n  \
+           to one direction only.\n\
+         - `seed`: the same seed gives the same random choices (losses, AQM drops).\n\n\
+         The demo's own table and checks come from reading these runs' program outputs\n\
+         (`programs/NAME.out`), link logs and captures; `latencylab report` draws the\n\
+         standard charts for any run.\n"
+    );
+    let path = dir.join("README.md");
+    fs::write(&path, readme).with_context(|| format!("writing {}", path.display()))?;
+    Ok(paths)
+}
+
+/// Writes a file a demo's programs read (a web demo's page) into `dir` as `name`, and gives
+/// its absolute path, which the programs' command lines name.
+pub fn page_file(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("-o: cannot create {}", dir.display()))?;
+    let path = dir.join(name);
+    fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    path.canonicalize()
+        .with_context(|| format!("finding {}", path.display()))
 }

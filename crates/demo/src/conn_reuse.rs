@@ -1,5 +1,5 @@
 //! `latencylab demo conn-reuse`: a news front page over HTTP/1.1 at 250 ms RTT, loaded by two
-//! connection-manager designs (experiment E12 of `shared/seeds/004`, "Separating HTTP
+//! connection-manager designs (experiment E12 of "Separating HTTP
 //! Connections from TCP Connections"):
 //!
 //! - `bound`: a request that finds no idle connection opens one and waits for its handshake.
@@ -149,9 +149,9 @@ const UP_PER_DOWN: f64 = 0.2;
 const SERVER_QUEUE: &str = "fifo limit 1000";
 /// Connections per host name, as browsers allow.
 pub const PER_HOST: u16 = 6;
-/// The seed's 141 of 219.
+/// The talk's 141 of 219.
 const SEED_SERVED_PCT: f64 = 64.0;
-/// The lowest share the seed saw on any page (a Facebook wall, 9 of 27).
+/// The lowest share the talk saw on any page (a Facebook wall, 9 of 27).
 const SEED_LOWEST_PCT: f64 = 33.0;
 
 /// The access line's bottleneck buffer, each direction.
@@ -209,7 +209,7 @@ impl Line {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub out_dir: PathBuf,
-    /// 250 ms by default, the seed's.
+    /// 250 ms by default, the talk's.
     pub rtt_ms: f64,
     /// The line's rate down, Mbit/s ([`DOWN_MBIT`] by default).
     pub down_mbit: f64,
@@ -387,6 +387,36 @@ struct RunData {
     saved_ms: Vec<f64>,
 }
 
+/// The four runs: what [`run`] runs and `--export` writes. The page files they serve are
+/// written into the output directory.
+pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
+    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
+    let line = opts.line();
+    let page_text = match &opts.page {
+        None => NEWS.to_string(),
+        Some(p) => page_for_servers(p)?,
+    };
+    let files = [
+        common::page_file(&opts.out_dir, "page.toml", &page_text)?,
+        common::page_file(
+            &opts.out_dir,
+            "page-consolidated.toml",
+            &consolidate(&page_text),
+        )?,
+    ];
+    Ok(RUNS
+        .map(|(label, design, page)| {
+            let run = common::Run {
+                dir: label.into(),
+                msg: format!("{label} ({:.0} ms RTT)", opts.rtt_ms),
+                expected_s: expect,
+                config: lab_config(&line, design, opts.html_scan, &files[page], opts.seed),
+            };
+            (label, run)
+        })
+        .into())
+}
+
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1.0..=2000.0).contains(&opts.rtt_ms) {
         bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
@@ -400,37 +430,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             bail!("{what}: {v} Mbit/s is outside 0.1 to 1000");
         }
     }
-    let page_text = match &opts.page {
-        None => NEWS.to_string(),
-        Some(p) => page_for_servers(p)?,
-    };
     let with_chromium = Path::new(crate::http_parallel::CHROMIUM).exists();
     let chromium_s = if with_chromium {
         2.0 * (expect + 6.0)
     } else {
         0.0
     };
+    let labs = runs(opts)?;
+    // The page files the runs load, which Chromium loads too.
+    let files = ["page.toml", "page-consolidated.toml"].map(|n| opts.out_dir.join(n));
     let mut series =
         common::Series::new(&opts.out_dir, 4.0 * expect + chromium_s + 8.0, opts.quiet)?;
-    let mut files = Vec::new();
-    for (name, text) in [
-        ("page.toml", page_text.clone()),
-        ("page-consolidated.toml", consolidate(&page_text)),
-    ] {
-        let f = opts.out_dir.join(name);
-        fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
-        files.push(f.canonicalize()?);
-    }
-    let labs = RUNS.map(|(label, design, page)| {
-        let run = common::Run {
-            dir: label.into(),
-            msg: format!("{label} ({:.0} ms RTT)", opts.rtt_ms),
-            expected_s: expect,
-            config: lab_config(&line, design, opts.html_scan, &files[page], opts.seed),
-        };
-        (label, run)
-    });
-    let runs = series.run(labs.into(), None, |label, dir, _| {
+    let runs = series.run(labs, None, |label, dir, _| {
         collect(label, &line, opts.html_scan, dir)
     })?;
     let (mut chromium, mut chromium_note) = ([None, None], None);
@@ -664,9 +675,9 @@ fn opened_while_name_busy(recs: &[WebRecord]) -> usize {
         .count()
 }
 
-/// Issue 16's "Done when" for E12: `pool` serves a large share of would-be new connections by
-/// another one (at least the lowest share the seed saw: asked of the news page, whose setup is
-/// the closest to the seed's), each saving somewhere between nothing and one RTT, and the page
+/// The expectations for E12: `pool` serves a large share of would-be new connections by
+/// another one (at least the lowest share the talk saw: asked of the news page, whose setup is
+/// the closest to the talk's), each saving somewhere between nothing and one RTT, and the page
 /// is no slower for it; `bound` never serves a request elsewhere.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };

@@ -1,5 +1,5 @@
 //! `latencylab demo cwnd-reuse`: which idle persistent connection should a click take?
-//! (experiment E13 of `shared/seeds/004`, "Firefox Idle Connection Selection via CWND").
+//! (experiment E13 of "Firefox Idle Connection Selection via CWND").
 //!
 //! A photo page (`examples/pages/gallery.toml`: a 2 MB photo and eight 3 kB thumbnails on one
 //! host name) loads over six HTTP/1.1 connections at 250 ms RTT; the user then clicks three
@@ -8,7 +8,7 @@
 //!
 //! - `oldest`: idle longest (a FIFO, Firefox 4's default): a thumbnail's connection, whose
 //!   congestion window never grew past the initial 10 segments, so 25 kB takes two flights.
-//! - `largest-burst`: the one that moved the most in one response, the seed's proxy for the
+//! - `largest-burst`: the one that moved the most in one response, the talk's proxy for the
 //!   server's congestion window: the 2 MB photo's, whose window holds the 25 kB in one flight.
 //!
 //! The server keeps its window across idle spells (`tcp_slow_start_after_idle=0`, as many web
@@ -19,7 +19,6 @@
 //! The fetch times come from `page-load`'s own lines (request sent to last byte); the flights
 //! from the server's capture, through the analyzer.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -38,13 +37,13 @@ pub const HOST: &str = "www";
 /// The links the user clicks, in turn (the page's `linked` photos).
 pub const CLICKS: [&str; 3] = ["/photo/1.jpg", "/photo/2.jpg", "/photo/3.jpg"];
 /// The line is fast enough that the 2 MB photo is bound by round trips more than by bytes,
-/// as the seed assumes of web transfers.
+/// as the talk assumes of web transfers.
 pub const DOWN: &str = "20mbit";
 pub const UP: &str = "5mbit";
 const QUEUE: &str = "fifo limit 1000";
 /// Connections per host name, as browsers allow.
 pub const PER_HOST: u16 = 6;
-/// The seed's 793 ms → 363 ms: the choice at most about 60 % of FIFO's fetch time.
+/// The talk's 793 ms → 363 ms: the choice at most about 60 % of FIFO's fetch time.
 const SEED_OLDEST_MS: f64 = 793.0;
 const SEED_LARGEST_MS: f64 = 363.0;
 const MAX_RATIO: f64 = 0.6;
@@ -56,7 +55,7 @@ const INITIAL_WINDOW: u64 = 10;
 #[derive(Clone, Debug)]
 pub struct Options {
     pub out_dir: PathBuf,
-    /// 250 ms by default, the seed's.
+    /// 250 ms by default, the talk's.
     pub rtt_ms: f64,
     /// How long the connections sit idle before each click, s.
     pub idle_s: f64,
@@ -125,13 +124,13 @@ const RUNS: [(&str, &str, bool); 4] = [
 ];
 
 /// The runs made, with the control runs or without.
-fn runs(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
+fn variants(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
     RUNS.iter().filter(move |(_, _, ssai)| control || !ssai)
 }
 
 /// The run directories under `out_dir`, with the control runs or without.
 pub fn run_dirs(control: bool) -> Vec<&'static str> {
-    runs(control).map(|r| r.0).collect()
+    variants(control).map(|r| r.0).collect()
 }
 
 /// The lab of one run: client and server (also named [`HOST`]), one link, the server with
@@ -178,25 +177,15 @@ struct RunData {
     clicks_sent: Vec<Vec<(f64, f64)>>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
-        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
-    }
-    if !(1..=CLICKS.len()).contains(&opts.clicks) {
-        bail!("--clicks: {} is outside 1 to {}", opts.clicks, CLICKS.len());
-    }
-    if !(0.1..=60.0).contains(&opts.idle_s) {
-        bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
-    }
-    // The page: a few round trips of slow start for the photo; then each click.
+/// The runs, each with its directory, connection choice and the server's
+/// tcp_slow_start_after_idle: what [`run`] runs and `--export` writes. The page file they
+/// serve is written into the output directory.
+#[allow(clippy::type_complexity)]
+pub fn runs(opts: &Options) -> Result<Vec<((&'static str, &'static str, bool), common::Run)>> {
     let rtt_s = opts.rtt_ms / 1e3;
     let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
-    let n = runs(opts.control).count();
-    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("gallery.toml");
-    fs::write(&page_file, GALLERY).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs: Vec<_> = runs(opts.control)
+    let page_file = common::page_file(&opts.out_dir, "gallery.toml", GALLERY)?;
+    Ok(variants(opts.control)
         .map(|&(dir, choice, ssai)| {
             let config = lab_config(
                 opts.rtt_ms,
@@ -220,7 +209,25 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             };
             ((dir, choice, ssai), run)
         })
-        .collect();
+        .collect())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
+        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
+    }
+    if !(1..=CLICKS.len()).contains(&opts.clicks) {
+        bail!("--clicks: {} is outside 1 to {}", opts.clicks, CLICKS.len());
+    }
+    if !(0.1..=60.0).contains(&opts.idle_s) {
+        bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
+    }
+    // The page: a few round trips of slow start for the photo; then each click.
+    let rtt_s = opts.rtt_ms / 1e3;
+    let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
+    let n = variants(opts.control).count();
+    let labs = runs(opts)?;
+    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
     let data = series.run(labs, None, |(label, choice, ssai), dir, _| {
         collect(label, choice, ssai, opts, dir)
     })?;
@@ -396,7 +403,7 @@ fn click_bursts(pcap: &Path, clicks: usize, idle_s: f64) -> Result<Vec<Vec<(f64,
     Ok(bursts.split_off(bursts.len() - clicks))
 }
 
-/// Issue 16's "Done when" for E13: with the window kept after idle, `largest-burst` takes at
+/// The expectations for E13: with the window kept after idle, `largest-burst` takes at
 /// most about 60 % of `oldest`'s fetch time (the seed: 793 → 363 ms) because its first flight
 /// holds the whole photo; with Linux's default, no real gain.
 pub fn checks(r: &Results) -> Vec<Check> {
@@ -620,7 +627,7 @@ fn flight_chart(runs: &[RunData], ssai: u8, rtt_ms: f64) -> Chart {
 }
 
 /// Each run's fetch times as a horizontal bar to the median with a dot per click, one and two
-/// round trips marked, and the seed's two times.
+/// round trips marked, and the talk's two times.
 fn fetch_chart(runs: &[RunData], rtt_ms: f64) -> Chart {
     let n = runs.len() as f64;
     let y = |i: usize| n - i as f64;

@@ -1,7 +1,7 @@
 //! `latencylab demo delayed-ack`: a fast bulk sender writing non-MSS-sized pieces into a small
 //! receive window on a LAN-like path, the receiver deferring its ACKs (Linux's default) or
 //! acknowledging at once (TCP_QUICKACK after every read): experiment E8, "the big mystery" of
-//! the 1998 talk in `shared/seeds/003`.
+//! the 1998 talk.
 //!
 //! The path: 100 Mbit/s each way, 0.5 ms each way. The client uploads with `bulk-client
 //! --direction upload --write-size 1000`; the server reads with `bulk-server --rcvbuf 8192`
@@ -16,7 +16,7 @@
 //! analyzer judges sender-side causes): goodput, the interval between the receiver's ACKs, the
 //! share of time the sender sat with a full window, and the analyzer's diagnoses.
 //!
-//! This module runs and presents; it does not judge: the talk's criteria are evaluated and
+//! This module runs and presents; it does not judge: the experiment's criteria are evaluated and
 //! printed as rows Linux is known not to meet (`n/a`, with the reason, unless one holds after
 //! all), and the end-to-end test asserts what the kernel does.
 
@@ -196,6 +196,22 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: v.label().into(),
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the two labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(2.0..=600.0).contains(&opts.duration_s) {
@@ -203,16 +219,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
     let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 3.0) + 2.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: v.label().into(),
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(3.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(3.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         delayed: runs[0].metrics.clone(),
         quickack: runs[1].metrics.clone(),
@@ -398,7 +405,7 @@ fn slice(d: &analyze::Direction, from_ns: f64, to_ns: f64) -> Slice {
     }
 }
 
-/// The criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
+/// The experiment's criteria, on these numbers (the talk: 8 Mbit/s with deferred ACKs, 23 without;
 /// ACKs at regular ~50 ms intervals, the deferred-ACK timer).
 pub fn checks(r: &Results) -> Vec<Check> {
     let ratio = r.quickack.goodput_mbps / r.delayed.goodput_mbps.max(1e-9);

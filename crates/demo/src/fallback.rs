@@ -1,11 +1,11 @@
 //! `latencylab demo fallback`: a Wi-Fi that goes dark while cellular works, and three ways an
-//! app can connect through it (experiment E2 of the 2015 talk in `shared/seeds/001`).
+//! app can connect through it (experiment E2 of the 2015 talk).
 //!
 //! The phone has two interfaces: `wlan0` (Wi-Fi: 50 Mbit/s, 4 ms RTT to the access router,
 //! the preferred default route) and `rmnet0` (cellular: 10 Mbit/s, 60 ms RTT, the second
 //! default route). Both reach the router `net`, which reaches the server over a 1 Gbit/s, 5 ms
 //! link. From t = 2 s to t = 20 s the Wi-Fi link passes nothing (`state = "blackhole"`: still
-//! associated, nothing gets through; the seed's "TCP connection attempts do not succeed" is the
+//! associated, nothing gets through; the talk's "TCP connection attempts do not succeed" is the
 //! part of it that breaks new connections, and the whole of it is what also breaks a
 //! connection that is already open). The phone makes a request every second with
 //! `fallback-client` to `fallback-server`:
@@ -208,6 +208,27 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The three runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = CLIENT_START_S + opts.duration_s + 1.0;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: v.name().into(),
+                expected_s: lab_s
+                    + if v == Variant::WifiOnly {
+                        TIMEOUT_S
+                    } else {
+                        0.0
+                    },
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(OUTAGE_END_S + 3.0..=300.0).contains(&opts.duration_s) {
@@ -223,21 +244,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0,
         opts.quiet,
     )?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: v.name().into(),
-            expected_s: lab_s
-                + if v == Variant::WifiOnly {
-                    TIMEOUT_S
-                } else {
-                    0.0
-                },
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         outage_start_s: OUTAGE_START_S,
         outage_end_s: OUTAGE_END_S,
@@ -333,7 +340,7 @@ fn metrics(requests: &[Request]) -> RunMetrics {
     }
 }
 
-/// The criteria, on these numbers (the talk: "the user won't notice anything odd").
+/// The experiment's criteria, on these numbers (the talk: "the user won't notice anything odd").
 pub fn checks(r: &Results) -> Vec<Check> {
     let worst = |m: &RunMetrics| m.request_ms_max.unwrap_or(f64::INFINITY);
     let stalled = r.wifi_only.failed > 0 || worst(&r.wifi_only) > 3000.0;

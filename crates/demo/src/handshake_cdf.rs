@@ -1,6 +1,5 @@
 //! `latencylab demo handshake-cdf`: the distribution of TCP handshake times over a browsing
-//! session from a home line to many servers (experiment E14 of the 2011 post in
-//! `shared/seeds/004`: "only about half of my handshakes are under 100 ms; most of the rest
+//! session from a home line to many servers (experiment E14 of the 2011 post: "only about half of my handshakes are under 100 ms; most of the rest
 //! fall in the next 300 ms").
 //!
 //! The lab: one client behind a cable-like home line (50 Mbit/s down, 10 Mbit/s up, 5 ms each
@@ -169,6 +168,24 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
 
 /// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and
 /// `report.html`.
+/// The one run: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> [((), common::Run); 1] {
+    let lab_s = CLIENT_START_S
+        + opts.servers as f64 * STAGGER_MS as f64 / 1000.0
+        + opts.per_server as f64 * INTERVAL_MS as f64 / 1000.0
+        + 2.0;
+    let run = common::Run {
+        dir: "browsing".into(),
+        msg: format!(
+            "{} servers, {} connections each",
+            opts.servers, opts.per_server
+        ),
+        expected_s: lab_s,
+        config: lab_config(opts.servers, opts.per_server, opts.seed),
+    };
+    [((), run)]
+}
+
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(2..=60).contains(&opts.servers) {
         bail!("--servers: {} is outside 2 to 60", opts.servers);
@@ -176,20 +193,13 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !(1..=50).contains(&opts.per_server) {
         bail!("--per-server: {} is outside 1 to 50", opts.per_server);
     }
-    let lab_s = CLIENT_START_S
-        + opts.servers as f64 * STAGGER_MS as f64 / 1000.0
-        + opts.per_server as f64 * INTERVAL_MS as f64 / 1000.0
-        + 2.0;
-    let mut series = common::Series::new(&opts.out_dir, lab_s + 4.0, opts.quiet)?;
-    let dir = opts.out_dir.join("browsing");
-    let cfg = lab_config(opts.servers, opts.per_server, opts.seed);
-    let msg = format!(
-        "browsing: {} servers, {} connections each",
-        opts.servers, opts.per_server
-    );
-    series
-        .progress()
-        .phase(&msg, lab_s, || common::run_lab_in(&cfg, &dir))?;
+    let [((), run)] = runs(opts);
+    let mut series = common::Series::new(&opts.out_dir, run.expected_s + 4.0, opts.quiet)?;
+    let dir = opts.out_dir.join(&run.dir);
+    let msg = format!("{}: {}", run.dir, run.msg);
+    series.progress().phase(&msg, run.expected_s, || {
+        common::run_lab_in(&run.config, &dir)
+    })?;
     let analysis = series
         .progress()
         .phase("analysing the client's capture", 1.0, || {
@@ -234,7 +244,7 @@ fn results(a: &Analysis, opts: &Options) -> Result<Results> {
     })
 }
 
-/// The seed's shape, on these numbers.
+/// The talk's shape, on these numbers.
 pub fn checks(r: &Results, opts: &Options) -> Vec<Check> {
     let want = opts.servers as u64 * opts.per_server;
     vec![
@@ -262,7 +272,7 @@ pub fn checks(r: &Results, opts: &Options) -> Vec<Check> {
     ]
 }
 
-/// The table: the seed's figures beside this run's.
+/// The table: the talk's figures beside this run's.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let header = vec!["".into(), "seed (2011)".into(), "this run".into()];
     let rows = vec![

@@ -1,14 +1,14 @@
 //! `latencylab demo http-parallel`: a sharded portal page (six host names naming one server)
 //! over a 40 ms RTT broadband line, loaded with 36 parallel HTTP/1.1 connections, with 6,
 //! with 1, and over HTTP/2 (one connection per origin, and one in all with the names
-//! coalesced) (experiment E10 of `shared/seeds/004`, "SPDY: What I Like About You").
+//! coalesced) (experiment E10 of "SPDY: What I Like About You").
 //! Where Chromium is installed, it loads the same page in the same lab (HTTP/1.1, its own 6
 //! connections per host) so that the model is checked against a real browser. Chromium is
 //! timed as the model is, to the last byte of the last response (Resource Timing's latest
 //! `responseEnd`); its `loadEventStart`, which adds the browser's own parsing, decoding and
 //! layout, is reported beside it.
 //!
-//! The line: 20 Mbit/s down, 2 Mbit/s up (the seed's author browses on "premium cable
+//! The line: 20 Mbit/s down, 2 Mbit/s up (the talk's author browses on "premium cable
 //! broadband"), 20 ms each way, a 300-packet FIFO on both directions
 //! (a home gateway's buffer, as in `demo bufferbloat`), so that many connections' initial
 //! windows at once queue or overflow there, and one connection's congestion control does not.
@@ -120,15 +120,13 @@ struct RunData {
     bars: Vec<[f64; 4]>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
+/// The page-load runs (Chromium's, which depends on what is installed, is the demo's own):
+/// what [`run`] runs and `--export` writes. The page file they serve is written into the
+/// output directory.
+pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
     let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
-    let total: f64 = expected.iter().sum::<f64>() + if chromium { 10.0 } else { 0.0 };
-    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("portal.toml");
-    fs::write(&page_file, PORTAL).with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs = RUNS
+    let page_file = common::page_file(&opts.out_dir, "portal.toml", PORTAL)?;
+    Ok(RUNS
         .iter()
         .zip(expected)
         .map(|(&(name, args), expected_s)| {
@@ -140,8 +138,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 config: lab_config(&page_file, ("page-load", cmd), opts.seed),
             };
             (name, run)
-        });
-    let runs = series.run(labs.collect(), None, collect)?;
+        })
+        .collect())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
+    let labs = runs(opts)?;
+    let total: f64 =
+        labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 10.0 } else { 0.0 };
+    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
+    let page_file = opts.out_dir.join("portal.toml").canonicalize()?;
+    let runs = series.run(labs, None, collect)?;
     let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if chromium {
         let dir = opts.out_dir.join("chromium");
         let profile = opts.out_dir.join("chromium-profile");
@@ -217,7 +225,7 @@ fn collect(label: &'static str, dir: &Path, result: &lab::RunResult) -> Result<R
     })
 }
 
-/// Issue 15's "Done when" for E10, and the seed's ordering.
+/// The expectations for E10, and the talk's ordering.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };
     let (a, b, one) = (&r.conns36, &r.conns6, &r.conn1);
@@ -490,7 +498,7 @@ mod tests {
         }
     }
 
-    /// Model runs in the seed's order; Chromium's last response and load event, if it ran.
+    /// Model runs in the talk's order; Chromium's last response and load event, if it ran.
     fn results(chromium: Option<f64>, load_event: Option<f64>) -> Results {
         Results {
             base_rtt_ms: 40.0,

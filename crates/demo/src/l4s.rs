@@ -1,8 +1,7 @@
 //! `latencylab demo l4s`: a video call on a home line that other devices keep busy, three
 //! times: behind a FIFO with the call in classic mode (a legacy real-time sender: WebRTC's
 //! Google Congestion Control), behind DualPI2 with the call in L4S mode,
-//! and behind DualPI2 on a path that bleaches ECN (issue 7, experiment E6 of the L4S talk in
-//! `shared/seeds/002`).
+//! and behind DualPI2 on a path that bleaches ECN (experiment E6 of the L4S talk).
 //!
 //! The network: the caller and "other devices" on a home LAN (router `home`), the line to the
 //! far side 10 Mbit/s each way with 10 ms each way (20 ms base RTT), the queue discipline on
@@ -17,7 +16,7 @@
 //! runs; each direction's queue delay, for DualPI2 per queue (summary.json, link logs); the
 //! ECN validation's fallback time in the bleached run.
 //!
-//! This module runs and presents; it does not judge: issue 7's criteria are printed as
+//! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
 use std::fs;
@@ -33,12 +32,12 @@ use crate::common;
 
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = 20.0;
-/// The line's capacity each way, Mbit/s (the seed's throttled bottleneck).
+/// The line's capacity each way, Mbit/s (the talk's throttled bottleneck).
 pub const LINE_MBPS: f64 = 10.0;
-/// Run A's queue. The seed's legacy call saw at most 45 ms at a 20 ms base RTT: its bottleneck
+/// Run A's queue. The talk's legacy call saw at most 45 ms at a 20 ms base RTT: its bottleneck
 /// held at most some 25 ms, which at 10 Mbit/s is about 20 full-size packets. That is the
 /// shallow end of home routers (a driver ring and a short transmit queue, no AQM), the kind
-/// the seed's "loss above 40 %" comes from: CUBIC flows overflow such a queue every few RTTs
+/// the talk's "loss above 40 %" comes from: CUBIC flows overflow such a queue every few RTTs
 /// and a call's packets are dropped with theirs. A deeper FIFO (the bufferbloat demo's 300
 /// packets) would show hundreds of ms of delay and little loss, a different story (E3).
 pub const FIFO_QUEUE: &str = "fifo limit 20";
@@ -58,18 +57,18 @@ const DOWNLOADS_START_S: f64 = 0.5;
 pub const CALL_START_S: f64 = 3.0;
 /// Queue-delay chart resolution, s.
 const QUEUE_BIN_S: f64 = 0.1;
-/// "Validation triggers within 3 s" (issue 7).
+/// "Validation triggers within 3 s".
 pub const FALLBACK_LIMIT_S: f64 = 3.0;
-/// What the seed allows the L4S call's worst-case RTT on top of its minimum, ms. The seed's
+/// What the talk allows the L4S call's worst-case RTT on top of its minimum, ms. The talk's
 /// test network "has a minimum round-trip time of 20 ms", a figure measured on the call's
 /// own packets (so with their serialisation in it); with L4S "the worst-case delay fell
 /// below 25 ms": 5 ms above that minimum. The check compares the call's p99 with the call's
-/// own measured minimum plus this, the seed's comparison, not with the lab's propagation
+/// own measured minimum plus this, the talk's comparison, not with the lab's propagation
 /// delay ([`BASE_RTT_MS`]) plus this: at 10 Mbit/s a media packet and its feedback take
-/// about 1 ms to serialise, which the propagation delay leaves out and the seed's minimum
+/// about 1 ms to serialise, which the propagation delay leaves out and the talk's minimum
 /// does not.
 pub const SEED_TAIL_ALLOWANCE_MS: f64 = 5.0;
-/// "Tens of percent" lost in the classic call's worst second: the seed's legacy call lost
+/// "Tens of percent" lost in the classic call's worst second: the talk's legacy call lost
 /// more than 40 %.
 pub const CLASSIC_WORST_LOSS_PCT: f64 = 20.0;
 
@@ -141,7 +140,7 @@ pub struct RunMetrics {
     pub queue: String,
     pub call_mode: String,
     /// Per-packet RTT of the video the caller receives (its sender's samples): the smallest,
-    /// the seed's "minimum RTT", which the L4S check adds its allowance to.
+    /// the talk's "minimum RTT", which the L4S check adds its allowance to.
     pub call_rtt_min_ms: f64,
     pub call_rtt_p50_ms: f64,
     pub call_rtt_p99_ms: f64,
@@ -329,6 +328,29 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The three runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CALL_START_S + 3.0;
+    Variant::ALL
+        .map(|v| {
+            let msg = format!(
+                "{} ({}, call in {} mode), {:.0} s",
+                v.label(),
+                v.queue(),
+                v.call_mode(),
+                opts.duration_s
+            );
+            let run = common::Run {
+                dir: v.name().into(),
+                msg,
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the three labs, reads them back and writes `results.json`, the PNGs and
 /// `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
@@ -340,23 +362,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CALL_START_S + 3.0;
     let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let msg = format!(
-            "{} ({}, call in {} mode), {:.0} s",
-            v.label(),
-            v.queue(),
-            v.call_mode(),
-            opts.duration_s
-        );
-        let run = common::Run {
-            dir: v.name().into(),
-            msg,
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, result| {
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, result| {
         collect(v, dir, result)
     })?;
     let results = Results {
@@ -755,7 +761,7 @@ fn competing(dir: &Path, t0: f64, call_s: f64) -> Result<(Vec<(f64, f64)>, f64)>
     Ok((series, share_mbps / LINE_MBPS * 100.0))
 }
 
-/// Issue 7's "Done when", on these numbers.
+/// The expectations, on these numbers.
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b, c) = (&r.classic, &r.l4s, &r.bleached);
     let allow = SEED_TAIL_ALLOWANCE_MS;
@@ -860,7 +866,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
     ]
 }
 
-/// What the page says of run A against the seed's legacy call.
+/// What the page says of run A against the talk's legacy call.
 fn classic_note(a: &RunMetrics) -> String {
     let mut note = format!(
         "Run A's call follows WebRTC's Google Congestion Control (draft-ietf-rmcat-gcc), a \
@@ -883,10 +889,10 @@ fn classic_note(a: &RunMetrics) -> String {
 }
 
 /// B's delivery lateness p99 from which the page says the engine, not the network, made B's
-/// tail: a fifth of the seed's 5 ms allowance, on at least 1 % of the packets.
+/// tail: a fifth of the talk's 5 ms allowance, on at least 1 % of the packets.
 const LATE_ENGINE_P99_MS: f64 = 1.0;
 
-/// What the page says when run B's path tail is over the seed's bound while the lab's engine
+/// What the page says when run B's path tail is over the talk's bound while the lab's engine
 /// was late: the machine could not run the lab on time, and the queue's own delay says so.
 fn late_engine_note(b: &RunMetrics) -> Option<String> {
     let over = b.path_rtt_p99_ms >= b.path_rtt_min_ms + SEED_TAIL_ALLOWANCE_MS;

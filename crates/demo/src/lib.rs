@@ -8,30 +8,30 @@
 //! no measurement (the `apps` programs and `analyze`) and no drawing primitives (`report`).
 //! Like the CLI it is an entry point, so its errors are `anyhow` with context.
 //!
-//! - [`bufferbloat`]: FIFO against CoDel + ECN on a home line (issue 6, experiment E3).
+//! - [`bufferbloat`]: FIFO against CoDel + ECN on a home line (experiment E3).
 //! - [`l4s`]: a video call beside busy TCP flows: classic FIFO, L4S DualQ, and a path that
-//!   bleaches ECN (issue 7, experiment E6).
+//!   bleaches ECN (experiment E6).
 //! - [`http_parallel`]: a sharded page over 36, 6 and 1 HTTP/1.1 connections and over
-//!   HTTP/2, beside headless Chromium (issue 15, experiment E10).
+//!   HTTP/2, beside headless Chromium (experiment E10).
 //! - [`pipelining`]: a 159-resource page over 6 HTTP/1.1 connections with and without
-//!   pipelining, at two RTTs (issue 15, experiment E11).
+//!   pipelining, at two RTTs (experiment E11).
 //! - [`conn_reuse`]: a news page whose requests take whichever HTTP/1.1 connection frees up
-//!   first, against waiting for the one opened for them (issue 16, experiment E12).
+//!   first, against waiting for the one opened for them (experiment E12).
 //! - [`cwnd_reuse`]: clicks on a photo page's links over the idle connection idle longest or
-//!   the one that moved the largest burst (issue 16, experiment E13).
+//!   the one that moved the largest burst (experiment E13).
 //! - [`notsent_lowat`]: screen sharing over a DSL uplink, with and without TCP_NOTSENT_LOWAT
 //!   (experiment E4).
 //! - [`tfo`]: short requests with and without TCP Fast Open (experiment E5).
 //! - [`nagle`]: a message in two writes over a satellite: Nagle on, TCP_NODELAY, writev
-//!   (issue 12, experiment E7).
+//!   (experiment E7).
 //! - [`delayed_ack`]: a bulk upload in non-MSS-sized writes into a small receive window, the
-//!   receiver deferring its ACKs or not (issue 12, experiment E8).
+//!   receiver deferring its ACKs or not (experiment E8).
 //! - [`pps`]: a bulk download through a hop with a packets-per-second ceiling, at MTU 1500
-//!   and 9000 (issue 12, experiment E9).
+//!   and 9000 (experiment E9).
 //! - [`fallback`]: a phone whose Wi-Fi goes dark while cellular works: plain connect, an
-//!   RFC 8305 race with a Better Route probe, MPTCP (issue 14, experiment E2).
+//!   RFC 8305 race with a Better Route probe, MPTCP (experiment E2).
 //! - [`nat64`]: one small client per class of app on an IPv6-only network, through
-//!   `ipv6-check`, and again with 464XLAT (issue 14, experiment E1).
+//!   `ipv6-check`, and again with 464XLAT (experiment E1).
 //! - [`handshake_cdf`]: handshake times over a browsing session to servers at a measured
 //!   spread of RTTs (experiment E14).
 
@@ -48,10 +48,12 @@ pub mod nagle;
 pub mod nat64;
 mod netlog;
 pub mod notsent_lowat;
+pub mod params;
 pub mod pipelining;
 pub mod pps;
+pub mod run_report;
 pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{Check, Outcome, Unreproducible};
+pub use common::{export, Check, Outcome, Run, Unreproducible};

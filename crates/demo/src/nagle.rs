@@ -1,8 +1,7 @@
 //! `latencylab demo nagle`: a request/response application over a satellite path, each
 //! 70-byte message written with two `write()` calls (28 + 42 bytes) in both directions, three
 //! times: as written (Nagle's algorithm on, Linux's default), with TCP_NODELAY, and with one
-//! `writev()` per message (experiment E7, "the nagle finagle" of the 1998 talk in
-//! `shared/seeds/003`).
+//! `writev()` per message (experiment E7, "the nagle finagle" of the 1998 talk).
 //!
 //! The path: 155 Mbit/s each way, 250 ms each way (500 ms base RTT), a geostationary hop. The
 //! client writes a request, waits for the whole response, thinks 200 ms, and writes the next;
@@ -15,7 +14,7 @@
 //! both hosts' captures, and one exchange drawn as a ladder (message-sequence) diagram from
 //! the two captures.
 //!
-//! This module runs and presents; it does not judge: the criteria of issue 12 are printed as
+//! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
 use std::path::{Path, PathBuf};
@@ -32,7 +31,7 @@ use crate::common::{self, Check};
 
 /// Round-trip propagation delay of the satellite hop, ms (250 ms each way).
 pub const BASE_RTT_MS: f64 = 500.0;
-/// The hop's capacity each way (the seed's OC-3).
+/// The hop's capacity each way (the talk's OC-3).
 pub const CAPACITY: &str = "155mbit";
 /// The request/response port (rr-server's default).
 const RR_PORT: u16 = 5206;
@@ -193,6 +192,22 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+    Variant::ALL
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the three labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(5.0..=600.0).contains(&opts.duration_s) {
@@ -204,16 +219,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // The handshake (one RTT) and the exchange under way when the time is up (three).
     let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
     let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let labs = Variant::ALL.map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,
@@ -388,7 +394,7 @@ fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
     Some((arrows, rel(t_end)))
 }
 
-/// Issue 12's "Done when" for this demo, on these numbers.
+/// The expectations for this demo, on these numbers.
 pub fn checks(r: &Results) -> Vec<Check> {
     let base = r.base_rtt_ms;
     let rtts = |m: &RunMetrics| m.exchange_ms_p50 / base;
@@ -485,7 +491,7 @@ fn write_outputs(
     common::write_report_files(&opts.out_dir, results, &charts, &page)
 }
 
-/// The seed's picture: one exchange as a ladder, time to the right, the client above and the
+/// The talk's picture: one exchange as a ladder, time to the right, the client above and the
 /// server below, one line per packet from where it left to where it arrived.
 fn ladder_chart(r: &RunData) -> Chart {
     const CLIENT_Y: f64 = 1.0;

@@ -1,5 +1,5 @@
 //! `latencylab demo nat64`: what in an app breaks on an IPv6-only carrier network, and what
-//! 464XLAT mends (experiment E1 of the 2015 talk in `shared/seeds/000`).
+//! 464XLAT mends (experiment E1 of the 2015 talk).
 //!
 //! The lab is `ipv6-check`'s: the client IPv6-only behind DNS64 + NAT64 (the Well-Known
 //! Prefix), the server IPv4-only running `probe-server`, 20 ms each way. Each class of app the
@@ -188,6 +188,39 @@ fn sample_command(cfg: &LabConfig, c: SampleClass, out: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// Each sample on each network as a lab of its own, with the server and the sample as
+/// programs (the sample waited for, its line on its stdout): what `--export` writes. The demo
+/// runs the same network and command through `ipv6-check`, which also watches the sample's
+/// system calls.
+pub fn runs(opts: &Options) -> Vec<(SampleClass, common::Run)> {
+    let mut out = Vec::new();
+    for net in networks() {
+        for &c in SampleClass::ALL.iter() {
+            let mut config = lab_config(net, opts.seed);
+            let mut command = sample_command(&config, c, Path::new(""));
+            command.truncate(command.len() - 2);
+            config.programs = vec![
+                common::program("server", "server", 0.0, SERVER.into(), false),
+                common::program(
+                    "sample",
+                    "client",
+                    0.5,
+                    format!("exec {}", command.join(" ")),
+                    true,
+                ),
+            ];
+            let run = common::Run {
+                dir: format!("{}/{}", net.name(), c.name()),
+                msg: format!("{} on {}", c.name(), net.label()),
+                expected_s: 3.0,
+                config,
+            };
+            out.push((c, run));
+        }
+    }
+    out
 }
 
 /// Runs every sample on every network, and writes `results.json` and `report.html`.

@@ -1,7 +1,6 @@
 //! `latencylab demo notsent-lowat`: screen sharing over a slow DSL uplink, once with the
 //! classic sender that writes frames while its socket takes them and once with
-//! TCP_NOTSENT_LOWAT and one frame per writable event (experiment E4 of the 2015 talk in
-//! `shared/seeds/001`).
+//! TCP_NOTSENT_LOWAT and one frame per writable event (experiment E4 of the 2015 talk).
 //!
 //! The line: the screen's host (the server) sends over 400 kbit/s (50 KB/s) with 20 ms each
 //! way (40 ms base RTT); the viewer's clicks go the other way over 4 Mbit/s. The bottleneck
@@ -179,6 +178,22 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
+    [Variant::Unbounded, Variant::Lowat]
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: format!("{}, {:.0} s", v.short(), opts.duration_s),
+                expected_s: lab_s,
+                config: lab_config(v, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(5.0..=600.0).contains(&opts.duration_s) {
@@ -189,16 +204,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
     let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 2.0 + 3.0, opts.quiet)?;
-    let labs = [Variant::Unbounded, Variant::Lowat].map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: format!("{}, {:.0} s", v.short(), opts.duration_s),
-            expected_s: lab_s,
-            config: lab_config(v, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(2.0), |v, dir, _| collect(v, dir))?;
+    let runs = series.run(runs(opts), Some(2.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: opts.duration_s,
@@ -299,7 +305,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: ~2.5 s from click to menu, falling to
+/// The experiment's criteria, on these numbers (the talk: ~2.5 s from click to menu, falling to
 /// about the network's RTT).
 pub fn checks(r: &Results) -> Vec<Check> {
     let (a, b) = (&r.unbounded, &r.lowat);

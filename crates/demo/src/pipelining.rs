@@ -1,17 +1,16 @@
-//! `latencylab demo pipelining`: the seed's newsletter page (159 resources from one host) over
+//! `latencylab demo pipelining`: the talk's newsletter page (159 resources from one host) over
 //! 6 persistent HTTP/1.1 connections, with and without pipelining, at 100 ms RTT and again at
-//! 300 ms (experiment E11 of `shared/seeds/004`, "The Apex of Pipelines").
+//! 300 ms (experiment E11 of "The Apex of Pipelines").
 //!
 //! The line: 20 Mbit/s down, 5 Mbit/s up, the RTT split evenly over both directions, a
 //! 1000-packet FIFO. The server is `latencylab web-server`, the browser `latencylab page-load`
 //! with `--per-host 6`, once with one request per connection at a time, once with up to
 //! [`PIPELINE_DEPTH`] outstanding.
 //!
-//! Times are counted as the seed's browser counts them: from when the page needed the resource
+//! Times are counted as the talk's browser counts them: from when the page needed the resource
 //! (its HTML arrived) to its first byte (`ttfb`) and its last (`transaction`), so a request
 //! waiting for a free connection waits in the number, as it waits in front of the user.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -91,12 +90,10 @@ struct RunData {
     bars: Vec<[f64; 4]>,
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    for r in opts.rtts_ms {
-        if !(1.0..=2000.0).contains(&r) {
-            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
-        }
-    }
+/// The four runs, each with its name, RTT and pipeline depth: what [`run`] runs and
+/// `--export` writes. The page file they serve is written into the output directory.
+#[allow(clippy::type_complexity)]
+pub fn runs(opts: &Options) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
     let [fast, slow] = opts.rtts_ms;
     let plan = [
         ("no-pipelining", fast, 1),
@@ -106,22 +103,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     ];
     // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
     let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
-    let total: f64 = plan.iter().map(|p| expect(p.1, p.2)).sum();
+    let page_file = common::page_file(&opts.out_dir, "newsletter.toml", NEWSLETTER)?;
+    Ok(plan
+        .map(|(name, rtt, depth)| {
+            let run = common::Run {
+                dir: name.into(),
+                msg: format!("{name} ({rtt:.0} ms RTT)"),
+                expected_s: expect(rtt, depth),
+                config: lab_config(rtt, depth, &page_file, opts.seed),
+            };
+            ((name, rtt, depth), run)
+        })
+        .into())
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    for r in opts.rtts_ms {
+        if !(1.0..=2000.0).contains(&r) {
+            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
+        }
+    }
+    let labs = runs(opts)?;
+    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum();
     let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("newsletter.toml");
-    fs::write(&page_file, NEWSLETTER)
-        .with_context(|| format!("writing {}", page_file.display()))?;
-    let page_file = page_file.canonicalize()?;
-    let labs = plan.map(|(name, rtt, depth)| {
-        let run = common::Run {
-            dir: name.into(),
-            msg: format!("{name} ({rtt:.0} ms RTT)"),
-            expected_s: expect(rtt, depth),
-            config: lab_config(rtt, depth, &page_file, opts.seed),
-        };
-        ((name, rtt, depth), run)
-    });
-    let runs = series.run(labs.into(), None, |(name, rtt, depth), dir, _| {
+    let runs = series.run(labs, None, |(name, rtt, depth), dir, _| {
         collect(name, rtt, depth, dir)
     })?;
     let m = |i: usize| runs[i].metrics.clone();
@@ -160,7 +165,7 @@ fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// Issue 15's "Done when" for E11: pipelining at most halves the mean TTFB, and the gap in ms
+/// The expectations for E11: pipelining at most halves the mean TTFB, and the gap in ms
 /// grows with the RTT.
 pub fn checks(r: &Results) -> Vec<Check> {
     let c = |what: String, passed: bool| Check { what, passed };

@@ -1,5 +1,4 @@
-//! `latencylab demo pps`: packets per second, not bytes (experiment E9 of the 1998 talk in
-//! `shared/seeds/003`).
+//! `latencylab demo pps`: packets per second, not bytes (experiment E9 of the 1998 talk).
 //!
 //! The line: no byte-rate limit at all, 10 ms each way, but a hop that forwards at most N
 //! packets per second in each direction (the link's `pps` setting). The same bulk TCP download
@@ -176,6 +175,22 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
     }
 }
 
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
+    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+    [Variant::Mtu1500, Variant::Mtu9000]
+        .map(|v| {
+            let run = common::Run {
+                dir: v.name().into(),
+                msg: format!("MTU {}, at most {} packets/s", v.mtu(), opts.pps),
+                expected_s: lab_s,
+                config: lab_config(v, opts.pps, opts.duration_s, opts.seed),
+            };
+            (v, run)
+        })
+        .into()
+}
+
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(opts: &Options) -> Result<Outcome> {
     if !(100..=100_000).contains(&opts.pps) {
@@ -183,16 +198,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
     let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 2.0) + 2.0, opts.quiet)?;
-    let labs = [Variant::Mtu1500, Variant::Mtu9000].map(|v| {
-        let run = common::Run {
-            dir: v.name().into(),
-            msg: format!("MTU {}, at most {} packets/s", v.mtu(), opts.pps),
-            expected_s: lab_s,
-            config: lab_config(v, opts.pps, opts.duration_s, opts.seed),
-        };
-        (v, run)
-    });
-    let runs = series.run(labs.into(), Some(2.0), |v, dir, result| {
+    let runs = series.run(runs(opts), Some(2.0), |v, dir, result| {
         collect(v, dir, result)
     })?;
     let results = Results {
@@ -291,7 +297,7 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: about 5× more throughput with big
+/// The experiment's criteria, on these numbers (the talk: about 5× more throughput with big
 /// packets, because the hop's limit is packets, not bytes).
 pub fn checks(r: &Results) -> Vec<Check> {
     let n = r.pps_limit as f64;

@@ -1,5 +1,5 @@
 //! `latencylab demo tfo`: one round trip instead of two with TCP Fast Open, and why only for
-//! idempotent requests (experiment E5 of the 2015 talk in `shared/seeds/001`).
+//! idempotent requests (experiment E5 of the 2015 talk).
 //!
 //! The line: 10 Mbit/s each way, 50 ms each way (100 ms base RTT). The client makes many short
 //! connections, one request each (`tfo-client`), to a server that acts on each request and
@@ -200,21 +200,10 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
     }
 }
 
-/// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(3..=1000).contains(&opts.requests) {
-        bail!(
-            "--requests: {} is outside 3 to 1000 (the first one fetches the cookie)",
-            opts.requests
-        );
-    }
+/// The runs: what [`run`] runs and `--export` writes.
+pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
     let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
-    let mut series = common::Series::new(
-        &opts.out_dir,
-        4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0,
-        opts.quiet,
-    )?;
-    let labs = [
+    [
         (Variant::Plain, false),
         (Variant::Tfo, false),
         (Variant::Plain, true),
@@ -233,8 +222,25 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             config: lab_config(v, late_copies, opts.requests, opts.seed),
         };
         (v, run)
-    });
-    let mut runs = series.run(labs.into(), Some(1.0), |v, dir, _| collect(v, dir))?;
+    })
+    .into()
+}
+
+/// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    if !(3..=1000).contains(&opts.requests) {
+        bail!(
+            "--requests: {} is outside 3 to 1000 (the first one fetches the cookie)",
+            opts.requests
+        );
+    }
+    let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
+    let mut series = common::Series::new(
+        &opts.out_dir,
+        4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0,
+        opts.quiet,
+    )?;
+    let mut runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
     let dup = runs.split_off(2);
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
@@ -317,7 +323,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// The criteria, on these numbers (the talk: two round trips become one).
+/// The experiment's criteria, on these numbers (the talk: two round trips become one).
 pub fn checks(r: &Results) -> Vec<Check> {
     let rtt = r.base_rtt_ms;
     let (a, b) = (&r.plain, &r.tfo);

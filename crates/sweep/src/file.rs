@@ -131,9 +131,6 @@ const SHELL_OPTIONS: &[(&str, Option<&str>)] = &[
     ("seed", None),
 ];
 
-/// Options of `latencylab demo NAME` a sweep may set.
-const DEMOS: &[&str] = &["bufferbloat", "l4s"];
-const DEMO_OPTIONS: &[&str] = &["duration", "seed"];
 const TOP_KEYS: &str = "shell, demo, run, axes, repeat, capture";
 
 impl SweepFile {
@@ -198,18 +195,24 @@ impl SweepFile {
                 let t = table("demo")?;
                 let name = match t.get("name") {
                     Some(v) => string("demo.name", v)?,
-                    None => return err(format!("[demo] needs name = one of {}", DEMOS.join(", "))),
+                    None => {
+                        return err(format!(
+                            "[demo] needs name = one of {}",
+                            demo::params::names().join(", ")
+                        ))
+                    }
                 };
-                if !DEMOS.contains(&name.as_str()) {
+                if demo::params::find(&name).is_none() {
                     return err(format!(
                         "demo.name: unknown demo '{name}' (known: {})",
-                        DEMOS.join(", ")
+                        demo::params::names().join(", ")
                     ));
                 }
                 let mut options = BTreeMap::new();
                 for (k, v) in t.iter().filter(|(k, _)| *k != "name") {
                     let v = scalar(&format!("demo.{k}"), v)?;
-                    check_demo_option(k, &v).map_err(|e| SweepError(format!("demo.{k}: {e}")))?;
+                    check_demo_option(&name, k, &v)
+                        .map_err(|e| SweepError(format!("demo.{k}: {e}")))?;
                     options.insert(k.clone(), v.arg());
                 }
                 Target::Demo { name, options }
@@ -254,13 +257,13 @@ impl SweepFile {
                             }
                             check_shell_option(k, &v, dir)
                         }
-                        Target::Demo { options, .. } => {
+                        Target::Demo { name, options } => {
                             if options.contains_key(k) {
                                 return err(format!(
                                     "{what}: '{k}' is also set in [demo]; set it in one place"
                                 ));
                             }
-                            check_demo_option(k, &v)
+                            check_demo_option(name, k, &v)
                         }
                         Target::Run { .. } if k == "seed" => check_seed(&v),
                         Target::Run { .. } => Err(format!(
@@ -378,25 +381,21 @@ fn check_shell_option(name: &str, v: &AxisValue, dir: &Path) -> Result<(), Strin
     }
 }
 
-fn check_demo_option(name: &str, v: &AxisValue) -> Result<(), String> {
-    match name {
-        "seed" => check_seed(v),
-        "duration" => {
-            let text = v.arg();
-            let ok = matches!(v, AxisValue::Int(n) if *n > 0)
-                || matches!(v, AxisValue::Float(f) if *f > 0.0)
-                || wire::units::parse_time(&text).is_ok();
-            if ok {
-                Ok(())
-            } else {
-                Err(format!("cannot read duration '{text}' (try 10s, 1m or 10)"))
-            }
-        }
-        _ => Err(format!(
-            "unknown demo option '{name}' (known: {})",
-            DEMO_OPTIONS.join(", ")
-        )),
+/// A value of a demo's parameter, checked as the demo's declaration reads it (the same
+/// check as `latencylab demo NAME --PARAM`), so every parameter of every demo can be swept.
+fn check_demo_option(demo: &str, name: &str, v: &AxisValue) -> Result<(), String> {
+    if name == "seed" {
+        return check_seed(v);
     }
+    let d = demo::params::find(demo).expect("the demo's name was checked");
+    d.read(name, &v.arg()).map(|_| ()).map_err(|e| e.0)
+}
+
+/// Whether `name` is an on/off parameter of `demo`: given as a bare `--NAME` when true.
+pub fn demo_flag(demo: &str, name: &str) -> bool {
+    demo::params::find(demo)
+        .and_then(|d| d.param(name))
+        .is_some_and(|p| matches!(p.kind, demo::params::Kind::Flag))
 }
 
 #[cfg(test)]
@@ -504,6 +503,36 @@ seed = [1, 2]
     }
 
     #[test]
+    fn every_parameter_of_every_demo_is_checked_as_the_demo_declares_it() {
+        let s = parse("[demo]\nname = \"cwnd-reuse\"\nrtt = \"100ms\"\n[axes]\nidle = [\"1s\", \"3s\"]\nno-control = [true, false]\n").unwrap();
+        let runs = crate::plan::expand(&s);
+        assert_eq!(runs.len(), 4);
+        let args = crate::plan::args(&s, &runs[0], Path::new("o"));
+        assert!(args.windows(2).any(|w| w == ["--rtt", "100ms"]), "{args:?}");
+        assert!(args.iter().any(|a| a == "--no-control"), "{args:?}");
+        let off = crate::plan::args(&s, &runs[1], Path::new("o"));
+        assert!(!off.iter().any(|a| a == "--no-control"), "{off:?}");
+        let e = parse("[demo]\nname = \"pipelining\"\n[axes]\nrtt = [100]\n")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("axes.rtt: cannot use '100'") && e.contains("100ms"),
+            "{e}"
+        );
+        let e = parse("[demo]\nname = \"nagle\"\njitter = \"5ms\"\n")
+            .unwrap_err()
+            .0;
+        assert_eq!(
+            e,
+            "demo.jitter: demo nagle has no parameter 'jitter' (known: duration, seed)"
+        );
+        let e = parse("[demo]\nname = \"pps\"\n[axes]\npps = [50]\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("from 100 to 100000"), "{e}");
+    }
+
+    #[test]
     fn the_example_sweep_files_are_valid_and_have_the_runs_they_promise() {
         let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
         let count = |name: &str| {
@@ -512,6 +541,8 @@ seed = [1, 2]
         };
         assert_eq!(count("sweep-small.toml"), 4);
         assert_eq!(count("sweep-bufferbloat.toml"), 90);
+        assert_eq!(count("sweep-nagle.toml"), 2);
+        assert_eq!(count("sweep-l4s.toml"), 2);
     }
 
     #[test]

@@ -95,8 +95,14 @@ pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
             a.extend(["demo".into(), name.clone()]);
             let axis = run.params.iter().map(|(k, v)| (k.clone(), v.arg()));
             for (k, v) in options.clone().into_iter().chain(axis) {
-                a.push(format!("--{k}"));
-                a.push(v);
+                if crate::file::demo_flag(name, &k) {
+                    if v == "true" {
+                        a.push(format!("--{k}"));
+                    }
+                } else {
+                    a.push(format!("--{k}"));
+                    a.push(v);
+                }
             }
             a.extend(["--quiet".into(), "-o".into(), dir]);
         }
