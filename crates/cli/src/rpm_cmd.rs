@@ -71,7 +71,10 @@ pub fn in_lab(
     }
     let result = result?;
     match line {
-        Some(Ok(Some(a))) => println!("{}", a.line()),
+        Some(Ok(Some(a))) => {
+            println!("{}", a.line());
+            println!("{}", a.kinds_line());
+        }
         Some(Ok(None)) => {
             eprintln!("latencylab: no probe left packets in the link logs to attribute")
         }

@@ -9,6 +9,10 @@
 //! on, whose packets its answer queued among), and the mean sojourn of those dequeued while
 //! the probe was in flight is its time per crossing of that queue.
 //!
+//! A probe that lost a packet in the path (a drop of its flow's, while it was in flight)
+//! waited for TCP to recover it: what its queues and base RTT do not explain is counted as
+//! loss recovery; for the other probes it is the hosts'.
+//!
 //! The shares combine as the RPM does (draft-ietf-ippm-responsiveness-09 section 5.3.1): the
 //! RPM is the mean of the foreign and loaded responsiveness, so its round trip
 //! `60000 / RPM` is the harmonic mean of theirs, `L = 2 rF rS / (rF + rS)`, which is the
@@ -46,6 +50,28 @@ pub struct QueuePart {
     pub share: f64,
 }
 
+/// One kind of probe's round trip (its trimmed mean), taken apart the same way.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KindAttribution {
+    pub round_trip_ms: f64,
+    /// Per link direction, in the order of the links given.
+    pub queues_ms: Vec<f64>,
+    pub base_rtt_ms: f64,
+    /// Waiting for TCP to recover packets the path dropped.
+    pub loss_recovery_ms: f64,
+    pub hosts_ms: f64,
+    pub probes: usize,
+}
+
+impl KindAttribution {
+    /// The share of the round trip the path explains: its queues, its drops' recovery and
+    /// the base RTT.
+    pub fn network_share(&self) -> f64 {
+        (self.queues_ms.iter().sum::<f64>() + self.base_rtt_ms + self.loss_recovery_ms)
+            / self.round_trip_ms
+    }
+}
+
 /// The loaded round trip `60000 / RPM`, taken apart.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Attribution {
@@ -54,10 +80,14 @@ pub struct Attribution {
     pub loaded_rtt_ms: f64,
     pub queues: Vec<QueuePart>,
     pub base_rtt_ms: f64,
-    /// What the queues and the base RTT do not explain (negative when they over-explain).
+    /// Probes that lost a packet in the path waited this long for its recovery.
+    pub loss_recovery_ms: f64,
+    /// What the path does not explain (negative when it over-explains).
     pub hosts_ms: f64,
-    pub foreign_probes: usize,
-    pub self_probes: usize,
+    /// The foreign and the self probes' round trips apart.
+    pub foreign: KindAttribution,
+    #[serde(rename = "self")]
+    pub self_probes: KindAttribution,
 }
 
 impl Attribution {
@@ -66,6 +96,9 @@ impl Attribution {
     }
     pub fn hosts_share(&self) -> f64 {
         self.hosts_ms / self.loaded_rtt_ms
+    }
+    pub fn loss_share(&self) -> f64 {
+        self.loss_recovery_ms / self.loaded_rtt_ms
     }
 
     /// "RPM 121 (Medium confidence); loaded RTT 496 ms: 91 % in `path` down FIFO queue, 4 %
@@ -86,6 +119,9 @@ impl Attribution {
             })
             .collect();
         parts.push(format!("{:.0} % base RTT", self.base_share() * 100.0));
+        if self.loss_recovery_ms > 0.0 {
+            parts.push(format!("{:.0} % loss recovery", self.loss_share() * 100.0));
+        }
         parts.push(format!("{:.0} % hosts", self.hosts_share() * 100.0));
         format!(
             "RPM {:.0} ({} confidence); loaded RTT {:.0} ms: {}",
@@ -93,6 +129,17 @@ impl Attribution {
             self.confidence,
             self.loaded_rtt_ms,
             parts.join(", ")
+        )
+    }
+
+    /// "foreign probes' round trip 485 ms: 97 % the path's; self probes' 980 ms: 49 %"
+    pub fn kinds_line(&self) -> String {
+        format!(
+            "foreign probes' round trip {:.0} ms: {:.0} % the path's (queues, base RTT, loss recovery); self probes' {:.0} ms: {:.0} %",
+            self.foreign.round_trip_ms,
+            self.foreign.network_share() * 100.0,
+            self.self_probes.round_trip_ms,
+            self.self_probes.network_share() * 100.0
         )
     }
 }
@@ -111,17 +158,20 @@ pub fn queue_name(spec: &str) -> String {
     }
 }
 
-/// Dequeue events of one link direction by flow: (time ns, sojourn ns), in time order.
-type ByFlow<'a> = HashMap<&'a str, Vec<(u64, u64)>>;
+/// Dequeues (time ns, `Some(sojourn ns)`) and drops (time ns, `None`) of one link direction
+/// by flow, in time order.
+type ByFlow<'a> = HashMap<&'a str, Vec<(u64, Option<u64>)>>;
 
 fn index(lines: &[LogLine]) -> ByFlow<'_> {
     let mut m: ByFlow = HashMap::new();
     for l in lines {
-        if l.event != EventKind::Dequeue {
-            continue;
-        }
-        if let (Some(f), Some(s)) = (&l.flow, l.sojourn_ns) {
-            m.entry(f.as_str()).or_default().push((l.time_ns, s));
+        let Some(f) = &l.flow else { continue };
+        match (l.event, l.sojourn_ns) {
+            (EventKind::Dequeue, Some(s)) => {
+                m.entry(f.as_str()).or_default().push((l.time_ns, Some(s)))
+            }
+            (EventKind::Drop, _) => m.entry(f.as_str()).or_default().push((l.time_ns, None)),
+            _ => {}
         }
     }
     for v in m.values_mut() {
@@ -130,13 +180,21 @@ fn index(lines: &[LogLine]) -> ByFlow<'_> {
     m
 }
 
-/// Per queue and the base RTT: this probe's time there as a share of its round trip, or
-/// `None` when the probe left no packet in any log.
+/// A probe's shares of its round trip: per queue, the base RTT, and whether the path dropped
+/// one of its packets.
+struct Shares {
+    queues: Vec<f64>,
+    base: f64,
+    dropped: bool,
+}
+
+/// This probe's time in each queue and in the base RTT as shares of its round trip, or `None`
+/// when the probe left no packet in any log.
 fn probe_shares(
     p: &ProbeRecord,
     lab_start_ns: u64,
     links: &[(&LinkLog, ByFlow)],
-) -> Option<(Vec<f64>, f64)> {
+) -> Option<Shares> {
     let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
     let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
     let rt = p.round_trip_ms();
@@ -150,6 +208,7 @@ fn probe_shares(
     let mut queues = Vec::with_capacity(links.len());
     let mut base_ms = 0.0;
     let mut seen = false;
+    let mut dropped = false;
     for (l, by_flow) in links {
         let mut sum_ns = 0u128;
         let mut n = 0u64;
@@ -157,8 +216,13 @@ fn probe_shares(
             if let Some(v) = by_flow.get(f.as_str()) {
                 let lo = v.partition_point(|(t, _)| *t < from);
                 for (_, s) in v[lo..].iter().take_while(|(t, _)| *t <= to) {
-                    sum_ns += u128::from(*s);
-                    n += 1;
+                    match s {
+                        Some(s) => {
+                            sum_ns += u128::from(*s);
+                            n += 1;
+                        }
+                        None => dropped = true,
+                    }
                 }
             }
         }
@@ -171,7 +235,11 @@ fn probe_shares(
         queues.push(mean_ms / rt);
         base_ms += l.delay_ms;
     }
-    seen.then_some((queues, base_ms / rt))
+    seen.then_some(Shares {
+        queues,
+        base: base_ms / rt,
+        dropped,
+    })
 }
 
 /// Takes the report's loaded round trip apart over `links`; `None` without an RPM or when
@@ -181,24 +249,31 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
     let r_f = 60_000.0 / r.foreign.rpm?;
     let r_s = 60_000.0 / r.self_probes.rpm?;
     let indexed: Vec<(&LinkLog, ByFlow)> = links.iter().map(|l| (l, index(l.lines))).collect();
-    // Mean shares of one kind of probe: per queue, and of the base RTT.
-    let kind = |probes: &[ProbeRecord]| -> Option<(Vec<f64>, f64, usize)> {
+    // Mean shares of one kind of probe: per queue, of the base RTT, of loss recovery (what a
+    // probe that lost a packet spent beyond its queues and base RTT).
+    let kind = |probes: &[ProbeRecord]| -> Option<(Vec<f64>, f64, f64, usize)> {
         let mut q = vec![0.0; links.len()];
         let mut b = 0.0;
+        let mut loss = 0.0;
         let mut n = 0usize;
         for p in probes.iter().filter(|p| p.in_window) {
-            if let Some((qs, bs)) = probe_shares(p, lab_start_mono_ns, &indexed) {
-                for (acc, x) in q.iter_mut().zip(qs) {
+            if let Some(sh) = probe_shares(p, lab_start_mono_ns, &indexed) {
+                let explained = sh.queues.iter().sum::<f64>() + sh.base;
+                if sh.dropped {
+                    loss += (1.0 - explained).max(0.0);
+                }
+                for (acc, x) in q.iter_mut().zip(sh.queues) {
                     *acc += x;
                 }
-                b += bs;
+                b += sh.base;
                 n += 1;
             }
         }
-        (n > 0).then(|| (q.iter().map(|x| x / n as f64).collect(), b / n as f64, n))
+        let mean = |x: f64| x / n as f64;
+        (n > 0).then(|| (q.iter().map(|x| mean(*x)).collect(), mean(b), mean(loss), n))
     };
-    let (q_f, b_f, n_f) = kind(&r.foreign.probes)?;
-    let (q_s, b_s, n_s) = kind(&r.self_probes.probes)?;
+    let (q_f, b_f, l_f, n_f) = kind(&r.foreign.probes)?;
+    let (q_s, b_s, l_s, n_s) = kind(&r.self_probes.probes)?;
     let (w_f, w_s) = (r_s / (r_f + r_s), r_f / (r_f + r_s));
     let loaded = 60_000.0 / rpm;
     let queues: Vec<QueuePart> = links
@@ -216,16 +291,31 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
         })
         .collect();
     let base = w_f * b_f * r_f + w_s * b_s * r_s;
-    let hosts = loaded - base - queues.iter().map(|q| q.ms).sum::<f64>();
+    let loss = w_f * l_f * r_f + w_s * l_s * r_s;
+    let hosts = loaded - base - loss - queues.iter().map(|q| q.ms).sum::<f64>();
+    let kind_parts = |rt: f64, q: &[f64], b: f64, l: f64, n: usize| {
+        let queues_ms: Vec<f64> = q.iter().map(|x| x * rt).collect();
+        let base_rtt_ms = b * rt;
+        let loss_recovery_ms = l * rt;
+        KindAttribution {
+            round_trip_ms: rt,
+            hosts_ms: rt - base_rtt_ms - loss_recovery_ms - queues_ms.iter().sum::<f64>(),
+            queues_ms,
+            base_rtt_ms,
+            loss_recovery_ms,
+            probes: n,
+        }
+    };
     Some(Attribution {
         rpm,
         confidence: r.rpm_confidence.name().to_string(),
         loaded_rtt_ms: loaded,
         queues,
         base_rtt_ms: base,
+        loss_recovery_ms: loss,
         hosts_ms: hosts,
-        foreign_probes: n_f,
-        self_probes: n_s,
+        foreign: kind_parts(r_f, &q_f, b_f, l_f, n_f),
+        self_probes: kind_parts(r_s, &q_s, b_s, l_s, n_s),
     })
 }
 
@@ -339,10 +429,89 @@ mod tests {
         assert!(a.queues[0].share.abs() < 1e-9);
         assert!((a.base_share() - 0.1).abs() < 1e-9);
         assert!(a.hosts_ms.abs() < 1e-6);
+        assert!((a.foreign.network_share() - 1.0).abs() < 1e-9);
+        assert!((a.self_probes.queues_ms[1] - 180.0).abs() < 1e-9);
         assert_eq!(
             a.line(),
             "RPM 300 (High confidence); loaded RTT 200 ms: 90 % in `path` down FIFO queue, 10 % base RTT, 0 % hosts"
         );
+    }
+
+    #[test]
+    fn a_probe_that_lost_a_packet_spent_its_unexplained_time_in_loss_recovery() {
+        // The foreign probe's round trip is 300 ms: 180 ms queued down, 20 ms base RTT, and a
+        // drop of its flow's: the other 100 ms were TCP recovering it. The self probe's is
+        // 200 ms, all queue and base.
+        let foreign = probe(0, 900, true, 40000);
+        let selfp = probe(100, 300, false, 40001);
+        let down_f = "tcp 10.77.2.1:4043 > 10.77.1.1:40000";
+        let down_s = "tcp 10.77.2.1:4043 > 10.77.1.1:40001";
+        let mut drop = line(200, 0, down_f);
+        drop.event = EventKind::Drop;
+        drop.sojourn_ns = None;
+        let down = vec![line(190, 180, down_f), drop, line(250, 180, down_s)];
+        let up = vec![
+            line(10, 0, "tcp 10.77.1.1:40000 > 10.77.2.1:4043"),
+            line(110, 0, "tcp 10.77.1.1:40001 > 10.77.2.1:4043"),
+        ];
+        let mut r = report(250.0, 200.0, vec![foreign], 300.0, vec![selfp]);
+        r.rpm_confidence = Confidence::Medium;
+        let links = [
+            LinkLog {
+                link: "path",
+                side: "up",
+                queue: "fifo limit 1000",
+                delay_ms: 10.0,
+                lines: &up,
+            },
+            LinkLog {
+                link: "path",
+                side: "down",
+                queue: "fifo limit 1000",
+                delay_ms: 10.0,
+                lines: &down,
+            },
+        ];
+        let a = attribute(&r, LAB0, &links).unwrap();
+        assert!((a.foreign.loss_recovery_ms - 100.0).abs() < 1e-6, "{a:?}");
+        assert!((a.foreign.network_share() - 1.0).abs() < 1e-9);
+        assert_eq!(a.self_probes.loss_recovery_ms, 0.0);
+        // Loaded round trip 60000 / 250 = 240 ms, of which the foreign probes' weight
+        // (200 / 500) times their 100 ms is loss recovery.
+        assert!((a.loss_recovery_ms - 40.0).abs() < 1e-6, "{a:?}");
+        assert!(a.hosts_ms.abs() < 1e-6, "{a:?}");
+        assert!(
+            a.line().contains("17 % loss recovery, 0 % hosts"),
+            "{}",
+            a.line()
+        );
+    }
+
+    fn report(
+        rpm: f64,
+        f_rpm: f64,
+        f: Vec<ProbeRecord>,
+        s_rpm: f64,
+        s: Vec<ProbeRecord>,
+    ) -> RpmReport {
+        RpmReport {
+            config_url: String::new(),
+            protocol: "h2".into(),
+            rpm: Some(rpm),
+            rpm_confidence: Confidence::High,
+            down_bps: 0.0,
+            up_bps: 0.0,
+            goodput_confidence: Confidence::High,
+            flows_down: 1,
+            flows_up: 1,
+            duration_s: 1.0,
+            foreign: summary(f_rpm, f),
+            self_probes: summary(s_rpm, s),
+            failed_probes: 0,
+            failed_flows: 0,
+            start_mono_ns: LAB0,
+            intervals: vec![],
+        }
     }
 
     #[test]

@@ -60,7 +60,8 @@ pub struct RpmArgs {
     /// Seed of the choice of the connection each self probe goes on
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
-    /// TCP_NOTSENT_LOWAT of the client's connections, bytes (0: the system's default)
+    /// TCP_NOTSENT_LOWAT of the client's connections at first, bytes; an upload then keeps it
+    /// at 5 ms of its own rate (0: the system's default throughout)
     #[arg(long, value_name = "BYTES", default_value_t = crate::NOTSENT_LOWAT_BYTES)]
     pub notsent_lowat: u32,
 }
@@ -82,21 +83,26 @@ pub fn monotonic_ns() -> u64 {
 
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
 
-/// An endless upload body of zeros that counts what it hands to HTTP/2.
+/// An endless upload body of zeros that counts what it hands to HTTP/2 and keeps its
+/// connection's TCP_NOTSENT_LOWAT at 5 ms of that rate.
 struct Upload {
     chunk: Bytes,
     counter: Arc<AtomicU64>,
+    lowat: Option<crate::PacedLowat>,
 }
 
 impl Body for Upload {
     type Data = Bytes;
     type Error = std::convert::Infallible;
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        self.counter
-            .fetch_add(self.chunk.len() as u64, Ordering::Relaxed);
+        let n = self.chunk.len() as u64;
+        self.counter.fetch_add(n, Ordering::Relaxed);
+        if let Some(l) = &mut self.lowat {
+            l.sent(n);
+        }
         Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
     }
     fn is_end_stream(&self) -> bool {
@@ -115,6 +121,8 @@ struct Conn {
     tcp: std::time::Duration,
     /// Per round trip of the TLS handshake (one for TLS 1.3, two for 1.2).
     tls: Option<std::time::Duration>,
+    /// A second descriptor of the socket, for its low-water mark.
+    fd: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 /// A load-generating connection that self probes may use.
@@ -158,6 +166,9 @@ impl Ctx {
         let tcp_time = t0.elapsed();
         tcp.set_nodelay(true)?;
         crate::set_notsent_lowat(&tcp, self.notsent_lowat);
+        let fd = (self.notsent_lowat > 0)
+            .then(|| crate::dup_fd(&tcp))
+            .flatten();
         let (local, remote) = (tcp.local_addr()?, tcp.peer_addr()?);
         let (io, tls): (Box<dyn Io>, _) = match &self.tls {
             Some(c) => {
@@ -196,6 +207,7 @@ impl Ctx {
             remote,
             tcp: tcp_time,
             tls,
+            fd,
         })
     }
 
@@ -327,6 +339,7 @@ async fn load(ctx: Arc<Ctx>, dir: Dir) {
                         Upload {
                             chunk: Bytes::from(vec![0u8; 16 * 1024]),
                             counter,
+                            lowat: c.fd.clone().map(crate::PacedLowat::new),
                         }
                         .boxed(),
                     )

@@ -16,8 +16,10 @@ pub mod report;
 pub mod server;
 
 use std::fmt;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A bad option: `run` prints it and exits with status 2.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,14 +33,57 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// TCP_NOTSENT_LOWAT of the test's connections by default: draft section 6.1.1 asks for
-/// about 5 ms of unsent data at the connection's rate; 16 KiB is 5 ms at 26 Mbit/s, and
-/// little more than a packet's worth of delay at the rates labs usually emulate.
+/// TCP_NOTSENT_LOWAT of the test's connections at the start; a connection that sends load
+/// then keeps it at 5 ms of its own rate ([`PacedLowat`]).
 pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 
 /// Bytes of a stream's data HTTP/2 may hold above the socket, at either end. hyper's default
 /// (400 KB) is seconds of data for one of sixteen flows sharing a few Mbit/s.
-pub const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
+pub const H2_SEND_BUFFER_BYTES: usize = 16 * 1024;
+
+/// TCP_NOTSENT_LOWAT for a connection sending `bytes_per_s`: 5 ms of it (draft section
+/// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least 2 KiB (so a
+/// slow connection still writes whole packets) and at most 4 MiB.
+pub fn lowat_for_rate(bytes_per_s: f64) -> u32 {
+    (bytes_per_s * 0.005).clamp(2048.0, 4.0 * 1024.0 * 1024.0) as u32
+}
+
+/// Keeps a sending connection's TCP_NOTSENT_LOWAT at 5 ms of the rate it sends at, measured
+/// over windows of 100 ms, so that what a self probe queues behind in the sender is a few
+/// milliseconds, whatever the rate (draft section 6.1.1).
+pub struct PacedLowat {
+    fd: Arc<OwnedFd>,
+    window_bytes: u64,
+    window_start: Instant,
+}
+
+impl PacedLowat {
+    pub fn new(fd: Arc<OwnedFd>) -> PacedLowat {
+        PacedLowat {
+            fd,
+            window_bytes: 0,
+            window_start: Instant::now(),
+        }
+    }
+
+    /// `n` more bytes handed to the connection.
+    pub fn sent(&mut self, n: u64) {
+        self.window_bytes += n;
+        let elapsed = self.window_start.elapsed();
+        if elapsed >= Duration::from_millis(100) {
+            let rate = self.window_bytes as f64 / elapsed.as_secs_f64();
+            set_notsent_lowat(&self.fd.as_fd(), lowat_for_rate(rate));
+            self.window_bytes = 0;
+            self.window_start = Instant::now();
+        }
+    }
+}
+
+/// A second descriptor of a socket, for [`PacedLowat`]: it stays valid while the body that
+/// holds it lives, whatever happens to the connection's own.
+pub fn dup_fd(s: &impl AsFd) -> Option<Arc<OwnedFd>> {
+    s.as_fd().try_clone_to_owned().ok().map(Arc::new)
+}
 
 /// Sets TCP_NOTSENT_LOWAT (0 leaves the system's default). A failure only costs
 /// responsiveness, so it is not an error.
@@ -56,6 +101,19 @@ pub fn set_notsent_lowat(s: &impl AsRawFd, bytes: u32) {
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_low_water_mark_is_five_ms_of_the_rate_within_bounds() {
+        // 100 Mbit/s: 62 500 bytes, the draft's own example.
+        assert_eq!(lowat_for_rate(12_500_000.0), 62_500);
+        assert_eq!(lowat_for_rate(125_000.0), 2048);
+        assert_eq!(lowat_for_rate(1e12), 4 * 1024 * 1024);
     }
 }
 

@@ -10,8 +10,8 @@
 //! - `/upload` and `/slurp`: a sink that reads a POST body of any length and throws it away
 //!   (item 3).
 //!
-//! Accepted connections get TCP_NOTSENT_LOWAT (section 6.1.1), so that a self probe's answer
-//! waits behind little of the bulk data still in the server's socket.
+//! A download keeps its connection's TCP_NOTSENT_LOWAT at 5 ms of its rate (section 6.1.1),
+//! so that a self probe's answer waits behind little of the bulk data still in the server.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -51,23 +51,30 @@ pub struct RpmServerArgs {
     /// addresses (repeat for several)
     #[arg(long, value_name = "NAME")]
     pub name: Vec<String>,
-    /// TCP_NOTSENT_LOWAT of accepted connections, bytes (0: the system's default)
+    /// TCP_NOTSENT_LOWAT of accepted connections at first, bytes; a download then keeps it at
+    /// 5 ms of its own rate (0: the system's default throughout)
     #[arg(long, value_name = "BYTES", default_value_t = crate::NOTSENT_LOWAT_BYTES)]
     pub notsent_lowat: u32,
 }
 
-/// A body of zeros that never ends.
+/// A body of zeros that never ends, keeping its connection's TCP_NOTSENT_LOWAT at 5 ms of
+/// the rate it is taken at.
 struct Endless {
     chunk: Bytes,
+    lowat: Option<crate::PacedLowat>,
 }
 
 impl Body for Endless {
     type Data = Bytes;
     type Error = Infallible;
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let n = self.chunk.len() as u64;
+        if let Some(l) = &mut self.lowat {
+            l.sent(n);
+        }
         Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
     }
     fn is_end_stream(&self) -> bool {
@@ -103,7 +110,12 @@ fn authority(req: &Request<Incoming>) -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-async fn answer(req: Request<Incoming>, scheme: &'static str, zeros: Bytes) -> Response<RespBody> {
+async fn answer(
+    req: Request<Incoming>,
+    scheme: &'static str,
+    zeros: Bytes,
+    fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+) -> Response<RespBody> {
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, WELL_KNOWN_PATH | "/config") => {
@@ -118,7 +130,13 @@ async fn answer(req: Request<Incoming>, scheme: &'static str, zeros: Bytes) -> R
         (&Method::GET, LARGE_PATH) => Response::builder()
             .header("content-type", "application/octet-stream")
             .header("cache-control", "no-store")
-            .body(Endless { chunk: zeros }.boxed())
+            .body(
+                Endless {
+                    chunk: zeros,
+                    lowat: fd.map(crate::PacedLowat::new),
+                }
+                .boxed(),
+            )
             .expect("constant headers"),
         (&Method::POST | &Method::PUT, UPLOAD_PATH | SLURP_PATH) => {
             let mut body = req.into_body();
@@ -190,23 +208,28 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
         };
         let _ = tcp.set_nodelay(true);
         crate::set_notsent_lowat(&tcp, a.notsent_lowat);
+        let fd = (a.notsent_lowat > 0).then(|| crate::dup_fd(&tcp)).flatten();
         let tls = tls.clone();
         let zeros = zeros.clone();
         tokio::spawn(async move {
             match tls {
                 Some(acc) => {
                     if let Ok(s) = acc.accept(tcp).await {
-                        serve_conn(TokioIo::new(s), scheme, zeros).await;
+                        serve_conn(TokioIo::new(s), scheme, zeros, fd).await;
                     }
                 }
-                None => serve_conn(TokioIo::new(tcp), scheme, zeros).await,
+                None => serve_conn(TokioIo::new(tcp), scheme, zeros, fd).await,
             }
         });
     }
 }
 
-async fn serve_conn<I>(io: I, scheme: &'static str, zeros: Bytes)
-where
+async fn serve_conn<I>(
+    io: I,
+    scheme: &'static str,
+    zeros: Bytes,
+    fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut b = auto::Builder::new(TokioExecutor::new());
@@ -222,7 +245,8 @@ where
         .max_send_buf_size(crate::H2_SEND_BUFFER_BYTES);
     let svc = hyper::service::service_fn(move |req| {
         let zeros = zeros.clone();
-        async move { Ok::<_, Infallible>(answer(req, scheme, zeros).await) }
+        let fd = fd.clone();
+        async move { Ok::<_, Infallible>(answer(req, scheme, zeros, fd).await) }
     });
     // A client that goes away mid-response is no error of the server's.
     let _ = b.serve_connection(io, svc).await;
