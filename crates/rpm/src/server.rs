@@ -172,8 +172,6 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
             "--bind: '{bind}' is not an IP address (try ::, 0.0.0.0, 127.0.0.1)"
         ))
     })?;
-    let listener = bind_dual(addr).with_context(|| format!("listening on {addr}"))?;
-    let local = listener.local_addr()?;
     let tls = if a.plain {
         None
     } else {
@@ -191,6 +189,9 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
             &id,
         )?))
     };
+    // Listening comes last: a client started when the port opens finds the CA file written.
+    let listener = bind_dual(addr).with_context(|| format!("listening on {addr}"))?;
+    let local = listener.local_addr()?;
     let scheme = if a.plain { "http" } else { "https" };
     eprintln!(
         "rpm-server: listening on {local} ({scheme}); configuration at {scheme}://HOST:{}{WELL_KNOWN_PATH}",
