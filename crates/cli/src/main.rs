@@ -12,6 +12,7 @@ mod evidence;
 mod fallback_check;
 mod ipv6_check;
 mod report_cmd;
+mod rpm_cmd;
 mod shell;
 mod sweep_cmd;
 mod watch;
@@ -46,6 +47,10 @@ enum Command {
     App(apps::AppCommand),
     #[command(flatten)]
     Web(web::WebCommand),
+    #[command(flatten)]
+    Rpm(rpm::RpmCommand),
+    /// List the named networks of --profile, with their figures and sources
+    Profiles(rpm_cmd::ProfilesArgs),
 }
 
 /// The command line as clap sees it, with what the derive cannot say: `ipv6-check` shares
@@ -136,6 +141,8 @@ fn main() -> ExitCode {
         Command::Sweep(a) => sweep_cmd::run(&a),
         Command::App(a) => apps::run(a),
         Command::Web(a) => web::run(a),
+        Command::Rpm(a) => rpm::run(a),
+        Command::Profiles(a) => rpm_cmd::profiles(&a),
     };
     match result {
         Ok(code) => code,

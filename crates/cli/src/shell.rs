@@ -153,6 +153,14 @@ pub struct ShellArgs {
     /// A shell command line run in `server` for the life of the lab, started before COMMAND.
     #[arg(long, value_name = "CMD")]
     pub(crate) server: Option<String>,
+    /// A named network (`latencylab profiles` lists them: 3g, slow-4g, cable, dsl, ...): its
+    /// rates and round trip, which the link options given override.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Measure responsiveness under working conditions (RPM): `rpm-server` in `server`, `rpm`
+    /// in `client`, and where the probes' time went, queue by queue (see docs/rpm.md).
+    #[arg(long, conflicts_with_all = ["command", "server"])]
+    rpm: bool,
     /// An IPv6-only client: no IPv4 at all, the lab's DNS64 as resolver, and a NAT64 in front
     /// of the IPv4-only server (a carrier's IPv6-only network; see docs/nat64.md).
     #[arg(long)]
@@ -272,6 +280,7 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
         nat64: a.nat64,
         clat: a.clat,
         clat_prefix: a.clat_prefix.clone(),
+        profile: a.profile.clone(),
         ..ShellOptions::default()
     };
     o.link_option("--rate", None, "rate", a.rate.as_ref());
@@ -338,6 +347,10 @@ pub(crate) fn shell_options(a: &ShellArgs) -> ShellOptions {
 
 pub fn shell(a: ShellArgs) -> Result<ExitCode> {
     let cfg = shell_config(&shell_options(&a), &files::read)?;
+    if a.rpm {
+        let limits = a.capture.limits();
+        return crate::rpm_cmd::in_lab(&cfg, a.out, a.quiet, a.no_capture, limits);
+    }
     let command = if a.command.is_empty() {
         vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
     } else {

@@ -277,6 +277,36 @@ const EXAMPLES: &[Example] = &[
         check: in_lab("latencylab shell --server '{}' -- curl -s --cacert ca.pem -o /dev/null -w 'status %{http_code}' https://server:8443/", &[], &["status 200"]),
     },
     Example {
+        cmd: "latencylab rpm-server",
+        check: in_lab("latencylab shell --server '{}' -- curl -sk -o /dev/null -w 'status %{http_code}' https://server:4043/small", &[], &["status 200"]),
+    },
+    Example {
+        cmd: "latencylab rpm-server --port 443 --ca-out ca.pem",
+        check: in_lab("latencylab shell --server '{}' -- curl -s --cacert ca.pem https://server/.well-known/nq", &[], &["\"small_download_url\": \"https://server/small\""]),
+    },
+    Example {
+        cmd: "latencylab rpm https://server:4043",
+        check: in_lab("latencylab shell --rate 20mbit --rtt 20ms --server 'latencylab rpm-server' -- {}", &[("https://server:4043", "https://server:4043 --max-duration 3s")], &["Responsiveness: ", "foreign probes"]),
+    },
+    Example {
+        cmd: "latencylab rpm https://server:4043 --flows 8 --json > rpm.json",
+        check: in_lab("latencylab shell --rate 20mbit --rtt 20ms --server 'latencylab rpm-server' -- {} && cat rpm.json", &[("--flows 8", "--flows 8 --max-duration 3s")], &["\"flows_down\": 8", "\"self\""]),
+    },
+    Example {
+        cmd: "sudo latencylab shell --down 20mbit --up 20mbit --rtt 20ms --rpm",
+        check: Check::Parses { run_by: "rpm.rs" },
+    },
+    Example {
+        cmd: "sudo latencylab shell --profile 3g -- ping -c 5 server",
+        check: Check::Run {
+            setup: "",
+            wrap: "",
+            shorten: &[("-c 5", "-c 2")],
+            exit: 0,
+            contains: &["time=40", "asked 500.0kbit, 200ms"],
+        },
+    },
+    Example {
         cmd: "latencylab page-load http://server/ --per-host 6 --out load.jsonl",
         check: in_lab("latencylab shell --server 'latencylab web-server --page examples/pages/newsletter.toml' -- {} && cat load.jsonl", &[], &["{"]),
     },

@@ -30,6 +30,8 @@ struct RawLink {
     b: String,
     up: Option<RawSettings>,
     down: Option<RawSettings>,
+    /// A named network ([`crate::profiles`]); the link's own settings override it.
+    profile: Option<String>,
     #[serde(flatten)]
     both: RawSettings,
 }
@@ -211,12 +213,28 @@ pub fn parse_run_file(
     let mut links = Vec::new();
     for l in &raw.link {
         let what = format!("{name}: link '{}': ", l.name);
-        let mut both = Direction::default();
-        for s in settings(&what, &l.both)? {
-            s.apply(&mut both);
-        }
+        // A profile's rates and round trip come first; the link's own settings win over them.
+        let profile = match &l.profile {
+            Some(p) => Some(
+                crate::profiles::find(p)
+                    .map_err(|e| UsageError(format!("{what}profile: {e}")))?
+                    .settings(),
+            ),
+            None => None,
+        };
+        let own = settings(&what, &l.both)?;
         let side = |side: &str, raw: &Option<RawSettings>| -> Result<Direction, UsageError> {
-            let mut d = both.clone();
+            let mut d = Direction::default();
+            for (to, key, value) in profile.iter().flatten() {
+                if to.is_none_or(|x| x.name() == side) {
+                    Setting::parse(key, value, dir, files)
+                        .map_err(|e| UsageError(format!("{what}profile: {e}")))?
+                        .apply(&mut d);
+                }
+            }
+            for s in &own {
+                s.apply(&mut d);
+            }
             if let Some(t) = raw {
                 for s in settings(&format!("{what}{side}."), t)? {
                     s.apply(&mut d);
@@ -348,7 +366,9 @@ mod tests {
     use super::*;
     use crate::setting::no_files;
     use crate::spec::Attach;
+    use link::Capacity;
     use std::net::Ipv4Addr;
+    use wire::{Duration, Rate};
 
     #[test]
     fn run_file_clat_is_set_for_every_ipv6_only_host_or_per_host() {
@@ -477,6 +497,25 @@ mod tests {
         host = "server"
         run = "sleep 1"
     "#;
+
+    #[test]
+    fn a_links_profile_sets_its_rates_and_rtt_and_its_own_settings_win() {
+        let text = "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\nname = \"l\"\na = \"a\"\nb = \"b\"\nprofile = \"cable\"\nqueue = \"fq_codel\"\n[link.up]\nrate = \"2mbit\"\n";
+        let c = parse_run_file("p.toml", text, Path::new(""), None, &no_files).unwrap();
+        let l = &c.links[0];
+        assert_eq!(l.down.params.capacity, Capacity::Rate(Rate::from_mbit(5)));
+        assert_eq!(l.up.params.capacity, Capacity::Rate(Rate::from_mbit(2)));
+        assert_eq!(l.down.params.delay, Duration::from_millis(14));
+        assert!(l.down.queue.to_string().starts_with("fq_codel"));
+        let bad = text.replace("cable", "cabel");
+        let e = parse_run_file("p.toml", &bad, Path::new(""), None, &no_files)
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("link 'l': profile: unknown profile 'cabel'"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn run_file_resolves_hosts_links_and_schedule() {

@@ -43,6 +43,9 @@ pub struct ShellOptions {
     pub clat: bool,
     /// The CLAT's prefix, as typed; unset, it is discovered per RFC 7050.
     pub clat_prefix: Option<String>,
+    /// A named network ([`crate::profiles`]): its rates and round trip apply first, and any
+    /// link option given overrides them.
+    pub profile: Option<String>,
 }
 
 impl ShellOptions {
@@ -69,6 +72,19 @@ impl ShellOptions {
 pub fn shell_config(o: &ShellOptions, files: &dyn Files) -> Result<LabConfig, UsageError> {
     let mut up = Direction::default();
     let mut down = Direction::default();
+    if let Some(name) = &o.profile {
+        let p = crate::profiles::find(name).map_err(|e| UsageError(format!("--profile: {e}")))?;
+        for (side, key, value) in p.settings() {
+            let s = Setting::parse(key, &value, Path::new(""), files)
+                .map_err(|e| UsageError(format!("--profile {name}: {e}")))?;
+            if side != Some(Side::Down) {
+                s.apply(&mut up);
+            }
+            if side != Some(Side::Up) {
+                s.apply(&mut down);
+            }
+        }
+    }
     let both = o.link.iter().filter(|x| x.side.is_none());
     let one = o.link.iter().filter(|x| x.side.is_some());
     let mut seen: Vec<(Option<Side>, &'static str, &str)> = Vec::new();
@@ -262,6 +278,35 @@ mod tests {
                 opt(o, "--rtt", None, "rtt", "40ms");
             }),
             "--delay and --rtt both set the delay: give one of them"
+        );
+    }
+
+    #[test]
+    fn a_profile_sets_rates_and_rtt_and_explicit_options_win() {
+        let c = shell(|o| o.profile = Some("3g".into())).unwrap();
+        let l = &c.links[0];
+        assert_eq!(
+            l.down.params.capacity,
+            Capacity::Rate(Rate::from_bits_per_sec(500_000))
+        );
+        assert_eq!(l.up.params.delay, Duration::from_millis(200));
+        let c = shell(|o| {
+            o.profile = Some("slow-4g".into());
+            opt(o, "--rate", None, "rate", "8mbit");
+            opt(o, "--up-delay", Some(Side::Up), "delay", "30ms");
+        })
+        .unwrap();
+        let l = &c.links[0];
+        assert_eq!(l.down.params.capacity, Capacity::Rate(Rate::from_mbit(8)));
+        assert_eq!(l.up.params.capacity, Capacity::Rate(Rate::from_mbit(8)));
+        assert_eq!(
+            (l.down.params.delay, l.up.params.delay),
+            (Duration::from_millis(75), Duration::from_millis(30))
+        );
+        let e = shell(|o| o.profile = Some("6g".into())).unwrap_err().0;
+        assert!(
+            e.starts_with("--profile: unknown profile '6g' (known: 3g, "),
+            "{e}"
         );
     }
 

@@ -1,0 +1,147 @@
+//! `latencylab shell --rpm` (the responsiveness test in a two-host lab, with where its round
+//! trips went) and `latencylab profiles` (the named networks of `--profile`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use lab::{run_lab, LabConfig, RunOptions, UsageError};
+use labnet::run_dir::{parse_link_log, CaptureLimits, RunDir};
+use labnet::spec::Side;
+use rpm::attribution::{attribute, Attribution, LinkLog};
+use rpm::report::RpmReport;
+
+/// The port `rpm-server` listens on in the lab, and the URL the client is given.
+const PORT: u16 = 4043;
+
+/// The client's JSON report in the run directory.
+fn report_path(dir: &Path) -> PathBuf {
+    dir.join("rpm.json")
+}
+
+/// Runs `rpm-server` in `server` and `rpm` in `client`, then prints where the probes' time
+/// went. Without `-o` the run directory is a temporary one, removed at the end.
+pub fn in_lab(
+    cfg: &LabConfig,
+    out: Option<PathBuf>,
+    quiet: bool,
+    no_capture: bool,
+    capture: CaptureLimits,
+) -> Result<ExitCode> {
+    if no_capture {
+        return Err(UsageError(
+            "--rpm needs the link logs to say where the time went: drop --no-capture".into(),
+        )
+        .into());
+    }
+    let (dir, temporary) = match out {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("latencylab-rpm-{}", std::process::id())),
+            true,
+        ),
+    };
+    let exe = std::env::current_exe().context("finding the latencylab binary")?;
+    let exe = exe.to_string_lossy().to_string();
+    let report = report_path(&dir);
+    let run = RunOptions {
+        out_dir: Some(dir.clone()),
+        command: Some((
+            "client".into(),
+            vec![
+                exe.clone(),
+                "rpm".into(),
+                format!("https://server:{PORT}"),
+                "--out".into(),
+                report.to_string_lossy().to_string(),
+            ],
+        )),
+        server: Some((
+            "server".into(),
+            format!("'{}' rpm-server --port {PORT}", exe.replace('\'', "'\\''")),
+        )),
+        quiet,
+        no_capture: false,
+        capture,
+    };
+    let result = run_lab(cfg, &run);
+    let line = result.as_ref().ok().map(|r| explain(&dir, r));
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let result = result?;
+    match line {
+        Some(Ok(Some(a))) => {
+            println!("{}", a.line());
+            println!("{}", a.kinds_line());
+        }
+        Some(Ok(None)) => {
+            eprintln!("latencylab: no probe left packets in the link logs to attribute")
+        }
+        Some(Err(e)) => eprintln!("latencylab: cannot attribute the round trips: {e:#}"),
+        None => {}
+    }
+    Ok(ExitCode::from(
+        u8::try_from(result.exit_code.clamp(0, 255)).unwrap_or(1),
+    ))
+}
+
+/// The attribution of a finished run in `dir`.
+fn explain(dir: &Path, r: &lab::RunResult) -> Result<Option<Attribution>> {
+    let path = report_path(dir);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the client's report {}", path.display()))?;
+    let report: RpmReport =
+        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    attribution_of(dir, &report, &r.summary)
+}
+
+/// Takes a run's loaded round trip apart from its link logs.
+pub fn attribution_of(
+    dir: &Path,
+    report: &RpmReport,
+    summary: &labnet::run_dir::Summary,
+) -> Result<Option<Attribution>> {
+    let rd = RunDir::new(dir);
+    let mut logs = Vec::new();
+    for l in &summary.links {
+        let side = match l.direction.as_str() {
+            "up" => Side::Up,
+            _ => Side::Down,
+        };
+        let path = rd.link_log(&l.name, side);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let lines = parse_link_log(&path.to_string_lossy(), &text)?;
+        logs.push((l, lines));
+    }
+    let links: Vec<LinkLog> = logs
+        .iter()
+        .map(|(l, lines)| LinkLog {
+            link: &l.name,
+            side: &l.direction,
+            queue: &l.queue,
+            delay_ms: l.asked.delay_ms,
+            lines,
+        })
+        .collect();
+    Ok(attribute(
+        report,
+        summary.engine.clock_monotonic_start_ns,
+        &links,
+    ))
+}
+
+/// The named networks of `--profile`, with their figures and sources.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example:\n  sudo latencylab shell --profile 3g -- ping -c 5 server\n\nSee docs/profiles.md for each source and how a browser's per-request latency is mapped to\nthe path's round trip."
+)]
+pub struct ProfilesArgs {}
+
+pub fn profiles(_a: &ProfilesArgs) -> Result<ExitCode> {
+    for p in labnet::profiles::PROFILES {
+        println!("{}", p.line());
+    }
+    Ok(ExitCode::SUCCESS)
+}

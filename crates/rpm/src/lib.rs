@@ -1,0 +1,150 @@
+//! Responsiveness under working conditions, in round trips per minute (RPM), as
+//! draft-ietf-ippm-responsiveness-09 defines it.
+//!
+//! - [`algorithm`]: the draft's arithmetic as a state machine in simulated time (pure).
+//! - [`config`]: the `/.well-known/nq` configuration document (pure).
+//! - [`report`]: the client's JSON report and its text summary (pure).
+//! - [`attribution`]: a lab run's loaded round trip taken apart by queue (pure).
+//! - [`server`], [`client`]: `latencylab rpm-server` and `latencylab rpm` (tokio, hyper,
+//!   rustls; one thread each).
+
+pub mod algorithm;
+pub mod attribution;
+pub mod client;
+pub mod config;
+pub mod report;
+pub mod server;
+
+use std::fmt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A bad option: `run` prints it and exits with status 2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// TCP_NOTSENT_LOWAT of the test's connections at the start; a connection that sends load
+/// then keeps it at 5 ms of its own rate ([`PacedLowat`]).
+pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
+
+/// Bytes of a stream's data HTTP/2 may hold above the socket, at either end. hyper's default
+/// (400 KB) is seconds of data for one of sixteen flows sharing a few Mbit/s.
+pub const H2_SEND_BUFFER_BYTES: usize = 16 * 1024;
+
+/// TCP_NOTSENT_LOWAT for a connection sending `bytes_per_s`: 5 ms of it (draft section
+/// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least 2 KiB (so a
+/// slow connection still writes whole packets) and at most 4 MiB.
+pub fn lowat_for_rate(bytes_per_s: f64) -> u32 {
+    (bytes_per_s * 0.005).clamp(2048.0, 4.0 * 1024.0 * 1024.0) as u32
+}
+
+/// Keeps a sending connection's TCP_NOTSENT_LOWAT at 5 ms of the rate it sends at, measured
+/// over windows of 100 ms, so that what a self probe queues behind in the sender is a few
+/// milliseconds, whatever the rate (draft section 6.1.1).
+pub struct PacedLowat {
+    fd: Arc<OwnedFd>,
+    window_bytes: u64,
+    window_start: Instant,
+}
+
+impl PacedLowat {
+    pub fn new(fd: Arc<OwnedFd>) -> PacedLowat {
+        PacedLowat {
+            fd,
+            window_bytes: 0,
+            window_start: Instant::now(),
+        }
+    }
+
+    /// `n` more bytes handed to the connection.
+    pub fn sent(&mut self, n: u64) {
+        self.window_bytes += n;
+        let elapsed = self.window_start.elapsed();
+        if elapsed >= Duration::from_millis(100) {
+            let rate = self.window_bytes as f64 / elapsed.as_secs_f64();
+            set_notsent_lowat(&self.fd.as_fd(), lowat_for_rate(rate));
+            self.window_bytes = 0;
+            self.window_start = Instant::now();
+        }
+    }
+}
+
+/// A second descriptor of a socket, for [`PacedLowat`]: it stays valid while the body that
+/// holds it lives, whatever happens to the connection's own.
+pub fn dup_fd(s: &impl AsFd) -> Option<Arc<OwnedFd>> {
+    s.as_fd().try_clone_to_owned().ok().map(Arc::new)
+}
+
+/// Sets TCP_NOTSENT_LOWAT (0 leaves the system's default). A failure only costs
+/// responsiveness, so it is not an error.
+pub fn set_notsent_lowat(s: &impl AsRawFd, bytes: u32) {
+    if bytes == 0 {
+        return;
+    }
+    let v = bytes as libc::c_int;
+    // SAFETY: a valid descriptor, and a pointer to a c_int with its exact length.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_low_water_mark_is_five_ms_of_the_rate_within_bounds() {
+        // 100 Mbit/s: 62 500 bytes, the draft's own example.
+        assert_eq!(lowat_for_rate(12_500_000.0), 62_500);
+        assert_eq!(lowat_for_rate(125_000.0), 2048);
+        assert_eq!(lowat_for_rate(1e12), 4 * 1024 * 1024);
+    }
+}
+
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum RpmCommand {
+    /// Serve the responsiveness test (draft-ietf-ippm-responsiveness): /.well-known/nq,
+    /// small, large and upload, over HTTP/2 and HTTP/1.1 with TLS
+    #[command(
+        after_help = "Examples:\n  latencylab rpm-server\n  latencylab rpm-server --port 443 --ca-out ca.pem\n\nThe configuration is at https://HOST:PORT/.well-known/nq; any host name the client uses is\nechoed in its URLs."
+    )]
+    RpmServer(server::RpmServerArgs),
+    /// Measure responsiveness under working conditions in RPM against a test server
+    #[command(
+        after_help = "Examples:\n  latencylab rpm https://server:4043\n  latencylab rpm https://server:4043 --flows 8 --json > rpm.json\n  sudo latencylab shell --down 20mbit --up 20mbit --rtt 20ms --rpm"
+    )]
+    Rpm(client::RpmArgs),
+}
+
+pub fn run(cmd: RpmCommand) -> anyhow::Result<ExitCode> {
+    let r = match &cmd {
+        RpmCommand::RpmServer(a) => server::run(a),
+        RpmCommand::Rpm(a) => client::run(a),
+    };
+    match r {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => match e.downcast_ref::<UsageError>() {
+            Some(u) => {
+                eprintln!("latencylab: {u}");
+                Ok(ExitCode::from(2))
+            }
+            None => Err(e),
+        },
+    }
+}
