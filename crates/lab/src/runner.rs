@@ -172,6 +172,9 @@ pub fn restore_signals(old: SigSet) {
 /// Runs a lab to its end. Usage errors come back as `UsageError` inside the anyhow error.
 /// Call [`block_stop_signals`] first if the process has other threads.
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    if let Some(d) = &opts.out_dir {
+        crate::files::check_out_dir(d)?;
+    }
     preflight(cfg)?;
     let pid = std::process::id();
     // Without root the list is only read (preflight checked it).
