@@ -3,7 +3,9 @@
 #
 # `latencylab.sweep` runs a sweep file and returns its table as a polars DataFrame, one row per
 # run; running it again finishes a sweep that was stopped and otherwise runs nothing.
-# Run as root, with `latencylab` on PATH: `sudo python3 examples/sweep_notebook.py`.
+# Run with `latencylab` on PATH: `python3 examples/sweep_notebook.py`. Labs run without root
+# where the machine allows user namespaces (docs/guide.md, "Without root"); elsewhere run
+# Python as root, or pass `binary=["sudo", "latencylab"]`.
 
 # %%
 import os

@@ -9,8 +9,9 @@ documented formats (docs/run-dir.md, docs/sweeps.md); nothing reimplements a lab
     >>> run = latencylab.read_run("out/small/runs/r0000")
     >>> run.summary["links"][0]["queue_delay_ms"]["p95"]
 
-Labs need root (namespaces and TUN devices): run Python as root, or give ``binary=["sudo",
-"latencylab"]``.
+Labs run as you, without root, where the machine lets a user create user namespaces and open
+``/dev/net/tun`` (docs/guide.md, "Without root"); elsewhere run Python as root, or give
+``binary=["sudo", "latencylab"]``.
 """
 
 from __future__ import annotations

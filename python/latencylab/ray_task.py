@@ -30,6 +30,9 @@ import ray
 #: The custom resource that says how many labs a node holds.
 RESOURCE = "lab"
 
+#: How many times a run whose node (or worker process) died runs again elsewhere.
+NODE_LOSS_RETRIES = 3
+
 
 def _run_on_worker(argv: list[str]) -> tuple[int, bytes, bytes, bytes, str]:
     """Runs ``latencylab`` with ``argv`` (its ``-o`` pointed at a scratch directory) and
@@ -62,7 +65,12 @@ def main() -> int:
         return 2
     out = argv[argv.index("-o") + 1]
     ray.init(address=a.address, logging_level="ERROR", log_to_driver=False)
-    task = ray.remote(num_cpus=0, resources={RESOURCE: 1}, max_retries=0)(_run_on_worker)
+    # A task whose worker process or node dies (a node lost in the middle of a sweep) runs
+    # again on another node; a lab that fails is not retried (it returns its status, as a
+    # local run would), nor is an exception in the task.
+    task = ray.remote(num_cpus=0, resources={RESOURCE: 1}, max_retries=NODE_LOSS_RETRIES)(
+        _run_on_worker
+    )
     status, stdout, stderr, archive, node = ray.get(task.remote(argv))
     os.makedirs(out, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:

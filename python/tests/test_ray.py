@@ -1,6 +1,7 @@
 """The same small sweep through a real local Ray cluster: a head node and a second node
-process on this machine, each holding one lab (custom resource ``lab``). Needs root, Ray and
-LATENCYLAB (or latencylab on PATH)."""
+process on this machine, each holding one lab (custom resource ``lab``). Needs labs (root, as
+scripts/test runs it, or a machine that allows them without root), Ray and LATENCYLAB (or
+latencylab on PATH)."""
 
 import sys
 from pathlib import Path

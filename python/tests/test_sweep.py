@@ -1,5 +1,7 @@
 """The Python package against the real binary: a real sweep (examples/sweep-small.toml, four
-5-second labs) and its run directories. Needs root and LATENCYLAB (or latencylab on PATH)."""
+5-second labs) and its run directories. Needs labs (root, as
+scripts/test runs it, or a machine that allows them without root) and LATENCYLAB (or
+latencylab on PATH)."""
 
 import runpy
 from pathlib import Path

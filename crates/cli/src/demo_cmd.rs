@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Run a whole experiment (labs, traffic, analysis) and leave a report",
-    after_help = "Examples:\n  sudo latencylab demo bufferbloat\n  sudo latencylab demo bufferbloat -o out/bb --duration 20s\n  sudo latencylab demo l4s -o out/l4s"
+    after_help = "Examples:\n  latencylab demo bufferbloat\n  latencylab demo bufferbloat -o out/bb --duration 20s\n  latencylab demo l4s -o out/l4s"
 )]
 pub struct DemoArgs {
     #[command(subcommand)]
@@ -25,14 +25,14 @@ pub enum Demo {
     /// probe, once with a FIFO queue and once with CoDel + ECN (about 75 s with the default
     /// duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo bufferbloat -o out/bufferbloat --duration 30s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/fifo and DIR/codel."
+        after_help = "Example:\n  latencylab demo bufferbloat -o out/bufferbloat --duration 30s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/fifo and DIR/codel."
     )]
     Bufferbloat(BufferbloatArgs),
     /// A video call on a 10 Mbit/s, 20 ms line shared with three downloads: FIFO with a
     /// classic call, DualPI2 with an L4S call, and DualPI2 behind a hop that bleaches ECN
     /// (about 110 s with the default duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
+        after_help = "Example:\n  latencylab demo l4s -o out/l4s --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/classic, DIR/l4s and DIR/bleached."
     )]
     L4s(L4sArgs),
     /// Screen sharing over a 400 kbit/s DSL uplink with a 120 KB send buffer: frames written
@@ -40,60 +40,60 @@ pub enum Demo {
     /// default duration)
     #[command(
         mut_arg("out", |a| a.default_value("out/notsent-lowat")),
-        after_help = "Example:\n  sudo latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
+        after_help = "Example:\n  latencylab demo notsent-lowat -o out/notsent-lowat --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/unbounded and DIR/lowat."
     )]
     NotsentLowat(RunLengthArgs),
     /// Many short connections with one request each over a 100 ms RTT, without and with TCP
     /// Fast Open, then both again with late duplicates of the client's packets (about 50 s
     /// with the default number of requests)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo."
+        after_help = "Example:\n  latencylab demo tfo -o out/tfo --requests 20\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo."
     )]
     Tfo(TfoArgs),
     /// Short connections from a home line to servers at a measured spread of RTTs, and the
     /// CDF of their handshake times (about 5 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
+        after_help = "Example:\n  latencylab demo handshake-cdf -o out/handshake-cdf --servers 20 --per-server 5\n\nLeaves DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's captures and logs in DIR/browsing."
     )]
     HandshakeCdf(HandshakeCdfArgs),
     /// The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and without
     /// pipelining, at 100 ms and 300 ms RTT (about 20 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
+        after_help = "Example:\n  latencylab demo pipelining -o out/pipelining\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and DIR/pipelining-300ms."
     )]
     Pipelining(PipeliningArgs),
     /// A news front page over HTTP/1.1 at 250 ms RTT, its requests placed by two connection
     /// managers: `bound` (wait for the connection opened for you) and `pool` (take whichever
     /// frees up first) (about 30 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound, DIR/pool, DIR/bound-consolidated and DIR/pool-consolidated."
+        after_help = "Example:\n  latencylab demo conn-reuse -o out/conn-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/bound, DIR/pool, DIR/bound-consolidated and DIR/pool-consolidated."
     )]
     ConnReuse(ConnReuseArgs),
     /// A photo page over HTTP/1.1 at 250 ms RTT, then clicks on 25 kB photos over the idle
     /// connection idle longest or the one that moved the largest burst, with the server
     /// keeping its window after idle and (control) not (about 90 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo cwnd-reuse -o out/cwnd-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/oldest, DIR/largest-burst, DIR/oldest-ssai1 and DIR/largest-burst-ssai1."
+        after_help = "Example:\n  latencylab demo cwnd-reuse -o out/cwnd-reuse\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/oldest, DIR/largest-burst, DIR/oldest-ssai1 and DIR/largest-burst-ssai1."
     )]
     CwndReuse(CwndReuseArgs),
     /// A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and 1
     /// HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed
     /// (about 40 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
+        after_help = "Example:\n  latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
     HttpParallel(HttpParallelArgs),
     /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
     /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
     /// default duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
+        after_help = "Example:\n  latencylab demo nagle -o out/nagle --duration 20s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/nagle, DIR/nodelay and DIR/writev."
     )]
     Nagle(NagleArgs),
     /// One bulk TCP download through a hop that forwards at most N packets a second, at MTU
     /// 1500 and at MTU 9000 (about 50 s with the default duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
+        after_help = "Example:\n  latencylab demo pps -o out/pps --duration 10s --pps 1000\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/mtu1500 and DIR/mtu9000."
     )]
     Pps(PpsArgs),
     /// A bulk upload in 1000-byte writes into an 8 KB receive buffer on a 100 Mbit/s LAN, the
@@ -101,21 +101,21 @@ pub enum Demo {
     /// (about 75 s with the default duration)
     #[command(
         mut_arg("out", |a| a.default_value("out/delayed-ack")),
-        after_help = "Example:\n  sudo latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
+        after_help = "Example:\n  latencylab demo delayed-ack -o out/delayed-ack --duration 10s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/delayed and DIR/quickack."
     )]
     DelayedAck(RunLengthArgs),
     /// A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, making a
     /// request a second: plain connect, an RFC 8305 race with a Better Route probe, and MPTCP
     /// (about 105 s with the default duration)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
+        after_help = "Example:\n  latencylab demo fallback -o out/fallback --duration 35s\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/wifi-only, DIR/fallback and DIR/mptcp."
     )]
     Fallback(FallbackArgs),
     /// One small client per class of app on an IPv6-only network (host name, IPv4 literal,
     /// AF_INET-only, "is IPv4 up?" preflight, RFC 7050 local synthesis), each through
     /// ipv6-check, then with 464XLAT (about 5 s)
     #[command(
-        after_help = "Example:\n  sudo latencylab demo nat64 -o out/nat64\n\nLeaves DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE."
+        after_help = "Example:\n  latencylab demo nat64 -o out/nat64\n\nLeaves DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE."
     )]
     Nat64(Nat64Args),
 }

@@ -24,6 +24,7 @@ impl EvidenceDir {
                 true,
             ),
         };
+        lab::files::check_out_dir(&path)?;
         lab::owner::create_dir_all(&path)
             .with_context(|| format!("creating {}", path.display()))?;
         Ok(EvidenceDir {

@@ -20,7 +20,7 @@ use crate::evidence::EvidenceDir;
 /// through in each, against RFC 8305's expectations.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab fallback-check -- curl -s -o /dev/null http://server/\n\nEach scenario is a lab of its own, run one after another; COMMAND reaches the server as `server`.\nThe table goes to stderr, after COMMAND's own output.\nExit status: 0 when every scenario got its first byte within RFC 8305's expectation, 1 when one did not, 2 for a bad option.\nWithout -o the evidence (each scenario's captures, lab.json, summary.json) is removed at the end; -o DIR keeps it in DIR/SCENARIO."
+    after_help = "Example:\n  latencylab fallback-check -- curl -s -o /dev/null http://server/\n\nEach scenario is a lab of its own, run one after another; COMMAND reaches the server as `server`.\nThe table goes to stderr, after COMMAND's own output.\nExit status: 0 when every scenario got its first byte within RFC 8305's expectation, 1 when one did not, 2 for a bad option.\nWithout -o the evidence (each scenario's captures, lab.json, summary.json) is removed at the end; -o DIR keeps it in DIR/SCENARIO."
 )]
 pub struct FallbackCheckArgs {
     /// A shell command line run in `server` in each lab, started before COMMAND [default: an

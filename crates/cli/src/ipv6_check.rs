@@ -25,7 +25,7 @@ use crate::shell::{shell_options, ShellArgs};
 /// that never completed.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server\n\nThe report goes to stderr, after COMMAND's own output; COMMAND's stdout is its own.\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals, AF_INET sockets and IPv4 preflight checks are seen with strace (install it: apt install strace).\nWithout -o the evidence (strace.txt, captures, summary.json) is removed at the end; -o DIR keeps it."
+    after_help = "Example:\n  latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server\n\nThe report goes to stderr, after COMMAND's own output; COMMAND's stdout is its own.\nExit status: 0 when nothing broke, 1 when something did (a finding, or COMMAND failed), 2 for a bad option.\nIPv4 literals, AF_INET sockets and IPv4 preflight checks are seen with strace (install it: apt install strace).\nWithout -o the evidence (strace.txt, captures, summary.json) is removed at the end; -o DIR keeps it."
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -39,6 +39,25 @@ fn find_strace() -> Option<PathBuf> {
         .split(':')
         .map(|d| Path::new(d).join("strace"))
         .find(|p| p.is_file())
+}
+
+/// The line for a COMMAND whose program does not exist: a path with nothing there, or a name
+/// found in no directory of `path_var` (the client runs with this `PATH`). Checked before the
+/// lab is built: a check of a program that cannot start would only report that the cause of
+/// its failure was not seen.
+fn missing_program(program: &str, path_var: &std::ffi::OsStr) -> Option<String> {
+    let exists = if program.contains('/') {
+        Path::new(program).exists()
+    } else {
+        std::env::split_paths(path_var).any(|d| d.join(program).is_file())
+    };
+    (!exists).then(|| {
+        if program.contains('/') {
+            format!("ipv6-check: the program '{program}' does not exist (COMMAND is a program and its arguments)")
+        } else {
+            format!("ipv6-check: the program '{program}' does not exist: it is in no directory of PATH (COMMAND is a program and its arguments)")
+        }
+    })
 }
 
 /// The client's flows, from its capture.
@@ -73,6 +92,10 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
             "ipv6-check needs a COMMAND to check (try: latencylab ipv6-check -- curl -s http://server/)".into(),
         )
         .into());
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(line) = missing_program(&a.lab.command[0], &path_var) {
+        return Err(lab::UsageError(line).into());
     }
     // The evidence needs captures: in the user's -o directory, or a scratch one.
     let dir = EvidenceDir::create(a.lab.out.as_deref(), "ipv6-check")?;
@@ -170,4 +193,20 @@ fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_that_does_not_exist_is_named_and_one_that_does_passes() {
+        let path = std::ffi::OsString::from("/nonexistent-dir:/bin:/usr/bin");
+        let line = missing_program("/nonexistent", &path).unwrap();
+        assert!(line.contains("'/nonexistent' does not exist"), "{line}");
+        let line = missing_program("no-such-program-anywhere", &path).unwrap();
+        assert!(line.contains("no directory of PATH"), "{line}");
+        assert_eq!(missing_program("sh", &path), None);
+        assert_eq!(missing_program("/bin/sh", &path), None);
+    }
 }

@@ -26,7 +26,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     name = "latencylab",
     version,
     about = "Build the network your users have, run real programs in it, and see where each millisecond went.",
-    after_help = "Examples:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi\n  sudo latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server"
+    after_help = "Examples:\n  latencylab shell --down 10mbit --up 1mbit --rtt 40ms \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server\n  latencylab run examples/wifi-cellular.toml -o out/wifi\n  latencylab ipv6-check --server 'latencylab probe-server' -- ./my-app server\n\nThe lab commands (shell, run, demo, ipv6-check, fallback-check, sweep) run as you where this\nmachine lets a user create user namespaces and open /dev/net/tun, and with sudo elsewhere\n(docs/guide.md, \"Without root\"). The other commands never need root."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -107,6 +107,20 @@ fn one_line(text: &str) -> String {
     format!("{} (see --help)", parts.join("; "))
 }
 
+/// Whether this process builds labs itself, and so must enter a user namespace of its own
+/// when it is not root. `sweep` builds none: each of its runs is a `latencylab` child process
+/// that enters its own.
+fn enters_user_namespace(c: &Command) -> bool {
+    matches!(
+        c,
+        Command::Shell(_)
+            | Command::Run(_)
+            | Command::Ipv6Check(_)
+            | Command::FallbackCheck(_)
+            | Command::Demo(_)
+    )
+}
+
 fn main() -> ExitCode {
     let cli = match command()
         .try_get_matches()
@@ -117,14 +131,7 @@ fn main() -> ExitCode {
     };
     // Lab commands without root enter a user namespace of their own, while the process still
     // has one thread (the kernel requires it).
-    if matches!(
-        cli.command,
-        Command::Shell(_)
-            | Command::Run(_)
-            | Command::Ipv6Check(_)
-            | Command::FallbackCheck(_)
-            | Command::Demo(_)
-    ) {
+    if enters_user_namespace(&cli.command) {
         if let Err(u) = lab::userns::enter() {
             eprintln!("latencylab: {u}");
             return ExitCode::from(2);
@@ -161,6 +168,18 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The commands that build labs, as the README and the guide list them: each runs without
+    /// root where the machine allows unprivileged user namespaces and `/dev/net/tun`, and needs
+    /// sudo elsewhere. Every other command never needs root.
+    const LAB_COMMANDS: [&str; 6] = [
+        "shell",
+        "run",
+        "demo",
+        "ipv6-check",
+        "fallback-check",
+        "sweep",
+    ];
 
     fn error_line(args: &[&str]) -> String {
         let e = command().try_get_matches_from(args).unwrap_err();
@@ -211,6 +230,120 @@ mod tests {
                 a.get_help().is_some(),
                 "run --{} has no help text",
                 a.get_id()
+            );
+        }
+    }
+
+    /// The smallest command line of each subcommand that parses (its required arguments).
+    fn minimal_args(name: &str) -> Vec<&str> {
+        let mut v = vec!["latencylab", name];
+        v.extend(match name {
+            "run" | "analyze" => &["FILE"][..],
+            "demo" => &["bufferbloat"][..],
+            "sweep" => &["FILE", "-o", "DIR"][..],
+            _ => &[][..],
+        });
+        v
+    }
+
+    #[test]
+    fn exactly_the_lab_commands_enter_a_user_namespace_or_start_children_that_do() {
+        let c = command();
+        let mut checked = 0;
+        for sub in c.get_subcommands() {
+            let name = sub.get_name();
+            let Ok(m) = command().try_get_matches_from(minimal_args(name)) else {
+                // Traffic programs with required arguments are not lab commands.
+                assert!(!LAB_COMMANDS.contains(&name), "{name} did not parse");
+                continue;
+            };
+            let cli = Cli::from_arg_matches(&m).unwrap();
+            let lab = LAB_COMMANDS.contains(&name);
+            // `sweep` runs each lab as a `latencylab` child (a lab command itself).
+            assert_eq!(
+                enters_user_namespace(&cli.command),
+                lab && name != "sweep",
+                "{name}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= LAB_COMMANDS.len() + 2, "only {checked} parsed");
+    }
+
+    /// The user-facing files: README, docs (not the performance notes), examples, the Python
+    /// package.
+    fn user_files() -> Vec<(String, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = vec![root.join("README.md")];
+        for dir in ["docs", "examples", "python/latencylab"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let p = e.unwrap().path();
+                let ext = p.extension().and_then(|e| e.to_str());
+                if matches!(ext, Some("md" | "toml" | "py")) && !p.ends_with("PERFORMANCE.md") {
+                    files.push(p);
+                }
+            }
+        }
+        files
+            .into_iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).unwrap();
+                (p.display().to_string(), text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_docs_state_one_privilege_rule_naming_exactly_the_lab_commands() {
+        let files = user_files();
+        // The statement, where it is made: "The lab commands (`shell`, ..., `sweep`)".
+        let mut statements = 0;
+        for (path, text) in &files {
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for (i, _) in flat.match_indices("lab commands (") {
+                let rest = &flat[i + "lab commands (".len()..];
+                let list = &rest[..rest.find(')').unwrap()];
+                let mut named: Vec<&str> = list.split(", ").map(|n| n.trim_matches('`')).collect();
+                named.sort_unstable();
+                let mut want = LAB_COMMANDS.to_vec();
+                want.sort_unstable();
+                assert_eq!(named, want, "{path}: the list of lab commands");
+                statements += 1;
+            }
+        }
+        assert!(statements >= 2, "README and guide state the rule");
+        // No page tells a user that a lab command needs root or sudo.
+        for (path, text) in &files {
+            for (n, line) in text.lines().enumerate() {
+                let l = line.to_lowercase();
+                let cmd = l.trim_start_matches(['#', ' ', '$']);
+                let sudo_first =
+                    cmd.starts_with("sudo latencylab") || cmd.starts_with("sudo python");
+                let needs_root = (l.contains("need root") || l.contains("needs root"))
+                    && !l.contains("never need root");
+                assert!(!sudo_first && !needs_root, "{path}:{}: {line}", n + 1);
+            }
+        }
+        let help = command().render_long_help().to_string();
+        assert!(!help.contains("sudo latencylab"), "{help}");
+        for sub in command().get_subcommands_mut() {
+            let h = sub.render_long_help().to_string();
+            assert!(!h.contains("sudo latencylab"), "{}: {h}", sub.get_name());
+        }
+    }
+
+    #[test]
+    fn the_readme_table_names_every_command() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let table = &readme[readme
+            .find("## Every command")
+            .expect("the table's heading")..];
+        for sub in command().get_subcommands() {
+            let name = sub.get_name();
+            assert!(
+                table.contains(&format!("| `{name}")) || table.contains(&format!(", `{name}`")),
+                "README.md's table of commands lacks {name}"
             );
         }
     }

@@ -16,7 +16,7 @@ use labnet::shell::{shell_config, ShellOptions};
 /// A two-host lab, `client` and `server`, joined by an emulated path; COMMAND runs in `client`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab shell --down 10mbit --up 1mbit --rtt 40ms --queue 'fifo limit 1000' \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server --duration 10s\n\nInside the lab `server` and `client` resolve by name, and $LATENCYLAB_SERVER holds the server's address."
+    after_help = "Example:\n  latencylab shell --down 10mbit --up 1mbit --rtt 40ms --queue 'fifo limit 1000' \\\n      --server 'latencylab bulk-server' -o out/run1 -- latencylab bulk-client server --duration 10s\n\nInside the lab `server` and `client` resolve by name, and $LATENCYLAB_SERVER holds the server's address."
 )]
 pub struct ShellArgs {
     /// Capacity both ways (tc units: 10mbit, 500kbit, 1gbit, 125kbps). Default: unlimited.
@@ -213,7 +213,7 @@ pub struct ShellArgs {
 
 /// Any topology, from a TOML run file (see docs/run-files.md).
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  sudo latencylab run examples/wifi-cellular.toml -o out/wifi")]
+#[command(after_help = "Example:\n  latencylab run examples/wifi-cellular.toml -o out/wifi")]
 pub struct RunArgs {
     /// The run file.
     file: PathBuf,

@@ -17,7 +17,7 @@ use sweep::pool::{self, Event};
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Run a grid of labs (every combination of the sweep file's axes) and tabulate the results",
-    after_help = "Examples:\n  sudo latencylab sweep examples/sweep-small.toml -o out/small\n  sudo latencylab sweep examples/sweep-bufferbloat.toml -o out/bb --jobs 1\n\nLeaves DIR/results.csv, DIR/results.parquet, DIR/journal.jsonl and each run's directory in DIR/runs/ID. Run the same command again to finish a sweep that was stopped."
+    after_help = "Examples:\n  latencylab sweep examples/sweep-small.toml -o out/small\n  latencylab sweep examples/sweep-bufferbloat.toml -o out/bb --jobs 1\n\nLeaves DIR/results.csv, DIR/results.parquet, DIR/journal.jsonl and each run's directory in DIR/runs/ID. Run the same command again to finish a sweep that was stopped."
 )]
 pub struct SweepArgs {
     /// The sweep file (docs/sweeps.md).
@@ -49,6 +49,68 @@ extern "C" fn on_stop(sig: libc::c_int) {
 
 /// Ray tasks in flight by default.
 const RAY_JOBS: usize = 8;
+
+/// Asks the Python that will drive Ray for Ray and the latencylab package, each imported as a
+/// run would, and prints what is missing (nothing when both import).
+const DRIVER_PROBE: &str = r#"
+import importlib.util
+missing = []
+try:
+    import ray
+except ModuleNotFoundError:
+    missing.append("ray")
+except Exception as e:
+    missing.append(f"ray ({type(e).__name__}: {e})")
+try:
+    if importlib.util.find_spec("latencylab.ray_task") is None:
+        raise ModuleNotFoundError(name="latencylab")
+except ModuleNotFoundError as e:
+    missing.append("latencylab" if e.name.startswith("latencylab") else f"latencylab (it needs {e.name})")
+except Exception as e:
+    missing.append(f"latencylab ({type(e).__name__}: {e})")
+print(" and ".join(missing).replace("\n", " "))
+"#;
+
+/// The line for a driver Python that lacks `missing` (as the probe printed it).
+fn driver_refusal(python: &str, missing: &str) -> String {
+    format!(
+        "--ray: the Python that drives Ray ('{python}', from LATENCYLAB_PYTHON or else python3) \
+         cannot import {missing}: install both into it (`{python} -m pip install './python[ray]'` \
+         from the repository, in a virtual environment on Debian and Ubuntu) or set \
+         LATENCYLAB_PYTHON to a Python that has them"
+    )
+}
+
+/// Checks, before any run, that `python` can drive the sweep's Ray tasks: otherwise each run
+/// would start and fail with a traceback.
+fn check_ray_driver(python: &str) -> Result<(), lab::UsageError> {
+    let out = std::process::Command::new(python)
+        .args(["-c", DRIVER_PROBE])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            lab::UsageError(format!(
+                "--ray: cannot run the Python that drives Ray ('{python}': {e}): set \
+                 LATENCYLAB_PYTHON to a Python with Ray and the latencylab package"
+            ))
+        })?;
+    let missing = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    match (out.status.success(), missing.is_empty()) {
+        (true, true) => Ok(()),
+        (true, false) => Err(lab::UsageError(driver_refusal(python, &missing))),
+        (false, _) => Err(lab::UsageError(driver_refusal(
+            python,
+            &format!(
+                "ray or latencylab (it exited with {}: {})",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ),
+        ))),
+    }
+}
 
 /// Default `--jobs`: one lab per two cores. Each lab is a forwarding loop plus its traffic
 /// programs; two labs on two cores made the engine miss its timing (docs/sweeps.md).
@@ -90,6 +152,7 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
     let launcher = match &a.ray {
         Some(addr) => {
             let python = std::env::var("LATENCYLAB_PYTHON").unwrap_or_else(|_| "python3".into());
+            check_ray_driver(&python)?;
             vec![
                 python,
                 "-m".into(),
@@ -102,6 +165,7 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let bin = std::env::current_exe()?;
+    lab::files::check_out_dir(&a.out)?;
     lab::owner::create_dir_all(&a.out)
         .map_err(|e| lab::UsageError(format!("-o: cannot create {}: {e}", a.out.display())))?;
     keep_sweep_file(&a.file, &a.out)?;
@@ -206,5 +270,23 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(after, "[axes]\nseed = [1, 2]\n");
         assert_eq!(replaced, "[axes]\nseed = [3]\n");
+    }
+
+    #[test]
+    fn a_driver_without_ray_or_the_package_is_named_before_any_run() {
+        // A Python with no site directory has neither; `-S` is passed through a script.
+        let dir = std::env::temp_dir().join(format!("sweep-driver-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("python");
+        std::fs::write(&fake, "#!/bin/sh\nexec python3 -S -I \"$@\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let line = check_ray_driver(fake.to_str().unwrap()).unwrap_err().0;
+        let missing = check_ray_driver("/nonexistent/python3").unwrap_err().0;
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(line.contains("cannot import ray and latencylab"), "{line}");
+        assert!(line.contains("pip install './python[ray]'"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        assert!(missing.contains("'/nonexistent/python3'"), "{missing}");
     }
 }

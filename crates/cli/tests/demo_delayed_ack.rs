@@ -1,5 +1,5 @@
 //! End-to-end test of `latencylab demo delayed-ack`: a shortened demo runs for real, in
-//! namespaces, and its `results.json` must carry the keys for both runs and show what
+//! namespaces, and its `results.json` must carry the table's keys for both runs and show what
 //! Linux's receiver does with a small window and non-MSS-sized segments: it acknowledges as
 //! its application reads, so the ACKs are not paced by the delayed-ACK timer and the analyzer
 //! names no delayed-ACK pacing (docs/demos.md). The report is then opened in headless
@@ -56,7 +56,7 @@ fn linux_acknowledges_as_the_application_reads_so_the_timer_sets_no_pace() {
     for png in ["tsg-delayed", "tsg-quickack", "ack-intervals"] {
         assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
     }
-    // The seed's expectations are printed as not met on Linux, with the reason, not as NOT.
+    // The talk's expectations are printed as not met on Linux, with the reason, not as NOT.
     assert!(!stdout.contains("NOT "), "{stdout}");
     for check in [
         "quickack moves at least twice the goodput of delayed",

@@ -1,7 +1,7 @@
 //! End-to-end test of `latencylab demo handshake-cdf`: a shortened demo runs for real, in
 //! namespaces (10 servers, 2 connections each), and its `results.json` must show every
 //! connection timed at the client, each handshake no shorter than its server's configured
-//! round trip, and the seed's shape. The report is then opened in headless Chromium. Needs
+//! round trip, and the shape of the 2011 post's histogram. The report is then opened in headless Chromium. Needs
 //! root, /dev/net/tun and /usr/bin/chromium.
 
 mod common;

@@ -1,7 +1,7 @@
 //! End-to-end test of `latencylab demo http-parallel` with its defaults (about 50 s): the
 //! portal page over 36, 6 and 1 HTTP/1.1 connections and over HTTP/2, in real namespaces with
 //! `img1`..`img5` naming the server, and in headless Chromium. `results.json` must show the
-//! seed's ordering with the margin (1-conn several times slower than 36-conns), the
+//! post's ordering with a wide margin (1-conn several times slower than 36-conns), the
 //! connection counts each run is defined by, and Chromium's last response and load event.
 //! Needs root, /dev/net/tun and /usr/bin/chromium.
 

@@ -1,6 +1,6 @@
-//! End-to-end test of `latencylab demo l4s` (issue 7): a shortened demo runs for real, in
-//! namespaces, and its `results.json` must show the effects the demo exists to show, with the
-//! margins of the issue's "Done when" (never exact values: the machine is shared). The report
+//! End-to-end test of `latencylab demo l4s`: a shortened demo runs for real, in
+//! namespaces, and its `results.json` must show the effects the demo exists to show, with
+//! generous margins (never exact values: the machine is shared). The report
 //! is then opened in headless Chromium. Needs root, /dev/net/tun and /usr/bin/chromium.
 //!
 //! The demo runs once per test binary; the tests that read its output share that run.
@@ -84,7 +84,7 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     // video flows; the downloads keep their part of the line.
     assert!(f(&r, "l4s", "down_l_delay_p99_ms") < 5.0, "{r}");
     assert!(f(&r, "l4s", "call_rtt_p50_ms") < base + 5.0, "{r}");
-    // The seed's bound on the call's worst case: its minimum RTT + 5 ms, on the round trips
+    // The talk's bound on the call's worst case: its minimum RTT + 5 ms, on the round trips
     // through the network (timed in the captures). The minimum itself is the line's
     // propagation plus at most one full-size packet's serialisation each way (1.2 ms at
     // 10 Mbit/s): a minimum above that would be a queue no packet escaped, hiding in the

@@ -1,4 +1,4 @@
-//! End-to-end test of `latencylab demo nagle` (issue 12): a shortened demo runs for real, in
+//! End-to-end test of `latencylab demo nagle`: a shortened demo runs for real, in
 //! namespaces, over the 500 ms satellite path, and its `results.json` must show the three
 //! round trips of two writes under Nagle against one with TCP_NODELAY or writev(), and the
 //! analyzer naming the Nagle hold only where it happened. The report is then opened in
@@ -66,7 +66,7 @@ fn nagle_demo_takes_three_round_trips_with_two_writes_and_one_without() {
         // Nothing is faster than the path's round trip.
         assert!(f(&r, run, "exchange_ms_p50") >= base - 1.0, "{run}: {r}");
     }
-    // About 3 RTT per exchange against about 1 (issue 12).
+    // About 3 RTT per exchange when Nagle holds the second write, against about 1.
     let nagle = f(&r, "nagle", "exchange_ms_p50") / base;
     assert!((2.5..=3.5).contains(&nagle), "{r}");
     for run in ["nodelay", "writev"] {

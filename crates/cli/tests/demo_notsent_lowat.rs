@@ -1,6 +1,6 @@
 //! End-to-end test of `latencylab demo notsent-lowat`: a shortened demo runs for real, in
-//! namespaces, and its `results.json` must show what the demo exists to show, with the margins
-//! of the issue's "Done when" (never exact values: the machine is shared). The report is then
+//! namespaces, and its `results.json` must show what the demo exists to show, with generous
+//! margins (never exact values: the machine is shared). The report is then
 //! opened in headless Chromium. Needs root, /dev/net/tun and /usr/bin/chromium.
 
 mod common;
@@ -39,7 +39,8 @@ fn frames_stale_in_the_send_buffer_delay_clicks_by_seconds_and_lowat_removes_mos
         assert!(f(&r, run, "click_to_frame_ms_p50") >= 20.0, "{r}");
         assert!(f(&r, run, "clicks") >= 5.0, "{r}");
     }
-    // The issue: unbounded above a second, lowat at most a quarter of it.
+    // Unbounded: a click waits behind a second and more of queued frames; with the low-water
+    // mark, at most a quarter of that.
     assert!(f(&r, "unbounded", "click_to_frame_ms_p50") > 1000.0, "{r}");
     assert!(
         f(&r, "lowat", "click_to_frame_ms_p50")

@@ -1,6 +1,6 @@
 //! End-to-end test of `latencylab demo pipelining`: a shortened run (40 and 120 ms RTT
 //! instead of 100 and 300, to keep it short) in real namespaces; its `results.json` must show
-//! what the seed shows (pipelining at least halves the mean time to first byte, more so at
+//! what the post it reproduces shows (pipelining at least halves the mean time to first byte, more so at
 //! the larger RTT), every resource of the page must have arrived, and the lab must leave
 //! nothing behind. Needs root and /dev/net/tun.
 

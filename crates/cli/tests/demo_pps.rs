@@ -1,6 +1,6 @@
 //! End-to-end test of `latencylab demo pps`: a shortened demo runs for real, in namespaces,
 //! and its `results.json` must show goodput following the bytes per packet through a hop that
-//! limits packets per second, with the margins of the "Done when". The report is then
+//! limits packets per second, with generous margins. The report is then
 //! opened in headless Chromium. Needs root, /dev/net/tun and /usr/bin/chromium.
 
 mod common;

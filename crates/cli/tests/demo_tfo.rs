@@ -1,7 +1,7 @@
 //! End-to-end test of `latencylab demo tfo`: a shortened demo runs for real, in namespaces,
-//! and its `results.json` must show the round trip that TCP Fast Open saves, with the margins
-//! of the "Done when", and the late duplicate SYNs that Fast Open makes the server act
-//! on twice. The report is then opened in headless Chromium. Needs root,
+//! and its `results.json` must show the round trip that TCP Fast Open saves, with generous
+//! margins (never exact values: the machine is shared), and the late duplicate SYNs that Fast
+//! Open makes the server act on twice. The report is then opened in headless Chromium. Needs root,
 //! /dev/net/tun and /usr/bin/chromium.
 
 mod common;

@@ -1,4 +1,4 @@
-//! End-to-end tests of the lab in real network namespaces (issue 2's "Done when"). They need
+//! End-to-end tests of the lab in real network namespaces. They need
 //! root, /dev/net/tun, and tcpdump and ping (installed by .ci/run). Each test runs the real
 //! `latencylab` binary and then checks that nothing was left behind: no namespace, no TUN
 //! device, no process.

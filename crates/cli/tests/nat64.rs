@@ -1,4 +1,4 @@
-//! End-to-end tests of `--nat64` labs (issue 5's "Done when") in real network namespaces: an
+//! End-to-end tests of `--nat64` labs in real network namespaces: an
 //! IPv6-only client that reaches an IPv4-only server through the lab's DNS64 and NAT64. They
 //! need root, /dev/net/tun, tcpdump, ping, getent, python3 and strace. Each test runs the real
 //! `latencylab` binary and then checks that nothing was left behind.

@@ -195,9 +195,21 @@ pub fn analyze(e: &Evidence) -> Verdict {
         .map(|(n, _)| n.as_str())
         .collect();
     let server_down = e.server_listening == Some(false);
+    // The IPv4 addresses the program tried to reach (glibc's sorting probes aside).
+    let mut reached_v4: BTreeSet<Ipv4Addr> = BTreeSet::new();
 
     if let Some(calls) = &e.calls {
         let probes = sorting_probes(calls);
+        reached_v4.extend(
+            calls
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !probes.contains(i))
+                .filter_map(|(_, c)| match c {
+                    Call::Reach { addr, .. } => as_v4(addr.ip()),
+                    _ => None,
+                }),
+        );
         // Ports the program tried over IPv6 (not counting the sorting probes): an IPv4 attempt
         // to such a port is a fallback after IPv6, not the cause.
         let v6_ports: BTreeSet<u16> = calls
@@ -297,7 +309,20 @@ pub fn analyze(e: &Evidence) -> Verdict {
         }
     }
 
+    // An A-only lookup breaks a program that uses its answer. One whose answer the program
+    // never tried to reach, in a program that worked (`dig +short server A`), is not a
+    // failure on an IPv6-only network.
+    let depends_on = |n: &str| {
+        e.exit_code != 0
+            || e.names_of_v4
+                .iter()
+                .any(|(v4, names)| reached_v4.contains(v4) && names.iter().any(|m| m == n))
+    };
     for n in &a_only {
+        if !e.clat && !depends_on(n) {
+            v.notes.push(format!("the lookup of '{n}' asked for A records only, and COMMAND worked without reaching its answer: not a failure here, though a program that used the answer would fail on an IPv6-only network"));
+            continue;
+        }
         if e.clat {
             v.notes.push(format!("the lookup of '{n}' asked for A records only: its IPv4 answer is reached through the CLAT here, and cannot be reached on an IPv6-only network without one"));
             continue;
@@ -772,5 +797,32 @@ mod tests {
             ]
         );
         assert!(v.findings[1].what.starts_with("4 UDP datagram(s)"), "{v:?}");
+    }
+
+    #[test]
+    fn an_a_only_lookup_whose_answer_is_never_used_by_a_working_program_is_a_note() {
+        // `dig +short server A`: asks for A records only, prints them, exits 0.
+        let t = socket(9, 20, "AF_INET6", "SOCK_DGRAM") + &connect(9, 20, "[fd00::53]:53", None);
+        let e = evidence(&t, &[("server", "A")]);
+        let v = analyze(&e);
+        assert!(v.findings.is_empty(), "{v:?}");
+        assert!(passed(&e, &v));
+        assert_eq!(v.notes.len(), 1, "{v:?}");
+        assert!(
+            v.notes[0].contains("'server' asked for A records only"),
+            "{v:?}"
+        );
+        // The same lookup in a program that then failed is a finding.
+        let failed = Evidence {
+            exit_code: 1,
+            ..evidence(&t, &[("server", "A")])
+        };
+        assert_eq!(classes(&analyze(&failed)), vec![Class::AOnlyLookup]);
+        // And so is one whose answer the program tried to reach, even though it exited 0.
+        let used = t
+            + &socket(9, 3, "AF_INET", "SOCK_STREAM")
+            + &connect(9, 3, &format!("{SERVER4}:80"), Some("ENETUNREACH"));
+        let v = analyze(&evidence(&used, &[("server", "A")]));
+        assert_eq!(classes(&v), vec![Class::AOnly, Class::AOnlyLookup]);
     }
 }

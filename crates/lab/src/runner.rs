@@ -185,6 +185,9 @@ pub fn run_lab_live(
     opts: &RunOptions,
     live: Option<SyncSender<labnet::live::Snapshot>>,
 ) -> Result<RunResult> {
+    if let Some(d) = &opts.out_dir {
+        crate::files::check_out_dir(d)?;
+    }
     preflight(cfg)?;
     let pid = std::process::id();
     // Without root the list is only read (preflight checked it).

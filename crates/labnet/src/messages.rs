@@ -129,20 +129,7 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
             c.translated_6to4
         ));
     }
-    if let Some(n) = &summary.nat64 {
-        let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        lines.push(format!(
-            "latencylab: nat64: {} packets 6→4, {} 4→6, dropped: {}; dns64: {} answers",
-            n.translated_6to4,
-            n.translated_4to6,
-            if drops.is_empty() {
-                "none".to_string()
-            } else {
-                drops.join(", ")
-            },
-            n.dns.answered
-        ));
-    }
+    lines.extend(summary.nat64.as_ref().map(nat64_line));
     if let Some(d) = out_dir {
         lines.push(format!(
             "latencylab: captures, link logs and summary.json are in {}",
@@ -172,6 +159,26 @@ pub fn host_drops_warning(drops: &BTreeMap<String, u64>) -> Option<String> {
          the emulator read them (the TUN device's transmit queue was full; most at {worst}: \
          {n}): they never reached the emulated links"
     ))
+}
+
+/// The NAT64's line: packets each way, drops, and the DNS64's answers over UDP and TCP.
+fn nat64_line(n: &crate::run_dir::Nat64Summary) -> String {
+    let drops: Vec<String> = n.drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    format!(
+        "latencylab: nat64: {} packets 6→4, {} 4→6, dropped: {}; dns64: {} answers{}",
+        n.translated_6to4,
+        n.translated_4to6,
+        if drops.is_empty() {
+            "none".to_string()
+        } else {
+            drops.join(", ")
+        },
+        n.dns.answered + n.dns.answered_tcp,
+        match n.dns.answered_tcp {
+            0 => String::new(),
+            t => format!(" ({t} over TCP)"),
+        }
+    )
 }
 
 #[cfg(test)]
@@ -216,5 +223,16 @@ mod tests {
         let line = host_drops_warning(&drops).unwrap();
         assert!(line.contains("113 packets"), "{line}");
         assert!(line.contains("most at srv: 111"), "{line}");
+    }
+
+    #[test]
+    fn the_dns64_count_includes_answers_over_tcp() {
+        let mut n = crate::run_dir::Nat64Summary::default();
+        n.dns.answered_tcp = 1;
+        let line = nat64_line(&n);
+        assert!(line.ends_with("dns64: 1 answers (1 over TCP)"), "{line}");
+        n.dns.answered = 2;
+        n.dns.answered_tcp = 0;
+        assert!(nat64_line(&n).ends_with("dns64: 2 answers"));
     }
 }

@@ -133,12 +133,27 @@ const SHELL_OPTIONS: &[(&str, Option<&str>)] = &[
 
 const TOP_KEYS: &str = "shell, demo, run, axes, repeat, capture";
 
+/// The largest sweep file read.
+const SWEEP_FILE_MAX_BYTES: u64 = 1 << 20;
+
 impl SweepFile {
     /// Reads and checks the sweep file at `path`; relative file names in it are taken from
     /// its directory.
     pub fn load(path: &Path) -> Result<SweepFile, SweepError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SweepError(format!("cannot read sweep file {}: {e}", path.display())))?;
+        let cannot =
+            |why: String| SweepError(format!("cannot read sweep file {}: {why}", path.display()));
+        // Only a regular file of a believable size: a device (`/dev/zero`) would be read until
+        // memory runs out. Real sweep files are a few kilobytes.
+        let meta = std::fs::metadata(path).map_err(|e| cannot(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(cannot("it is not a regular file".into()));
+        }
+        if meta.len() > SWEEP_FILE_MAX_BYTES {
+            return Err(cannot(format!(
+                "it is larger than {SWEEP_FILE_MAX_BYTES} bytes, more than any real one"
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| cannot(e.to_string()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         SweepFile::parse(&text, dir).map_err(|e| SweepError(format!("{}: {e}", path.display())))
     }
@@ -549,5 +564,13 @@ seed = [1, 2]
     fn toml_syntax_errors_are_one_line() {
         let e = parse("[shell\nrate = 1").unwrap_err().0;
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_file_that_is_a_device_or_a_directory_is_refused_in_one_line() {
+        let e = SweepFile::load(Path::new("/dev/zero")).unwrap_err().0;
+        assert!(e.contains("/dev/zero: it is not a regular file"), "{e}");
+        let e = SweepFile::load(&std::env::temp_dir()).unwrap_err().0;
+        assert!(e.contains("not a regular file") && !e.contains('\n'), "{e}");
     }
 }

@@ -170,13 +170,14 @@ fn summary_figures(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) -
         if let Some(t) = num("throughput_bps") {
             out.insert(format!("{p}throughput_mbps"), (t / 1e6).into());
         }
+        // Counts stay integers, so that the tables' columns are integers too.
         for k in ["packets_in", "packets_out", "ce_marks"] {
-            if let Some(n) = num(k) {
+            if let Some(n) = l.get(k).and_then(Value::as_u64) {
                 out.insert(format!("{p}{k}"), n.into());
             }
         }
         if let Some(d) = l.get("drops").and_then(Value::as_object) {
-            let total = d.values().filter_map(Value::as_f64).fold(0.0, |a, b| a + b);
+            let total: u64 = d.values().filter_map(Value::as_u64).sum();
             out.insert(format!("{p}drops"), total.into());
         }
         if let Some(q) = l.get("queue_delay_ms").and_then(Value::as_object) {

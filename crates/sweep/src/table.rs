@@ -1,7 +1,8 @@
 //! The results table, one row per finished run, as `DIR/results.csv` and `DIR/results.parquet`:
 //! first `run`, `rep`, the axes in the sweep file's order, `status`, `error`, `self_check`,
-//! `wall_s`, then every figure any run has, by name. A column whose values are all numbers
-//! is a number column (a double in Parquet); any other is text. A run without a figure has an
+//! `wall_s`, then every figure any run has, by name. A column whose values are all integers
+//! (seeds, counts) is an integer column (INT64 in Parquet, digits alone in CSV); one whose
+//! values are all numbers is a number column (a double in Parquet); any other is text. A run without a figure has an
 //! empty cell (null in Parquet). Both files are written whole to a temporary name and renamed,
 //! so a reader never sees half a table.
 
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parquet::basic::{LogicalType, Repetition, Type as Physical};
-use parquet::data_type::{ByteArray, ByteArrayType, DoubleType};
+use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
@@ -22,6 +23,14 @@ use crate::row::Row;
 
 pub const CSV: &str = "results.csv";
 pub const PARQUET: &str = "results.parquet";
+
+/// What a column holds, and so its type in Parquet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Integer,
+    Number,
+    Text,
+}
 
 /// The table: column names and, per row, one cell per column.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,9 +77,17 @@ impl Table {
         Table { columns, rows }
     }
 
-    /// Whether column `i` holds only numbers (and nulls).
-    fn numeric(&self, i: usize) -> bool {
-        self.rows.iter().all(|r| r[i].is_number() || r[i].is_null())
+    /// What column `i` holds (nulls aside): only integers that fit an i64, only numbers, or
+    /// anything else.
+    fn kind(&self, i: usize) -> Kind {
+        let cells = || self.rows.iter().map(|r| &r[i]).filter(|v| !v.is_null());
+        if cells().all(Value::is_i64) {
+            Kind::Integer
+        } else if cells().all(Value::is_number) {
+            Kind::Number
+        } else {
+            Kind::Text
+        }
     }
 
     /// RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled; CRLF
@@ -103,20 +120,21 @@ impl Table {
         out
     }
 
-    /// The table as one Parquet row group: optional doubles and optional UTF-8 strings.
+    /// The table as one Parquet row group: optional 64-bit integers, doubles and UTF-8
+    /// strings.
     pub fn write_parquet(&self, out: impl Write + Send) -> Result<(), String> {
         let e = |e: parquet::errors::ParquetError| e.to_string();
-        let numeric: Vec<bool> = (0..self.columns.len()).map(|i| self.numeric(i)).collect();
+        let kinds: Vec<Kind> = (0..self.columns.len()).map(|i| self.kind(i)).collect();
         let fields = self
             .columns
             .iter()
-            .zip(&numeric)
-            .map(|(c, &n)| {
-                let t = if n {
-                    Type::primitive_type_builder(c, Physical::DOUBLE)
-                } else {
-                    Type::primitive_type_builder(c, Physical::BYTE_ARRAY)
-                        .with_logical_type(Some(LogicalType::String))
+            .zip(&kinds)
+            .map(|(c, k)| {
+                let t = match k {
+                    Kind::Integer => Type::primitive_type_builder(c, Physical::INT64),
+                    Kind::Number => Type::primitive_type_builder(c, Physical::DOUBLE),
+                    Kind::Text => Type::primitive_type_builder(c, Physical::BYTE_ARRAY)
+                        .with_logical_type(Some(LogicalType::String)),
                 };
                 t.with_repetition(Repetition::OPTIONAL)
                     .build()
@@ -137,7 +155,12 @@ impl Table {
         while let Some(mut col) = rg.next_column().map_err(e)? {
             let cells = self.rows.iter().map(|r| &r[i]);
             let defs: Vec<i16> = cells.clone().map(|v| i16::from(!v.is_null())).collect();
-            if numeric[i] {
+            if kinds[i] == Kind::Integer {
+                let vals: Vec<i64> = cells.filter_map(Value::as_i64).collect();
+                col.typed::<Int64Type>()
+                    .write_batch(&vals, Some(&defs), None)
+                    .map_err(e)?;
+            } else if kinds[i] == Kind::Number {
                 let vals: Vec<f64> = cells.filter_map(Value::as_f64).collect();
                 col.typed::<DoubleType>()
                     .write_batch(&vals, Some(&defs), None)
@@ -225,7 +248,10 @@ mod tests {
             lines[2],
             "r0001,0,\"codel, ecn \"\"x\"\"\",1,failed,exit status 1,ok,5.5,"
         );
-        assert!(t.numeric(8) && t.numeric(3) && !t.numeric(2));
+        assert_eq!(
+            [t.kind(1), t.kind(3), t.kind(8), t.kind(2)],
+            [Kind::Integer, Kind::Integer, Kind::Number, Kind::Text]
+        );
     }
 
     #[test]
@@ -241,5 +267,42 @@ mod tests {
         for c in &t.columns {
             assert!(footer.contains(c.as_str()), "{c}");
         }
+    }
+
+    #[test]
+    fn integer_columns_are_int64_in_parquet_and_digits_in_csv() {
+        let mut a = row("r0000", "fifo", Some(1.5), None);
+        a.figures.insert("path_down_drops".into(), 12u64.into());
+        let mut b = row("r0001", "fifo", Some(2.0), None);
+        b.figures.insert("path_down_drops".into(), 0u64.into());
+        let t = Table::new(&["queue".into(), "seed".into()], &[&a, &b]);
+        let csv = t.to_csv();
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "run,rep,queue,seed,status,error,self_check,wall_s,path_down_drops,udp_rtt_p95_ms"
+        );
+        assert_eq!(lines[1], "r0000,0,fifo,1,ok,,ok,5.5,12,1.5");
+        assert_eq!(lines[2], "r0001,0,fifo,1,ok,,ok,5.5,0,2.0");
+        let path = std::env::temp_dir().join(format!("sweep-int-{}.parquet", std::process::id()));
+        t.write_parquet(File::create(&path).unwrap()).unwrap();
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let schema = reader.metadata().file_metadata().schema_descr_ptr();
+        let physical = |name: &str| {
+            schema
+                .columns()
+                .iter()
+                .find(|c| c.name() == name)
+                .unwrap()
+                .physical_type()
+        };
+        assert_eq!(physical("seed"), Physical::INT64);
+        assert_eq!(physical("rep"), Physical::INT64);
+        assert_eq!(physical("path_down_drops"), Physical::INT64);
+        assert_eq!(physical("udp_rtt_p95_ms"), Physical::DOUBLE);
+        assert_eq!(physical("wall_s"), Physical::DOUBLE);
+        assert_eq!(physical("queue"), Physical::BYTE_ARRAY);
     }
 }

@@ -6,7 +6,8 @@
 //! [`Action`]s from [`ConnManager::poll`]: open a connection, or send a request on one. It owns
 //! no socket and reads no clock; the client does both.
 //!
-//! Two designs (the seed's "Separating HTTP Connections from TCP Connections"):
+//! Two designs (as Patrick McManus's 2011 post "Separating HTTP Connections from TCP
+//! Connections" describes them):
 //!
 //! - [`Design::Bound`]: a request that finds no idle connection opens one (if the origin's
 //!   limit allows) and waits for that connection's handshake, as Firefox 4 did.
@@ -346,7 +347,7 @@ mod tests {
         Action::Dispatch { req, conn }
     }
 
-    /// The seed's case: the HTML's connection frees up 100 ms into a 250 ms handshake.
+    /// The post's case: the HTML's connection frees up 100 ms into a 250 ms handshake.
     fn html_then_image(design: Design) -> (ConnManager, Vec<Action>) {
         let mut m = mgr(design, IdleChoice::Oldest, 6);
         m.request(ms(0), 0, "www");
