@@ -34,7 +34,8 @@ fn ecn_words(e: EcnSetup) -> &'static str {
     }
 }
 
-fn rate(bps: f64) -> String {
+/// A rate in the unit a person reads (bit/s, kbit/s, Mbit/s or Gbit/s).
+pub fn rate(bps: f64) -> String {
     if bps >= 1e9 {
         format!("{:.2} Gbit/s", bps / 1e9)
     } else if bps >= 1e6 {

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
+use analyze::text::rate;
 use anyhow::{Context, Result};
 use lab::live::{Meter, Row, Snapshot};
 use lab::{LabConfig, RunOptions, RunResult, UsageError};
@@ -380,18 +381,6 @@ fn tty_area(fd: RawFd) -> Rect {
     Rect::new(0, 0, ws.ws_col, ws.ws_row)
 }
 
-/// A rate in the units a person reads.
-fn rate(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.2} Mbit/s", bps / 1e6)
-    } else if bps >= 1e3 {
-        format!("{:.0} kbit/s", bps / 1e3)
-    } else {
-        format!("{bps:.0} bit/s")
-    }
-}
 
 fn ms(v: f64) -> String {
     if v >= 100.0 {

@@ -127,7 +127,7 @@ pub enum RpmCommand {
     RpmServer(server::RpmServerArgs),
     /// Measure responsiveness under working conditions in RPM against a test server
     #[command(
-        after_help = "Examples:\n  latencylab rpm https://server:4043\n  latencylab rpm https://server:4043 --flows 8 --json > rpm.json\n  sudo latencylab shell --down 20mbit --up 20mbit --rtt 20ms --rpm"
+        after_help = "Examples:\n  latencylab rpm https://server:4043\n  latencylab rpm https://server:4043 --flows 8 --json > rpm.json\n  latencylab shell --down 20mbit --up 20mbit --rtt 20ms --rpm"
     )]
     Rpm(client::RpmArgs),
 }

@@ -28,7 +28,6 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
 
 use crate::config::{NqConfig, LARGE_PATH, SLURP_PATH, SMALL_PATH, UPLOAD_PATH, WELL_KNOWN_PATH};
 use crate::UsageError;
@@ -190,7 +189,7 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
         )?))
     };
     // Listening comes last: a client started when the port opens finds the CA file written.
-    let listener = bind_dual(addr).with_context(|| format!("listening on {addr}"))?;
+    let listener = web::server::bind_dual(addr).with_context(|| format!("listening on {addr}"))?;
     let local = listener.local_addr()?;
     let scheme = if a.plain { "http" } else { "https" };
     eprintln!(
@@ -253,14 +252,3 @@ async fn serve_conn<I>(
     let _ = b.serve_connection(io, svc).await;
 }
 
-/// A listener on `addr`; on `::` it takes IPv4 too (net.ipv6.bindv6only = 0).
-fn bind_dual(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let sock = if addr.is_ipv6() {
-        tokio::net::TcpSocket::new_v6()?
-    } else {
-        tokio::net::TcpSocket::new_v4()?
-    };
-    sock.set_reuseaddr(true)?;
-    sock.bind(addr)?;
-    sock.listen(1024)
-}

@@ -183,7 +183,7 @@ where
 
 /// A listener on `addr`. On `::` Linux (net.ipv6.bindv6only = 0) takes IPv4 too, so one
 /// server answers both families of the lab's dual-stack hosts.
-fn bind_dual(addr: SocketAddr) -> std::io::Result<TcpListener> {
+pub fn bind_dual(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let sock = if addr.is_ipv6() {
         tokio::net::TcpSocket::new_v6()?
     } else {
