@@ -732,7 +732,11 @@ impl LinkColumn {
     pub fn value(&self, link: &serde_json::Value) -> Option<f64> {
         let v = self.key.split('.').try_fold(link, |v, k| v.get(k))?;
         let x = if self.sum {
-            v.as_object()?.values().filter_map(|x| x.as_f64()).sum()
+            // A fold from +0: `sum()` of no floats is -0, which a table would print as "-0".
+            v.as_object()?
+                .values()
+                .filter_map(|x| x.as_f64())
+                .fold(0.0, |a, b| a + b)
         } else {
             v.as_f64()?
         };
@@ -1057,6 +1061,9 @@ mod tests {
         assert_eq!(cols["drops"], 3.0);
         assert_eq!(cols["packets_in"], 10.0);
         assert_eq!(cols.len(), LINK_COLUMNS.len());
+        let drops = LINK_COLUMNS.iter().find(|c| c.name == "drops").unwrap();
+        let none = drops.value(&serde_json::json!({"drops": {}})).unwrap();
+        assert!(none == 0.0 && none.is_sign_positive(), "{none}");
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(Summary::parse("summary.json", &text).unwrap(), s);
         assert!(Summary::parse("summary.json", "{}")
