@@ -106,7 +106,7 @@ def _link_column(link: dict, column: dict) -> Optional[float]:
         v = v.get(k) if isinstance(v, dict) else None
     if column["sum"]:
         return float(sum((v or {}).values())) if isinstance(v, dict) else None
-    return None if v is None else v * column["scale"]
+    return None if v is None else v / column["divisor"]
 
 
 @dataclass

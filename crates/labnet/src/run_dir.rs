@@ -689,13 +689,14 @@ pub struct EngineSummary {
 
 /// One column a table makes of each link direction of `summary.json` (the sweep's
 /// `LINK_DIR_…` columns, the Python package's `Run.links()`): `key` is the path in the link's
-/// object (`queue_delay_ms.p95`), its value times `scale`, or the sum of an object's values
-/// when `sum`.
+/// object (`queue_delay_ms.p95`), its value divided by `divisor` (a division, not a product by
+/// the inverse, so that `9891794 / 1e6` is the nearest double to 9.891794, which reads back
+/// from JSON as itself), or the sum of an object's values when `sum`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LinkColumn {
     pub name: &'static str,
     pub key: &'static str,
-    pub scale: f64,
+    pub divisor: f64,
     pub sum: bool,
 }
 
@@ -703,7 +704,7 @@ const fn col(name: &'static str, key: &'static str) -> LinkColumn {
     LinkColumn {
         name,
         key,
-        scale: 1.0,
+        divisor: 1.0,
         sum: false,
     }
 }
@@ -711,7 +712,7 @@ const fn col(name: &'static str, key: &'static str) -> LinkColumn {
 /// The columns of a link direction, in a table's order.
 pub const LINK_COLUMNS: &[LinkColumn] = &[
     LinkColumn {
-        scale: 1e-6,
+        divisor: 1e6,
         ..col("throughput_mbps", "throughput_bps")
     },
     col("packets_in", "packets_in"),
@@ -740,7 +741,7 @@ impl LinkColumn {
         } else {
             v.as_f64()?
         };
-        Some(x * self.scale)
+        Some(x / self.divisor)
     }
 }
 
@@ -1061,6 +1062,10 @@ mod tests {
         assert_eq!(cols["drops"], 3.0);
         assert_eq!(cols["packets_in"], 10.0);
         assert_eq!(cols.len(), LINK_COLUMNS.len());
+        // A figure reads back from a journal's JSON as itself.
+        let mbps = LINK_COLUMNS[0].value(&serde_json::json!({"throughput_bps": 9891794.0}));
+        let text = serde_json::to_string(&mbps.unwrap()).unwrap();
+        assert_eq!(serde_json::from_str::<f64>(&text).ok(), mbps, "{text}");
         let drops = LINK_COLUMNS.iter().find(|c| c.name == "drops").unwrap();
         let none = drops.value(&serde_json::json!({"drops": {}})).unwrap();
         assert!(none == 0.0 && none.is_sign_positive(), "{none}");
