@@ -86,8 +86,29 @@ def read_results(out: PathLike) -> pl.DataFrame:
     return pl.read_parquet(Path(out) / "results.parquet")
 
 
-# The link log's columns (docs/run-dir.md, "Link logs").
-LINK_LOG_COLUMNS = ["time_ns", "event", "id", "bytes", "sojourn_ns", "flow", "ecn", "cause"]
+# The run directory's definition (docs/run-dir.md), as the binary's own: its file names, the
+# link log's columns and the columns made of each link direction of summary.json. Written from
+# labnet's run_dir::schema() and compared with it by that crate's tests.
+with open(Path(__file__).with_name("run_dir.json"), encoding="utf-8") as _f:
+    RUN_DIR = json.load(_f)
+
+LINK_LOG_COLUMNS = RUN_DIR["link_log_columns"]
+
+
+def _file(kind: str, **names: str) -> str:
+    """A file of a run directory, relative to it (``_file("link_log", link="path",
+    direction="down")``)."""
+    return RUN_DIR["files"][kind].format(**names)
+
+
+def _link_column(link: dict, column: dict) -> Optional[float]:
+    """One of ``RUN_DIR["link_columns"]`` for one link direction of summary.json."""
+    v: Any = link
+    for k in column["key"].split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    if column["sum"]:
+        return float(sum((v or {}).values())) if isinstance(v, dict) else None
+    return None if v is None else v / column["divisor"]
 
 
 @dataclass
@@ -104,25 +125,19 @@ class Run:
         """One row per link direction of ``summary.json``: the counters and queue delays."""
         rows = []
         for link in self.summary.get("links", []):
-            q = link.get("queue_delay_ms") or {}
             rows.append(
                 {
                     "link": link.get("name"),
                     "direction": link.get("direction"),
                     "queue": link.get("queue"),
-                    "packets_in": link.get("packets_in"),
-                    "packets_out": link.get("packets_out"),
-                    "drops": sum((link.get("drops") or {}).values()),
-                    "ce_marks": link.get("ce_marks"),
-                    "throughput_mbps": (link.get("throughput_bps") or 0) / 1e6,
-                    **{f"queue_delay_{k}_ms": q.get(k) for k in ("p50", "p95", "p99", "max")},
+                    **{c["name"]: _link_column(link, c) for c in RUN_DIR["link_columns"]},
                 }
             )
         return pl.DataFrame(rows)
 
     def link_log(self, link: str, direction: str) -> pl.DataFrame:
         """Every packet event of ``links/LINK-DIRECTION.log``; ``-`` cells are null."""
-        path = self.path / "links" / f"{link}-{direction}.log"
+        path = self.path / _file("link_log", link=link, direction=direction)
         with open(path, encoding="utf-8") as f:
             header = f.readline()
         if not header.startswith("#"):
@@ -144,7 +159,9 @@ class Run:
     def program_lines(self, name: str) -> list[dict]:
         """The JSON lines a program wrote (``programs/NAME.out``, or a sweep's shell
         ``command.out`` for ``name="command"``); a torn last line is left out."""
-        path = self.path / ("command.out" if name == "command" else f"programs/{name}.out")
+        path = self.path / (
+            _file("command_out") if name == "command" else _file("program_out", program=name)
+        )
         lines = []
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("{"):
@@ -164,14 +181,15 @@ def read_run(path: PathLike) -> Run:
         with open(path / name, encoding="utf-8") as f:
             return json.load(f)
 
-    results = load("results.json") if (path / "results.json").exists() else None
-    if not (path / "summary.json").exists() and results is None:
-        raise FileNotFoundError(f"{path} is not a run directory: it has no summary.json")
+    lab, summary, results = (_file(k) for k in ("lab_json", "summary_json", "results_json"))
+    res = load(results) if (path / results).exists() else None
+    if not (path / summary).exists() and res is None:
+        raise FileNotFoundError(f"{path} is not a run directory: it has no {summary}")
     return Run(
         path=path,
-        lab=load("lab.json") if (path / "lab.json").exists() else {},
-        summary=load("summary.json") if (path / "summary.json").exists() else {},
-        results=results,
+        lab=load(lab) if (path / lab).exists() else {},
+        summary=load(summary) if (path / summary).exists() else {},
+        results=res,
     )
 
 

@@ -27,6 +27,8 @@ import tempfile
 
 import ray
 
+from . import RUN_DIR
+
 #: The custom resource that says how many labs a node holds.
 RESOURCE = "lab"
 
@@ -75,7 +77,7 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(out, filter="data")
-    with open(os.path.join(out, "ray-node"), "w") as f:
+    with open(os.path.join(out, RUN_DIR["files"]["ray_node"]), "w") as f:
         f.write(node + "\n")
     sys.stdout.buffer.write(stdout)
     sys.stderr.buffer.write(stderr)

@@ -40,6 +40,11 @@ def test_read_run_reads_a_run_directory_through_its_documented_layout(small):
     run = latencylab.read_run(out / "runs" / "r0000")
     assert run.lab["seed"] == 1
     links = run.links()
+    # The columns are the run directory's definition's, as the sweep's table makes them.
+    names = [c["name"] for c in latencylab.RUN_DIR["link_columns"]]
+    assert links.columns == ["link", "direction", "queue", *names]
+    df = latencylab.read_results(out)
+    assert all(f"path_down_{n}" in df.columns for n in names)
     down = links.filter(links["direction"] == "down")
     assert down["queue"][0].startswith("fifo limit 300")
     log = run.link_log("path", "down")

@@ -84,7 +84,7 @@ fn names_of_v4(cfg: &LabConfig) -> BTreeMap<Ipv4Addr, Vec<String>> {
 }
 
 pub fn run(a: CheckArgs) -> Result<ExitCode> {
-    let mut opts = shell_options(&a.lab);
+    let mut opts = shell_options(&a.lab)?;
     opts.nat64 = true;
     let cfg = shell_config(&opts, &lab::files::read)?;
     if a.lab.command.is_empty() {
@@ -99,7 +99,7 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
     }
     // The evidence needs captures: in the user's -o directory, or a scratch one.
     let dir = EvidenceDir::create(a.lab.out.as_deref(), "ipv6-check")?;
-    let result = check(&a, &cfg, &dir.path);
+    let result = check(&a, &cfg, opts.server.as_deref(), &dir.path);
     dir.finish(" (strace.txt, captures/, summary.json)");
     result
 }
@@ -178,14 +178,8 @@ pub fn gather(
     })
 }
 
-fn check(a: &CheckArgs, cfg: &LabConfig, dir: &Path) -> Result<ExitCode> {
-    let evidence = gather(
-        cfg,
-        dir,
-        &a.lab.command,
-        a.lab.server.as_deref(),
-        a.lab.quiet,
-    )?;
+fn check(a: &CheckArgs, cfg: &LabConfig, server: Option<&str>, dir: &Path) -> Result<ExitCode> {
+    let evidence = gather(cfg, dir, &a.lab.command, server, a.lab.quiet)?;
     let verdict = analyze(&evidence);
     eprint!("{}", render(&evidence, &verdict));
     Ok(if passed(&evidence, &verdict) {

@@ -213,6 +213,127 @@ mod tests {
         assert!(!help(&mut c, "ipv6-check").contains("--nat64"));
     }
 
+    fn repo_file(path: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// Every option `shell` takes, as clap parses it: each lab option is one of labnet's
+    /// table, can be a sweep's axis, and is in the guide's table of options (which is the
+    /// table's own, printed).
+    #[test]
+    fn every_shell_option_is_in_the_option_table_the_sweep_axes_and_the_docs() {
+        let guide = repo_file("docs/guide.md");
+        let (_, rest) = guide
+            .split_once("<!-- shell-options -->\n")
+            .expect("docs/guide.md has no <!-- shell-options --> block");
+        let (block, _) = rest.split_once("<!-- /shell-options -->").unwrap();
+        // That the block is the table's, printed, is labnet's test.
+        // Options of the run, not of the lab: where it writes and how much it says.
+        let run_only = [
+            "help",
+            "command",
+            "out",
+            "no_capture",
+            "snaplen",
+            "file_size_mb",
+            "file_count",
+            "quiet",
+            "rpm",
+            "watch",
+            "live",
+        ];
+        let dir = std::env::temp_dir().join(format!("cli-options-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cell.trace"), "1\n2\n").unwrap();
+        let c = command();
+        let shell = c.find_subcommand("shell").unwrap();
+        let mut lab_options = 0;
+        for a in shell.get_arguments() {
+            let id = a.get_id().as_str();
+            if run_only.contains(&id) {
+                let long = a.get_long().map(|l| format!("`--{l}"));
+                let short = a.get_short().map(|c| format!("`-{c}"));
+                if long.is_some() || short.is_some() {
+                    assert!(
+                        [long, short]
+                            .iter()
+                            .flatten()
+                            .any(|n| guide.contains(n.as_str())),
+                        "shell --{id} not in docs/guide.md"
+                    );
+                }
+                continue;
+            }
+            lab_options += 1;
+            let o = labnet::options::find(id)
+                .unwrap_or_else(|| panic!("shell --{id} is not in labnet's option table"));
+            use labnet::options::Form;
+            let value = match o.form {
+                Form::Flag => "true".to_string(),
+                Form::U32 | Form::U64 | Form::ZeroOne => o.example.to_string(),
+                _ => format!("'{}'", o.example),
+            };
+            let nat64 = if id.starts_with("clat") {
+                "nat64 = true\n"
+            } else {
+                ""
+            };
+            let text = format!("[shell]\ncommand = 'true'\n{nat64}[axes]\n{id} = [{value}]\n");
+            if let Err(e) = sweep::SweepFile::parse(&text, &dir) {
+                panic!("shell --{id} cannot be swept: {e}");
+            }
+            assert!(
+                block.contains(&format!("`--{id}")),
+                "shell --{id} is not in docs/guide.md's table"
+            );
+        }
+        assert_eq!(lab_options, labnet::options::table().len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `LATENCYLAB_*` variables the engine reads change how it runs, not the lab: each is
+    /// documented as a knob for developers, and none is read anywhere else unnoticed.
+    #[test]
+    fn every_environment_knob_the_lab_reads_is_documented_for_developers() {
+        let guide = repo_file("docs/guide.md");
+        let (_, knobs) = guide
+            .split_once("### Knobs for developers")
+            .expect("docs/guide.md has no 'Knobs for developers' section");
+        let knobs = knobs.split("\n## ").next().unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut found = Vec::new();
+        for krate in ["lab", "labnet", "link", "qdisc", "launcher", "sinks"] {
+            let src = root.join("crates").join(krate).join("src");
+            for f in std::fs::read_dir(&src).unwrap().flatten() {
+                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+                for part in text.split("var(\"LATENCYLAB_").skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    found.push(format!("LATENCYLAB_{name}"));
+                }
+                for part in text.split("var_os(\"LATENCYLAB_").skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    found.push(format!("LATENCYLAB_{name}"));
+                }
+            }
+        }
+        assert!(found.len() >= 5, "{found:?}");
+        for k in &found {
+            assert!(
+                knobs.contains(&format!("`{k}")),
+                "{k} is read but not in the guide's knobs"
+            );
+        }
+    }
+
     #[test]
     fn every_shell_option_has_help() {
         let c = command();

@@ -135,7 +135,7 @@ pub fn attribution_of(
 /// The named networks of `--profile`, with their figures and sources.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Example:\n  sudo latencylab shell --profile 3g -- ping -c 5 server\n\nSee docs/profiles.md for each source and how a browser's per-request latency is mapped to\nthe path's round trip."
+    after_help = "Example:\n  latencylab shell --profile 3g -- ping -c 5 server\n\nSee docs/profiles.md for each source and how a browser's per-request latency is mapped to\nthe path's round trip."
 )]
 pub struct ProfilesArgs {}
 

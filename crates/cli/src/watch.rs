@@ -381,7 +381,6 @@ fn tty_area(fd: RawFd) -> Rect {
     Rect::new(0, 0, ws.ws_col, ws.ws_row)
 }
 
-
 fn ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0} ms")

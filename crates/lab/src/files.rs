@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use labnet::run_file::parse_run_file;
+use labnet::run_file::{parse_run_file_set, SetValue};
 use labnet::{LabConfig, UsageError};
 
 /// The largest run file read: real ones are a few kilobytes.
@@ -101,6 +101,15 @@ pub fn read(path: &Path) -> Result<(String, String), String> {
 
 /// Reads and validates a run file. Relative trace paths are relative to the file.
 pub fn run_file_config(path: &Path, seed_override: Option<u64>) -> Result<LabConfig, UsageError> {
+    run_file_config_set(path, seed_override, &[])
+}
+
+/// As [`run_file_config`], with values set over the file's own (`latencylab run --set`).
+pub fn run_file_config_set(
+    path: &Path,
+    seed_override: Option<u64>,
+    sets: &[SetValue],
+) -> Result<LabConfig, UsageError> {
     let text = read_bounded(path, RUN_FILE_MAX_BYTES).map_err(|e| {
         UsageError(format!(
             "cannot read run file '{}': {e} (a run file is TOML, docs/run-files.md)",
@@ -108,11 +117,12 @@ pub fn run_file_config(path: &Path, seed_override: Option<u64>) -> Result<LabCon
         ))
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    parse_run_file(
+    parse_run_file_set(
         &path.display().to_string(),
         &text,
         dir,
         seed_override,
+        sets,
         &read,
     )
 }

@@ -3,8 +3,11 @@
 //! shell (`lab`) reads files and hands their text in.
 //!
 //! Layout: [`spec`] (hosts, links, schedule, validation, names), [`setting`] (the settings of
-//! a link direction, one table for options, run files, changes and `lab.json`), [`shell`] (the
-//! two-host preset of `latencylab shell`), [`profiles`] (named networks), [`run_file`] (the TOML run file; [`run_file_text`] writes a lab back as one), [`run_dir`] (what
+//! a link direction, one table for options, run files, changes and `lab.json`), [`options`]
+//! (the one table of `latencylab shell`'s options, from which its flags, the sweep's axes and
+//! the docs' table come), [`shell`] (the two-host preset of `latencylab shell`), [`profiles`]
+//! (named networks), [`run_file`] (the TOML run file; [`run_file_text`] writes a lab back as
+//! one), [`run_dir`] (what
 //! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
 //! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`clat`] (its hosts' CLATs), [`forwarder`] (the lab's
 //! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
@@ -19,6 +22,7 @@ pub mod forwarder;
 pub mod lifecycle;
 pub mod live;
 pub mod messages;
+pub mod options;
 pub mod profiles;
 pub mod programs;
 pub mod run_dir;

@@ -1,17 +1,9 @@
-//! What a run leaves in its output directory, defined once: every path, the link-log line
-//! (written and read here, nowhere else), and the schema of `summary.json`. Users script
-//! against these (docs/run-dir.md); the demos, `ipv6-check`, the CLI and the tests read runs
-//! through this module only.
-//!
-//! ```text
-//! DIR/lab.json                   the lab, resolved (crate::spec)
-//! DIR/summary.json               [`Summary`]
-//! DIR/captures/HOST-IFACE.pcap   what tcpdump on that interface would see
-//! DIR/links/LINK-SIDE.log        one [`LogLine`] per packet event of a link direction
-//! DIR/captures/HOST-IFACE.pcap.N, DIR/links/LINK-SIDE.log.N
-//!                                the N-th file after the first, with [`CaptureLimits`]
-//! DIR/programs/NAME.out, .err    a program's standard output and error
-//! ```
+//! What a run leaves in its output directory, defined once: every path ([`LAYOUT`]), the
+//! link-log line (written and read here, nowhere else), the schema of `summary.json`, a demo's
+//! `results.json` ([`Results`]) and the columns tables make of them ([`LINK_COLUMNS`]). Users
+//! script against these (docs/run-dir.md, checked against [`LAYOUT`] by a test); the demos,
+//! `ipv6-check`, the sweep, the CLI, the Python package (through [`schema`]) and the tests read
+//! runs through this module only.
 //!
 //! Link log format (tab-separated, one line per packet event, a `#` header line first):
 //! `time_ns  event  id  bytes  sojourn_ns  flow  ecn  cause`, where time is nanoseconds since the
@@ -29,6 +21,7 @@ use link::{Event, EventKind, LinkStats};
 use serde::{Deserialize, Serialize};
 use wire::Ecn;
 
+use crate::setting::LinkState;
 use crate::spec::Side;
 
 /// The paths of a run directory.
@@ -87,6 +80,75 @@ impl RunDir {
     }
 }
 
+impl RunDir {
+    /// A demo's figures: [`Results`].
+    pub fn results_json(&self) -> PathBuf {
+        self.root.join("results.json")
+    }
+    /// A demo's report page, beside its charts.
+    pub fn report_html(&self) -> PathBuf {
+        self.root.join("report.html")
+    }
+    /// One chart of a report, as a PNG file.
+    pub fn chart_png(&self, chart: &str) -> PathBuf {
+        self.root.join(format!("{chart}.png"))
+    }
+    /// The run directory of one lab of a demo (or a report of several labs), named after it.
+    pub fn lab(&self, name: &str) -> RunDir {
+        RunDir::new(self.root.join(name))
+    }
+    /// A sweep's shell run: COMMAND's standard output (the traffic programs' JSON lines).
+    pub fn command_out(&self) -> PathBuf {
+        self.root.join("command.out")
+    }
+    /// A sweep's run: `latencylab`'s own standard error.
+    pub fn latencylab_err(&self) -> PathBuf {
+        self.root.join("latencylab.err")
+    }
+    /// A sweep's run on Ray: the name of the node that ran it.
+    pub fn ray_node(&self) -> PathBuf {
+        self.root.join("ray-node")
+    }
+}
+
+/// Every path a run writes, relative to its directory, with what it holds: docs/run-dir.md
+/// shows this list, and a test holds the two together. `RunDir`'s methods build each.
+pub const LAYOUT: &[(&str, &str)] = &[
+    ("lab.json", "the lab as it ran, every default filled in"),
+    (
+        "summary.json",
+        "per link direction and for the engine: counts and percentiles",
+    ),
+    (
+        "captures/HOST-IFACE.pcap",
+        "what tcpdump on that interface would see (LINKTYPE_RAW, ns timestamps)",
+    ),
+    (
+        "links/LINK-up.log",
+        "every packet event of a link direction (up is a→b)",
+    ),
+    ("links/LINK-down.log", "… and b→a"),
+    (
+        "captures/HOST-IFACE.pcap.N",
+        "the N-th file after the first, with -C (links/LINK-SIDE.log.N too)",
+    ),
+    (
+        "programs/NAME.out, .err",
+        "a program's stdout and stderr (run files and demos)",
+    ),
+    (
+        "results.json",
+        "a demo's figures (the numbers of its table)",
+    ),
+    ("report.html, NAME.png", "a demo's report and its charts"),
+    ("LAB/", "a demo's labs, each a run directory of its own"),
+    (
+        "command.out, latencylab.err",
+        "in a sweep's run: COMMAND's stdout, latencylab's stderr",
+    ),
+    ("ray-node", "in a sweep's run on Ray: the node that ran it"),
+];
+
 impl AsRef<Path> for RunDir {
     fn as_ref(&self) -> &Path {
         &self.root
@@ -95,6 +157,56 @@ impl AsRef<Path> for RunDir {
 
 /// The first line of every link log.
 pub const LOG_HEADER: &str = "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n";
+
+/// A link log's fields, in order.
+pub const LOG_COLUMNS: [&str; 8] = [
+    "time_ns",
+    "event",
+    "id",
+    "bytes",
+    "sojourn_ns",
+    "flow",
+    "ecn",
+    "cause",
+];
+
+/// Every event a link log records (a duplicate made and a bit flipped on the wire too).
+pub const EVENTS: [EventKind; 6] = [
+    EventKind::Enqueue,
+    EventKind::Dequeue,
+    EventKind::Drop,
+    EventKind::Mark,
+    EventKind::Duplicate,
+    EventKind::Corrupt,
+];
+
+/// Every cause a drop or mark can have: in a link log's `cause` and `summary.json`'s `drops`.
+pub fn causes() -> Vec<&'static str> {
+    use link::DropCause;
+    // A new cause does not compile until it is listed below.
+    let _every = |c: DropCause| match c {
+        DropCause::Loss
+        | DropCause::Down
+        | DropCause::Blackhole
+        | DropCause::Filter
+        | DropCause::TooBig
+        | DropCause::NoRoute
+        | DropCause::Qdisc(_) => (),
+    };
+    let mut v: Vec<&str> = [
+        DropCause::Loss,
+        DropCause::Down,
+        DropCause::Blackhole,
+        DropCause::Filter,
+        DropCause::TooBig,
+        DropCause::NoRoute,
+    ]
+    .into_iter()
+    .map(DropCause::name)
+    .collect();
+    v.extend(qdisc::Cause::ALL.iter().map(|c| c.name()));
+    v
+}
 
 /// Writes one event as a link-log line.
 pub fn write_event(out: &mut impl Write, e: &Event) -> io::Result<()> {
@@ -236,13 +348,10 @@ impl LogLine {
         let opt = |s: &str| (s != "-").then(|| s.to_string());
         Ok(Some(LogLine {
             time_ns: num(time, "time")?,
-            event: match event {
-                "enqueue" => EventKind::Enqueue,
-                "dequeue" => EventKind::Dequeue,
-                "drop" => EventKind::Drop,
-                "mark" => EventKind::Mark,
-                _ => return Err(bad(&format!("event '{event}'"))),
-            },
+            event: EVENTS
+                .into_iter()
+                .find(|k| k.name() == event)
+                .ok_or_else(|| bad(&format!("event '{event}'")))?,
             id: num(id, "id")?,
             bytes: num(bytes, "bytes")?,
             sojourn_ns: match sojourn {
@@ -578,6 +687,182 @@ pub struct EngineSummary {
     pub offload_errors: u64,
 }
 
+/// One column a table makes of each link direction of `summary.json` (the sweep's
+/// `LINK_DIR_…` columns, the Python package's `Run.links()`): `key` is the path in the link's
+/// object (`queue_delay_ms.p95`), its value divided by `divisor` (a division, not a product by
+/// the inverse, so that `9891794 / 1e6` is the nearest double to 9.891794, which reads back
+/// from JSON as itself), or the sum of an object's values when `sum`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LinkColumn {
+    pub name: &'static str,
+    pub key: &'static str,
+    pub divisor: f64,
+    pub sum: bool,
+}
+
+const fn col(name: &'static str, key: &'static str) -> LinkColumn {
+    LinkColumn {
+        name,
+        key,
+        divisor: 1.0,
+        sum: false,
+    }
+}
+
+/// The columns of a link direction, in a table's order.
+pub const LINK_COLUMNS: &[LinkColumn] = &[
+    LinkColumn {
+        divisor: 1e6,
+        ..col("throughput_mbps", "throughput_bps")
+    },
+    col("packets_in", "packets_in"),
+    col("packets_out", "packets_out"),
+    LinkColumn {
+        sum: true,
+        ..col("drops", "drops")
+    },
+    col("ce_marks", "ce_marks"),
+    col("queue_delay_p50_ms", "queue_delay_ms.p50"),
+    col("queue_delay_p95_ms", "queue_delay_ms.p95"),
+    col("queue_delay_p99_ms", "queue_delay_ms.p99"),
+    col("queue_delay_max_ms", "queue_delay_ms.max"),
+];
+
+impl LinkColumn {
+    /// The column's value for one link direction of `summary.json`, as JSON.
+    pub fn value(&self, link: &serde_json::Value) -> Option<f64> {
+        let v = self.key.split('.').try_fold(link, |v, k| v.get(k))?;
+        let x = if self.sum {
+            // A fold from +0: `sum()` of no floats is -0, which a table would print as "-0".
+            v.as_object()?
+                .values()
+                .filter_map(|x| x.as_f64())
+                .fold(0.0, |a, b| a + b)
+        } else {
+            v.as_f64()?
+        };
+        Some(x / self.divisor)
+    }
+}
+
+impl LinkSummary {
+    /// The direction's [`LINK_COLUMNS`], by name.
+    pub fn columns(&self) -> Vec<(&'static str, f64)> {
+        let json = serde_json::to_value(self).expect("plain data serializes");
+        LINK_COLUMNS
+            .iter()
+            .filter_map(|c| c.value(&json).map(|v| (c.name, v)))
+            .collect()
+    }
+}
+
+impl Summary {
+    /// Reads `summary.json`'s text; `name` is used in messages.
+    pub fn parse(name: &str, text: &str) -> Result<Summary, LogError> {
+        serde_json::from_str(text).map_err(|e| LogError(format!("{name}: {e}")))
+    }
+}
+
+/// One figure of a demo's `results.json`: a number, a yes/no, a word, or a group of figures
+/// (one run's, under the run's name). Anything else (a list) is kept but is no figure.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum Figure {
+    Number(serde_json::Number),
+    Bool(bool),
+    Text(String),
+    Group(BTreeMap<String, Figure>),
+    Other(serde_json::Value),
+}
+
+/// A demo's `results.json`: its figures by name, as the demo's table shows them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Results(pub BTreeMap<String, Figure>);
+
+impl Results {
+    /// Reads `results.json`'s text; `name` is used in messages.
+    pub fn parse(name: &str, text: &str) -> Result<Results, LogError> {
+        serde_json::from_str(text)
+            .map_err(|e| LogError(format!("{name}: {e} (an object of figures was expected)")))
+    }
+
+    /// The figures as a table's columns: a group's under `GROUP_NAME`, groups down to `depth`
+    /// levels; lists and deeper groups are left out.
+    pub fn columns(&self, depth: u32) -> BTreeMap<String, serde_json::Value> {
+        fn walk(
+            prefix: &str,
+            m: &BTreeMap<String, Figure>,
+            depth: u32,
+            out: &mut BTreeMap<String, serde_json::Value>,
+        ) {
+            for (k, f) in m {
+                let name = format!("{prefix}{k}");
+                match f {
+                    Figure::Number(n) => {
+                        out.insert(name, serde_json::Value::Number(n.clone()));
+                    }
+                    Figure::Bool(b) => {
+                        out.insert(name, (*b).into());
+                    }
+                    Figure::Text(t) => {
+                        out.insert(name, t.clone().into());
+                    }
+                    Figure::Group(g) if depth > 1 => walk(&format!("{name}_"), g, depth - 1, out),
+                    Figure::Group(_) | Figure::Other(_) => {}
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk("", &self.0, depth, &mut out);
+        out
+    }
+}
+
+/// [`LAYOUT`] as docs/run-dir.md shows it, one `DIR/PATH  what it holds` line each.
+pub fn layout_text() -> String {
+    let width = LAYOUT
+        .iter()
+        .map(|(p, _)| p.chars().count())
+        .max()
+        .unwrap_or(0)
+        + 4;
+    LAYOUT
+        .iter()
+        .map(|(p, what)| format!("{:<width$} {what}\n", format!("DIR/{p}")))
+        .collect()
+}
+
+/// The run directory's definition as data, for readers in other languages (the Python
+/// package keeps a copy, python/latencylab/run_dir.json, which a test compares with this):
+/// the paths, the link log's columns, events and causes, and the link columns.
+pub fn schema() -> serde_json::Value {
+    let d = RunDir::new("");
+    let name = |p: PathBuf| p.display().to_string();
+    let files = serde_json::json!({
+        "lab_json": name(d.lab_json()),
+        "summary_json": name(d.summary_json()),
+        "results_json": name(d.results_json()),
+        "report_html": name(d.report_html()),
+        "chart_png": name(d.chart_png("{chart}")),
+        "capture": name(d.capture("{host}", "{iface}")),
+        "link_log": name(d.link_log("{link}", Side::Up)).replace("-up.", "-{direction}."),
+        "program_out": name(d.program_out("{program}")),
+        "program_err": name(d.program_err("{program}")),
+        "command_out": name(d.command_out()),
+        "latencylab_err": name(d.latencylab_err()),
+        "ray_node": name(d.ray_node()),
+    });
+    serde_json::json!({
+        "files": files,
+        "layout": LAYOUT.iter().map(|(p, what)| serde_json::json!({"path": p, "holds": what})).collect::<Vec<_>>(),
+        "link_log_columns": LOG_COLUMNS,
+        "link_log_events": EVENTS.iter().map(|e| e.name()).collect::<Vec<_>>(),
+        "causes": causes(),
+        "link_states": LinkState::ALL.map(LinkState::name),
+        "link_columns": LINK_COLUMNS,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,6 +936,167 @@ mod tests {
         assert_eq!(parse_link_log("x", LOG_HEADER).unwrap(), []);
     }
 
+    fn repo_file(path: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// The section of `doc` from the heading `from` to the next heading of its level.
+    fn section<'a>(doc: &'a str, from: &str) -> &'a str {
+        let start = doc.find(from).unwrap_or_else(|| panic!("no '{from}'"));
+        let rest = &doc[start + from.len()..];
+        &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+    }
+
+    fn keys(v: &serde_json::Value) -> Vec<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn docs_run_dir_shows_the_layout_events_causes_states_and_keys_of_the_definition() {
+        let doc = repo_file("docs/run-dir.md");
+        assert!(
+            doc.contains(&format!("```\n{}```", layout_text())),
+            "docs/run-dir.md's layout block is not run_dir::layout_text():\n{}",
+            layout_text()
+        );
+        let log = section(&doc, "## Link logs");
+        for c in LOG_COLUMNS {
+            assert!(log.contains(&format!("| `{c}` |")), "link log field {c}");
+        }
+        for e in EVENTS {
+            assert!(
+                log.contains(&format!("`{}`", e.name())),
+                "event {}",
+                e.name()
+            );
+        }
+        for c in causes() {
+            assert!(
+                log.contains(&format!("`{c}`")),
+                "cause {c} not in the link logs' table"
+            );
+        }
+        let lab = section(&doc, "## `lab.json`");
+        for st in LinkState::ALL {
+            assert!(
+                lab.contains(&format!("`\"{}\"`", st.name())),
+                "state {}",
+                st.name()
+            );
+        }
+        for (k, _) in crate::setting::Direction::default().to_json() {
+            assert!(lab.contains(&format!("| `{k}` |")), "lab.json key {k}");
+        }
+        let summary = section(&doc, "## `summary.json`");
+        let s = serde_json::to_value(example_summary()).unwrap();
+        // `key`, `key[]` (a list) or `key.sub`.
+        let named = |k: &str| {
+            ["`", "[]`", "."]
+                .iter()
+                .any(|end| summary.contains(&format!("`{k}{end}")))
+        };
+        for k in keys(&s) {
+            assert!(named(&k), "summary.json key {k}");
+        }
+        for k in keys(&s["links"][0]) {
+            assert!(named(&k), "summary.json links[] key {k}");
+        }
+        for k in keys(&s["engine"]) {
+            assert!(
+                summary.contains(&format!("`engine.{k}`")) || summary.contains(&format!("`{k}`")),
+                "summary.json engine key {k}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_python_packages_copy_of_the_definition_is_the_definition() {
+        let want = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/latencylab/run_dir.json");
+        if std::fs::read_to_string(&p).ok().as_deref() != Some(want.as_str()) {
+            let fresh = std::env::temp_dir().join("run_dir.json");
+            std::fs::write(&fresh, &want).unwrap();
+            panic!(
+                "python/latencylab/run_dir.json is not run_dir::schema(): the definition's is in {}",
+                fresh.display()
+            );
+        }
+    }
+
+    fn example_summary() -> Summary {
+        let params = link::LinkParams::default();
+        let stats = LinkStats {
+            packets_in: 10,
+            packets_out: 9,
+            drops: BTreeMap::from([("overlimit", 1)]),
+            ..LinkStats::default()
+        };
+        let mut l = LinkSummary::new("path", "down", "dualpi2", &params, &stats);
+        l.throughput_bps = 9_500_000.0;
+        // Said at the end of a run, never written.
+        l.check_line = String::new();
+        l.drops.insert("loss".into(), 2);
+        Summary {
+            links: vec![l],
+            no_route: 0,
+            engine: serde_json::from_value(serde_json::json!({
+                "packets": 1, "delivery_lateness_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0},
+                "write_errors": 0, "cpu_s": 0.1,
+                "stalls": [{"at_s": 1.0, "ms": 2.0}],
+                "host_tx_dropped": {"client": 1}
+            }))
+            .unwrap(),
+            nat64: Some(Nat64Summary::default()),
+            warnings: vec!["a warning".into()],
+        }
+    }
+
+    #[test]
+    fn link_columns_read_the_typed_summary_and_results_flatten_to_columns() {
+        let s = example_summary();
+        let cols: BTreeMap<_, _> = s.links[0].columns().into_iter().collect();
+        assert_eq!(cols["throughput_mbps"], 9.5);
+        assert_eq!(cols["drops"], 3.0);
+        assert_eq!(cols["packets_in"], 10.0);
+        assert_eq!(cols.len(), LINK_COLUMNS.len());
+        // A figure reads back from a journal's JSON as itself.
+        let mbps = LINK_COLUMNS[0].value(&serde_json::json!({"throughput_bps": 9891794.0}));
+        let text = serde_json::to_string(&mbps.unwrap()).unwrap();
+        assert_eq!(serde_json::from_str::<f64>(&text).ok(), mbps, "{text}");
+        let drops = LINK_COLUMNS.iter().find(|c| c.name == "drops").unwrap();
+        let none = drops.value(&serde_json::json!({"drops": {}})).unwrap();
+        assert!(none == 0.0 && none.is_sign_positive(), "{none}");
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(Summary::parse("summary.json", &text).unwrap(), s);
+        assert!(Summary::parse("summary.json", "{}")
+            .unwrap_err()
+            .0
+            .starts_with("summary.json: missing field"));
+        let r = Results::parse(
+            "results.json",
+            r#"{"base_rtt_ms": 20, "ok": true, "fifo": {"queue": "fifo limit 300", "rtt_p95_ms": 372.5, "deep": {"x": 1}}, "runs": [1, 2]}"#,
+        )
+        .unwrap();
+        let c = r.columns(2);
+        assert_eq!(c["base_rtt_ms"], 20);
+        assert_eq!(c["ok"], true);
+        assert_eq!(c["fifo_queue"], "fifo limit 300");
+        assert_eq!(c["fifo_rtt_p95_ms"], 372.5);
+        assert!(!c.contains_key("fifo_deep_x") && !c.contains_key("runs"));
+        assert!(Results::parse("results.json", "[1]").is_err());
+    }
+
+    #[test]
+    fn duplicates_and_bit_flips_in_a_link_log_read_back() {
+        for e in EVENTS {
+            let line = format!("5\t{}\t1\t60\t-\t-\tnot-ect\t-", e.name());
+            assert_eq!(LogLine::parse(&line).unwrap().unwrap().event, e);
+        }
+    }
+
     #[test]
     fn run_dir_paths_follow_the_documented_layout() {
         let d = RunDir::new("run1");
@@ -664,6 +1110,32 @@ mod tests {
         );
         assert_eq!(d.program_out("alice"), Path::new("run1/programs/alice.out"));
         assert_eq!(d.summary_json(), Path::new("run1/summary.json"));
+        assert_eq!(d.results_json(), Path::new("run1/results.json"));
+        assert_eq!(d.report_html(), Path::new("run1/report.html"));
+        assert_eq!(d.chart_png("rtt"), Path::new("run1/rtt.png"));
+        assert_eq!(
+            d.lab("fifo").summary_json(),
+            Path::new("run1/fifo/summary.json")
+        );
+        assert_eq!(d.command_out(), Path::new("run1/command.out"));
+        // Every file the methods name is in the documented layout.
+        let listed: String = LAYOUT.iter().map(|(p, _)| format!("{p} ")).collect();
+        for f in [
+            "lab.json",
+            "summary.json",
+            "results.json",
+            "report.html",
+            ".png",
+            "command.out",
+            "latencylab.err",
+            "programs/NAME.out",
+            ".err",
+            "captures/HOST-IFACE.pcap",
+            "links/LINK-up.log",
+            ".pcap.N",
+        ] {
+            assert!(listed.contains(f), "{f}");
+        }
         assert_eq!(
             RunDir::rotated(&d.capture("client", "eth0"), 12),
             Path::new("run1/captures/client-eth0.pcap.12")

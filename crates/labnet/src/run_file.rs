@@ -112,7 +112,6 @@ struct RawRunFile {
     nat64: Option<RawNat64>,
 }
 
-/// Reads and validates a run file. Relative trace paths are relative to the file.
 /// Parses run-file text; `name` is used in messages, `dir` resolves relative trace paths,
 /// which are read through `files`.
 pub fn parse_run_file(
@@ -122,7 +121,140 @@ pub fn parse_run_file(
     seed_override: Option<u64>,
     files: &dyn Files,
 ) -> Result<LabConfig, UsageError> {
-    let raw: RawRunFile = toml::from_str(text).map_err(|e| {
+    parse_run_file_set(name, text, dir, seed_override, &[], files)
+}
+
+/// One value set over a run file's own (`latencylab run --set`, a sweep's axis over a run
+/// file): `KEY` names where, `VALUE` is what a user would write there.
+///
+/// | key | sets |
+/// |---|---|
+/// | `seed`, `duration`, `cc`, … | a top-level key |
+/// | `link.NAME.KEY` | a setting of link NAME, both ways |
+/// | `link.NAME.up.KEY`, `link.NAME.down.KEY` | one direction's (`[link.up]`, `[link.down]`) |
+/// | `host.NAME.KEY` | a key of `[[host]]` NAME |
+/// | `program.NAME.KEY` | a key of the `[[program]]` NAME (by `name`, or `HOST-N` as runs name it) |
+/// | `nat64.KEY` | a key of `[nat64]` |
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetValue {
+    pub key: String,
+    pub value: toml::Value,
+}
+
+/// The forms of [`SetValue`]'s key, for messages.
+pub const SET_KEYS: &str = "link.NAME.KEY, link.NAME.up.KEY, link.NAME.down.KEY, host.NAME.KEY, \
+     program.NAME.KEY, nat64.KEY or a top-level key such as seed";
+
+impl SetValue {
+    /// Reads `KEY=VALUE`. A value that reads as a whole number or `true`/`false` is one (a
+    /// host's `mtu`, `slow_start_after_idle`); any other is text (`10mbit`, `codel ecn`).
+    pub fn parse(s: &str) -> Result<SetValue, UsageError> {
+        let Some((key, value)) = s.split_once('=') else {
+            return usage(format!(
+                "cannot read '{s}' (try KEY=VALUE, e.g. link.path.down.queue=fq_codel)"
+            ));
+        };
+        let value = match value {
+            "true" => toml::Value::Boolean(true),
+            "false" => toml::Value::Boolean(false),
+            v => v
+                .parse::<i64>()
+                .map(toml::Value::Integer)
+                .unwrap_or_else(|_| toml::Value::String(v.to_string())),
+        };
+        Ok(SetValue {
+            key: key.trim().to_string(),
+            value,
+        })
+    }
+
+    /// Sets the value in a run file's table; the run file's own checks read it afterwards.
+    pub fn apply(&self, doc: &mut toml::Table) -> Result<(), String> {
+        let parts: Vec<&str> = self.key.split('.').collect();
+        let v = self.value.clone();
+        let bad = || format!("cannot read key '{}' (try {SET_KEYS})", self.key);
+        match parts[..] {
+            [key] if !["host", "link", "router", "change", "program", "nat64"].contains(&key) => {
+                doc.insert(key.into(), v);
+            }
+            ["link", name, key] => {
+                entry(doc, "link", name)?.insert(key.into(), v);
+            }
+            ["link", name, side @ ("up" | "down"), key] => {
+                let l = entry(doc, "link", name)?;
+                let t = l
+                    .entry(side)
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                t.as_table_mut()
+                    .ok_or_else(|| format!("link '{name}': {side} is not a table"))?
+                    .insert(key.into(), v);
+            }
+            ["host", name, key] => {
+                entry(doc, "host", name)?.insert(key.into(), v);
+            }
+            ["program", name, key] => {
+                entry(doc, "program", name)?.insert(key.into(), v);
+            }
+            ["nat64", key] => {
+                doc.get_mut("nat64")
+                    .and_then(toml::Value::as_table_mut)
+                    .ok_or("the run file has no [nat64]")?
+                    .insert(key.into(), v);
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+}
+
+/// The `[[kind]]` entry named `name` (a program also by the `HOST-N` name a run gives it).
+fn entry<'a>(
+    doc: &'a mut toml::Table,
+    kind: &str,
+    name: &str,
+) -> Result<&'a mut toml::Table, String> {
+    let list = doc.get_mut(kind).and_then(toml::Value::as_array_mut);
+    let mut names = Vec::new();
+    let mut found = None;
+    for (i, e) in list.into_iter().flatten().enumerate() {
+        let Some(t) = e.as_table_mut() else { continue };
+        let own = t
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .map(str::to_string);
+        let given = match (&own, t.get("host").and_then(toml::Value::as_str)) {
+            (Some(n), _) => n.clone(),
+            (None, Some(h)) if kind == "program" => format!("{h}-{}", i + 1),
+            _ => continue,
+        };
+        if given == name && found.is_none() {
+            found = Some(t);
+        } else {
+            names.push(given);
+        }
+    }
+    found.ok_or_else(|| {
+        format!(
+            "no [[{kind}]] named '{name}' (the file has {})",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    })
+}
+
+/// As [`parse_run_file`], with `sets` over the file's own values.
+pub fn parse_run_file_set(
+    name: &str,
+    text: &str,
+    dir: &Path,
+    seed_override: Option<u64>,
+    sets: &[SetValue],
+    files: &dyn Files,
+) -> Result<LabConfig, UsageError> {
+    let syntax = |e: toml::de::Error| {
         let msg = e.message().to_string();
         let line = e
             .span()
@@ -131,7 +263,22 @@ pub fn parse_run_file(
             Some(l) => UsageError(format!("{name}:{l}: {msg}")),
             None => UsageError(format!("{name}: {msg}")),
         }
-    })?;
+    };
+    let raw: RawRunFile = if sets.is_empty() {
+        toml::from_str(text).map_err(syntax)?
+    } else {
+        let mut doc: toml::Table = toml::from_str(text).map_err(syntax)?;
+        for s in sets {
+            s.apply(&mut doc)
+                .map_err(|e| UsageError(format!("{name}: {}: {e}", s.key)))?;
+        }
+        let keys: Vec<&str> = sets.iter().map(|s| s.key.as_str()).collect();
+        toml::Value::Table(doc)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                UsageError(format!("{name} with {}: {}", keys.join(", "), e.message()))
+            })?
+    };
     let defaults = host_settings(
         "",
         None,
@@ -555,6 +702,60 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.starts_with("s.toml:1:") && e.contains("bool"), "{e}");
+    }
+
+    #[test]
+    fn set_values_reach_links_directions_hosts_programs_and_the_top_level() {
+        let set = |pairs: &[&str]| {
+            let sets: Vec<SetValue> = pairs.iter().map(|p| SetValue::parse(p).unwrap()).collect();
+            parse_run_file_set("wifi.toml", WIFI, Path::new("."), None, &sets, &no_files)
+        };
+        let c = set(&[
+            "link.cell.rate=20mbit",
+            "link.wifi.down.queue=fq_codel",
+            "link.core.up.delay=7ms",
+            "host.phone.mtu=1400",
+            "host.server.slow_start_after_idle=false",
+            "program.server-1.run=sleep 2",
+            "duration=10s",
+        ])
+        .unwrap();
+        let cell = &c.links[1];
+        let mbit20 = link::Capacity::Rate(wire::Rate::from_mbit(20));
+        assert_eq!(
+            (&cell.up.params.capacity, &cell.down.params.capacity),
+            (&mbit20, &mbit20)
+        );
+        assert_eq!(
+            c.links[0].down.queue.to_string().split(' ').next(),
+            Some("fq_codel")
+        );
+        assert_eq!(c.links[0].up.queue.to_string(), "fifo limit 1000");
+        assert_eq!(c.links[2].up.params.delay, wire::Duration::from_millis(7));
+        assert_eq!(c.links[2].down.params.delay, wire::Duration::from_millis(0));
+        assert_eq!(
+            (c.hosts[0].settings.mtu, c.hosts[1].settings.mtu),
+            (1400, 1500)
+        );
+        assert!(!c.hosts[1].settings.slow_start_after_idle);
+        assert_eq!(c.programs[0].run, "sleep 2");
+        assert_eq!(c.duration_s, Some(10.0));
+        let e = |p: &str| set(&[p]).unwrap_err().0;
+        assert_eq!(
+            e("link.wlan.rate=1mbit"),
+            "wifi.toml: link.wlan.rate: no [[link]] named 'wlan' (the file has wifi, cell, core)"
+        );
+        assert!(e("link.cell.rate=fast").contains("link 'cell': rate: cannot read 'fast'"));
+        assert!(e("link.cell.wobble=1").contains("unknown setting 'wobble'"));
+        assert!(e("host.phone.colour=red").contains("unknown field `colour`"));
+        assert!(e("links.cell.rate=1mbit")
+            .contains("cannot read key 'links.cell.rate' (try link.NAME.KEY"));
+        assert!(e("nat64.at=home").contains("no [nat64]"));
+        assert!(SetValue::parse("link.cell.rate").is_err());
+        assert_eq!(
+            SetValue::parse("host.a.mtu=1400").unwrap().value,
+            toml::Value::Integer(1400)
+        );
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! Every reader of link settings goes through [`Setting::parse`] and every writer through
 //! [`Direction::settings`], so a new link setting is one variant here (with its arms in
 //! `parse`, `apply` and `settings`, which the compiler asks for), the field in
-//! `link::LinkParams` and, for `latencylab shell`, one option in the CLI. Run files, changes
-//! and `lab.json` follow by themselves.
+//! `link::LinkParams` and, for `latencylab shell`, one row of [`crate::options`] (from which
+//! its flags, the sweep's axes and the docs' table follow; a test fails while a setting has no
+//! row). Run files, changes and `lab.json` follow by themselves.
 //!
 //! Files named by a setting (a capacity trace) are read by the caller through [`Files`]: this
 //! crate does no I/O.
@@ -96,6 +97,8 @@ pub enum LinkState {
 }
 
 impl LinkState {
+    pub const ALL: [LinkState; 3] = [LinkState::On, LinkState::Off, LinkState::Blackhole];
+
     pub const fn name(self) -> &'static str {
         match self {
             LinkState::On => "on",

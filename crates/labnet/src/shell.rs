@@ -2,7 +2,8 @@
 //! `server` joined by the link `path`, whose `up` direction is client→server and `down`
 //! server→client.
 //!
-//! The CLI hands in each link option as the setting it names ([`LinkOption`]); options for
+//! The options themselves are declared in [`crate::options`]. The CLI hands in each link
+//! option as the setting it names ([`LinkOption`]); options for
 //! both directions apply first and per-direction ones over them, whatever their order on the
 //! command line.
 
@@ -46,6 +47,9 @@ pub struct ShellOptions {
     /// A named network ([`crate::profiles`]): its rates and round trip apply first, and any
     /// link option given overrides them.
     pub profile: Option<String>,
+    /// A shell command line run in `server` for the life of the lab (the shell starts it;
+    /// it is no part of the lab's specification).
+    pub server: Option<String>,
 }
 
 impl ShellOptions {

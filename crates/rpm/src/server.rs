@@ -251,4 +251,3 @@ async fn serve_conn<I>(
     // A client that goes away mid-response is no error of the server's.
     let _ = b.serve_connection(io, svc).await;
 }
-

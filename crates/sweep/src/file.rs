@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use labnet::Setting;
+use labnet::options::{self, Form};
+use labnet::run_file::{parse_run_file_set, SetValue};
 
 /// A mistake in the sweep file: one line naming the key, the value and what would have been
 /// accepted.
@@ -41,8 +42,12 @@ pub enum Target {
         name: String,
         options: BTreeMap<String, String>,
     },
-    /// `latencylab run FILE --seed ..`: the file as written, only the seed varies.
-    Run { file: PathBuf },
+    /// `latencylab run FILE --set KEY=VALUE .. --seed ..`: the file with values set over its
+    /// own (`sets`, fixed, by [`labnet::run_file::SetValue`]'s keys; the axes add theirs).
+    Run {
+        file: PathBuf,
+        sets: BTreeMap<String, String>,
+    },
 }
 
 impl Target {
@@ -102,34 +107,6 @@ pub struct SweepFile {
     /// Whether runs keep their pcaps and link logs (`capture = false`: `--no-capture`).
     pub capture: bool,
 }
-
-/// `shell` options a sweep may set, and the `labnet` setting each one's value is checked as
-/// (`None`: checked here).
-const SHELL_OPTIONS: &[(&str, Option<&str>)] = &[
-    ("rate", Some("rate")),
-    ("down", Some("rate")),
-    ("up", Some("rate")),
-    ("delay", Some("delay")),
-    ("rtt", Some("rtt")),
-    ("down-delay", Some("delay")),
-    ("up-delay", Some("delay")),
-    ("queue", Some("queue")),
-    ("down-queue", Some("queue")),
-    ("up-queue", Some("queue")),
-    ("loss", Some("loss")),
-    ("down-loss", Some("loss")),
-    ("up-loss", Some("loss")),
-    ("down-trace", Some("trace")),
-    ("up-trace", Some("trace")),
-    ("overhead", Some("overhead")),
-    ("bleach-ecn", None),
-    ("nat64", None),
-    ("server", None),
-    ("cc", None),
-    ("ecn", None),
-    ("mtu", None),
-    ("seed", None),
-];
 
 const TOP_KEYS: &str = "shell, demo, run, axes, repeat, capture";
 
@@ -199,7 +176,10 @@ impl SweepFile {
                     let v = scalar(&format!("shell.{k}"), v)?;
                     check_shell_option(k, &v, dir)
                         .map_err(|e| SweepError(format!("shell.{k}: {e}")))?;
-                    options.insert(k.clone(), v.arg());
+                    // A flag set to false is the same as not given.
+                    if !is_flag(k) || v == AxisValue::Bool(true) {
+                        options.insert(k.clone(), v.arg());
+                    }
                 }
                 let command = command.ok_or_else(|| {
                     SweepError("[shell] needs command = \"...\" (a shell command line run in the client, e.g. \"latencylab probe-client server --duration 5s\")".into())
@@ -238,13 +218,17 @@ impl SweepFile {
                     Some(v) => dir.join(string("run.file", v)?),
                     None => return err("[run] needs file = \"RUN-FILE.toml\""),
                 };
-                if let Some(k) = t.keys().find(|k| *k != "file") {
-                    return err(format!("run.{k}: unknown key (known: file)"));
-                }
                 if !file.is_file() {
                     return err(format!("run.file: no file {}", file.display()));
                 }
-                Target::Run { file }
+                let mut sets = BTreeMap::new();
+                for (k, v) in t.iter().filter(|(k, _)| *k != "file") {
+                    let v = scalar(&format!("run.{k}"), v)?;
+                    check_set(&file, &sets, k, &v)
+                        .map_err(|e| SweepError(format!("run.{k}: {e}")))?;
+                    sets.insert(k.clone(), v.arg());
+                }
+                Target::Run { file, sets }
             }
         };
         let mut axes = Vec::new();
@@ -281,9 +265,14 @@ impl SweepFile {
                             check_demo_option(name, k, &v)
                         }
                         Target::Run { .. } if k == "seed" => check_seed(&v),
-                        Target::Run { .. } => Err(format!(
-                            "a [run] sweep varies only 'seed' (the run file says the rest; not '{k}')"
-                        )),
+                        Target::Run { file, sets } => {
+                            if sets.contains_key(k) {
+                                return err(format!(
+                                    "{what}: '{k}' is also set in [run]; set it in one place"
+                                ));
+                            }
+                            check_set(file, sets, k, &v)
+                        }
                     };
                     checked.map_err(|e| SweepError(format!("{what}: {e}")))?;
                     if values.contains(&v) {
@@ -317,12 +306,61 @@ impl SweepFile {
                 target.kind()
             ));
         }
-        Ok(SweepFile {
+        let sweep = SweepFile {
             target,
             axes,
             repeat,
             capture,
-        })
+        };
+        sweep.check_combinations(dir)?;
+        Ok(sweep)
+    }
+
+    /// Builds the lab of every combination of the axes, as its run will, so that values that
+    /// are right alone but wrong together (`delay` in `[shell]`, `rtt` on an axis) are one line
+    /// before anything runs.
+    fn check_combinations(&self, dir: &Path) -> Result<(), SweepError> {
+        for run in crate::plan::expand(self).iter().filter(|r| r.rep == 0) {
+            let params = || {
+                let p: Vec<String> = run
+                    .params
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {}", v.arg()))
+                    .collect();
+                format!("run {} ({})", run.id, p.join(", "))
+            };
+            let checked = match &self.target {
+                Target::Shell { options, .. } => {
+                    let axis = run.params.iter().map(|(k, v)| (k.clone(), v.arg()));
+                    let given: Vec<(String, String)> =
+                        options.clone().into_iter().chain(axis).collect();
+                    let pairs = given
+                        .iter()
+                        .filter_map(|(k, v)| options::find(k).map(|o| (o, v.as_str())));
+                    let rooted = |p: &Path| read_file(&dir.join(p));
+                    options::shell_options(pairs)
+                        .and_then(|o| labnet::shell::shell_config(&o, &rooted))
+                        .map(|_| ())
+                        .map_err(|e| e.0)
+                }
+                Target::Run { file, sets } => {
+                    let axis = run
+                        .params
+                        .iter()
+                        .filter(|(k, _)| k != "seed")
+                        .map(|(k, v)| (k.clone(), v.arg()));
+                    sets.clone()
+                        .into_iter()
+                        .chain(axis)
+                        .map(|(k, v)| SetValue::parse(&format!("{k}={v}")).map_err(|e| e.0))
+                        .collect::<Result<Vec<_>, _>>()
+                        .and_then(|sets| lab_of_run_file(file, &sets).map(|_| ()))
+                }
+                Target::Demo { .. } => Ok(()),
+            };
+            checked.map_err(|e| SweepError(format!("{}: {e}", params())))?;
+        }
+        Ok(())
     }
 }
 
@@ -357,43 +395,76 @@ fn check_seed(v: &AxisValue) -> Result<(), String> {
     }
 }
 
-/// Checks one `shell` option's value as `latencylab shell` will read it.
+/// Whether the `shell` option `flag` is given or not, with no value.
+pub(crate) fn is_flag(flag: &str) -> bool {
+    options::find(flag).is_some_and(|o| o.form == Form::Flag)
+}
+
+/// Reads a trace file a `[shell]` option names, as `latencylab shell` will.
+fn read_file(p: &Path) -> Result<(String, String), String> {
+    std::fs::read_to_string(p)
+        .map(|t| (p.display().to_string(), t))
+        .map_err(|e| e.to_string())
+}
+
+/// Checks one `shell` option's value as `latencylab shell` will read it (labnet's table of
+/// options: every option of `shell` can be set).
 fn check_shell_option(name: &str, v: &AxisValue, dir: &Path) -> Result<(), String> {
-    let Some((_, setting)) = SHELL_OPTIONS.iter().find(|(n, _)| *n == name) else {
-        let known: Vec<&str> = SHELL_OPTIONS.iter().map(|(n, _)| *n).collect();
-        return Err(format!(
-            "unknown shell option '{name}' (known: {})",
-            known.join(", ")
-        ));
-    };
-    let text = v.arg();
-    match (*setting, name) {
-        (Some(key), _) => {
-            let read = |p: &Path| {
-                std::fs::read_to_string(p)
-                    .map(|t| (p.display().to_string(), t))
-                    .map_err(|e| e.to_string())
-            };
-            Setting::parse(key, &text, dir, &read).map(|_| ())
-        }
-        (None, "bleach-ecn" | "nat64") => match v {
-            AxisValue::Bool(_) => Ok(()),
-            _ => Err(format!("cannot read '{text}' (try true or false)")),
-        },
-        (None, "seed") => check_seed(v),
-        (None, "mtu") => match v {
-            AxisValue::Int(i) if (1280..=65535).contains(i) => Ok(()),
-            _ => Err(format!("cannot read mtu '{text}' (try 1500, 1280, 9000)")),
-        },
-        (None, "ecn") => match text.as_str() {
-            "on" | "off" | "passive" => Ok(()),
-            _ => Err(format!("cannot read ecn '{text}' (try on, off, passive)")),
-        },
-        _ => match v {
-            AxisValue::Text(s) if !s.is_empty() => Ok(()),
-            _ => Err(format!("must be a string in quotes, not {text}")),
-        },
+    if name == "seed" {
+        return check_seed(v);
     }
+    let form = options::find(name).map(|o| o.form);
+    match (form, v) {
+        (Some(Form::Flag), AxisValue::Bool(_)) | (Some(Form::ZeroOne), _) | (None, _) => {}
+        (Some(Form::Flag), _) => {
+            return Err(format!("cannot read '{}' (try true or false)", v.arg()))
+        }
+        (Some(_), AxisValue::Bool(_)) => {
+            return Err(format!(
+                "must be a value such as \"{}\", not {}",
+                example(name),
+                v.arg()
+            ))
+        }
+        _ => {}
+    }
+    options::check_value(name, &v.arg(), dir, &read_file)
+}
+
+fn example(flag: &str) -> &'static str {
+    options::find(flag).map_or("", |o| o.example)
+}
+
+/// Checks one value set over a run file (`KEY = VALUE` in `[run]` or an axis), together with
+/// the fixed ones, by reading the whole run file as `latencylab run --set` will.
+fn check_set(
+    file: &Path,
+    fixed: &BTreeMap<String, String>,
+    key: &str,
+    v: &AxisValue,
+) -> Result<(), String> {
+    let mut sets = Vec::new();
+    for (k, x) in fixed {
+        sets.push(SetValue::parse(&format!("{k}={x}")).map_err(|e| e.0)?);
+    }
+    sets.push(SetValue::parse(&format!("{key}={}", v.arg())).map_err(|e| e.0)?);
+    lab_of_run_file(file, &sets).map(|_| ())
+}
+
+/// The lab of a run file with values set over it, read as `latencylab run` reads it.
+pub(crate) fn lab_of_run_file(file: &Path, sets: &[SetValue]) -> Result<labnet::LabConfig, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read run file {}: {e}", file.display()))?;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    parse_run_file_set(
+        &file.display().to_string(),
+        &text,
+        dir,
+        None,
+        sets,
+        &read_file,
+    )
+    .map_err(|e| e.0)
 }
 
 /// A value of a demo's parameter, checked as the demo's declaration reads it (the same
@@ -558,6 +629,99 @@ seed = [1, 2]
         assert_eq!(count("sweep-bufferbloat.toml"), 90);
         assert_eq!(count("sweep-nagle.toml"), 2);
         assert_eq!(count("sweep-l4s.toml"), 2);
+        assert_eq!(count("sweep-jitter-queue.toml"), 6);
+    }
+
+    #[test]
+    fn every_shell_option_can_be_an_axis_and_a_fixed_option() {
+        let dir = std::env::temp_dir().join(format!("sweep-file-{}-all", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cell.trace"), "1\n2\n").unwrap();
+        for o in options::table() {
+            let v = match o.form {
+                Form::Flag => "true".to_string(),
+                Form::U32 | Form::U64 | Form::ZeroOne => o.example.to_string(),
+                _ => format!("\"{}\"", o.example),
+            };
+            // A CLAT needs the NAT64 it translates for.
+            let nat64 = if o.flag.starts_with("clat") {
+                "nat64 = true\n"
+            } else {
+                ""
+            };
+            let axis = format!(
+                "[shell]\ncommand = \"true\"\n{nat64}[axes]\n{} = [{v}]\n",
+                o.flag
+            );
+            let s = SweepFile::parse(&axis, &dir).unwrap_or_else(|e| panic!("{}: {e}", o.flag));
+            assert_eq!(s.axes[0].name, o.flag);
+            let fixed = format!("[shell]\ncommand = \"true\"\n{nat64}{} = {v}\n", o.flag);
+            SweepFile::parse(&fixed, &dir).unwrap_or_else(|e| panic!("{}: {e}", o.flag));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn values_right_alone_but_wrong_together_are_refused_naming_the_run() {
+        let e = parse("[shell]\ncommand = \"true\"\nrtt = \"40ms\"\n[axes]\nqueue = [\"fifo\"]\ndelay = [\"5ms\"]\n")
+            .unwrap_err()
+            .0;
+        assert_eq!(
+            e,
+            "run r0000 (delay = 5ms, queue = fifo): --rtt and --delay both set the delay: give one of them"
+        );
+        let e = parse("[shell]\ncommand = \"true\"\n[axes]\nclat = [true]\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("--clat needs --nat64"), "{e}");
+    }
+
+    #[test]
+    fn a_run_file_sweep_sets_any_key_by_link_and_host_name() {
+        let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let text = "[run]\nfile = \"wifi-cellular.toml\"\n\"link.wifi.rate\" = \"20mbit\"\n[axes]\n\"link.wifi.down.queue\" = [\"fifo limit 100\", \"fq_codel\"]\n\"host.phone.cc\" = [\"reno\"]\nseed = [1, 2]\n";
+        let s = SweepFile::parse(text, &ex).unwrap();
+        let runs = crate::plan::expand(&s);
+        assert_eq!(runs.len(), 4);
+        let a = crate::plan::args(&s, &runs[3], Path::new("d"));
+        let want: Vec<String> = [
+            "--set",
+            "link.wifi.rate=20mbit",
+            "--set",
+            "host.phone.cc=reno",
+            "--set",
+            "link.wifi.down.queue=fq_codel",
+            "--seed",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(a[2..10], want[..]);
+        let e = |t: &str| {
+            SweepFile::parse(&text.replace("\"fq_codel\"", t), &ex)
+                .unwrap_err()
+                .0
+        };
+        assert!(
+            e("\"codle\"").starts_with("axes.link.wifi.down.queue: "),
+            "{}",
+            e("\"codle\"")
+        );
+        assert!(e("\"codle\"").contains("codle"));
+        let e = SweepFile::parse(&text.replace("link.wifi.down", "link.wlan.down"), &ex)
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("no [[link]] named 'wlan' (the file has wifi, cell"),
+            "{e}"
+        );
+        let e = SweepFile::parse(
+            &text.replace("\"host.phone.cc\"", "\"link.wifi.rate\""),
+            &ex,
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("also set in [run]"), "{e}");
     }
 
     #[test]

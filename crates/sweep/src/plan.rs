@@ -58,11 +58,6 @@ pub fn expand(sweep: &SweepFile) -> Vec<Run> {
     runs
 }
 
-/// Where a shell run's COMMAND writes its stdout, inside the run's directory.
-pub const COMMAND_OUT: &str = "command.out";
-/// `latencylab`'s own stderr for a run, inside the run's directory.
-pub const LATENCYLAB_ERR: &str = "latencylab.err";
-
 /// The arguments of `latencylab` for `run` of `sweep`, writing into `run_dir`.
 pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
     let dir = run_dir.display().to_string();
@@ -76,7 +71,7 @@ pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
                 .map(|(k, v)| (k.clone(), AxisValue::Text(v.clone())));
             for (k, v) in fixed.chain(axis) {
                 // Flags (checked as true/false by the file) are there or not.
-                if matches!(k.as_str(), "bleach-ecn" | "nat64") {
+                if crate::file::is_flag(&k) {
                     if v.arg() == "true" {
                         a.push(format!("--{k}"));
                     }
@@ -106,11 +101,15 @@ pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
             }
             a.extend(["--quiet".into(), "-o".into(), dir]);
         }
-        Target::Run { file } => {
+        Target::Run { file, sets } => {
             a.extend(["run".into(), file.display().to_string()]);
-            for (k, v) in &run.params {
-                a.push(format!("--{k}"));
-                a.push(v.arg());
+            let axis = run.params.iter().map(|(k, v)| (k.clone(), v.arg()));
+            for (k, v) in sets.clone().into_iter().chain(axis) {
+                if k == "seed" {
+                    a.extend(["--seed".into(), v]);
+                } else {
+                    a.extend(["--set".into(), format!("{k}={v}")]);
+                }
             }
             a.extend(["--quiet".into(), "-o".into(), dir]);
             if !sweep.capture {

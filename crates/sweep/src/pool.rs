@@ -14,10 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use labnet::run_dir::RunDir;
+
 use crate::file::SweepFile;
 use crate::html;
 use crate::journal::Journal;
-use crate::plan::{self, Run, LATENCYLAB_ERR};
+use crate::plan::{self, Run};
 use crate::row::{read_row, Row};
 use crate::table::Table;
 
@@ -167,10 +169,10 @@ fn start(sweep: &SweepFile, run: &Run, runs_dir: &Path, opts: &Options) -> Resul
             .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let file = |name: &str| {
-        std::fs::File::create(dir.join(name))
-            .map_err(|e| format!("cannot create {}: {e}", dir.join(name).display()))
+    let file = |path: PathBuf| {
+        std::fs::File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))
     };
+    let run_dir = RunDir::new(&dir);
     // Commands in the labs that call `latencylab` get the sweep's own.
     let mut path = std::ffi::OsString::from(bin.parent().unwrap_or(Path::new("/")));
     if let Some(p) = std::env::var_os("PATH") {
@@ -199,15 +201,15 @@ fn start(sweep: &SweepFile, run: &Run, runs_dir: &Path, opts: &Options) -> Resul
     cmd.args(plan::args(sweep, run, &dir))
         .env("PATH", path)
         .stdin(Stdio::null())
-        .stdout(file(plan::COMMAND_OUT)?)
-        .stderr(file(LATENCYLAB_ERR)?)
+        .stdout(file(run_dir.command_out())?)
+        .stderr(file(run_dir.latencylab_err())?)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))
 }
 
 /// A failed run's error: its exit status and the last line `latencylab` wrote on stderr.
 fn failure(run_dir: &Path, status: &str) -> String {
-    let err = std::fs::read_to_string(run_dir.join(LATENCYLAB_ERR)).unwrap_or_default();
+    let err = std::fs::read_to_string(RunDir::new(run_dir).latencylab_err()).unwrap_or_default();
     match err.lines().rev().find(|l| !l.trim().is_empty()) {
         Some(l) => format!("{status}: {}", l.trim()),
         None => status.to_string(),
@@ -233,7 +235,7 @@ if [ "$seed" = 3 ]; then echo "latencylab: cannot start the lab" >&2; exit 1; fi
 if [ "$seed" = 4 ]; then trap 'exit 143' TERM; while :; do sleep 0.05; done; fi
 echo '{"type":"probe_summary","proto":"udp","rtt_p95_ms":'"$seed"'0}'
 cat > "$out/summary.json" <<X
-{"links":[],"engine":{"delivery_lateness_ms":{"p99":0.1}}}
+{"links":[],"no_route":0,"engine":{"packets":0,"delivery_lateness_ms":{"p50":0.1,"p95":0.1,"p99":0.1,"max":0.1},"write_errors":0,"cpu_s":0.1}}
 X
 "#;
 

@@ -6,11 +6,12 @@
 //! Not here: the table's files (`table`), or running anything.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use labnet::run_dir::{Results, RunDir, Summary};
 use serde_json::{Map, Value};
 
-use crate::plan::{Run, COMMAND_OUT};
+use crate::plan::Run;
 
 /// The most a lab's engine may deliver packets late (p99 of `engine.delivery_lateness_ms`)
 /// for its timing to count as sound: 1 ms, a small part of any queue delay a sweep studies,
@@ -80,44 +81,43 @@ pub fn read_row(run: &Run, dir: &Path, error: Option<String>, wall_s: f64) -> Ro
     let mut problems = Vec::new();
     // A shell or run lab leaves summary.json at the top; a demo, one per lab in a
     // subdirectory (named after the lab, which prefixes its columns).
-    let mut labs: Vec<(String, std::path::PathBuf)> = Vec::new();
-    let summary_of = |d: &Path| labnet::run_dir::RunDir::new(d).summary_json();
-    if summary_of(dir).is_file() {
-        labs.push((String::new(), summary_of(dir)));
+    let top = RunDir::new(dir);
+    let mut labs: Vec<(String, PathBuf)> = Vec::new();
+    if top.summary_json().is_file() {
+        labs.push((String::new(), top.summary_json()));
     } else if let Ok(entries) = std::fs::read_dir(dir) {
         let mut subs: Vec<_> = entries
             .flatten()
-            .map(|e| e.path())
-            .filter(|p| summary_of(p).is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| top.lab(name).summary_json().is_file())
             .collect();
         subs.sort();
-        for p in subs {
-            let name = p.file_name().unwrap_or_default().to_string_lossy();
-            labs.push((format!("{name}_"), summary_of(&p)));
+        for name in subs {
+            labs.push((format!("{name}_"), top.lab(&name).summary_json()));
         }
     }
     for (prefix, path) in &labs {
-        match read_json(path) {
-            Ok(v) => {
-                if let Some(l) = summary_figures(&v, prefix, &mut figures) {
-                    lateness.push(l);
-                }
-            }
+        match read(path)
+            .and_then(|t| Summary::parse(&path.display().to_string(), &t).map_err(|e| e.0))
+        {
+            Ok(s) => lateness.push(summary_figures(&s, prefix, &mut figures)),
             Err(e) => problems.push(e),
         }
     }
-    let results = dir.join("results.json");
+    let results = top.results_json();
     if results.is_file() {
-        match read_json(&results) {
-            Ok(v) => flatten("", &v, 2, &mut figures),
+        match read(&results)
+            .and_then(|t| Results::parse(&results.display().to_string(), &t).map_err(|e| e.0))
+        {
+            Ok(r) => figures.extend(r.columns(2)),
             Err(e) => problems.push(e),
         }
     }
-    let out = dir.join(COMMAND_OUT);
+    let out = top.command_out();
     if out.is_file() {
-        match std::fs::read_to_string(&out) {
+        match read(&out) {
             Ok(text) => program_figures(&text, &mut figures),
-            Err(e) => problems.push(format!("cannot read {}: {e}", out.display())),
+            Err(e) => problems.push(e),
         }
     }
     if error.is_none() && labs.is_empty() {
@@ -144,76 +144,32 @@ pub fn read_row(run: &Run, dir: &Path, error: Option<String>, wall_s: f64) -> Ro
     }
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// The figures of one `summary.json` (docs/run-dir.md), each link direction's under
-/// `{prefix}{link}_{direction}_`. Returns the engine's delivery lateness p99 (ms).
-fn summary_figures(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) -> Option<f64> {
-    for l in v
-        .get("links")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let (Some(name), Some(dir)) = (
-            l.get("name").and_then(Value::as_str),
-            l.get("direction").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
-        let p = format!("{prefix}{name}_{dir}_");
-        let num = |k: &str| l.get(k).and_then(Value::as_f64);
-        if let Some(t) = num("throughput_bps") {
-            out.insert(format!("{p}throughput_mbps"), (t / 1e6).into());
-        }
-        // Counts stay integers, so that the tables' columns are integers too.
-        for k in ["packets_in", "packets_out", "ce_marks"] {
-            if let Some(n) = l.get(k).and_then(Value::as_u64) {
-                out.insert(format!("{p}{k}"), n.into());
-            }
-        }
-        if let Some(d) = l.get("drops").and_then(Value::as_object) {
-            let total: u64 = d.values().filter_map(Value::as_u64).sum();
-            out.insert(format!("{p}drops"), total.into());
-        }
-        if let Some(q) = l.get("queue_delay_ms").and_then(Value::as_object) {
-            for k in ["p50", "p95", "p99", "max"] {
-                if let Some(x) = q.get(k).filter(|x| x.is_number()) {
-                    out.insert(format!("{p}queue_delay_{k}_ms"), x.clone());
-                }
-            }
+/// The figures of one `summary.json` (docs/run-dir.md): each link direction's
+/// [`LINK_COLUMNS`](labnet::run_dir::LINK_COLUMNS) under `{prefix}{link}_{direction}_`, and
+/// the engine's. Returns the engine's delivery lateness p99 (ms).
+fn summary_figures(s: &Summary, prefix: &str, out: &mut BTreeMap<String, Value>) -> f64 {
+    for l in &s.links {
+        let p = format!("{prefix}{}_{}_", l.name, l.direction);
+        for (name, v) in l.columns() {
+            // Counts (the columns without a unit in their name) stay integers, so that the
+            // tables' columns are integers too.
+            let counted = !name.ends_with("_ms") && !name.ends_with("_mbps");
+            let v: Value = if counted && v >= 0.0 && v.fract() == 0.0 {
+                (v as u64).into()
+            } else {
+                v.into()
+            };
+            out.insert(format!("{p}{name}"), v);
         }
     }
-    let engine = v.get("engine")?;
-    if let Some(c) = engine.get("cpu_s").filter(|x| x.is_number()) {
-        out.insert(format!("{prefix}engine_cpu_s"), c.clone());
-    }
-    let p99 = engine.get("delivery_lateness_ms")?.get("p99")?.as_f64()?;
+    out.insert(format!("{prefix}engine_cpu_s"), s.engine.cpu_s.into());
+    let p99 = s.engine.delivery_lateness_ms.p99;
     out.insert(format!("{prefix}lateness_p99_ms"), p99.into());
-    Some(p99)
-}
-
-/// Numbers and strings of `v`, nested objects down to `depth` levels joined with `_`.
-fn flatten(prefix: &str, v: &Value, depth: u32, out: &mut BTreeMap<String, Value>) {
-    if let Value::Object(m) = v {
-        for (k, x) in m {
-            let name = format!("{prefix}{k}");
-            match x {
-                Value::Number(_) | Value::String(_) => {
-                    out.insert(name, x.clone());
-                }
-                Value::Bool(b) => {
-                    out.insert(name, (*b).into());
-                }
-                Value::Object(_) if depth > 1 => flatten(&format!("{name}_"), x, depth - 1, out),
-                _ => {}
-            }
-        }
-    }
+    p99
 }
 
 /// The summary lines of the traffic programs (docs/apps.md) in a shell run's COMMAND output:
@@ -293,7 +249,7 @@ mod tests {
         let d = scratch("shell");
         std::fs::write(d.join("summary.json"), SUMMARY).unwrap();
         std::fs::write(
-            d.join(COMMAND_OUT),
+            RunDir::new(&d).command_out(),
             concat!(
                 "{\"type\":\"start\",\"t_s\":0}\n",
                 "{\"type\":\"probe_summary\",\"t_s\":5,\"proto\":\"udp\",\"sent\":50,\"received\":49,\"lost\":1,\"rtt_p50_ms\":21.0,\"rtt_p95_ms\":30.5,\"rtt_p99_ms\":null}\n",
