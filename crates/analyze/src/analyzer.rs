@@ -100,7 +100,7 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// [`Options::part_bytes`]'s default: parts big enough that finding each one's first record
 /// and handing it over cost nothing next to reading it, small enough that a few per thread
 /// in memory at once stay far below the file.
-pub const PART_BYTES: u64 = 8 << 20;
+pub const PART_BYTES: u64 = 4 << 20;
 /// How often (in IP packets) closed connections are swept when packets come one by one
 /// ([`Analyzer::add_packet`]), without a file.
 const SWEEP_EVERY_PACKETS: u32 = 65_536;
