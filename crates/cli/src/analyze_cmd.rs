@@ -338,7 +338,7 @@ fn read_one(inputs: &[Input], opts: analyze::Options) -> Result<analyze::Analysi
 
 /// Parts of the captures handed from a reading thread to each analysing thread before it
 /// waits.
-const PARTS_IN_FLIGHT: usize = 1;
+const PARTS_IN_FLIGHT: usize = 4;
 
 /// Reads every capture, mapped uncompressed pcaps all, in parts on `jobs` threads, and
 /// analyses their connections on `jobs` more, split by address pair; the result is
