@@ -15,7 +15,8 @@ Each case runs small traffic programs (this file's `server` and `client` subcomm
 over IPv4 and once over IPv6 and writes OUTDIR/CASE-v4/{client,middle,server}.pcap, with
 the truth the programs were told in OUTDIR/CASE-v4/truth.json. Cases: healthy (30 ms path),
 slow_server, slow_client, long_path (400 ms), dead_peer (the middle drops everything after
-the handshake), stopped_reader (the client does not read for 3 s), refused (nothing listens).
+the handshake), dead_peer_late (the same, captured from after the handshake), stopped_reader
+(the client does not read for 3 s), refused (nothing listens).
 
 Needs root, ip, ethtool, tcpdump. Does nothing when OUTDIR/STAMP matches this file (a cache
 for the test run). Every exit path deletes the namespaces and stops the programs.
@@ -177,6 +178,10 @@ CASES = {
     "long_path": dict(rtt=400, server_ms=0, think_ms=0, size=2000),
     "dead_peer": dict(rtt=30, server_ms=0, think_ms=0, size=2000, give_up_ms=5000,
                       blackhole=True),
+    # The same dead peer with the captures started after the handshake (as when tcpdump is
+    # started once the trouble shows): no handshake and nothing from the server in them.
+    "dead_peer_late": dict(rtt=30, server_ms=0, think_ms=1500, size=2000, give_up_ms=5000,
+                           blackhole=True, late_capture=True),
     "stopped_reader": dict(rtt=30, server_ms=0, think_ms=0, size=1_000_000,
                            read_pause_ms=3000, rcvbuf=262144),
     "refused": dict(rtt=30, server_ms=0, think_ms=0, size=0, closed=True),
@@ -276,25 +281,38 @@ def run_case(lab, out, name, fam, spec, port):
                     str(spec["server_ms"]), str(spec["size"]), ready)
     wait_for(ready, "the server")
     dumps = []
-    for ns, dev, who in ((lab.c, "c0", "client"), (lab.m, "x0", "middle"),
-                         (lab.s, "s0", "server")):
-        pcap = os.path.join(d, who + ".pcap")
-        p = subprocess.Popen(nsx(ns, "tcpdump", "-i", dev, "-s", "200", "--immediate-mode", "-U",
-                                 "-w", pcap,
-                                 "tcp port %d" % (port + 1 if spec.get("closed") else port)),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lab.procs.append(p)
-        # tcpdump says "listening on" once it captures.
-        line = p.stderr.readline()
-        if "listening" not in line:
-            raise RuntimeError("stories: tcpdump on %s: %s" % (dev, line.strip()))
-        dumps.append(p)
-    time.sleep(0.1)
+
+    def start_captures():
+        for ns, dev, who in ((lab.c, "c0", "client"), (lab.m, "x0", "middle"),
+                             (lab.s, "s0", "server")):
+            pcap = os.path.join(d, who + ".pcap")
+            p = subprocess.Popen(nsx(ns, "tcpdump", "-i", dev, "-s", "200", "--immediate-mode",
+                                     "-U", "-w", pcap,
+                                     "tcp port %d" % (port + 1 if spec.get("closed") else port)),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            lab.procs.append(p)
+            # tcpdump says "listening on" once it captures.
+            line = p.stderr.readline()
+            if "listening" not in line:
+                raise RuntimeError("stories: tcpdump on %s: %s" % (dev, line.strip()))
+            dumps.append(p)
+
+    late = spec.get("late_capture")
+    if not late:
+        start_captures()
+        time.sleep(0.1)
     mark = blackhole if spec.get("blackhole") else ""
     cl = lab.spawn(lab.c, sys.executable, HERE, "client", saddr,
                    str(port + 1 if spec.get("closed") else port), str(spec["think_ms"]),
                    str(spec.get("read_pause_ms", 0)), str(spec.get("give_up_ms", 0)),
                    str(spec.get("rcvbuf", 0)), mark, stdout=subprocess.PIPE)
+    if late:
+        # After the handshake (the client marks it), before the request (think_ms later).
+        wait_for(mark, "the connection")
+        t_mark = time.monotonic()
+        start_captures()
+        if time.monotonic() - t_mark > 0.8 * spec["think_ms"] / 1e3:
+            raise RuntimeError("stories: the captures started too late for the request")
     result = json.loads(cl.communicate(timeout=60)[0] or "{}")
     lab.procs.remove(cl)
     time.sleep(spec["rtt"] / 1e3 + 0.2)

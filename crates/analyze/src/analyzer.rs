@@ -43,6 +43,12 @@ pub struct Options {
     pub filter: Option<Filter>,
     /// Most warnings kept (the rest are counted per capture).
     pub max_warnings: usize,
+    /// Closed connections are finished and dropped before the first IP packet whose captured
+    /// bytes start at or after each multiple of this many bytes of a capture; a pcap read on
+    /// several threads is read in parts of this size ([`ChunkedCapture`]). By position in the
+    /// file rather than by count of packets, so that a part read by itself knows where the
+    /// sweeps fall in it. At least 4096.
+    pub part_bytes: u64,
 }
 
 impl Default for Options {
@@ -51,6 +57,7 @@ impl Default for Options {
             keep_series: false,
             filter: None,
             max_warnings: 100,
+            part_bytes: PART_BYTES,
         }
     }
 }
@@ -90,8 +97,12 @@ impl Hasher for FxHasher {
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-/// How often (in IP packets over all shards) closed connections are finished and their state
-/// dropped.
+/// [`Options::part_bytes`]'s default: parts big enough that finding each one's first record
+/// and handing it over cost nothing next to reading it, small enough that a few per thread
+/// in memory at once stay far below the file.
+pub const PART_BYTES: u64 = 4 << 20;
+/// How often (in IP packets) closed connections are swept when packets come one by one
+/// ([`Analyzer::add_packet`]), without a file.
 const SWEEP_EVERY_PACKETS: u32 = 65_536;
 /// How often (in bytes of input) a reader of a capture in memory is told how far it got.
 pub const PROGRESS_STEP_BYTES: u64 = 4 << 20;
@@ -292,6 +303,8 @@ enum ItemKind<'a> {
 /// A TCP packet with its headers parsed, inside a shard.
 struct TcpItem<'a> {
     vantage: Vantage,
+    /// The record's number in its capture (Wireshark's frame number).
+    number: u64,
     time: Instant,
     src: End,
     dst: End,
@@ -306,7 +319,7 @@ struct TcpItem<'a> {
 /// Warnings kept (the first `max` in capture and packet order) and the number left out per
 /// capture: the front keeps its own, and each shard those about the datagrams it parsed;
 /// [`Front::into_analysis`] merges them into what one reader would have kept.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct Warnings {
     max: usize,
     kept: Vec<Warning>,
@@ -367,8 +380,13 @@ struct Front {
     epoch: Option<Instant>,
     captures: Vec<CaptureSummary>,
     warnings: Warnings,
-    /// IP packets since the last sweep of closed connections.
+    /// IP packets since the last sweep of closed connections (packets fed one by one).
     since_sweep: u32,
+    /// Offset in the current capture at or after which the next IP packet is preceded by a
+    /// sweep.
+    next_sweep: u64,
+    /// [`Options::part_bytes`].
+    part_bytes: u64,
 }
 
 impl Front {
@@ -378,6 +396,8 @@ impl Front {
             captures: Vec::new(),
             warnings: Warnings::new(opts.max_warnings),
             since_sweep: 0,
+            next_sweep: opts.part_bytes.max(4096),
+            part_bytes: opts.part_bytes.max(4096),
         }
     }
 
@@ -389,7 +409,7 @@ impl Front {
         name: &str,
         mut rd: CaptureReader<'_>,
         progress: &mut dyn FnMut(u64),
-        mut each: impl FnMut(&mut Front, Vantage, u64, Instant, u64, &[u8]),
+        mut each: impl FnMut(&mut Front, Vantage, u64, Instant, (u64, u64), &[u8]),
     ) {
         let cap = self.captures.len();
         self.captures.push(CaptureSummary {
@@ -397,38 +417,55 @@ impl Front {
             format: rd.format_name(),
             ..CaptureSummary::default()
         });
-        // One loop per record layout, chosen once for the file: 4 to 7 are a pcap in memory
-        // in either byte order and timestamp unit (`RECORDS_PCAP_IN_MEMORY` and its bits).
-        match rd.records() {
-            4 => self.walk::<4>(cap, &mut rd, progress, &mut each),
-            5 => self.walk::<5>(cap, &mut rd, progress, &mut each),
-            6 => self.walk::<6>(cap, &mut rd, progress, &mut each),
-            7 => self.walk::<7>(cap, &mut rd, progress, &mut each),
-            _ => self.walk::<RECORDS_ANY>(cap, &mut rd, progress, &mut each),
+        self.next_sweep = self.part_bytes;
+        if let Some(e) = self.walk_any(cap, &mut rd, u64::MAX, progress, &mut each) {
+            let n = e.packet();
+            self.warn(cap, n, format!("{e}; the rest of the file is ignored"));
         }
         self.captures[cap].interfaces = rd.interfaces();
     }
 
+    /// [`Front::walk`] with the loop for the reader's record layout, chosen once for the
+    /// file: 4 to 7 are a pcap in memory in either byte order and timestamp unit
+    /// (`RECORDS_PCAP_IN_MEMORY` and its bits).
+    fn walk_any(
+        &mut self,
+        cap: usize,
+        rd: &mut CaptureReader<'_>,
+        stop_at: u64,
+        progress: &mut dyn FnMut(u64),
+        each: &mut impl FnMut(&mut Front, Vantage, u64, Instant, (u64, u64), &[u8]),
+    ) -> Option<CaptureError> {
+        match rd.records() {
+            4 => self.walk::<4>(cap, rd, stop_at, progress, each),
+            5 => self.walk::<5>(cap, rd, stop_at, progress, each),
+            6 => self.walk::<6>(cap, rd, stop_at, progress, each),
+            7 => self.walk::<7>(cap, rd, stop_at, progress, each),
+            _ => self.walk::<RECORDS_ANY>(cap, rd, stop_at, progress, each),
+        }
+    }
+
     /// [`Front::read_capture`]'s loop over the records of capture `cap`, which lie as
-    /// `RECORDS` says ([`CaptureReader::records`]).
+    /// `RECORDS` says ([`CaptureReader::records`]), until the end of the file, an error
+    /// (returned), or the first record that starts at or after `stop_at`.
     fn walk<const RECORDS: u8>(
         &mut self,
         cap: usize,
         rd: &mut CaptureReader<'_>,
+        stop_at: u64,
         progress: &mut dyn FnMut(u64),
-        each: &mut impl FnMut(&mut Front, Vantage, u64, Instant, u64, &[u8]),
-    ) {
+        each: &mut impl FnMut(&mut Front, Vantage, u64, Instant, (u64, u64), &[u8]),
+    ) -> Option<CaptureError> {
         let mut next_progress = PROGRESS_STEP_BYTES;
         let mut unsupported: Vec<u32> = Vec::new();
         loop {
+            if stop_at != u64::MAX && rd.position() >= stop_at {
+                return None;
+            }
             let p: RawPacket<'_> = match rd.next_fixed::<RECORDS>() {
                 Ok(Some(p)) => p,
-                Ok(None) => break,
-                Err(e) => {
-                    let n = e.packet();
-                    self.warn(cap, n, format!("{e}; the rest of the file is ignored"));
-                    break;
-                }
+                Ok(None) => return None,
+                Err(e) => return Some(e),
             };
             if p.offset >= next_progress {
                 next_progress = p.offset + PROGRESS_STEP_BYTES;
@@ -448,7 +485,7 @@ impl Front {
                     // The datagram lies inside the record's bytes.
                     let inside = (ip.as_ptr() as usize).wrapping_sub(p.data.as_ptr() as usize);
                     let offset = p.offset + inside.min(p.data.len()) as u64;
-                    each(self, vantage, number, time, offset, ip);
+                    each(self, vantage, number, time, (p.offset, offset), ip);
                 }
                 Ok(None) => s.non_ip_packets += 1,
                 Err(link::LinkError::Unsupported(t)) => {
@@ -473,19 +510,38 @@ impl Front {
 
     /// One IP datagram: handed to `sink` with the index of the shard (of `count`) that keeps
     /// its flow.
+    /// `offset`: where the datagram's record's captured bytes start in the capture (None for
+    /// packets fed one by one, swept by count).
+    #[allow(clippy::too_many_arguments)]
     fn packet<'a>(
         &mut self,
         vantage: Vantage,
         number: u64,
         time: Instant,
+        offset: Option<u64>,
         ip: &'a [u8],
         count: u32,
         sink: &mut impl FnMut(u32, Item<'a>),
     ) {
         self.epoch = Some(self.epoch.map_or(time, |e| e.min(time)));
-        self.since_sweep += 1;
-        if self.since_sweep >= SWEEP_EVERY_PACKETS {
-            self.since_sweep = 0;
+        let sweep = match offset {
+            Some(at) => {
+                let due = at >= self.next_sweep;
+                if due {
+                    self.next_sweep = (at / self.part_bytes + 1) * self.part_bytes;
+                }
+                due
+            }
+            None => {
+                self.since_sweep += 1;
+                let due = self.since_sweep >= SWEEP_EVERY_PACKETS;
+                if due {
+                    self.since_sweep = 0;
+                }
+                due
+            }
+        };
+        if sweep {
             for shard in 0..count {
                 sink(shard, Item(ItemKind::Sweep(time)));
             }
@@ -604,6 +660,21 @@ impl ShardAnalyzer {
         }
     }
 
+    /// Feeds one item of a part of a capture read by itself, whose records were numbered
+    /// from 1 after record `base`.
+    #[inline]
+    fn handle_numbered_from(&mut self, item: Item<'_>, base: u64) {
+        match item.0 {
+            ItemKind::Packet {
+                vantage,
+                number,
+                time,
+                ip,
+            } => self.packet(vantage, base + number, time, ip),
+            ItemKind::Sweep(now) => self.sweep(now),
+        }
+    }
+
     /// Feeds one item from the front.
     #[inline]
     pub fn handle(&mut self, item: Item<'_>) {
@@ -626,6 +697,7 @@ impl ShardAnalyzer {
                 let family = if f.v6 { 1 << 16 } else { 0 };
                 self.tcp_packet(&TcpItem {
                     vantage,
+                    number,
                     time,
                     src: End {
                         ip: f.src,
@@ -655,6 +727,7 @@ impl ShardAnalyzer {
         match h.transport {
             Transport::Tcp(t) => self.tcp_packet(&TcpItem {
                 vantage,
+                number,
                 time,
                 src: End::new(h.ip.src, t.src_port),
                 dst: End::new(h.ip.dst, t.dst_port),
@@ -730,6 +803,7 @@ impl ShardAnalyzer {
                     .get(o1..)
                     .map_or(&[][..], |b| &b[..b.len().min(t.payload_len)]),
                 ttl: p.ttl,
+                frame: p.number,
             },
         );
     }
@@ -846,11 +920,11 @@ impl Splitter {
         }
         let count = self.count;
         self.front
-            .read_capture(name, rd, progress, |f, v, n, t, at, ip| {
+            .read_capture(name, rd, progress, |f, v, n, t, (rec, at), ip| {
                 let at = usize::try_from(at).unwrap_or(usize::MAX);
                 // In place, the datagram is these bytes of the input.
                 if let Some(ip) = bytes.get(at..at.saturating_add(ip.len())) {
-                    f.packet(v, n, t, ip, count, &mut *sink);
+                    f.packet(v, n, t, Some(rec), ip, count, &mut *sink);
                 }
             });
         Ok(())
@@ -861,6 +935,326 @@ impl Splitter {
     pub fn finish(self, parts: Vec<ShardResult>) -> Analysis {
         self.front.into_analysis(parts)
     }
+}
+
+/// A pcap held in memory (a mapped file), read in parts on several threads: each part is
+/// [`Options::part_bytes`] of the file (the records whose captured bytes start in it), found and
+/// walked by itself ([`ChunkedCapture::read_chunk`]: records, link layer, address pair), and
+/// its packets handed to the shards that keep their connections ([`ChunkConsumer`]), which
+/// take the parts in file order. Where a part's first record starts is a guess
+/// ([`CaptureReader::pcap_resync`]) that each consumer checks against where the part before
+/// it really ended; a wrong guess makes [`ChunkConsumer::failed`] true and the caller reads
+/// the file in one piece instead. The analysis is then the one [`Analyzer`] gives: records
+/// numbered from each part's start are renumbered as the parts before it add up, and closed
+/// connections are swept at the same places in the file.
+///
+/// It does not start threads: the caller runs `read_chunk` and the consumers where it likes.
+pub struct ChunkedCapture<'a> {
+    name: String,
+    /// Index of this capture among the analysis' captures.
+    capture: usize,
+    bytes: &'a [u8],
+    format: String,
+    interfaces: Vec<InterfaceInfo>,
+    /// The first record's time, seconds: later records are expected within a day of it.
+    near_secs: u32,
+    part_bytes: u64,
+}
+
+/// What reading one part of a [`ChunkedCapture`] found besides its packets.
+#[derive(Clone, Debug)]
+pub struct ChunkMeta {
+    /// The capture and the part's index in it.
+    pub capture: usize,
+    pub index: usize,
+    /// Where the part's first record starts (`u64::MAX`: no start was found) and where the
+    /// record after its last one starts (or the error ended it).
+    start: u64,
+    end: u64,
+    /// Records read, numbered from 1 in the part.
+    records: u64,
+    summary: CaptureSummary,
+    /// The time of its first IP packet: closed connections are swept before it.
+    sweep: Option<Instant>,
+    epoch: Option<Instant>,
+    warnings: Warnings,
+    /// The record it could not read (numbered in the part); the rest of the file is ignored.
+    error: Option<CaptureError>,
+}
+
+/// One part of a [`ChunkedCapture`]: its facts, and its IP datagrams per shard.
+pub struct Chunk<'a> {
+    pub meta: ChunkMeta,
+    pub items: Vec<Vec<Item<'a>>>,
+}
+
+impl<'a> ChunkedCapture<'a> {
+    /// `bytes` as capture number `capture` of the analysis, or None when they cannot be read
+    /// in parts (not an uncompressed pcap, or a link type the analyzer does not read): read
+    /// those with a [`Splitter`] or an [`Analyzer`]. Errors when the file header is unreadable.
+    pub fn new(
+        name: &str,
+        capture: usize,
+        bytes: &'a [u8],
+        opts: &Options,
+    ) -> Result<Option<ChunkedCapture<'a>>, CaptureError> {
+        let mut rd = CaptureReader::from_bytes(bytes)?;
+        if rd.pcap_at(24).is_none() {
+            return Ok(None);
+        }
+        let interfaces = rd.interfaces();
+        let linktype = interfaces.first().map_or(0, |i| i.linktype);
+        if matches!(
+            link::ip_payload(linktype, &[]),
+            Err(link::LinkError::Unsupported(_))
+        ) {
+            return Ok(None);
+        }
+        let near_secs = match rd.next_packet() {
+            Ok(Some(p)) => (p.time.as_nanos() / 1_000_000_000) as u32,
+            _ => 0,
+        };
+        Ok(Some(ChunkedCapture {
+            name: name.to_string(),
+            capture,
+            bytes,
+            format: rd.format_name(),
+            interfaces,
+            near_secs,
+            part_bytes: opts.part_bytes.max(4096),
+        }))
+    }
+
+    /// How many parts.
+    pub fn chunks(&self) -> usize {
+        (self.bytes.len() as u64).div_ceil(self.part_bytes).max(1) as usize
+    }
+
+    /// The bytes of the file that part `k` covers (its last record may run past them).
+    pub fn span(&self, k: usize) -> std::ops::Range<usize> {
+        let at = |k: usize| {
+            usize::try_from(k as u64 * self.part_bytes)
+                .unwrap_or(usize::MAX)
+                .min(self.bytes.len())
+        };
+        at(k)..at(k + 1)
+    }
+
+    /// Reads part `k`: finds its first record, walks its records, strips their link layer
+    /// and hands each IP datagram to the shard (of `shards`) that keeps its address pair.
+    pub fn read_chunk(&self, k: usize, shards: u32) -> Chunk<'a> {
+        // Part k holds the records whose captured bytes start in [k, k + 1) × the part size:
+        // the same boundaries as the sweeps of `Front::packet`.
+        let header = |k: usize| (k as u64 * self.part_bytes).saturating_sub(16).max(24);
+        let (lo, hi) = (header(k), header(k + 1));
+        let mut front = Front {
+            epoch: None,
+            captures: vec![CaptureSummary::default(); self.capture + 1],
+            warnings: Warnings::new(usize::MAX),
+            since_sweep: 0,
+            next_sweep: 0,
+            part_bytes: self.part_bytes,
+        };
+        let mut items: Vec<Vec<Item<'a>>> = (0..shards.max(1)).map(|_| Vec::new()).collect();
+        let mut meta = ChunkMeta {
+            capture: self.capture,
+            index: k,
+            start: u64::MAX,
+            end: u64::MAX,
+            records: 0,
+            summary: CaptureSummary::default(),
+            sweep: None,
+            epoch: None,
+            warnings: Warnings::default(),
+            error: None,
+        };
+        let rd = CaptureReader::from_bytes(self.bytes).ok();
+        let start = match (&rd, k) {
+            (Some(_), 0) => Some(24),
+            // No record starts in the part: empty, if the one before runs to the end.
+            (Some(r), _) if lo < self.bytes.len() as u64 => Some(
+                r.pcap_resync(lo as usize, self.near_secs)
+                    .unwrap_or(self.bytes.len()),
+            ),
+            // Past the end: an empty part, where the part before ends.
+            (Some(_), _) => Some(self.bytes.len()),
+            (None, _) => None,
+        };
+        let Some(mut part) = start.and_then(|at| rd.as_ref().and_then(|r| r.pcap_at(at))) else {
+            return Chunk { meta, items };
+        };
+        meta.start = part.position();
+        let bytes = self.bytes;
+        let mut sweep = None;
+        let count = shards.max(1);
+        meta.error = front.walk_any(
+            self.capture,
+            &mut part,
+            hi,
+            &mut |_| {},
+            &mut |f: &mut Front, v, n, t, (_, at): (u64, u64), ip: &[u8]| {
+                f.epoch = Some(f.epoch.map_or(t, |e: Instant| e.min(t)));
+                sweep.get_or_insert(t);
+                let at = usize::try_from(at).unwrap_or(usize::MAX);
+                if let Some(ip) = bytes.get(at..at.saturating_add(ip.len())) {
+                    let shard = if count <= 1 { 0 } else { shard_of(ip, count) };
+                    items[shard as usize].push(Item(ItemKind::Packet {
+                        vantage: v,
+                        number: n,
+                        time: t,
+                        ip,
+                    }));
+                }
+            },
+        );
+        meta.end = match &meta.error {
+            Some(_) => u64::MAX,
+            None => part.position(),
+        };
+        meta.records = part.packets_read();
+        meta.summary = std::mem::take(&mut front.captures[self.capture]);
+        meta.sweep = sweep;
+        meta.epoch = front.epoch;
+        meta.warnings = front.warnings;
+        Chunk { meta, items }
+    }
+}
+
+/// The shards' side of a [`ChunkedCapture`]: takes every part, in file order, with the
+/// packets of its shard.
+pub struct ChunkConsumer {
+    shard: ShardAnalyzer,
+    /// (capture, part) expected next, where it must start, and the number of the record
+    /// before it.
+    next: (usize, usize),
+    expect_start: u64,
+    base: u64,
+    /// The capture whose rest is ignored after an unreadable record.
+    stopped: Option<usize>,
+    failed: bool,
+}
+
+impl ChunkConsumer {
+    pub fn new(opts: &Options) -> ChunkConsumer {
+        ChunkConsumer {
+            shard: ShardAnalyzer::new(opts),
+            next: (usize::MAX, 0),
+            expect_start: 0,
+            base: 0,
+            stopped: None,
+            failed: false,
+        }
+    }
+
+    /// Feeds the next part: its facts and this shard's packets of it. Parts must come in
+    /// order, captures one after another.
+    pub fn chunk(&mut self, meta: &ChunkMeta, items: Vec<Item<'_>>) {
+        if self.failed {
+            return;
+        }
+        if meta.index == 0 {
+            self.next = (meta.capture, 0);
+            self.expect_start = 24;
+            self.base = 0;
+        }
+        if self.next != (meta.capture, meta.index) {
+            self.failed = true;
+            return;
+        }
+        self.next.1 += 1;
+        if self.stopped == Some(meta.capture) {
+            return;
+        }
+        if meta.start != self.expect_start {
+            self.failed = true;
+            return;
+        }
+        if meta.index > 0 {
+            if let Some(t) = meta.sweep {
+                self.shard.sweep(t);
+            }
+        }
+        for item in items {
+            self.shard.handle_numbered_from(item, self.base);
+        }
+        self.base += meta.records;
+        self.expect_start = meta.end;
+        if meta.error.is_some() {
+            self.stopped = Some(meta.capture);
+        }
+    }
+
+    /// A part did not start where the one before it ended (or came out of order): this
+    /// consumer's result is void; read the captures another way.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    pub fn finish(self) -> ShardResult {
+        self.shard.finish()
+    }
+}
+
+/// The analysis of [`ChunkedCapture`]s read in parts: their summaries and warnings from the
+/// parts' facts (`metas`, every part of every capture in order, as the consumers took them),
+/// the connections from the consumers' results. Only when no consumer [`failed`].
+///
+/// [`failed`]: ChunkConsumer::failed
+pub fn finish_chunked(
+    opts: &Options,
+    captures: &[ChunkedCapture<'_>],
+    metas: &[&ChunkMeta],
+    parts: Vec<ShardResult>,
+) -> Analysis {
+    let mut front = Front::new(opts);
+    for c in captures {
+        front.captures.push(CaptureSummary {
+            name: c.name.clone(),
+            format: c.format.clone(),
+            interfaces: c.interfaces.clone(),
+            ..CaptureSummary::default()
+        });
+    }
+    let mut base = 0;
+    let mut stopped = None;
+    let mut chunk_warnings = Vec::new();
+    for m in metas {
+        if m.index == 0 {
+            base = 0;
+        }
+        if stopped == Some(m.capture) {
+            continue;
+        }
+        if let Some(s) = front.captures.get_mut(m.capture) {
+            s.packets += m.summary.packets;
+            s.ip_packets += m.summary.ip_packets;
+            s.non_ip_packets += m.summary.non_ip_packets;
+            s.captured_bytes += m.summary.captured_bytes;
+        }
+        if let Some(t) = m.epoch {
+            front.epoch = Some(front.epoch.map_or(t, |e| e.min(t)));
+        }
+        let mut w = m.warnings.clone();
+        w.max = opts.max_warnings;
+        for x in &mut w.kept {
+            x.packet += base;
+        }
+        chunk_warnings.push(w);
+        if let Some(e) = &m.error {
+            let e = e.clone().renumbered(base);
+            let mut w = Warnings::new(opts.max_warnings);
+            w.warn(
+                m.capture,
+                e.packet(),
+                format!("{e}; the rest of the file is ignored"),
+            );
+            chunk_warnings.push(w);
+            stopped = Some(m.capture);
+        }
+        base += m.records;
+    }
+    front.warnings.merge(chunk_warnings);
+    front.into_analysis(parts)
 }
 
 /// Builds an [`Analysis`] from captures fed one after another, on one thread.
@@ -884,8 +1278,8 @@ impl Analyzer {
         let rd = CaptureReader::new(input)?;
         let shard = &mut self.shard;
         self.front
-            .read_capture(name, rd, &mut |_| {}, |f, v, n, t, _, ip| {
-                f.packet(v, n, t, ip, 1, &mut |_, item| shard.handle(item));
+            .read_capture(name, rd, &mut |_| {}, |f, v, n, t, (rec, _), ip| {
+                f.packet(v, n, t, Some(rec), ip, 1, &mut |_, item| shard.handle(item));
             });
         Ok(())
     }
@@ -907,8 +1301,8 @@ impl Analyzer {
         let rd = CaptureReader::from_bytes(bytes)?;
         let shard = &mut self.shard;
         self.front
-            .read_capture(name, rd, progress, |f, v, n, t, _, ip| {
-                f.packet(v, n, t, ip, 1, &mut |_, item| shard.handle(item));
+            .read_capture(name, rd, progress, |f, v, n, t, (rec, _), ip| {
+                f.packet(v, n, t, Some(rec), ip, 1, &mut |_, item| shard.handle(item));
             });
         Ok(())
     }
@@ -918,7 +1312,7 @@ impl Analyzer {
     pub fn add_packet(&mut self, vantage: Vantage, number: u64, time: Instant, ip: &[u8]) {
         let shard = &mut self.shard;
         self.front
-            .packet(vantage, number, time, ip, 1, &mut |_, item| {
+            .packet(vantage, number, time, None, ip, 1, &mut |_, item| {
                 shard.handle(item)
             });
     }
@@ -1074,6 +1468,124 @@ mod tests {
         assert!(json(&a.finish()) == json(&whole));
     }
 
+    /// Reads `bytes` in parts, last part first (as threads may), and feeds them in order to
+    /// `shards` consumers; the analysis and whether a part did not line up.
+    fn in_parts(bytes: &[u8], shards: u32, opts: &Options) -> (Analysis, bool, usize) {
+        let c = ChunkedCapture::new("t", 0, bytes, opts).unwrap().unwrap();
+        let mut chunks: Vec<Chunk<'_>> = (0..c.chunks())
+            .rev()
+            .map(|k| c.read_chunk(k, shards))
+            .collect();
+        chunks.reverse();
+        let mut consumers: Vec<ChunkConsumer> =
+            (0..shards).map(|_| ChunkConsumer::new(opts)).collect();
+        let mut metas = Vec::new();
+        for ch in chunks {
+            for (con, items) in consumers.iter_mut().zip(ch.items) {
+                con.chunk(&ch.meta, items);
+            }
+            metas.push(ch.meta);
+        }
+        let failed = consumers.iter().any(ChunkConsumer::failed);
+        let parts = consumers.into_iter().map(ChunkConsumer::finish).collect();
+        let refs: Vec<&ChunkMeta> = metas.iter().collect();
+        let n = metas.len();
+        (finish_chunked(opts, &[c], &refs, parts), failed, n)
+    }
+
+    fn bulk_mix(conns: u16, bytes_each: u64, spacing_ns: u64) -> Vec<u8> {
+        let mut pk = Vec::new();
+        for i in 0..conns {
+            let mut b = Bulk::new(
+                format!("10.0.3.{}:{}", 1 + i % 7, 43000 + i)
+                    .parse()
+                    .unwrap(),
+                "10.0.0.9:5201".parse().unwrap(),
+            );
+            b.bytes = bytes_each;
+            b.start_ns = u64::from(i) * spacing_ns;
+            pk.extend(b.run());
+        }
+        pk.sort_by_key(|p| p.0);
+        synth::pcap(pk)
+    }
+
+    #[test]
+    fn a_pcap_read_in_parts_gives_the_analysis_of_one_reader() {
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        // Many connections, some closed long before others open (sweeps at part starts), a
+        // damaged datagram at the end, and the same file cut inside its last record.
+        let mut bytes = bulk_mix(30, 40_000, 20_000_000_000);
+        let good = bytes.clone();
+        bytes.extend_from_slice(&[0; 16]);
+        let n = bytes.len();
+        bytes[n - 8] = 4;
+        bytes[n - 4] = 4;
+        bytes.extend_from_slice(&[0x60, 0, 0, 0]);
+        let cut = &good[..good.len() - 300];
+        for part_bytes in [4096, 50_000, 1 << 30] {
+            let opts = Options {
+                part_bytes,
+                ..Options::default()
+            };
+            for file in [&bytes[..], cut, &good[..]] {
+                let whole = analyze_bytes("t", file, opts.clone()).unwrap();
+                assert_eq!(whole.connections.len(), 30);
+                for shards in [1, 2, 3] {
+                    let (a, failed, parts) = in_parts(file, shards, &opts);
+                    assert!(!failed, "{part_bytes}: a part did not line up");
+                    if part_bytes == 4096 {
+                        assert!(parts > 100, "{parts}");
+                    }
+                    assert!(
+                        json(&a) == json(&whole),
+                        "{part_bytes} bytes a part, {shards} shards: not the whole's analysis"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_part_that_starts_elsewhere_than_where_the_one_before_ended_is_refused() {
+        // A record whose payload holds copies of pcap record headers, each followed by a
+        // chain of more, right after a part boundary: the guess lands inside the record.
+        let opts = Options {
+            part_bytes: 4096,
+            ..Options::default()
+        };
+        let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
+        let t0 = 1_700_000_000_000_000_000u64;
+        let tcp = synth::Tcp::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+            1,
+            2,
+            synth::ACK,
+        )
+        .build();
+        // Fake records of 40 bytes each: a header (16) and 24 bytes, chained.
+        let mut fake = Vec::new();
+        for i in 0..200u32 {
+            fake.extend_from_slice(&1_700_000_000u32.to_le_bytes());
+            fake.extend_from_slice(&i.to_le_bytes());
+            fake.extend_from_slice(&24u32.to_le_bytes());
+            fake.extend_from_slice(&24u32.to_le_bytes());
+            fake.extend_from_slice(&[0u8; 24]);
+        }
+        let mut big = tcp.clone();
+        big.extend_from_slice(&fake);
+        w.write(t0, &tcp).unwrap();
+        w.write(t0 + 1, &big).unwrap();
+        for i in 0..50 {
+            w.write(t0 + 2 + i, &tcp).unwrap();
+        }
+        let bytes = w.into_inner();
+        assert!(bytes.len() > 8192);
+        let (_, failed, _) = in_parts(&bytes, 2, &opts);
+        assert!(failed, "the second part starts inside the big record");
+    }
+
     #[test]
     fn the_shard_read_from_raw_bytes_is_the_one_of_the_parsed_address_pair() {
         let tcp = synth::Tcp::new(
@@ -1198,8 +1710,8 @@ mod tests {
             pk.extend(b.run());
         }
         pk.sort_by_key(|p| p.0);
-        assert!(pk.len() > SWEEP_EVERY_PACKETS as usize, "{}", pk.len());
         let bytes = synth::pcap(pk);
+        assert!(bytes.len() as u64 > 2 * PART_BYTES, "{}", bytes.len());
         let opts = Options::default();
         let whole = analyze_bytes("t", &bytes, opts.clone()).unwrap();
         let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
@@ -1309,6 +1821,13 @@ mod tests {
                 // Split over two shards, the same analysis.
                 let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
                 proptest::prop_assert!(json(&split(&b, 2, &opts).0) == json(&a));
+                // Read in small parts: the same analysis, unless a part was refused.
+                let small = Options { part_bytes: 4096, ..opts.clone() };
+                let whole = analyze_bytes("t", &b, small.clone()).unwrap();
+                if let Ok(Some(_)) = ChunkedCapture::new("t", 0, &b, &small) {
+                    let (parts, failed, _) = in_parts(&b, 2, &small);
+                    proptest::prop_assert!(failed || json(&parts) == json(&whole));
+                }
             }
         }
     }

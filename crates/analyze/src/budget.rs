@@ -72,6 +72,8 @@ pub(crate) struct PacketInfo<'a> {
     pub full_sized: bool,
     /// Payload bytes as captured (may be cut by the snaplen).
     pub payload: &'a [u8],
+    /// The TCP sequence number, as sent.
+    pub seq: u32,
     /// The path's round trip as known so far (the round trips from the capture point to `a`
     /// and to `b`, added), ns, when both are known; only for packets that occupy sequence
     /// space or reset the connection.
@@ -111,7 +113,21 @@ pub(crate) struct Unanswered {
     pub first_send: Option<Instant>,
     /// Times of this side's retransmissions since then.
     pub retx: Vec<Instant>,
+    /// The other side had been heard in this capture when these retransmissions began (it
+    /// cannot change within them: any packet from it starts them over).
+    pub peer_heard: bool,
+    /// The sequence number the retransmissions repeat, while they all repeat one.
+    pub retx_seq: Option<u32>,
+    /// They repeated more than one sequence number.
+    pub mixed: bool,
+    /// The first transmission of `retx_seq`, when the capture has it and the other side was
+    /// never heard (see `Timeline::unheard_sends`).
+    pub original: Option<Instant>,
 }
+
+/// New data segments remembered per side while the other side is unheard, to find the first
+/// transmission of a segment sent again.
+const UNHEARD_SENDS: usize = 64;
 
 /// One connection's timeline (see the module header).
 #[derive(Clone, Debug, Default)]
@@ -147,6 +163,12 @@ pub(crate) struct Timeline {
     /// Any packet seen from each side: silence means nothing from a side the capture never
     /// saw (a capture of one direction only).
     heard: [bool; 2],
+    /// While the other side is unheard, the (sequence number, time) of each side's last
+    /// [`UNHEARD_SENDS`] new data segments, a ring: a segment sent again is then matched with
+    /// its first transmission. Never filled once both sides were heard.
+    unheard_sends: [Vec<(u32, Instant)>; 2],
+    /// Next slot of each ring in `unheard_sends`, once full.
+    unheard_ring_at: [usize; 2],
     /// First SYN from `a`, and RST from `b` if one came before any SYN-ACK.
     pub(crate) syn_at: Option<Instant>,
     /// Every SYN from `a` (the first 16).
@@ -199,7 +221,10 @@ impl Timeline {
         if u.first_send.is_some() || !u.retx.is_empty() {
             *u = Unanswered::default();
         }
-        self.heard[d] = true;
+        if !self.heard[d] {
+            self.heard[d] = true;
+            self.unheard_sends[1 - d] = Vec::new();
+        }
 
         if p.syn && !p.ack && d == 0 {
             self.syn_at.get_or_insert(now);
@@ -318,13 +343,45 @@ impl Timeline {
                 }
             }
         }
+        let heard = self.heard[1 - d];
         let u = &mut self.unanswered[d];
+        if !heard && p.new_bytes > 0 && !u.retx.is_empty() {
+            // New data after retransmissions, and no peer to hear from: the sender's data was
+            // acknowledged out of the capture's sight; what went before was not a dead peer.
+            *u = Unanswered::default();
+        }
         u.first_send.get_or_insert(now);
-        if p.retx && self.heard[1 - d] {
+        if p.retx {
+            u.peer_heard = heard;
             u.retx.push(now);
             if u.retx.len() > 64 {
                 u.retx.remove(0);
             }
+            match u.retx_seq {
+                None if !u.mixed => {
+                    u.retx_seq = Some(p.seq);
+                    if !heard {
+                        u.original = self.unheard_sends[d]
+                            .iter()
+                            .filter(|s| s.0 == p.seq)
+                            .map(|s| s.1)
+                            .min();
+                    }
+                }
+                Some(s) if s != p.seq => {
+                    u.retx_seq = None;
+                    u.mixed = true;
+                }
+                _ => {}
+            }
+        } else if !heard && p.new_bytes > 0 {
+            let ring = &mut self.unheard_sends[d];
+            if ring.len() < UNHEARD_SENDS {
+                ring.push((p.seq, now));
+            } else {
+                ring[self.unheard_ring_at[d] % UNHEARD_SENDS] = (p.seq, now);
+            }
+            self.unheard_ring_at[d] = self.unheard_ring_at[d].wrapping_add(1);
         }
         self.last_utter = Some((now, d));
         self.last_full = p.full_sized;

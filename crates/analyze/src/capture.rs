@@ -29,6 +29,12 @@ pub(crate) const RECORDS_PCAP_IN_MEMORY: u8 = 4;
 /// Largest record we accept (pcapng's and tcpdump's own ceiling is 256 KiB; leave room).
 const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
+/// Headers after the first that [`CaptureReader::pcap_resync`] wants in a row.
+const RESYNC_CHAIN: usize = 8;
+/// How far [`CaptureReader::pcap_resync`] looks for a record start: beyond the largest record
+/// tcpdump writes (256 KiB) and its header.
+const MAX_RESYNC_SCAN: usize = 256 * 1024 + 16;
+
 /// Why a capture cannot be read (further).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CaptureError {
@@ -51,6 +57,27 @@ impl CaptureError {
             CaptureError::Truncated { packet }
             | CaptureError::Malformed { packet, .. }
             | CaptureError::Io { packet, .. } => *packet,
+        }
+    }
+}
+
+impl CaptureError {
+    /// The same error about record `base + n` instead of record `n` (for a part of a file read
+    /// by itself, whose records were numbered from 1).
+    pub(crate) fn renumbered(self, base: u64) -> CaptureError {
+        match self {
+            CaptureError::Truncated { packet } if packet > 0 => CaptureError::Truncated {
+                packet: packet + base,
+            },
+            CaptureError::Malformed { packet, why } if packet > 0 => CaptureError::Malformed {
+                packet: packet + base,
+                why,
+            },
+            CaptureError::Io { packet, message } if packet > 0 => CaptureError::Io {
+                packet: packet + base,
+                message,
+            },
+            e => e,
         }
     }
 }
@@ -281,6 +308,76 @@ impl<'r> CaptureReader<'r> {
             },
             Format::Pcapng => self.next_pcapng(),
         }
+    }
+
+    /// Where the next record starts in the (uncompressed) input.
+    pub(crate) fn position(&self) -> u64 {
+        self.pos + self.lent as u64
+    }
+
+    /// For a pcap held in memory: a reader of the same file that starts at byte `at`, which
+    /// must be where a record starts, numbering the records from there from 1.
+    pub(crate) fn pcap_at(&self, at: usize) -> Option<CaptureReader<'r>> {
+        let (Format::Pcap { .. }, Some(whole)) = (self.format, self.whole) else {
+            return None;
+        };
+        Some(CaptureReader {
+            src: Box::new(&[][..]),
+            whole: Some(whole),
+            format: self.format,
+            gzip: false,
+            buf: Vec::new(),
+            lent: 0,
+            packets: 0,
+            ifaces: self.ifaces.clone(),
+            section_base: 0,
+            ng_big_endian: false,
+            pos: at as u64,
+        })
+    }
+
+    /// For a pcap held in memory: the first offset from `from` on (within the largest record
+    /// and a header) where a record plausibly starts: a header whose lengths fit the file's
+    /// snapshot length and each other, whose fraction of a second is below one second and
+    /// whose time is within a day of `near_secs`, followed by [`RESYNC_CHAIN`] more such
+    /// headers, each where the one before ends (or by the end of the file). A guess: the
+    /// caller checks it against where the records before it really end.
+    pub(crate) fn pcap_resync(&self, from: usize, near_secs: u32) -> Option<usize> {
+        let (Format::Pcap { big_endian, nanos }, Some(whole)) = (self.format, self.whole) else {
+            return None;
+        };
+        let snaplen = self.ifaces.first().map_or(0, |i| i.info.snaplen) as usize;
+        let limit = if snaplen == 0 {
+            MAX_RECORD_BYTES
+        } else {
+            snaplen.min(MAX_RECORD_BYTES)
+        };
+        let frac_max = if nanos { 1_000_000_000 } else { 1_000_000 };
+        let plausible = |at: usize| -> Option<usize> {
+            let h = whole.get(at..at + 16)?;
+            let (secs, frac) = (rd32(&h[0..4], big_endian), rd32(&h[4..8], big_endian));
+            let (incl, orig) = (rd32(&h[8..12], big_endian), rd32(&h[12..16], big_endian));
+            let ok = frac < frac_max
+                && secs.abs_diff(near_secs) <= 86_400
+                && (incl as usize) <= limit
+                && incl <= orig
+                && orig as usize <= MAX_RECORD_BYTES;
+            ok.then_some(at + 16 + incl as usize)
+        };
+        let last = from.saturating_add(MAX_RESYNC_SCAN).min(whole.len());
+        (from..last).find(|&at| {
+            let mut next = at;
+            for _ in 0..=RESYNC_CHAIN {
+                if next == whole.len() {
+                    return true;
+                }
+                match plausible(next) {
+                    Some(n) if n <= whole.len() => next = n,
+                    _ => return false,
+                }
+            }
+            true
+        })
     }
 
     /// How the records of this reader lie, for [`CaptureReader::next_fixed`]: one of the

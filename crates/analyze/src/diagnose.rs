@@ -534,6 +534,7 @@ pub(crate) fn diagnose(
                 let frac = e.window_full_ns as f64 / dur_ns * 100.0;
                 out.push(Diagnosis {
                     kind: DiagnosisKind::RwndLimited,
+                    frames: Frames::default(),
                     dir: Some(dir),
                     start: f.since,
                     end: l.reopen,
@@ -555,6 +556,7 @@ pub(crate) fn diagnose(
             if let Some(first) = e.app_first {
                 out.push(Diagnosis {
                     kind: DiagnosisKind::AppLimited,
+                    frames: Frames::default(),
                     dir: Some(dir),
                     start: first,
                     end: e.app_last,
@@ -577,6 +579,7 @@ pub(crate) fn diagnose(
                 let pk: u64 = bursts[MAX_LISTED..].iter().map(|r| r.packets).sum();
                 out.push(Diagnosis {
                     kind: DiagnosisKind::LossBurst,
+                    frames: Frames::default(),
                     dir: Some(dir),
                     start: r.start,
                     end: bursts[bursts.len() - 1].end,
@@ -590,6 +593,7 @@ pub(crate) fn diagnose(
             }
             out.push(Diagnosis {
                 kind: DiagnosisKind::LossBurst,
+                frames: Frames::default(),
                 dir: Some(dir),
                 start: r.start,
                 end: r.end,
@@ -616,6 +620,7 @@ pub(crate) fn diagnose(
                 let rest = &e.rto[MAX_LISTED..];
                 out.push(Diagnosis {
                     kind: DiagnosisKind::RtoStall,
+                    frames: Frames::default(),
                     dir: Some(dir),
                     start: r.last_send,
                     end: rest[rest.len() - 1].time,
@@ -626,6 +631,7 @@ pub(crate) fn diagnose(
             }
             out.push(Diagnosis {
                 kind: DiagnosisKind::RtoStall,
+                frames: Frames::default(),
                 dir: Some(dir),
                 start: r.last_send,
                 end: r.time,
@@ -645,6 +651,7 @@ pub(crate) fn diagnose(
         if let (Some(f), Some(l)) = (c.handshake.syn_time, last_syn) {
             out.push(Diagnosis {
                 kind: DiagnosisKind::SynRetransmit,
+                frames: Frames::default(),
                 dir: Some(Dir::AtoB),
                 start: f,
                 end: l,
@@ -661,6 +668,7 @@ pub(crate) fn diagnose(
         if let (Some(f), Some(l)) = (c.handshake.synack_time, last_synack) {
             out.push(Diagnosis {
                 kind: DiagnosisKind::SynRetransmit,
+                frames: Frames::default(),
                 dir: Some(Dir::BtoA),
                 start: f,
                 end: l,
@@ -680,6 +688,7 @@ pub(crate) fn diagnose(
         let ect = x.ect0 + x.ect1 + y.ect0 + y.ect1;
         out.push(Diagnosis {
             kind: DiagnosisKind::EcnUnused,
+            frames: Frames::default(),
             dir: None,
             start: c.first_time,
             end: c.last_time,
@@ -723,6 +732,7 @@ fn slow_start_after_idle(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence) {
     let before = cut.iter().map(|r| r.largest_before).max().unwrap_or(0);
     out.push(Diagnosis {
         kind: DiagnosisKind::SlowStartAfterIdle,
+        frames: Frames::default(),
         dir: Some(dir),
         start: f.idle_from,
         end: l.next,
@@ -776,6 +786,7 @@ fn nagle(
     }
     out.push(Diagnosis {
         kind: DiagnosisKind::NagleDelayedAck,
+        frames: Frames::default(),
         dir: Some(dir),
         start: f.prev_time,
         end: l.time,
@@ -832,6 +843,7 @@ fn pacing(out: &mut Vec<Diagnosis>, dir: Dir, e: &Evidence, rtt_min: Duration) {
     let wmax = held.iter().map(|s| s.window).max().unwrap_or(0);
     out.push(Diagnosis {
         kind: DiagnosisKind::DelayedAckPacing,
+        frames: Frames::default(),
         dir: Some(dir),
         start: held[0].since,
         end: held[held.len() - 1].reopen,
@@ -927,6 +939,7 @@ fn bufferbloat(
         };
         out.push(Diagnosis {
             kind: DiagnosisKind::Bufferbloat,
+            frames: Frames::default(),
             dir: Some(dir),
             start,
             end,
@@ -955,6 +968,7 @@ pub(crate) fn bleaching(up: &Connection, down: &Connection) -> Vec<Diagnosis> {
         if ect_up > 0 && ect_down == 0 && dd.packets > 0 {
             out.push(Diagnosis {
                 kind: DiagnosisKind::EcnBleached,
+                frames: down.frames,
                 dir: Some(if down.a2b.src == src {
                     Dir::AtoB
                 } else {

@@ -160,6 +160,7 @@ mod tests {
             a2b: Direction::default(),
             b2a: Direction::default(),
             diagnoses: Vec::new(),
+            frames: Frames::default(),
             state: ConnState::Open,
             story: Story::default(),
         };

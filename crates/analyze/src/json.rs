@@ -98,6 +98,8 @@ pub struct JsonConnection<'a> {
     pub a2b: JsonDirection<'a>,
     pub b2a: JsonDirection<'a>,
     pub diagnoses: Vec<JsonDiagnosis<'a>>,
+    /// All of the connection's packets.
+    pub frames: Option<JsonFrames>,
     /// Where the connection's time went; the parts add up to `duration_s`.
     pub time_budget_ms: JsonBudget,
     /// "a2b" or "b2a": the direction of the client's data (null when unknown).
@@ -187,6 +189,20 @@ pub struct JsonDiagnosis<'a> {
     /// What it cost, in milliseconds.
     pub cost_ms: f64,
     pub summary: &'a str,
+    /// The packets that show it (null when none of the connection's packets lies in its span).
+    pub frames: Option<JsonFrames>,
+}
+
+/// Packets of one connection by frame number in its capture, as Wireshark numbers them
+/// (`frame.number`, 1-based, every record counted): the first and the last, how many packets of
+/// the connection lie between them (other connections' may too), and their times.
+#[derive(Serialize)]
+pub struct JsonFrames {
+    pub first: u64,
+    pub last: u64,
+    pub packets: u64,
+    pub first_s: f64,
+    pub last_s: f64,
 }
 
 #[derive(Serialize)]
@@ -213,6 +229,16 @@ fn ms(d: Option<wire::Duration>) -> Option<f64> {
 }
 
 impl Analysis {
+    fn json_frames(&self, f: &Frames) -> Option<JsonFrames> {
+        (f.packets > 0).then(|| JsonFrames {
+            first: f.first,
+            last: f.last,
+            packets: f.packets,
+            first_s: self.rel_secs(f.first_time),
+            last_s: self.rel_secs(f.last_time),
+        })
+    }
+
     /// The JSON view of this analysis; serialize it with `serde_json`.
     pub fn json_report(&self) -> JsonReport<'_> {
         let cap = |i: usize| self.captures.get(i).map_or("", |c| c.name.as_str());
@@ -264,8 +290,10 @@ impl Analysis {
                             component: d.kind.component(),
                             cost_ms: d.cost_ms(),
                             summary: &d.summary,
+                            frames: self.json_frames(&d.frames),
                         })
                         .collect(),
+                    frames: self.json_frames(&c.frames),
                     time_budget_ms: (&c.story.budget).into(),
                     client: c.story.client,
                     exchanges: c

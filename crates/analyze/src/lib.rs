@@ -23,6 +23,7 @@ mod budget;
 pub mod capture;
 mod diagnose;
 pub mod filter;
+mod frames;
 pub mod handshakes;
 mod headers;
 pub mod json;
@@ -35,7 +36,10 @@ pub mod tcpopt;
 pub mod text;
 mod udp;
 
-pub use analyzer::{analyze_bytes, Analyzer, Item, Options, ShardAnalyzer, ShardResult, Splitter};
+pub use analyzer::{
+    analyze_bytes, finish_chunked, Analyzer, Chunk, ChunkConsumer, ChunkMeta, ChunkedCapture, Item,
+    Options, ShardAnalyzer, ShardResult, Splitter,
+};
 pub use capture::CaptureError;
 pub use filter::{Filter, FilterError};
 pub use model::*;

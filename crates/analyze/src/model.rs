@@ -125,6 +125,8 @@ pub struct Connection {
     pub b2a: Direction,
     /// What held this connection back, in order of start time.
     pub diagnoses: Vec<Diagnosis>,
+    /// All of its packets, by frame number in its capture.
+    pub frames: Frames,
     /// How the connection ended, as far as the capture shows.
     pub state: ConnState,
     /// Where its time went, and its request/response exchanges (see [`Story`]).
@@ -571,6 +573,26 @@ pub struct Diagnosis {
     pub delay_ms: f64,
     /// One or two sentences of plain words with the evidence (counts, sizes, times).
     pub summary: String,
+    /// The connection's packets from `start` to `end`, as frame numbers of its capture: filled
+    /// in when the connection is finished (zero until then).
+    pub frames: Frames,
+}
+
+/// The packets that show a diagnosis: those of its connection whose time lies in the
+/// diagnosis' span, by frame number as Wireshark counts them (1-based, every record of the
+/// capture, whatever its protocol). Other connections' frames may lie between `first` and
+/// `last`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Frames {
+    /// Frame number of the first of them (0: none).
+    pub first: u64,
+    /// Frame number of the last of them.
+    pub last: u64,
+    /// How many packets of the connection are in the span.
+    pub packets: u64,
+    /// Capture times of the first and the last.
+    pub first_time: Instant,
+    pub last_time: Instant,
 }
 
 impl Diagnosis {

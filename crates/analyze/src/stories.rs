@@ -29,6 +29,37 @@ const RTT_FACTOR: f64 = 4.0;
 /// Retransmissions without any answer before the peer counts as gone (a single one is a
 /// loss; two in a row with backoff and silence is a dead peer or path).
 const UNANSWERED_MIN: usize = 2;
+/// A retransmission timer's waits never shrink: one this fraction of the one before still
+/// counts as no shorter (the capture's timestamps and the timer's granularity blur them)...
+const BACKOFF_SLACK: f64 = 0.9;
+/// ...and they grow: the last is at least this many times the first (two doublings make 4;
+/// a tail loss probe first, then one doubling, make about 2).
+const BACKOFF_GROWTH: f64 = 1.8;
+/// Waits this long have reached the timer's ceiling and stop growing (Linux caps the timer at
+/// 120 s; RFC 6298 §2.5 allows a cap of 60 s or more).
+const BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// Whether sends at `first` then at each of `retx` are a retransmission timer backing off:
+/// no wait shorter than the one before (within [`BACKOFF_SLACK`], or once the waits reach
+/// [`BACKOFF_CAP`]), and the last at least [`BACKOFF_GROWTH`] times the first. Linux's first
+/// repeat is often a tail loss probe (RFC 8985 §7) about one timeout early, so the first two
+/// waits may be alike; the timer itself doubles (RFC 6298 §5.5).
+fn backs_off(first: Instant, retx: &[Instant]) -> bool {
+    let mut prev_at = first;
+    let mut gaps = Vec::with_capacity(retx.len());
+    for &t in retx {
+        gaps.push((t - prev_at).as_secs_f64());
+        prev_at = t;
+    }
+    let cap = BACKOFF_CAP.as_secs_f64();
+    let steady = gaps
+        .windows(2)
+        .all(|w| w[1] >= BACKOFF_SLACK * w[0] || w[0] >= cap);
+    match (gaps.first(), gaps.last()) {
+        (Some(&g0), Some(&gl)) => steady && (gl >= BACKOFF_GROWTH * g0 || g0 >= cap),
+        _ => false,
+    }
+}
 
 fn ms_ns(ns: u64) -> f64 {
     ns as f64 / 1e6
@@ -72,6 +103,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
     if let (Some(syn), Some(rst)) = (ev.syn_at, ev.refused_at) {
         out.push(Diagnosis {
             kind: DiagnosisKind::ConnectionRefused,
+            frames: Frames::default(),
             dir: Some(Dir::AtoB),
             start: syn,
             end: rst,
@@ -84,8 +116,13 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
             ),
         });
     }
-    // syn_timeout: the SYN went more than once and nothing ever came back.
-    let unanswered_syn = ev.syn_at.is_some() && !ev.synack_seen && ev.refused_at.is_none();
+    // syn_timeout: the SYN went more than once and nothing ever came back. A client that sent
+    // anything but SYNs had its SYN answered, whether or not the capture has the answer (a
+    // capture of one direction).
+    let unanswered_syn = ev.syn_at.is_some()
+        && !ev.synack_seen
+        && ev.refused_at.is_none()
+        && c.a2b.stats.packets <= u64::from(c.handshake.syn_count);
     if unanswered_syn && c.handshake.syn_count >= 2 {
         let first = ev.syn_at.unwrap_or(c.first_time);
         let waits: Vec<String> = ev
@@ -95,6 +132,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
             .collect();
         out.push(Diagnosis {
             kind: DiagnosisKind::SynTimeout,
+            frames: Frames::default(),
             dir: Some(Dir::AtoB),
             start: first,
             end: c.last_time,
@@ -108,13 +146,28 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
             ),
         });
     }
-    // peer_unresponsive: retransmissions with no answer of any kind until the end.
+    // peer_unresponsive: retransmissions with no answer of any kind until the end. When the
+    // other side was heard earlier, its silence is the evidence. When the capture never saw
+    // it (a capture started after the handshake, or of one direction only), silence proves
+    // nothing by itself; the sender's own behaviour does: the same segment sent again and
+    // again, each wait about twice the one before, is its retransmission timer backing off
+    // (RFC 6298 §5.5), which only happens when no ACK reaches it.
     let mut gone = [None; 2];
     for (side, u) in ev.unanswered.iter().enumerate() {
         if unanswered_syn || u.retx.len() < UNANSWERED_MIN {
             continue;
         }
-        let Some(first) = u.first_send else { continue };
+        let Some(first_send) = u.first_send else {
+            continue;
+        };
+        let first = if u.peer_heard {
+            first_send
+        } else {
+            u.original.unwrap_or(first_send)
+        };
+        if !u.peer_heard && (u.mixed || !backs_off(first, &u.retx)) {
+            continue;
+        }
         let peer = name_of(1 - side);
         let mut prev = first;
         let gaps: Vec<String> = u
@@ -127,19 +180,31 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
             })
             .collect();
         gone[side] = Some(first);
-        out.push(Diagnosis {
-            kind: DiagnosisKind::PeerUnresponsive,
-            dir: Some(dir_of(side)),
-            start: first,
-            end: c.last_time,
-            delay_ms: ms(c.last_time - first),
-            summary: format!(
+        let summary = if u.peer_heard {
+            format!(
                 "the {} retransmitted {} times over {:.1} s (gaps {} s) and the {peer} never answered: the {peer} or the path is gone, and the application waited out the retransmission timer; no recovery was seen",
                 name_of(side),
                 u.retx.len(),
                 ms(c.last_time - first) / 1e3,
                 gaps.join(", ")
-            ),
+            )
+        } else {
+            format!(
+                "the {} sent the same segment {} times over {:.1} s with growing waits (gaps {} s), as a retransmission timer backs off when no ACK reaches it, and nothing from the {peer} is in the capture: the {peer} or the path is gone, and the application waited out the retransmission timer; no recovery was seen",
+                name_of(side),
+                u.retx.len() + 1,
+                ms(c.last_time - first) / 1e3,
+                gaps.join(", ")
+            )
+        };
+        out.push(Diagnosis {
+            kind: DiagnosisKind::PeerUnresponsive,
+            frames: Frames::default(),
+            dir: Some(dir_of(side)),
+            start: first,
+            end: c.last_time,
+            delay_ms: ms(c.last_time - first),
+            summary,
         });
     }
     // zero_window_stall: a side advertised a zero window for a noticeable time.
@@ -157,6 +222,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
         let who = name_of(side);
         out.push(Diagnosis {
             kind: DiagnosisKind::ZeroWindowStall,
+            frames: Frames::default(),
             dir: Some(dir_of(1 - side)),
             start: first,
             end,
@@ -200,6 +266,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
         };
         out.push(Diagnosis {
             kind: DiagnosisKind::ServerDelay,
+            frames: Frames::default(),
             dir: c.story.client.map(Dir::other),
             start: ex[i0].request_end,
             end: ex[il].response_start.unwrap_or(c.last_time),
@@ -226,6 +293,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
             .unwrap_or(c.first_time);
         out.push(Diagnosis {
             kind: DiagnosisKind::ClientDelay,
+            frames: Frames::default(),
             dir: c.story.client,
             start: from,
             end: e.start,
@@ -273,6 +341,7 @@ pub(crate) fn tell(c: &mut Connection, ev: &Evidence, rtt_to: [Option<Duration>;
     {
         out.push(Diagnosis {
             kind: DiagnosisKind::PathDelay,
+            frames: Frames::default(),
             dir: None,
             start: c.first_time,
             end: c.last_time,
@@ -628,17 +697,149 @@ mod tests {
                 at - start
             ));
             // The same packets without the server's (a capture of one direction only): the
-            // silence proves nothing.
+            // silence alone would prove nothing, but the client's timer backing off does.
             let server_ip = t.s.ip();
             t.out
                 .retain(|(_, p)| wire::packet::parse(p).map_or(true, |h| h.ip.src != server_ip));
             let c = t.run();
-            assert!(c
-                .diagnoses
-                .iter()
-                .all(|d| d.kind != DiagnosisKind::PeerUnresponsive));
-            assert!(!c.diagnoses[0].summary.contains("recovery took"));
+            assert_eq!(
+                kinds(&c),
+                [DiagnosisKind::PeerUnresponsive],
+                "{:?}",
+                c.diagnoses
+            );
+            assert!(within(
+                cost(&c, DiagnosisKind::PeerUnresponsive),
+                at - start
+            ));
             assert_eq!(largest(&c.story.budget), "stalled");
+        }
+    }
+
+    /// The client's request, sent again after each gap of `gaps` (ms), then a RST `last` ms
+    /// after the last; the capture starts `start` ms into the connection, after the handshake,
+    /// and holds nothing from the server. Returns the connection and the truth: the time from
+    /// the request's first transmission to the RST.
+    fn request_unanswered_mid_connection(
+        tc: f64,
+        ts: f64,
+        v6: bool,
+        gaps: &[f64],
+        last: f64,
+    ) -> (Connection, f64) {
+        let mut t = Talk::new(tc, ts, v6);
+        let start = 500.0;
+        t.client(start, ACK | PSH, GET, 65535);
+        let mut at = start;
+        for gap in gaps {
+            at += gap;
+            t.client_again(at, GET.len());
+        }
+        at += last;
+        t.client(at, RST | ACK, &[], 0);
+        (t.run(), at - start)
+    }
+
+    #[test]
+    fn a_dead_peer_seen_only_mid_connection_is_peer_unresponsive_from_the_senders_backoff() {
+        // The textbook capture: no handshake, one segment sent six times with doubling
+        // gaps, not one packet from the other side. At the sender and in the middle, over
+        // IPv4 and IPv6.
+        for (tc, ts) in [(0.0, 15.0), (7.5, 7.5)] {
+            for v6 in [false, true] {
+                let gaps = [300.0, 600.0, 1200.0, 2400.0, 4800.0];
+                let (c, truth) = request_unanswered_mid_connection(tc, ts, v6, &gaps, 100.0);
+                assert_adds_up(&c);
+                assert_eq!(
+                    kinds(&c),
+                    [DiagnosisKind::PeerUnresponsive],
+                    "{tc}/{ts} v6 {v6}: {:?}",
+                    c.diagnoses
+                );
+                let d = &c.diagnoses[0];
+                assert_eq!(d.dir, Some(Dir::AtoB));
+                assert!(within(d.delay_ms, truth), "{} against {truth}", d.delay_ms);
+                assert!(
+                    d.summary.contains("same segment 6 times")
+                        && d.summary.contains("gaps 0.3, 0.6, 1.2, 2.4, 4.8 s")
+                        && !d.summary.contains("recovery took"),
+                    "{}",
+                    d.summary
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unanswered_repeats_without_backoff_in_a_one_sided_capture_are_not_a_dead_peer() {
+        // Even gaps are not a retransmission timer backing off (an application resending, or
+        // retransmissions whose ACKs the capture misses).
+        let (c, _) = request_unanswered_mid_connection(0.0, 15.0, false, &[500.0; 4], 100.0);
+        assert!(
+            c.diagnoses
+                .iter()
+                .all(|d| d.kind != DiagnosisKind::PeerUnresponsive),
+            "{:?}",
+            c.diagnoses
+        );
+        // Backing off, then new data: the sender's data was acknowledged where the capture
+        // could not see it.
+        let mut t = Talk::new(0.0, 15.0, false);
+        t.client(0.0, ACK | PSH, GET, 65535);
+        let mut at = 0.0;
+        for gap in [200.0, 400.0, 800.0] {
+            at += gap;
+            t.client_again(at, GET.len());
+        }
+        t.client(at + 40.0, ACK | PSH, GET, 65535);
+        t.client(at + 80.0, FIN | ACK, &[], 65535);
+        let c = t.run();
+        assert!(
+            c.diagnoses
+                .iter()
+                .all(|d| d.kind != DiagnosisKind::PeerUnresponsive),
+            "{:?}",
+            c.diagnoses
+        );
+    }
+
+    #[test]
+    fn a_client_gone_while_the_server_answers_is_peer_unresponsive_at_the_server() {
+        // At the server, mid-connection: two segments of the answer are ACKed, then the
+        // client is gone; the server sends its third segment again with doubling gaps and
+        // gives up with a RST. Then the same capture without the client's two ACKs.
+        for keep_acks in [true, false] {
+            let mut t = Talk::new(15.0, 0.0, false);
+            let first = 100.0;
+            let back = t.server(first, ACK, 1448, 65535);
+            t.server(first + 0.1, ACK, 1448, 65535);
+            if keep_acks {
+                t.client(back, ACK, &[], 65535);
+            }
+            let third = first + 40.0;
+            t.server(third, ACK | PSH, 1000, 65535);
+            let mut at = third;
+            for gap in [250.0, 500.0, 1000.0, 2000.0] {
+                at += gap;
+                let mut p = Tcp::new(t.s, t.c, t.sseq.wrapping_sub(1000), t.cseq, ACK | PSH);
+                p.payload_len = 1000;
+                t.out.push((T0 + (at * MS) as u64, p.build()));
+            }
+            at += 3000.0;
+            t.server(at, RST | ACK, 0, 0);
+            let c = t.run();
+            assert_adds_up(&c);
+            let d: Vec<&Diagnosis> = c.diagnoses.iter().collect();
+            assert_eq!(
+                kinds(&c),
+                [DiagnosisKind::PeerUnresponsive],
+                "acks {keep_acks}: {d:?}"
+            );
+            let server_sends = if c.a == t.s { Dir::AtoB } else { Dir::BtoA };
+            assert_eq!(d[0].dir, Some(server_sends));
+            // From the segment's first transmission, or (the client heard) from the first
+            // send after the client's last packet.
+            assert!(within(d[0].delay_ms, at - third), "{d:?}");
         }
     }
 

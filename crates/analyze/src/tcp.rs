@@ -19,6 +19,7 @@ use wire::{Duration, Ecn, Instant};
 
 use crate::budget::{self, PacketInfo, Timeline};
 use crate::diagnose::{self, Evidence};
+use crate::frames::FrameIndex;
 use crate::model::*;
 use crate::stories;
 use crate::tcpopt::TcpOptions;
@@ -230,6 +231,8 @@ pub(crate) struct TcpConn {
     rtt_path_stale: bool,
     /// The handshake's round trip (SYN -> SYN-ACK plus SYN-ACK -> ACK), ns, set with them.
     hs_path_ns: Option<u64>,
+    /// Every packet's frame number, for the evidence of the diagnoses.
+    frames: FrameIndex,
 }
 
 /// Everything `handle` needs from one packet.
@@ -242,6 +245,8 @@ pub(crate) struct TcpPacket<'a> {
     pub payload: &'a [u8],
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// Its frame number in its capture (1-based, as Wireshark counts them).
+    pub frame: u64,
 }
 
 impl TcpConn {
@@ -279,6 +284,7 @@ impl TcpConn {
             rtt_path_ns: None,
             rtt_path_stale: false,
             hs_path_ns: None,
+            frames: FrameIndex::default(),
         }
     }
 
@@ -373,6 +379,7 @@ impl TcpConn {
         let o = 1 - d;
         let h = p.h;
         let now = p.time;
+        self.frames.push(now, p.frame);
         self.last_time = self.last_time.max(now);
         let syn = CONTROL && h.has(TcpHeader::SYN);
         let ack = h.has(TcpHeader::ACK);
@@ -473,6 +480,7 @@ impl TcpConn {
             window_full_before,
             full_sized,
             payload: p.payload,
+            seq: h.seq,
             rtt_path_ns,
         };
         self.timeline.packet(&info);
@@ -1030,6 +1038,7 @@ impl TcpConn {
                 series: b2a_state.series,
             },
             diagnoses: Vec::new(),
+            frames: Frames::default(),
             state: self.state,
             story: Story::default(),
         };
@@ -1060,6 +1069,10 @@ impl TcpConn {
         ];
         (conn.story, story_ev) = self.timeline.finish(rtt_to, outstanding, at_receiver);
         stories::tell(&mut conn, &story_ev, rtt_to);
+        conn.frames = self.frames.span(conn.first_time, conn.last_time);
+        for d in &mut conn.diagnoses {
+            d.frames = self.frames.span(d.start, d.end);
+        }
         conn
     }
 }

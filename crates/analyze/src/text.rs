@@ -92,6 +92,15 @@ fn vantage_note(d: &Direction) -> Option<String> {
     }
 }
 
+/// ", frames 3-8" (Wireshark's frame numbers of the packets that show it), or nothing.
+fn frames_words(f: &Frames) -> String {
+    match f.packets {
+        0 => String::new(),
+        _ if f.first == f.last => format!(", frame {}", f.first),
+        _ => format!(", frames {}-{}", f.first, f.last),
+    }
+}
+
 /// A duration in nanoseconds for people: "1.07 s" from one second on, "67 ms" (or "0.4 ms")
 /// below.
 pub fn human(ns: u64) -> String {
@@ -316,11 +325,12 @@ pub fn summary(a: &Analysis) -> String {
         for d in &c.diagnoses {
             let _ = writeln!(
                 s,
-                "  * {} {}({:.3}-{:.3} s): {}",
+                "  * {} {}({:.3}-{:.3} s{}): {}",
                 d.kind,
                 d.dir.map_or(String::new(), |x| format!("{} ", x.name())),
                 a.rel_secs(d.start),
                 a.rel_secs(d.end),
+                frames_words(&d.frames),
                 d.summary
             );
         }

@@ -44,9 +44,10 @@ pub struct AnalyzeArgs {
     /// `tcp and port 443 or udp`.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
-    /// Analyse the connections on N threads, split by address pair, while one more reads
-    /// the captures (default: one per core; standard input and gzip-compressed captures are
-    /// read on one thread).
+    /// Use N threads (default: one per core): a pcap file is read in parts by N threads and
+    /// its connections analysed by N more, split by address pair; a pcapng file is read by
+    /// one thread for the N; standard input and gzip-compressed captures are read on one
+    /// thread. The result is one thread's.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
 }
@@ -72,16 +73,23 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let jobs = args.jobs.unwrap_or(cores);
-    // Connections are independent: one reader finds each packet's address pair and hands the
+    // Connections are independent: readers find each packet's address pair and hand the
     // packets to `jobs` threads by that pair, which parse them. That needs every capture in
     // memory, uncompressed; a stream is read on one thread.
     let in_place = inputs
         .iter()
         .all(|i| i.bytes().is_some_and(|b| !analyze::capture::is_gzip(b)));
-    let result = if jobs > 1 && in_place {
-        read_split(&inputs, &opts, jobs)
+    // Uncompressed pcaps are read in parts on every thread; pcapng (whose blocks can only be
+    // found from the start) by one reader handing packets to the others.
+    let chunked = if jobs > 1 && in_place {
+        read_chunked(&inputs, &opts, jobs)
     } else {
-        read_one(&inputs, opts)
+        None
+    };
+    let result = match chunked {
+        Some(r) => r,
+        None if jobs > 1 && in_place => read_split(&inputs, &opts, jobs),
+        None => read_one(&inputs, opts),
     };
     let analysis = match result {
         Ok(a) => a,
@@ -219,31 +227,43 @@ const RESIDENT_BEHIND_BYTES: usize = 16 << 20;
 
 /// Follows the reader through a mapped capture: drops the pages it left well behind from
 /// this process (the page cache keeps them), so that resident memory does not grow with the
-/// file, and moves a progress bar on large files when stderr is a terminal.
+/// file, and moves a progress bar when stderr is a terminal and the file has taken more than
+/// [`PROGRESS_AFTER`] so far.
 struct Behind<'m> {
     map: Option<&'m memmap2::Mmap>,
+    name: &'m str,
     /// Bytes kept behind the reader.
     lag: usize,
     released: usize,
+    started: std::time::Instant,
     bar: Option<indicatif::ProgressBar>,
 }
 
+/// How long a capture is read before a progress bar shows.
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl<'m> Behind<'m> {
     fn new(input: &'m Input, lag: usize) -> Behind<'m> {
-        let (map, len) = match input {
-            Input::Mapped { map: Some(m), .. } => (Some(m), m.len() as u64),
-            _ => (None, 0),
+        let map = match input {
+            Input::Mapped { map: Some(m), .. } => Some(m),
+            _ => None,
         };
         Behind {
             map,
+            name: input.name(),
             lag,
             released: 0,
-            bar: (len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal())
-                .then(|| progress_bar(len, input.name())),
+            started: std::time::Instant::now(),
+            bar: None,
         }
     }
 
     fn reached(&mut self, at: u64) {
+        if self.bar.is_none() && self.started.elapsed() >= PROGRESS_AFTER {
+            if let Some(m) = self.map.filter(|_| io::stderr().is_terminal()) {
+                self.bar = Some(progress_bar(m.len() as u64, self.name));
+            }
+        }
         if let Some(bar) = &self.bar {
             bar.set_position(at);
         }
@@ -314,6 +334,135 @@ fn read_one(inputs: &[Input], opts: analyze::Options) -> Result<analyze::Analysi
         result.map_err(|e| input.bad(&e))?;
     }
     Ok(analyzer.finish())
+}
+
+/// Parts of the captures handed from a reading thread to each analysing thread before it
+/// waits.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// Reads every capture, mapped uncompressed pcaps all, in parts on `jobs` threads, and
+/// analyses their connections on `jobs` more, split by address pair; the result is
+/// [`read_one`]'s. None when a capture cannot be read so (pcapng, gzip, a link type the
+/// analyzer does not read) or its parts did not line up: read them another way.
+fn read_chunked(
+    inputs: &[Input],
+    opts: &analyze::Options,
+    jobs: u32,
+) -> Option<Result<analyze::Analysis, String>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let mut caps = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        match analyze::ChunkedCapture::new(input.name(), i, input.bytes()?, opts) {
+            Ok(Some(c)) => caps.push(c),
+            Ok(None) => return None,
+            Err(e) => return Some(Err(input.bad(&e))),
+        }
+    }
+    let order: Vec<(usize, usize)> = caps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| (0..c.chunks()).map(move |k| (i, k)))
+        .collect();
+    let n = jobs as usize;
+    let failed = AtomicBool::new(false);
+    let done: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+    type Part<'a> = (Arc<analyze::ChunkMeta>, Vec<analyze::Item<'a>>);
+    std::thread::scope(|s| {
+        // to[reader][analyser], from[analyser][reader]
+        let mut to = Vec::new();
+        let mut from: Vec<Vec<mpsc::Receiver<Part<'_>>>> = (0..n).map(|_| Vec::new()).collect();
+        for _ in 0..n {
+            let mut row = Vec::new();
+            for f in from.iter_mut() {
+                let (tx, rx) = mpsc::sync_channel::<Part<'_>>(PARTS_IN_FLIGHT);
+                row.push(tx);
+                f.push(rx);
+            }
+            to.push(row);
+        }
+        for (w, senders) in to.into_iter().enumerate() {
+            let (caps, order, failed) = (&caps, &order, &failed);
+            s.spawn(move || {
+                for &(c, k) in order.iter().skip(w).step_by(n) {
+                    if failed.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let chunk = caps[c].read_chunk(k, jobs);
+                    let meta = Arc::new(chunk.meta);
+                    for (tx, items) in senders.iter().zip(chunk.items) {
+                        // An analyser that stopped (parts out of line) no longer listens.
+                        if tx.send((meta.clone(), items)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let mut analysers = Vec::new();
+        for (a, receivers) in from.into_iter().enumerate() {
+            let (order, failed, done) = (&order, &failed, &done);
+            analysers.push(s.spawn(move || {
+                let mut consumer = analyze::ChunkConsumer::new(opts);
+                let mut metas = Vec::new();
+                for j in 0..order.len() {
+                    let Ok((meta, items)) = receivers[j % n].recv() else {
+                        failed.store(true, Ordering::Relaxed);
+                        break;
+                    };
+                    consumer.chunk(&meta, items);
+                    if consumer.failed() {
+                        failed.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    if a == 0 {
+                        metas.push(meta);
+                    }
+                    done[a].store(j + 1, Ordering::Release);
+                }
+                (consumer.finish(), metas)
+            }));
+        }
+        // Pages of parts every analyser is done with go (the page cache keeps them); the
+        // progress bar follows.
+        let mut behind: Vec<Behind<'_>> = inputs.iter().map(|i| Behind::new(i, 0)).collect();
+        let mut released = 0;
+        loop {
+            let finished = analysers.iter().all(|h| h.is_finished());
+            let upto = done
+                .iter()
+                .map(|d| d.load(Ordering::Acquire))
+                .min()
+                .unwrap_or(0);
+            while released < upto {
+                let (c, k) = order[released];
+                behind[c].reached(caps[c].span(k).end as u64);
+                released += 1;
+            }
+            if finished {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        drop(behind);
+        let mut parts = Vec::new();
+        let mut metas = Vec::new();
+        for (i, h) in analysers.into_iter().enumerate() {
+            let Ok((part, m)) = h.join() else {
+                return Some(Err("an analysis thread failed".to_string()));
+            };
+            parts.push(part);
+            if i == 0 {
+                metas = m;
+            }
+        }
+        if failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let metas: Vec<&analyze::ChunkMeta> = metas.iter().map(|m| m.as_ref()).collect();
+        Some(Ok(analyze::finish_chunked(opts, &caps, &metas, parts)))
+    })
 }
 
 /// Reads every (mapped, uncompressed) capture once on this thread and analyses its

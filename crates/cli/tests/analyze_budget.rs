@@ -216,3 +216,170 @@ fn every_story_is_told_with_its_cost_from_the_client_the_middle_and_the_server()
     }
     assert_eq!(checked, CASES.len() * 2 * POINTS.len());
 }
+
+/// The dead peer again, with the captures started after the handshake: no handshake and not
+/// one packet from the server in them, only the client's request, sent again as its
+/// retransmission timer backs off, and its RST when it gives up.
+#[test]
+fn a_dead_peer_captured_after_the_handshake_is_peer_unresponsive_and_no_loss() {
+    let _g = lock();
+    let dir = corpus();
+    for fam in ["v4", "v6"] {
+        let run = dir.join(format!("dead_peer_late-{fam}"));
+        let truth = read_json(&run.join("truth.json"));
+        let waited_ms = truth["result"]["waited_ms"].as_f64().unwrap();
+        // The client program gave up 5 s after sending its request.
+        within(waited_ms, 5000.0, "the client's wait");
+        for point in ["client", "middle"] {
+            let what = format!("dead_peer_late-{fam} at the {point}");
+            let a = analyze(&run.join(format!("{point}.pcap")));
+            let conns = a["connections"].as_array().unwrap();
+            assert_eq!(conns.len(), 1, "{what}: one connection");
+            let c = &conns[0];
+            assert!(c["handshake_ms"].is_null(), "{what}: no handshake captured");
+            assert_eq!(c["b2a"]["packets"], 0, "{what}: nothing from the server");
+            let diags = c["diagnoses"].as_array().unwrap();
+            let kinds: Vec<&str> = diags.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+            assert_eq!(kinds, ["peer_unresponsive"], "{what}: {diags:#?}");
+            within(
+                diags[0]["cost_ms"].as_f64().unwrap(),
+                waited_ms,
+                &format!("{what}: peer_unresponsive"),
+            );
+            let summary = diags[0]["summary"].as_str().unwrap();
+            assert!(!summary.contains("recovery took"), "{what}: {summary}");
+        }
+        // The server never saw anything after its handshake.
+        let a = analyze(&run.join("server.pcap"));
+        assert_eq!(a["connections"].as_array().unwrap().len(), 0);
+    }
+}
+
+/// `pcap` with an ARP request inserted after every second record, stamped as the record
+/// before it: frames that are not IP, which Wireshark numbers too.
+fn with_arp_frames(pcap: &Path, out: &Path) {
+    let b = std::fs::read(pcap).unwrap();
+    assert_eq!(
+        &b[..4],
+        &[0xd4, 0xc3, 0xb2, 0xa1],
+        "a little-endian microsecond pcap"
+    );
+    assert_eq!(b[20], 1, "Ethernet");
+    let mut o = b[..24].to_vec();
+    let mut at = 24;
+    let mut n = 0;
+    while at + 16 <= b.len() {
+        let incl = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        let rec = &b[at..at + 16 + incl];
+        o.extend_from_slice(rec);
+        n += 1;
+        if n % 2 == 0 {
+            let mut arp = vec![0xff; 6];
+            arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+            arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1]);
+            arp.extend_from_slice(&[10, 99, 0, 1, 0, 0, 0, 0, 0, 0, 10, 99, 0, 2]);
+            o.extend_from_slice(&rec[..8]);
+            o.extend_from_slice(&(arp.len() as u32).to_le_bytes());
+            o.extend_from_slice(&(arp.len() as u32).to_le_bytes());
+            o.extend_from_slice(&arp);
+        }
+        at += 16 + incl;
+    }
+    std::fs::write(out, o).unwrap();
+}
+
+/// Every diagnosis names the frames that show it, as Wireshark numbers them: tshark finds
+/// the connection's packets at those frame numbers, at the times the JSON gives, and as many
+/// of them between the two as the JSON counts; also when frames that are not TCP lie between.
+#[test]
+fn diagnosis_frames_are_the_frame_numbers_tshark_shows() {
+    let _g = lock();
+    let dir = corpus();
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("frames-arp");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut checked = 0;
+    let mut cases: Vec<&str> = CASES.to_vec();
+    cases.push("dead_peer_late");
+    for case in cases {
+        for fam in ["v4", "v6"] {
+            for point in POINTS {
+                let pcap = dir.join(format!("{case}-{fam}/{point}.pcap"));
+                let mixed = scratch.join(format!("{case}-{fam}-{point}.pcap"));
+                with_arp_frames(&pcap, &mixed);
+                for file in [&pcap, &mixed] {
+                    let what = format!("{}", file.display());
+                    let a = analyze(file);
+                    for c in a["connections"].as_array().unwrap() {
+                        let port = |k: &str| -> String {
+                            c[k].as_str()
+                                .unwrap()
+                                .rsplit(':')
+                                .next()
+                                .unwrap()
+                                .to_string()
+                        };
+                        let (pa, pb) = (port("a"), port("b"));
+                        let mut spans = vec![&c["frames"]];
+                        spans.extend(
+                            c["diagnoses"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|d| &d["frames"]),
+                        );
+                        for f in spans {
+                            if f.is_null() {
+                                continue;
+                            }
+                            let (first, last) =
+                                (f["first"].as_u64().unwrap(), f["last"].as_u64().unwrap());
+                            let rows = tshark(
+                                file,
+                                &format!("frame.number == {first} || frame.number == {last}"),
+                                &[
+                                    "frame.number",
+                                    "frame.time_relative",
+                                    "tcp.srcport",
+                                    "tcp.dstport",
+                                ],
+                            );
+                            assert!(!rows.is_empty(), "{what}: frames {first}-{last}");
+                            for r in &rows {
+                                let n: u64 = r[0].parse().unwrap();
+                                let t: f64 = r[1].parse().unwrap();
+                                let want = if n == first {
+                                    f["first_s"].as_f64()
+                                } else {
+                                    f["last_s"].as_f64()
+                                };
+                                assert!(
+                                    (t - want.unwrap()).abs() < 2e-6,
+                                    "{what}: frame {n} at {t} s, the JSON says {want:?}"
+                                );
+                                let ports = [r[2].as_str(), r[3].as_str()];
+                                assert!(
+                                    ports.contains(&pa.as_str()) && ports.contains(&pb.as_str()),
+                                    "{what}: frame {n} is {ports:?}, not {pa} <-> {pb}"
+                                );
+                            }
+                            let between = tshark(
+                                file,
+                                &format!(
+                                    "frame.number >= {first} && frame.number <= {last} && tcp.port == {pa} && tcp.port == {pb}"
+                                ),
+                                &["frame.number"],
+                            );
+                            assert_eq!(
+                                between.len() as u64,
+                                f["packets"].as_u64().unwrap(),
+                                "{what}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "{checked}");
+}

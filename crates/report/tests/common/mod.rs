@@ -30,6 +30,7 @@ fn conn(a: &str, b: &str) -> Connection {
         a2b: Direction::default(),
         b2a: Direction::default(),
         diagnoses: Vec::new(),
+        frames: analyze::Frames::default(),
         state: ConnState::Closed,
         story: Story::default(),
     }
@@ -157,6 +158,7 @@ pub fn bulk_download() -> Analysis {
     c.a2b.stats.packets = 350;
     c.diagnoses.push(Diagnosis {
         kind: DiagnosisKind::Bufferbloat,
+        frames: analyze::Frames::default(),
         dir: Some(Dir::BtoA),
         start: at(100.0),
         end: at(500.0),
@@ -165,6 +167,7 @@ pub fn bulk_download() -> Analysis {
     });
     c.diagnoses.push(Diagnosis {
         kind: DiagnosisKind::LossBurst,
+        frames: analyze::Frames::default(),
         dir: Some(Dir::BtoA),
         start: at(205.0),
         end: at(300.0),
