@@ -332,6 +332,16 @@ const EXAMPLES: &[Example] = &[
         cmd: "sudo latencylab demo bufferbloat",
         check: Check::Parses { run_by: "demo.rs" },
     },
+    // `report --help`: a run directory's charts; demo.rs exports a demo's run, reruns it and
+    // draws its report.
+    Example {
+        cmd: "latencylab report out/run",
+        check: Check::Parses { run_by: "demo.rs" },
+    },
+    Example {
+        cmd: "latencylab report out/bufferbloat/fifo",
+        check: Check::Parses { run_by: "demo.rs" },
+    },
     Example {
         cmd: "sudo latencylab demo bufferbloat -o out/bb --duration 20s",
         check: Check::Parses { run_by: "demo.rs" },
