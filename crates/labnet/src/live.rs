@@ -33,7 +33,7 @@ pub struct Counts {
     /// Packets and bytes in the queue (and in service) now.
     pub backlog_packets: usize,
     pub backlog_bytes: usize,
-    /// The configured rate now (`None`: unlimited or a trace).
+    /// The configured rate now (a trace's mean rate; `None`: unlimited).
     pub rate_bps: Option<u64>,
 }
 
@@ -50,7 +50,7 @@ impl Counts {
             queue_delay_sum_ns: s.queue_delay_sum_ns,
             backlog_packets: link.backlog_packets(),
             backlog_bytes: link.qdisc().backlog_bytes(),
-            rate_bps: link::stats::Asked::of(link.params()).rate_bps,
+            rate_bps: link.params().capacity.rate_bps(),
         }
     }
 }
@@ -77,7 +77,7 @@ pub struct Row {
     /// The link's name and the direction (`down`: from the server's side, `up`: towards it).
     pub link: String,
     pub dir: String,
-    /// The configured rate, bit/s (`null`: unlimited or a trace).
+    /// The configured rate, bit/s (a trace's mean rate; `null`: unlimited).
     pub rate_bps: Option<u64>,
     /// Bits delivered per second over the interval.
     pub delivered_bps: f64,

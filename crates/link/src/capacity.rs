@@ -25,6 +25,18 @@ pub enum Capacity {
     Trace(Arc<Trace>),
 }
 
+impl Capacity {
+    /// The rate asked of the link, bit/s: a constant rate, a trace's mean rate, or `None` when
+    /// unlimited.
+    pub fn rate_bps(&self) -> Option<u64> {
+        match self {
+            Capacity::Unlimited => None,
+            Capacity::Rate(r) => Some(r.bits_per_sec),
+            Capacity::Trace(t) => Some(t.mean_rate().bits_per_sec),
+        }
+    }
+}
+
 /// A loaded Mahimahi trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {

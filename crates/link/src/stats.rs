@@ -16,7 +16,6 @@ use hdrhistogram::Histogram;
 use wire::units::format_duration_exact;
 use wire::{Duration, Instant};
 
-use crate::capacity::Capacity;
 use crate::link::LinkParams;
 
 /// Percentiles of a delay distribution, in milliseconds.
@@ -504,11 +503,7 @@ impl Asked {
     pub fn of(p: &LinkParams) -> Asked {
         let i = &p.impair;
         Asked {
-            rate_bps: match &p.capacity {
-                Capacity::Unlimited => None,
-                Capacity::Rate(r) => Some(r.bits_per_sec),
-                Capacity::Trace(t) => Some(t.mean_rate().bits_per_sec),
-            },
+            rate_bps: p.capacity.rate_bps(),
             delay_ms: p.delay.as_secs_f64() * 1e3,
             jitter_ms: i.jitter.as_ref().map(|j| j.amount.as_secs_f64() * 1e3),
             jitter_distribution: i.jitter.as_ref().map(|j| j.distribution.name()),
@@ -687,6 +682,7 @@ impl Got {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::Capacity;
     use crate::impair::{Impairments, PacketRate};
     use crate::link::tests::{drain, udp};
     use crate::link::Link;
