@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -239,7 +239,17 @@ impl Screen {
                 )
             })?;
         let output = Arc::new(Mutex::new(Captured::default()));
-        let saved = [dup(1)?, dup(2)?];
+        // The process's own standard output and error, close-on-exec (std's F_DUPFD_CLOEXEC).
+        let saved = [
+            io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("--watch: dup")?,
+            io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("--watch: dup")?,
+        ];
         let mut readers = Vec::new();
         for fd in [1, 2] {
             let (r, w) = pipe()?;
@@ -343,17 +353,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both were just made by pipe2 and nothing else owns them.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-fn dup(fd: RawFd) -> Result<OwnedFd> {
-    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor number returns a new descriptor that this
-    // process owns alone, or -1.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(io::Error::last_os_error()).context("--watch: dup");
-    }
-    // SAFETY: `new` was just returned by fcntl and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
 fn dup2(from: RawFd, to: RawFd) -> Result<()> {
