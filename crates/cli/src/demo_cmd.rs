@@ -138,6 +138,9 @@ pub struct CommonArgs {
     /// README.md of what to change
     #[arg(long, value_name = "DIR", display_order = 902)]
     pub export: Option<PathBuf>,
+    /// `--watch`, `--live FILE` and `--watch-web` follow each of the demo's labs in turn
+    #[command(flatten)]
+    pub watch: crate::watch::WatchArgs,
 }
 
 impl CommonArgs {
@@ -346,11 +349,57 @@ pub struct BufferbloatArgs {
     pub duration: String,
 }
 
+impl Demo {
+    /// The options every demo has.
+    fn common(&self) -> &CommonArgs {
+        match self {
+            Demo::Bufferbloat(a) => &a.common,
+            Demo::L4s(a) => &a.common,
+            Demo::NotsentLowat(a) => &a.common,
+            Demo::Tfo(a) => &a.common,
+            Demo::HandshakeCdf(a) => &a.common,
+            Demo::Pipelining(a) => &a.common,
+            Demo::ConnReuse(a) => &a.common,
+            Demo::CwndReuse(a) => &a.common,
+            Demo::HttpParallel(a) => &a.common,
+            Demo::Nagle(a) => &a.common,
+            Demo::Pps(a) => &a.common,
+            Demo::DelayedAck(a) => &a.common,
+            Demo::Fallback(a) => &a.common,
+            Demo::Nat64(a) => &a.common,
+        }
+    }
+}
+
+/// With `--watch`, `--live` or `--watch-web`, the demo's labs run watched, each in turn (the
+/// `--live` file holds the last lab's lines; the page shows each lab as it comes); returns the
+/// page server, which outlives the labs.
+fn watched(c: &CommonArgs) -> anyhow::Result<Option<crate::watch_web::WebView>> {
+    if !c.watch.any() || c.export.is_some() {
+        return Ok(None);
+    }
+    let web = crate::watch::start_web(&c.watch)?;
+    let feed = web.as_ref().map(|v| v.feed());
+    let w = crate::watch::WatchArgs {
+        watch_web: None,
+        ..c.watch.clone()
+    };
+    let owns_terminal = w.watch;
+    demo::set_lab_runner(
+        Box::new(move |cfg, opts, title| {
+            crate::watch::run_lab_fed(cfg, opts, &w, feed.clone(), title)
+        }),
+        owns_terminal,
+    );
+    Ok(web)
+}
+
 /// Runs `latencylab demo …`.
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // Before any thread exists (the analysis between runs may leave worker threads), so that
     // Ctrl-C, SIGTERM and SIGCHLD reach each lab; one that comes between labs ends the next.
     let old = lab::block_stop_signals()?;
+    let web = watched(args.demo.common())?;
     let r = match &args.demo {
         Demo::Bufferbloat(a) => bufferbloat(a),
         Demo::L4s(a) => l4s(a),
@@ -367,6 +416,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::Fallback(a) => fallback(a),
         Demo::Nat64(a) => nat64(a),
     };
+    if let Some(v) = web {
+        v.finish();
+    }
     lab::restore_signals(old);
     r
 }
@@ -701,7 +753,16 @@ mod tests {
 
     #[test]
     fn each_demos_options_are_its_declared_parameters() {
-        let common = ["out", "seed", "quiet", "export", "help"];
+        let common = [
+            "out",
+            "seed",
+            "quiet",
+            "export",
+            "help",
+            "watch",
+            "live",
+            "watch-web",
+        ];
         let subs = demo_commands();
         for sub in &subs {
             let d = demo::params::find(sub.get_name())

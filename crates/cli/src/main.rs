@@ -16,6 +16,7 @@ mod rpm_cmd;
 mod shell;
 mod sweep_cmd;
 mod watch;
+mod watch_web;
 
 use std::process::ExitCode;
 
@@ -244,6 +245,7 @@ mod tests {
             "rpm",
             "watch",
             "live",
+            "watch_web",
         ];
         let dir = std::env::temp_dir().join(format!("cli-options-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -201,7 +201,9 @@ pub fn shell(a: ShellArgs) -> Result<ExitCode> {
         no_capture: a.no_capture,
         capture: a.capture.limits(),
     };
-    Ok(exit(watch::run_lab(&cfg, &run, &a.watch)?.exit_code))
+    Ok(exit(
+        watch::run_lab(&cfg, &run, &a.watch, "shell")?.exit_code,
+    ))
 }
 
 /// `--set KEY=VALUE`, read once here: a malformed one is clap's usage error.
@@ -219,5 +221,8 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         no_capture: a.no_capture,
         capture: a.capture.limits(),
     };
-    Ok(exit(watch::run_lab(&cfg, &run, &a.watch)?.exit_code))
+    let title = format!("run {}", a.file.display());
+    Ok(exit(
+        watch::run_lab(&cfg, &run, &a.watch, &title)?.exit_code,
+    ))
 }

@@ -22,9 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
+use crate::watch_web::{Feed, WebView};
 use analyze::text::rate;
 use anyhow::{Context, Result};
-use lab::live::{Meter, Row, Snapshot};
+use lab::live::{Meter, Row, Series, Snapshot, Window};
 use lab::{LabConfig, RunOptions, RunResult, UsageError};
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::cursor::{Hide, Show};
@@ -48,6 +49,31 @@ pub struct WatchArgs {
     /// anew), for notebooks and other tools to follow the run: see docs/run-dir.md.
     #[arg(long, value_name = "FILE")]
     pub live: Option<PathBuf>,
+    /// Serve the same view as a page in a browser, on 127.0.0.1 of this machine only: its
+    /// address is printed when the lab starts (PORT: that port; none: one the system picks).
+    /// The charts move ten times a second and the page says when the lab has ended.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "0")]
+    pub watch_web: Option<u16>,
+}
+
+impl WatchArgs {
+    /// Whether anything watches the run.
+    pub fn any(&self) -> bool {
+        self.watch || self.live.is_some() || self.watch_web.is_some()
+    }
+}
+
+/// Starts the page server of `--watch-web` (if asked) and prints its address.
+pub fn start_web(w: &WatchArgs) -> Result<Option<WebView>> {
+    let Some(port) = w.watch_web else {
+        return Ok(None);
+    };
+    let v = WebView::start(port)?;
+    eprintln!(
+        "live view: {} (open it in a browser on this machine; it is served until the lab ends)",
+        v.url()
+    );
+    Ok(Some(v))
 }
 
 /// How many intervals the sparklines show: the last 6 seconds.
@@ -55,10 +81,36 @@ const HISTORY: usize = 60;
 /// How many lines of the programs' output the view keeps.
 const OUTPUT_LINES: usize = 200;
 
-/// Runs the lab, watched as `w` asks (or plainly when it asks nothing).
-pub fn run_lab(cfg: &LabConfig, opts: &RunOptions, w: &WatchArgs) -> Result<RunResult> {
-    if !w.watch && w.live.is_none() {
+/// Runs the lab, watched as `w` asks (or plainly when it asks nothing); `title` names it on
+/// the page of `--watch-web`.
+pub fn run_lab(
+    cfg: &LabConfig,
+    opts: &RunOptions,
+    w: &WatchArgs,
+    title: &str,
+) -> Result<RunResult> {
+    let web = start_web(w)?;
+    let result = run_lab_fed(cfg, opts, w, web.as_ref().map(|v| v.feed()), title);
+    if let Some(v) = web {
+        v.finish();
+    }
+    result
+}
+
+/// [`run_lab`] with a page server that lives longer than the lab (a demo's several labs), the
+/// lab shown on it under `title`.
+pub fn run_lab_fed(
+    cfg: &LabConfig,
+    opts: &RunOptions,
+    w: &WatchArgs,
+    web: Option<Feed>,
+    title: &str,
+) -> Result<RunResult> {
+    if !w.watch && w.live.is_none() && web.is_none() {
         return lab::run_lab(cfg, opts);
+    }
+    if let Some(f) = &web {
+        f.new_lab(title);
     }
     let live_file = match &w.live {
         Some(p) => Some(File::create(p).map_err(|e| {
@@ -85,7 +137,7 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions, w: &WatchArgs) -> Result<RunR
     };
     let output = screen.as_ref().map(|s| s.output.clone());
     let (tx, rx) = mpsc::sync_channel(16);
-    let viewer = std::thread::spawn(move || view(rx, live_file, screen, output));
+    let viewer = std::thread::spawn(move || view(rx, live_file, screen, output, web));
     let result = lab::run_lab_live(cfg, opts, Some(tx));
     let viewed = viewer.join();
     lab::restore_signals(old_mask);
@@ -103,10 +155,11 @@ fn view(
     file: Option<File>,
     mut screen: Option<Screen>,
     output: Option<Arc<Mutex<Captured>>>,
+    web: Option<Feed>,
 ) -> Result<()> {
     let mut file = file.map(BufWriter::new);
     let mut meter = Meter::default();
-    let mut history: Vec<History> = Vec::new();
+    let mut history = Window::new(HISTORY);
     let mut rows: Vec<Row> = Vec::new();
     let mut ended = false;
     while !ended {
@@ -114,9 +167,9 @@ fn view(
             Ok(snap) => {
                 ended = snap.last;
                 rows = meter.rows(snap);
-                history.resize_with(rows.len(), History::default);
-                for (h, r) in history.iter_mut().zip(&rows) {
-                    h.push(r);
+                history.push(&rows);
+                if let Some(f) = &web {
+                    f.rows(&rows);
                 }
                 if let Some(f) = &mut file {
                     for r in &rows {
@@ -132,37 +185,13 @@ fn view(
         if let (Some(s), Some(out)) = (&mut screen, &output) {
             let lines = out.lock().map(|o| o.last_lines()).unwrap_or_default();
             // A terminal that cannot be drawn on ends the view, not the lab.
-            if s.draw(&rows, &history, &lines, ended).is_err() {
+            if s.draw(&rows, history.series(), &lines, ended).is_err() {
                 screen = None;
             }
         }
     }
     drop(screen);
     Ok(())
-}
-
-/// A link direction's last intervals, for the sparklines.
-#[derive(Default)]
-struct History {
-    queue_delay_us: VecDeque<u64>,
-    delivered_kbps: VecDeque<u64>,
-}
-
-impl History {
-    fn push(&mut self, r: &Row) {
-        for (q, v) in [
-            (
-                &mut self.queue_delay_us,
-                (r.queue_delay_ms.unwrap_or(0.0) * 1e3) as u64,
-            ),
-            (&mut self.delivered_kbps, (r.delivered_bps / 1e3) as u64),
-        ] {
-            if q.len() == HISTORY {
-                q.pop_front();
-            }
-            q.push_back(v);
-        }
-    }
 }
 
 /// What the lab's programs and the lab itself wrote while the view held the terminal.
@@ -305,7 +334,7 @@ impl Screen {
     fn draw(
         &mut self,
         rows: &[Row],
-        history: &[History],
+        history: &[Series],
         out: &[String],
         ended: bool,
     ) -> Result<()> {
@@ -424,7 +453,7 @@ fn drops_line(r: &Row) -> String {
 fn draw_view(
     f: &mut ratatui::Frame,
     rows: &[Row],
-    history: &[History],
+    history: &[Series],
     out: &[String],
     ended: bool,
 ) {
@@ -463,26 +492,32 @@ fn draw_view(
         );
         let half = w / 2;
         let label_w = 18u16.min(half);
-        let qmax = h.queue_delay_us.iter().copied().max().unwrap_or(0);
-        let tmax = h.delivered_kbps.iter().copied().max().unwrap_or(0);
+        let queue_delay_us: Vec<u64> = h
+            .queue_delay_ms
+            .iter()
+            .map(|q| (q.unwrap_or(0.0) * 1e3) as u64)
+            .collect();
+        let delivered_kbps: Vec<u64> = h.delivered_bps.iter().map(|b| (b / 1e3) as u64).collect();
+        let qmax = queue_delay_us.iter().copied().max().unwrap_or(0);
+        let tmax = delivered_kbps.iter().copied().max().unwrap_or(0);
         let q_label = format!(" delay {:>8}", r.queue_delay_ms.map_or("-".into(), ms));
         let t_label = format!(" max {:>9}", rate(tmax as f64 * 1e3));
         let y1 = y + 1;
         f.render_widget(Paragraph::new(q_label), Rect::new(links.x, y1, label_w, 1));
         let spark_w = half.saturating_sub(label_w);
-        let qdata: Vec<u64> = tail(&h.queue_delay_us, spark_w);
+        let qdata = tail(&queue_delay_us, spark_w);
         f.render_widget(
-            Sparkline::default().data(&qdata).max(qmax.max(1)),
+            Sparkline::default().data(qdata).max(qmax.max(1)),
             Rect::new(links.x + label_w, y1, spark_w, 1),
         );
         f.render_widget(
             Paragraph::new(t_label),
             Rect::new(links.x + half, y1, label_w, 1),
         );
-        let tdata: Vec<u64> = tail(&h.delivered_kbps, spark_w);
+        let tdata = tail(&delivered_kbps, spark_w);
         let tcap = r.rate_bps.map_or(tmax, |b| b / 1000).max(1);
         f.render_widget(
-            Sparkline::default().data(&tdata).max(tcap),
+            Sparkline::default().data(tdata).max(tcap),
             Rect::new(links.x + half + label_w, y1, spark_w, 1),
         );
     }
@@ -502,9 +537,8 @@ fn draw_view(
 }
 
 /// The last `n` values of `q`.
-fn tail(q: &VecDeque<u64>, n: u16) -> Vec<u64> {
-    let skip = q.len().saturating_sub(n as usize);
-    q.iter().skip(skip).copied().collect()
+fn tail(q: &[u64], n: u16) -> &[u64] {
+    &q[q.len().saturating_sub(n as usize)..]
 }
 
 #[cfg(test)]
@@ -534,14 +568,12 @@ mod tests {
     }
 
     fn screen_text(width: u16, rows: &[Row], out: &[String]) -> String {
-        let mut history: Vec<History> = rows.iter().map(|_| History::default()).collect();
-        for (h, r) in history.iter_mut().zip(rows) {
-            for _ in 0..70 {
-                h.push(r);
-            }
+        let mut history = Window::new(HISTORY);
+        for _ in 0..70 {
+            history.push(rows);
         }
         let mut t = Terminal::new(TestBackend::new(width, 24)).unwrap();
-        t.draw(|f| draw_view(f, rows, &history, out, false))
+        t.draw(|f| draw_view(f, rows, history.series(), out, false))
             .unwrap();
         let buf = t.backend().buffer().clone();
         (0..buf.area.height)

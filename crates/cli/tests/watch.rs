@@ -1,7 +1,8 @@
 //! `--live FILE` and `--watch` end to end: the JSON lines agree with summary.json, and the
 //! full-screen view, read through a pseudo-terminal by a terminal emulator, shows the queue
 //! filling and the rate, and leaves the terminal as it found it when Ctrl-C ends the lab (and
-//! the lab leaves nothing behind).
+//! the lab leaves nothing behind); `--watch-web`'s page, in headless Chromium, moves with the
+//! lab and says when it has ended.
 
 mod common;
 
@@ -273,5 +274,99 @@ fn watch_without_a_terminal_is_a_usage_error() {
         "{}",
         text(&o.stderr)
     );
+    assert_nothing_left();
+}
+
+/// The value of attribute `name` on the page's body, from a DOM Chromium dumped.
+fn body_attr<'a>(dom: &'a str, name: &str) -> Option<&'a str> {
+    let body = &dom[dom.find("<body")?..];
+    let body = &body[..body.find('>')?];
+    let at = body.find(&format!("{name}=\""))? + name.len() + 2;
+    body[at..].split('"').next()
+}
+
+/// The path the page drew for chart `id` (its `d`), from a DOM Chromium dumped.
+fn chart_path<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let svg = &dom[dom.find(&format!("id=\"{id}\""))?..];
+    let path = &svg[svg.find("class=\"data\" d=\"")? + 16..];
+    path.split('"').next()
+}
+
+#[test]
+fn watch_web_page_moves_with_the_lab_and_says_when_it_has_ended() {
+    let _g = lock();
+    let dir = out_dir("watch-web");
+    let mut args: Vec<&str> = LAB.to_vec();
+    let d = dir.to_str().unwrap();
+    args.extend(["-o", d, "--no-capture", "--watch-web", "--"]);
+    args.extend(["latencylab", "bulk-client", "server", "--duration", "6s"]);
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The page's address comes first on standard error; the rest is kept for the messages.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address on the first line: {first}"))
+        .to_string();
+    // Two pages at once. Headless Chromium's virtual time stands still while a request is
+    // open, and the page's request is answered only when the lab has newer figures: a short
+    // budget is spent within a couple of seconds of the lab's time, a long one outlasts it.
+    let (u1, u2) = (url.clone(), url.clone());
+    let mid = std::thread::spawn(move || {
+        run_chromium_url(
+            &u1,
+            &["--virtual-time-budget=300".into(), "--dump-dom".into()],
+        )
+    });
+    let end = std::thread::spawn(move || {
+        run_chromium_url(
+            &u2,
+            &["--virtual-time-budget=600000".into(), "--dump-dom".into()],
+        )
+    });
+    let (mid, end) = (mid.join().unwrap(), end.join().unwrap());
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(status.success(), "{}", rest.join("\n"));
+
+    let frames = |dom: &str| -> u32 { body_attr(dom, "data-frames").unwrap().parse().unwrap() };
+    assert_eq!(body_attr(&mid, "data-state"), Some("running"), "{mid}");
+    assert_eq!(body_attr(&end, "data-state"), Some("ended"), "{end}");
+    assert!(frames(&mid) >= 5, "{mid}");
+    // Ten a second over a run of six seconds and more.
+    assert!(frames(&end) >= 40 && frames(&end) > frames(&mid), "{end}");
+    assert!(end.contains("The lab has ended at"), "{end}");
+    // The downlink's charts moved between the two pages, and the last one shows the line full.
+    let (a, b) = (
+        chart_path(&mid, "path-down-rate").unwrap(),
+        chart_path(&end, "path-down-rate").unwrap(),
+    );
+    assert!(!a.is_empty() && a != b, "{a}\n{b}");
+    assert!(b.matches('L').count() > a.matches('L').count(), "{a}\n{b}");
+    assert!(end.contains("of 10.00 Mbit/s"), "{end}");
+    assert_ne!(
+        chart_path(&mid, "path-down-delay"),
+        chart_path(&end, "path-down-delay")
+    );
+    // Nothing listens once the lab is gone.
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    assert!(std::net::TcpStream::connect(addr).is_err());
     assert_nothing_left();
 }

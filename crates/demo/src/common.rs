@@ -7,6 +7,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{bail, Context, Result};
@@ -31,7 +32,8 @@ pub struct Progress {
 impl Progress {
     pub fn new(total_s: f64, quiet: bool) -> Progress {
         let tenths = (total_s * 10.0).ceil() as u64;
-        let terminal = std::io::stderr().is_terminal();
+        // A watched lab's view holds the terminal: the phases print lines, which it shows.
+        let terminal = std::io::stderr().is_terminal() && !runner_owns_terminal();
         let bar = if quiet || !terminal {
             ProgressBar::hidden()
         } else {
@@ -220,6 +222,22 @@ pub fn direction(rate: &str, delay: &str, queue: &str) -> Direction {
         .unwrap_or_else(|e| panic!("a demo's link direction: {e}"))
 }
 
+/// How a caller runs a demo's labs instead of [`lab::run_lab`]: the lab, its options and a
+/// title for it (its directory's name). The CLI's `--watch` sets one.
+pub type LabRunner = dyn Fn(&LabConfig, &RunOptions, &str) -> Result<RunResult> + Send + Sync;
+
+static RUNNER: OnceLock<(Box<LabRunner>, bool)> = OnceLock::new();
+
+/// Runs every lab of this process's demos with `f` from now on; `owns_terminal`: `f` draws on
+/// the terminal while a lab runs, so the progress bar stays hidden. Only the first call counts.
+pub fn set_lab_runner(f: Box<LabRunner>, owns_terminal: bool) {
+    let _ = RUNNER.set((f, owns_terminal));
+}
+
+fn runner_owns_terminal() -> bool {
+    RUNNER.get().is_some_and(|(_, t)| *t)
+}
+
 /// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
 /// can be mistaken for this one's), quietly.
 pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
@@ -236,8 +254,19 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
         no_capture: false,
         capture: Default::default(),
     };
-    let r = lab::run_lab(cfg, &opts)
-        .with_context(|| format!("running the lab in {}", dir.display()))?;
+    // The demo's directory and the run's: `bufferbloat/fifo`.
+    let title: Vec<String> = dir
+        .components()
+        .rev()
+        .take(2)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let title = title.into_iter().rev().collect::<Vec<_>>().join("/");
+    let r = match RUNNER.get() {
+        Some((run, _)) => run(cfg, &opts, &title),
+        None => lab::run_lab(cfg, &opts),
+    }
+    .with_context(|| format!("running the lab in {}", dir.display()))?;
     if r.exit_code != 0 {
         bail!(
             "the lab in {} ended with status {} (see its programs/ directory)",

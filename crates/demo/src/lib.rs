@@ -56,4 +56,4 @@ pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{export, Check, Outcome, Run, Unreproducible};
+pub use common::{export, set_lab_runner, Check, LabRunner, Outcome, Run, Unreproducible};

@@ -9,7 +9,7 @@
 //!
 //! The JSON line of a row is defined here once ([`Row`]); `docs/run-dir.md` documents it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -171,6 +171,78 @@ impl Meter {
     }
 }
 
+/// The last intervals of one link direction, oldest first: what the views draw as sparklines
+/// and charts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Series {
+    pub link: String,
+    pub dir: String,
+    /// Each interval's end, lab time, s.
+    pub t_s: VecDeque<f64>,
+    /// Bits delivered per second in each interval.
+    pub delivered_bps: VecDeque<f64>,
+    /// The mean queue delay of each interval, ms (`null` where nothing left the queue).
+    pub queue_delay_ms: VecDeque<Option<f64>>,
+}
+
+/// Every link direction's last `capacity` intervals, fed with each interval's rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    capacity: usize,
+    series: Vec<Series>,
+}
+
+impl Window {
+    /// A window of the last `capacity` intervals (at least one).
+    pub fn new(capacity: usize) -> Window {
+        Window {
+            capacity: capacity.max(1),
+            series: Vec::new(),
+        }
+    }
+
+    /// Adds one interval's rows (one per direction, in the snapshot's order); directions the
+    /// window has not seen before start empty.
+    pub fn push(&mut self, rows: &[Row]) {
+        if self.series.len() != rows.len()
+            || self
+                .series
+                .iter()
+                .zip(rows)
+                .any(|(s, r)| s.link != r.link || s.dir != r.dir)
+        {
+            self.series = rows
+                .iter()
+                .map(|r| Series {
+                    link: r.link.clone(),
+                    dir: r.dir.clone(),
+                    ..Series::default()
+                })
+                .collect();
+        }
+        for (s, r) in self.series.iter_mut().zip(rows) {
+            if s.t_s.len() == self.capacity {
+                s.t_s.pop_front();
+                s.delivered_bps.pop_front();
+                s.queue_delay_ms.pop_front();
+            }
+            s.t_s.push_back(r.t_s);
+            s.delivered_bps.push_back(r.delivered_bps);
+            s.queue_delay_ms.push_back(r.queue_delay_ms);
+        }
+    }
+
+    /// Each direction's series, in the rows' order.
+    pub fn series(&self) -> &[Series] {
+        &self.series
+    }
+
+    /// Forgets every interval (a new lab starts).
+    pub fn clear(&mut self) {
+        self.series.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +316,39 @@ mod tests {
             "{line}"
         );
         assert_eq!(serde_json::from_str::<Row>(&line).unwrap(), r);
+    }
+
+    fn row(link: &str, dir: &str, t_s: f64, bps: f64) -> Row {
+        Row {
+            t_s,
+            link: link.into(),
+            dir: dir.into(),
+            delivered_bps: bps,
+            queue_delay_ms: (bps > 0.0).then_some(bps / 1e6),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn a_window_keeps_the_last_intervals_of_each_direction_and_restarts_on_new_links() {
+        let mut w = Window::new(3);
+        for i in 0..5 {
+            let t = f64::from(i) / 10.0;
+            w.push(&[
+                row("path", "down", t, f64::from(i)),
+                row("path", "up", t, 0.0),
+            ]);
+        }
+        let s = &w.series()[0];
+        assert_eq!((s.link.as_str(), s.dir.as_str()), ("path", "down"));
+        assert_eq!(s.t_s, [0.2, 0.3, 0.4]);
+        assert_eq!(s.delivered_bps, [2.0, 3.0, 4.0]);
+        assert_eq!(w.series()[1].queue_delay_ms, [None, None, None]);
+        // Another lab's links: the window starts again.
+        w.push(&[row("wifi", "down", 0.1, 7.0)]);
+        assert_eq!(w.series().len(), 1);
+        assert_eq!(w.series()[0].delivered_bps, [7.0]);
+        w.clear();
+        assert!(w.series().is_empty());
     }
 }

@@ -372,6 +372,12 @@ pub fn tempdir(name: &str) -> PathBuf {
 
 /// Loads `page` in headless Chromium with `extra` arguments, offline; returns stdout.
 pub fn run_chromium(page: &Path, extra: &[String]) -> String {
+    run_chromium_url(&format!("file://{}", page.display()), extra)
+}
+
+/// Loads `url` (a file, or a page served on loopback) in headless Chromium with `extra`
+/// arguments, nothing else reached; returns stdout.
+pub fn run_chromium_url(url: &str, extra: &[String]) -> String {
     let profile = tempdir("profile");
     let out = Command::new(chromium())
         .args([
@@ -388,7 +394,7 @@ pub fn run_chromium(page: &Path, extra: &[String]) -> String {
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .output()
         .expect("chromium starts");
     let _ = fs::remove_dir_all(&profile);
