@@ -372,8 +372,8 @@ impl Demo {
 }
 
 /// With `--watch`, `--live` or `--watch-web`, the demo's labs run watched, each in turn (the
-/// `--live` file holds the last lab's lines; the page shows each lab as it comes); returns the
-/// page server, which outlives the labs.
+/// `--live` file holds every lab's lines, each with its lab's name; the page shows each lab as
+/// it comes); returns the page server, which outlives the labs.
 fn watched(c: &CommonArgs) -> anyhow::Result<Option<crate::watch_web::WebView>> {
     if !c.watch.any() || c.export.is_some() {
         return Ok(None);
@@ -385,9 +385,16 @@ fn watched(c: &CommonArgs) -> anyhow::Result<Option<crate::watch_web::WebView>> 
         ..c.watch.clone()
     };
     let owns_terminal = w.watch;
+    let first = std::sync::atomic::AtomicBool::new(true);
     demo::set_lab_runner(
         Box::new(move |cfg, opts, title| {
-            crate::watch::run_lab_fed(cfg, opts, &w, feed.clone(), title)
+            let fed = crate::watch::Fed {
+                web: feed.clone(),
+                title,
+                one_of_many: true,
+                append_live: !first.swap(false, std::sync::atomic::Ordering::Relaxed),
+            };
+            crate::watch::run_lab_fed(cfg, opts, &w, fed)
         }),
         owns_terminal,
     );

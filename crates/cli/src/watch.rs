@@ -90,37 +90,65 @@ pub fn run_lab(
     title: &str,
 ) -> Result<RunResult> {
     let web = start_web(w)?;
-    let result = run_lab_fed(cfg, opts, w, web.as_ref().map(|v| v.feed()), title);
+    let fed = Fed {
+        web: web.as_ref().map(|v| v.feed()),
+        title,
+        one_of_many: false,
+        append_live: false,
+    };
+    let result = run_lab_fed(cfg, opts, w, fed);
     if let Some(v) = web {
         v.finish();
     }
     result
 }
 
-/// [`run_lab`] with a page server that lives longer than the lab (a demo's several labs), the
-/// lab shown on it under `title`.
+/// How a lab is followed beyond `WatchArgs`: for one of a demo's labs, by a page server that
+/// outlives it and a `--live` file that holds every lab's lines.
+pub struct Fed<'a> {
+    /// The page server's publishing half.
+    pub web: Option<Feed>,
+    /// The lab's name on the page (and in its `--live` lines when it is one of many).
+    pub title: &'a str,
+    /// One lab of several: its `--live` lines carry its name (`lab`).
+    pub one_of_many: bool,
+    /// Add to the `--live` file instead of making it anew (a demo's labs after its first).
+    pub append_live: bool,
+}
+
+/// [`run_lab`] followed as `fed` says besides `w`.
 pub fn run_lab_fed(
     cfg: &LabConfig,
     opts: &RunOptions,
     w: &WatchArgs,
-    web: Option<Feed>,
-    title: &str,
+    fed: Fed,
 ) -> Result<RunResult> {
+    let web = fed.web;
     if !w.watch && w.live.is_none() && web.is_none() {
         return lab::run_lab(cfg, opts);
     }
     if let Some(f) = &web {
-        f.new_lab(title);
+        f.new_lab(fed.title);
     }
     let live_file = match &w.live {
-        Some(p) => Some(File::create(p).map_err(|e| {
-            UsageError(format!(
-                "--live: cannot create '{}': {e} (give a file in a directory you can write)",
-                p.display()
-            ))
-        })?),
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .append(fed.append_live)
+                .truncate(!fed.append_live)
+                .open(p)
+                .map_err(|e| {
+                    UsageError(format!(
+                        "--live: cannot create '{}': {e} (give a file in a directory you can \
+                         write)",
+                        p.display()
+                    ))
+                })?,
+        ),
         None => None,
     };
+    let lab_name = fed.one_of_many.then(|| fed.title.to_string());
     // No thread of the view may take the stop signals that the lab turns into events: they
     // are blocked before the first one starts, and every thread inherits that.
     let old_mask = lab::block_stop_signals()?;
@@ -137,7 +165,7 @@ pub fn run_lab_fed(
     };
     let output = screen.as_ref().map(|s| s.output.clone());
     let (tx, rx) = mpsc::sync_channel(16);
-    let viewer = std::thread::spawn(move || view(rx, live_file, screen, output, web));
+    let viewer = std::thread::spawn(move || view(rx, live_file, lab_name, screen, output, web));
     let result = lab::run_lab_live(cfg, opts, Some(tx));
     let viewed = viewer.join();
     lab::restore_signals(old_mask);
@@ -153,6 +181,7 @@ pub fn run_lab_fed(
 fn view(
     rx: Receiver<Snapshot>,
     file: Option<File>,
+    lab_name: Option<String>,
     mut screen: Option<Screen>,
     output: Option<Arc<Mutex<Captured>>>,
     web: Option<Feed>,
@@ -167,6 +196,11 @@ fn view(
             Ok(snap) => {
                 ended = snap.last;
                 rows = meter.rows(snap);
+                if let Some(n) = &lab_name {
+                    for r in &mut rows {
+                        r.lab.clone_from(n);
+                    }
+                }
                 history.push(&rows);
                 if let Some(f) = &web {
                     f.rows(&rows);
@@ -564,6 +598,7 @@ mod tests {
             bytes_total: 1_500_000,
             engine_late_max_ms: 0.02,
             last: false,
+            lab: String::new(),
         }
     }
 

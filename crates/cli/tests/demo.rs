@@ -49,13 +49,44 @@ fn run_demo(
 static BUFFERBLOAT: OnceLock<(PathBuf, String)> = OnceLock::new();
 static BUFFERBLOAT_LOCK: Mutex<()> = Mutex::new(());
 
+/// Where the bufferbloat run writes its `--live` lines.
+fn bufferbloat_live() -> PathBuf {
+    scratch("bufferbloat").with_extension("jsonl")
+}
+
 fn bufferbloat() -> &'static (PathBuf, String) {
+    let live: &'static str = Box::leak(bufferbloat_live().to_str().unwrap().into());
     run_demo(
         &BUFFERBLOAT,
         &BUFFERBLOAT_LOCK,
         "bufferbloat",
-        &["bufferbloat", "--duration", "12s", "--quiet"],
+        &["bufferbloat", "--duration", "12s", "--quiet", "--live", live],
     )
+}
+
+#[test]
+fn a_demos_live_file_follows_each_of_its_labs_by_name() {
+    bufferbloat();
+    let rows: Vec<labnet::live::Row> = std::fs::read_to_string(bufferbloat_live())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mean_delay = |lab: &str| {
+        let d: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.lab.ends_with(lab) && r.dir == "down" && r.t_s > 4.0)
+            .filter_map(|r| r.queue_delay_ms)
+            .collect();
+        assert!(d.len() > 40, "{lab}: {} rows", d.len());
+        d.iter().sum::<f64>() / d.len() as f64
+    };
+    // The FIFO's queue waits far longer than CoDel's, lab by lab in one file, in run order.
+    let (fifo, codel) = (mean_delay("/fifo"), mean_delay("/codel"));
+    assert!(fifo > 5.0 * codel, "fifo {fifo} ms, codel {codel} ms");
+    let first_codel = rows.iter().position(|r| r.lab.ends_with("/codel")).unwrap();
+    assert!(rows[..first_codel].iter().all(|r| r.lab.ends_with("/fifo")));
+    assert_eq!(rows.iter().filter(|r| r.last).count(), 4, "two directions, two labs");
 }
 
 fn f(v: &serde_json::Value, run: &str, key: &str) -> f64 {

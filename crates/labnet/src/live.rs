@@ -102,6 +102,10 @@ pub struct Row {
     /// The lab's last row for this direction.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub last: bool,
+    /// Which lab, where one file follows several (a demo's: `bufferbloat/fifo`); empty and
+    /// left out otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lab: String,
 }
 
 /// Turns successive snapshots into rows.
@@ -163,6 +167,7 @@ impl Meter {
                     bytes_total: c.bytes_out,
                     engine_late_max_ms: now.late_max_ns as f64 / 1e6,
                     last: now.last,
+                    lab: String::new(),
                 }
             })
             .collect();
