@@ -14,8 +14,9 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufWriter, IsTerminal, Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -228,23 +229,93 @@ fn view(
     Ok(())
 }
 
+/// How much of the programs' output is kept in memory before the rest goes to a file.
+const SPOOL_MEMORY: usize = 1 << 20;
+/// The longest unfinished line the view keeps (a program that never writes a newline).
+const PARTIAL_MAX: usize = 4096;
+
+/// Bytes kept to be written out at the end: in memory up to a limit, then in an unnamed
+/// temporary file, so that a chatty program cannot fill the memory.
+struct Spool {
+    memory: Vec<u8>,
+    limit: usize,
+    file: Option<File>,
+}
+
+impl Spool {
+    fn new(limit: usize) -> Spool {
+        Spool {
+            memory: Vec::new(),
+            limit,
+            file: None,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if self.file.is_none() && self.memory.len() + bytes.len() > self.limit {
+            // An unnamed file in the temporary directory, gone with its descriptor. Where the
+            // system has none, the output stays in memory.
+            self.file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_TMPFILE)
+                .mode(0o600)
+                .open(std::env::temp_dir())
+                .ok();
+            if let Some(f) = &mut self.file {
+                if f.write_all(&self.memory).is_ok() {
+                    self.memory = Vec::new();
+                } else {
+                    self.file = None;
+                }
+            }
+        }
+        match &mut self.file {
+            Some(f) => {
+                let _ = f.write_all(bytes);
+            }
+            None => self.memory.extend_from_slice(bytes),
+        }
+    }
+
+    /// Everything written, in order, to `out`.
+    fn copy_to(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if let Some(f) = &mut self.file {
+            f.seek(io::SeekFrom::Start(0))?;
+            io::copy(f, out)?;
+        }
+        out.write_all(&self.memory)?;
+        out.flush()
+    }
+}
+
 /// What the lab's programs and the lab itself wrote while the view held the terminal.
-#[derive(Default)]
 struct Captured {
     /// Everything written to standard output and error, to be written there at the end.
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+    stdout: Spool,
+    stderr: Spool,
     /// The last lines of both, for the view.
     lines: VecDeque<String>,
     partial: String,
 }
 
+impl Default for Captured {
+    fn default() -> Captured {
+        Captured {
+            stdout: Spool::new(SPOOL_MEMORY),
+            stderr: Spool::new(SPOOL_MEMORY),
+            lines: VecDeque::new(),
+            partial: String::new(),
+        }
+    }
+}
+
 impl Captured {
     fn take(&mut self, bytes: &[u8], stdout: bool) {
         if stdout {
-            self.stdout.extend_from_slice(bytes);
+            self.stdout.write(bytes);
         } else {
-            self.stderr.extend_from_slice(bytes);
+            self.stderr.write(bytes);
         }
         self.partial.push_str(&String::from_utf8_lossy(bytes));
         while let Some(i) = self.partial.find('\n') {
@@ -253,6 +324,13 @@ impl Captured {
                 self.lines.pop_front();
             }
             self.lines.push_back(line.trim_end().replace('\t', "    "));
+        }
+        if self.partial.len() > PARTIAL_MAX {
+            let mut cut = self.partial.len() - PARTIAL_MAX;
+            while !self.partial.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.partial.drain(..cut);
         }
     }
 
@@ -398,10 +476,9 @@ impl Drop for Screen {
             }
             std::thread::sleep(StdDuration::from_millis(10));
         }
-        if let Ok(o) = self.output.lock() {
-            let _ = io::stdout().write_all(&o.stdout);
-            let _ = io::stdout().flush();
-            let _ = io::stderr().write_all(&o.stderr);
+        if let Ok(mut o) = self.output.lock() {
+            let _ = o.stdout.copy_to(&mut io::stdout());
+            let _ = o.stderr.copy_to(&mut io::stderr());
         }
     }
 }
@@ -647,12 +724,39 @@ mod tests {
         c.take(b"one\ntw", true);
         c.take(b"o\n", false);
         c.take(b"three", true);
-        assert_eq!(c.stdout, b"one\ntwthree");
-        assert_eq!(c.stderr, b"o\n");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        c.stdout.copy_to(&mut out).unwrap();
+        c.stderr.copy_to(&mut err).unwrap();
+        assert_eq!(
+            (out.as_slice(), err.as_slice()),
+            (&b"one\ntwthree"[..], &b"o\n"[..])
+        );
         assert_eq!(c.last_lines(), ["one", "two", "three"]);
         for i in 0..OUTPUT_LINES + 5 {
             c.take(format!("{i}\n").as_bytes(), true);
         }
         assert_eq!(c.lines.len(), OUTPUT_LINES);
+    }
+
+    #[test]
+    fn a_spool_past_its_memory_goes_to_a_file_and_gives_back_every_byte_in_order() {
+        let mut s = Spool::new(10);
+        s.write(b"0123456");
+        assert!(s.file.is_none());
+        s.write(b"789abc");
+        s.write(b"def");
+        assert!(s.file.is_some() && s.memory.is_empty());
+        let mut out = Vec::new();
+        s.copy_to(&mut out).unwrap();
+        assert_eq!(out, b"0123456789abcdef");
+    }
+
+    #[test]
+    fn a_line_without_end_is_kept_to_its_last_characters() {
+        let mut c = Captured::default();
+        let long = "é".repeat(PARTIAL_MAX);
+        c.take(long.as_bytes(), true);
+        let last = c.last_lines().pop().unwrap();
+        assert!(last.len() <= PARTIAL_MAX && last.ends_with('é'));
     }
 }

@@ -60,7 +60,14 @@ fn bufferbloat() -> &'static (PathBuf, String) {
         &BUFFERBLOAT,
         &BUFFERBLOAT_LOCK,
         "bufferbloat",
-        &["bufferbloat", "--duration", "12s", "--quiet", "--live", live],
+        &[
+            "bufferbloat",
+            "--duration",
+            "12s",
+            "--quiet",
+            "--live",
+            live,
+        ],
     )
 }
 
@@ -86,7 +93,11 @@ fn a_demos_live_file_follows_each_of_its_labs_by_name() {
     assert!(fifo > 5.0 * codel, "fifo {fifo} ms, codel {codel} ms");
     let first_codel = rows.iter().position(|r| r.lab.ends_with("/codel")).unwrap();
     assert!(rows[..first_codel].iter().all(|r| r.lab.ends_with("/fifo")));
-    assert_eq!(rows.iter().filter(|r| r.last).count(), 4, "two directions, two labs");
+    assert_eq!(
+        rows.iter().filter(|r| r.last).count(),
+        4,
+        "two directions, two labs"
+    );
 }
 
 fn f(v: &serde_json::Value, run: &str, key: &str) -> f64 {
