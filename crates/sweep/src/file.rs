@@ -516,6 +516,18 @@ seed = [1, 2]
     }
 
     #[test]
+    fn axes_come_in_the_order_they_were_written_not_by_name() {
+        let text = SMALL.replace(
+            "queue = [\"fifo limit 300\", \"codel ecn\"]\nseed = [1, 2]",
+            "seed = [1, 2]\nqueue = [\"fifo limit 300\", \"codel ecn\"]",
+        );
+        assert_ne!(text, SMALL);
+        let s = parse(&text).unwrap();
+        let names: Vec<&str> = s.axes.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["seed", "queue"]);
+    }
+
+    #[test]
     fn a_bad_queue_in_an_axis_names_the_axis_and_the_value() {
         let e = parse(&SMALL.replace("codel ecn", "codle")).unwrap_err().0;
         assert!(e.starts_with("axes.queue: "), "{e}");
@@ -668,7 +680,7 @@ seed = [1, 2]
             .0;
         assert_eq!(
             e,
-            "run r0000 (delay = 5ms, queue = fifo): --rtt and --delay both set the delay: give one of them"
+            "run r0000 (queue = fifo, delay = 5ms): --rtt and --delay both set the delay: give one of them"
         );
         let e = parse("[shell]\ncommand = \"true\"\n[axes]\nclat = [true]\n")
             .unwrap_err()
@@ -688,9 +700,9 @@ seed = [1, 2]
             "--set",
             "link.wifi.rate=20mbit",
             "--set",
-            "host.phone.cc=reno",
-            "--set",
             "link.wifi.down.queue=fq_codel",
+            "--set",
+            "host.phone.cc=reno",
             "--seed",
             "2",
         ]

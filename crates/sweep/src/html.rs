@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn a_grid_draws_a_chart_per_panel_a_line_per_queue_and_folds_the_seeds() {
-        // As a TOML table gives them: in alphabetical order.
+        // In the order the sweep file wrote them.
         let axes: Vec<String> = ["down", "queue", "rtt", "seed"].map(String::from).into();
         let mut rows = Vec::new();
         let mut n = 0;
