@@ -80,21 +80,14 @@ pub fn read_row(run: &Run, dir: &Path, error: Option<String>, wall_s: f64) -> Ro
     let mut lateness = Vec::new();
     let mut problems = Vec::new();
     // A shell or run lab leaves summary.json at the top; a demo, one per lab in a
-    // subdirectory (named after the lab, which prefixes its columns).
+    // subdirectory (named after the lab, which prefixes its columns), or two levels down for a
+    // demo whose labs are grouped (`nat64`: network, then client).
     let top = RunDir::new(dir);
     let mut labs: Vec<(String, PathBuf)> = Vec::new();
     if top.summary_json().is_file() {
         labs.push((String::new(), top.summary_json()));
-    } else if let Ok(entries) = std::fs::read_dir(dir) {
-        let mut subs: Vec<_> = entries
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|name| top.lab(name).summary_json().is_file())
-            .collect();
-        subs.sort();
-        for name in subs {
-            labs.push((format!("{name}_"), top.lab(&name).summary_json()));
-        }
+    } else {
+        lab_summaries(dir, "", 2, &mut labs);
     }
     for (prefix, path) in &labs {
         match read(path)
@@ -146,6 +139,30 @@ pub fn read_row(run: &Run, dir: &Path, error: Option<String>, wall_s: f64) -> Ro
 
 fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// The `summary.json` of every lab below `dir`, `depth` levels down at most, in name order,
+/// each with its column prefix (`fifo_`, `nat64_client_`).
+fn lab_summaries(dir: &Path, prefix: &str, depth: u32, labs: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subs: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    subs.sort();
+    let here = RunDir::new(dir);
+    for name in subs {
+        let summary = here.lab(&name).summary_json();
+        let prefix = format!("{prefix}{name}_");
+        if summary.is_file() {
+            labs.push((prefix, summary));
+        } else if depth > 1 {
+            lab_summaries(&dir.join(&name), &prefix, depth - 1, labs);
+        }
+    }
 }
 
 /// The figures of one `summary.json` (docs/run-dir.md): each link direction's
@@ -300,6 +317,25 @@ mod tests {
         assert_eq!(r.figures["fifo_queue"], "fifo limit 300");
         assert_eq!(r.figures["base_rtt_ms"], 20);
         assert!(r.figures.contains_key("codel_path_down_drops"));
+    }
+
+    #[test]
+    fn a_demo_whose_labs_are_grouped_two_levels_down_has_each_labs_summary() {
+        let d = scratch("grouped");
+        for (net, client) in [("nat64", "client"), ("nat64", "clat"), ("dual", "client")] {
+            let lab = d.join(net).join(client);
+            std::fs::create_dir_all(&lab).unwrap();
+            std::fs::write(lab.join("summary.json"), SUMMARY).unwrap();
+        }
+        std::fs::create_dir_all(d.join("empty").join("deeper").join("deepest")).unwrap();
+        let r = read_row(&run(), &d, None, 1.0);
+        assert_eq!(r.status, "ok", "{:?}", r.error);
+        for p in ["nat64_client_", "nat64_clat_", "dual_client_"] {
+            assert!(
+                r.figures.contains_key(&format!("{p}path_down_drops")),
+                "{p}"
+            );
+        }
     }
 
     #[test]
