@@ -36,6 +36,9 @@ pub enum Target {
     Shell {
         options: BTreeMap<String, String>,
         command: String,
+        /// The sweep file's directory, where the file names among the options (trace files)
+        /// point.
+        dir: PathBuf,
     },
     /// `latencylab demo NAME --duration .. --seed ..`.
     Demo {
@@ -184,7 +187,11 @@ impl SweepFile {
                 let command = command.ok_or_else(|| {
                     SweepError("[shell] needs command = \"...\" (a shell command line run in the client, e.g. \"latencylab probe-client server --duration 5s\")".into())
                 })?;
-                Target::Shell { options, command }
+                Target::Shell {
+                    options,
+                    command,
+                    dir: dir.to_path_buf(),
+                }
             }
             "demo" => {
                 let t = table("demo")?;
@@ -505,7 +512,10 @@ seed = [1, 2]
     #[test]
     fn a_shell_sweep_keeps_its_options_and_axes_in_file_order() {
         let s = parse(SMALL).unwrap();
-        let Target::Shell { options, command } = &s.target else {
+        let Target::Shell {
+            options, command, ..
+        } = &s.target
+        else {
             panic!("{:?}", s.target)
         };
         assert_eq!(options["down"], "10mbit");

@@ -58,12 +58,21 @@ pub fn expand(sweep: &SweepFile) -> Vec<Run> {
     runs
 }
 
+/// Whether shell option `flag` names a file (a trace).
+fn is_file_option(flag: &str) -> bool {
+    labnet::options::find(flag).is_some_and(|o| o.value_name == "FILE")
+}
+
 /// The arguments of `latencylab` for `run` of `sweep`, writing into `run_dir`.
 pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
     let dir = run_dir.display().to_string();
     let mut a: Vec<String> = Vec::new();
     match &sweep.target {
-        Target::Shell { options, command } => {
+        Target::Shell {
+            options,
+            command,
+            dir: file_dir,
+        } => {
             a.push("shell".into());
             let axis = run.params.iter().map(|(k, v)| (k.clone(), v.clone()));
             let fixed = options
@@ -75,6 +84,10 @@ pub fn args(sweep: &SweepFile, run: &Run, run_dir: &Path) -> Vec<String> {
                     if v.arg() == "true" {
                         a.push(format!("--{k}"));
                     }
+                } else if is_file_option(&k) {
+                    // Named from the sweep file's directory, wherever the sweep runs.
+                    a.push(format!("--{k}"));
+                    a.push(file_dir.join(v.arg()).display().to_string());
                 } else {
                     a.push(format!("--{k}"));
                     a.push(v.arg());
@@ -195,5 +208,21 @@ mod tests {
                 "d"
             ]
         );
+    }
+
+    #[test]
+    fn a_trace_file_is_named_from_the_sweep_files_directory() {
+        let dir = std::env::temp_dir().join(format!("sweep-trace-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("traces")).unwrap();
+        std::fs::write(dir.join("traces/cell.trace"), "1\n2\n").unwrap();
+        let s = SweepFile::parse(
+            "[shell]\ncommand = \"true\"\ndown-trace = \"traces/cell.trace\"\n[axes]\nseed = [1]\n",
+            &dir,
+        )
+        .unwrap();
+        let a = args(&s, &expand(&s)[0], Path::new("d"));
+        let at = a.iter().position(|x| x == "--down-trace").unwrap();
+        assert_eq!(Path::new(&a[at + 1]), dir.join("traces/cell.trace"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
