@@ -48,7 +48,15 @@ fn rpm_in_lab(
 fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribution, String) {
     let (report, stdout, summary, dir) = rpm_in_lab(name, queue);
     // The attribution again, from the files the run left, through the crate's own reader.
-    let links: Vec<(String, String, String, f64, Vec<labnet::run_dir::LogLine>)> = summary
+    #[allow(clippy::type_complexity)]
+    let links: Vec<(
+        String,
+        String,
+        String,
+        f64,
+        Option<u64>,
+        Vec<labnet::run_dir::LogLine>,
+    )> = summary
         .links
         .iter()
         .map(|l| {
@@ -65,17 +73,19 @@ fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribu
                 l.direction.clone(),
                 l.queue.clone(),
                 l.asked.delay_ms,
+                l.asked.rate_bps,
                 lines,
             )
         })
         .collect();
     let logs: Vec<rpm::attribution::LinkLog> = links
         .iter()
-        .map(|(n, d, q, delay, lines)| rpm::attribution::LinkLog {
+        .map(|(n, d, q, delay, rate, lines)| rpm::attribution::LinkLog {
             link: n,
             side: d,
             queue: q,
             delay_ms: *delay,
+            rate_bps: *rate,
             lines,
         })
         .collect();
