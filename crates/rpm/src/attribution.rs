@@ -209,7 +209,8 @@ impl Attribution {
     }
 
     /// "foreign probes' round trip 485 ms: 97 % the path's; self probes' 980 ms: 49 % the
-    /// path's, 38 % the client's send buffer, 12 % the server"
+    /// path's, 38 % the client's send buffer, 12 % the server" (the path's share counts its
+    /// transmission too)
     pub fn kinds_line(&self) -> String {
         let s = &self.self_probes;
         format!(
