@@ -120,7 +120,7 @@ pub enum Demo {
     Nat64(Nat64Args),
     /// Responsiveness under working conditions (RPM) on the bufferbloat demo's home line under
     /// FIFO, CoDel, FQ-CoDel, PIE and DualPI2, each loaded round trip taken apart queue by
-    /// queue (about 90 s with the default duration)
+    /// queue (about 80 s with the default duration)
     #[command(
         after_help = "Example:\n  latencylab demo responsiveness -o out/responsiveness --duration 10s\n\nLeaves DIR/report.html, DIR/parts.png, DIR/results.json, and each run's captures and logs in DIR/fifo, DIR/codel, DIR/fq-codel, DIR/pie and DIR/dualpi2."
     )]
