@@ -701,6 +701,32 @@ mod tests {
     }
 
     #[test]
+    fn a_test_without_an_rpm_is_shown_as_none_and_fails_the_checks_that_need_it() {
+        let mut r = results(30.0, 2.0, 1.0);
+        r.runs[1].rpm = None;
+        r.runs[1].attribution = None;
+        let (_, rows) = table_rows(&r);
+        assert_eq!(rows[0][2], "none (High)");
+        assert_eq!(rows[1][2], "-");
+        let failed: Vec<String> = checks(&r)
+            .into_iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.what)
+            .collect();
+        // No RPM is no responsiveness at all: the FIFO is then not the least responsive, and
+        // nothing about CoDel's queues or parts can hold.
+        assert!(
+            failed[0].starts_with("FIFO's RPM 30 is the lowest of the five (next: CoDel's none)"),
+            "{failed:?}"
+        );
+        assert!(
+            failed.iter().any(|f| f.contains("the attribution adds up")),
+            "{failed:?}"
+        );
+        assert!(parts_chart(&r).to_png().is_ok());
+    }
+
+    #[test]
     fn the_labs_differ_only_in_the_queue() {
         let opts = Options {
             out_dir: "x".into(),
