@@ -307,19 +307,29 @@ pub fn checks(r: &Results) -> Vec<Check> {
         ),
         fifo.rpm.is_some() && aqms.iter().all(|a| fifo.rpm_or_zero() < a.rpm_or_zero()),
     ));
+    // The AQM whose queues held the probes longest, or the first that measured nothing.
     let most = aqms
         .iter()
-        .max_by(|a, b| a.queue_ms().total_cmp(&b.queue_ms()))
+        .max_by(|a, b| {
+            let key = |m: &RunMetrics| {
+                if m.queue_ms().is_finite() {
+                    m.queue_ms()
+                } else {
+                    f64::INFINITY
+                }
+            };
+            key(a).total_cmp(&key(b))
+        })
         .expect("four AQMs");
     v.push(c(
         format!(
-            "the probes spent at least 4 × longer in the FIFO's queues ({:.0} ms of the loaded \
-             round trip) than in any AQM's (most: {}'s {:.0} ms): the 300-packet FIFO fills, \
+            "the probes spent at least 4 × longer in the FIFO's queues ({} ms of the loaded \
+             round trip) than in any AQM's (most: {}'s {} ms): the 300-packet FIFO fills, \
              each AQM holds its queue near its target (RFC 8289 §4.4, RFC 8290 §4.2, RFC 8033 \
              §4.2, RFC 9332 Appendix A)",
-            fifo.queue_ms(),
+            ms_text(fifo.queue_ms(), 0),
             most.label,
-            most.queue_ms()
+            ms_text(most.queue_ms(), 0)
         ),
         aqms.iter().all(|a| fifo.queue_ms() >= 4.0 * a.queue_ms()),
     ));
@@ -344,38 +354,61 @@ pub fn checks(r: &Results) -> Vec<Check> {
     ));
     v.push(c(
         format!(
-            "foreign probes queue less under CoDel ({:.1} ms per round trip) than under PIE \
-             ({:.1} ms) and DualPI2 ({:.1} ms): a 5 ms target against 15 ms (RFC 8289 §4.4, \
+            "foreign probes queue less under CoDel ({} ms per round trip) than under PIE \
+             ({} ms) and DualPI2 ({} ms): a 5 ms target against 15 ms (RFC 8289 §4.4, \
              RFC 8033 §4.2, RFC 9332 Appendix A)",
-            codel.foreign_queue_ms(),
-            pie.foreign_queue_ms(),
-            dualpi2.foreign_queue_ms()
+            ms_text(codel.foreign_queue_ms(), 1),
+            ms_text(pie.foreign_queue_ms(), 1),
+            ms_text(dualpi2.foreign_queue_ms(), 1)
         ),
         codel.foreign_queue_ms() < pie.foreign_queue_ms()
             && codel.foreign_queue_ms() < dualpi2.foreign_queue_ms(),
     ));
+    // The run furthest from adding up, or the first without an RPM to take apart.
     let worst = r
         .runs
         .iter()
         .max_by(|a, b| {
-            let d = |m: &RunMetrics| m.unexplained_share().abs();
+            let d = |m: &RunMetrics| {
+                let x = m.unexplained_share().abs();
+                if x.is_finite() {
+                    x
+                } else {
+                    f64::INFINITY
+                }
+            };
             d(a).total_cmp(&d(b))
         })
         .expect("five runs");
+    let furthest = match worst.attribution {
+        Some(_) => format!(
+            "{} at {:.1} %",
+            worst.label,
+            (1.0 - worst.unexplained_share()) * 100.0
+        ),
+        None => format!("{}, which measured no RPM", worst.label),
+    };
     v.push(c(
         format!(
             "the attribution adds up: queues, base RTT, transmission, loss recovery, the client's \
              send buffer and the server make each run's loaded round trip within {:.0} % \
-             (furthest: {} at {:.1} %)",
+             (furthest: {furthest})",
             ADDS_UP_WITHIN * 100.0,
-            worst.label,
-            (1.0 - worst.unexplained_share()) * 100.0
         ),
         r.runs
             .iter()
             .all(|m| m.unexplained_share().abs() <= ADDS_UP_WITHIN),
     ));
     v
+}
+
+/// "16.9" with `decimals`, or "none" for a figure a test without an RPM does not have.
+fn ms_text(ms: f64, decimals: usize) -> String {
+    if ms.is_finite() {
+        format!("{ms:.decimals$}")
+    } else {
+        "none".into()
+    }
 }
 
 /// "727", or "none" for a test that measured no RPM.
@@ -720,7 +753,13 @@ mod tests {
             "{failed:?}"
         );
         assert!(
-            failed.iter().any(|f| f.contains("the attribution adds up")),
+            failed
+                .iter()
+                .any(|f| f.contains("(furthest: CoDel, which measured no RPM)")),
+            "{failed:?}"
+        );
+        assert!(
+            failed.iter().any(|f| f.contains("(most: CoDel's none ms)")),
             "{failed:?}"
         );
         assert!(parts_chart(&r).to_png().is_ok());
