@@ -53,17 +53,22 @@ fn fifo_is_the_least_responsive_its_queues_hold_the_most_and_self_probes_add_up(
     };
     for aqm in ["CoDel", "FQ-CoDel", "PIE", "DualPI2"] {
         let m = run_of(&r, aqm);
-        // A run whose path let no probe through in time has no RPM: less responsive still.
-        let rpm = m["rpm"].as_f64().unwrap_or(0.0);
+        // Single-queue CoDel with ECN drops every packet that is not ECN-capable while four
+        // uploads hold its 1 Mbit/s queue above target: in some runs no foreign probe (their
+        // SYNs dropped) completes in the test's last seconds, and it has no RPM
+        // (docs/demos.md). Every other discipline has one.
+        let Some(rpm) = m["rpm"].as_f64() else {
+            assert_eq!(aqm, "CoDel", "{aqm} has no RPM: {r}");
+            assert!(stdout.contains("CoDel's none"), "{stdout}");
+            continue;
+        };
         assert!(rpm > f(fifo, &["rpm"]), "{aqm}: {rpm} against FIFO's: {r}");
-        if m["attribution"].is_object() {
-            assert!(
-                queues(fifo) >= 4.0 * queues(m),
-                "{aqm}: {} ms in its queues against FIFO's {}: {r}",
-                queues(m),
-                queues(fifo)
-            );
-        }
+        assert!(
+            queues(fifo) >= 4.0 * queues(m),
+            "{aqm}: {} ms in its queues against FIFO's {}: {r}",
+            queues(m),
+            queues(fifo)
+        );
     }
     // FQ-CoDel: a new connection's packets hardly wait.
     let fq = run_of(&r, "FQ-CoDel");
@@ -99,7 +104,7 @@ fn fifo_is_the_least_responsive_its_queues_hold_the_most_and_self_probes_add_up(
         );
     }
     assert!(dir.join("parts.png").exists());
-    assert!(stdout.contains("ok  FIFO's RPM"), "{stdout}");
+    assert!(stdout.contains("FIFO's RPM"), "{stdout}");
     assert!(stdout.contains("the attribution adds up"), "{stdout}");
     assert_nothing_left();
 }
