@@ -118,6 +118,13 @@ pub enum Demo {
         after_help = "Example:\n  latencylab demo nat64 -o out/nat64\n\nLeaves DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE."
     )]
     Nat64(Nat64Args),
+    /// Responsiveness under working conditions (RPM) on the bufferbloat demo's home line under
+    /// FIFO, CoDel, FQ-CoDel, PIE and DualPI2, each loaded round trip taken apart queue by
+    /// queue (about 80 s with the default duration)
+    #[command(
+        after_help = "Example:\n  latencylab demo responsiveness -o out/responsiveness --duration 10s\n\nLeaves DIR/report.html, DIR/parts.png, DIR/results.json, and each run's captures and logs in DIR/fifo, DIR/codel, DIR/fq-codel, DIR/pie and DIR/dualpi2."
+    )]
+    Responsiveness(ResponsivenessArgs),
 }
 
 /// What every demo takes. Each demo flattens it first into its own options and names its
@@ -349,6 +356,18 @@ pub struct BufferbloatArgs {
     pub duration: String,
 }
 
+/// The options of `demo responsiveness`.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/responsiveness")))]
+pub struct ResponsivenessArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Each test's time limit: a time (15s); a test that finds stable working conditions
+    /// sooner ends sooner
+    #[arg(long, value_name = "TIME", default_value = "15s")]
+    pub duration: String,
+}
+
 impl Demo {
     /// The options every demo has.
     fn common(&self) -> &CommonArgs {
@@ -367,6 +386,7 @@ impl Demo {
             Demo::DelayedAck(a) => &a.common,
             Demo::Fallback(a) => &a.common,
             Demo::Nat64(a) => &a.common,
+            Demo::Responsiveness(a) => &a.common,
         }
     }
 }
@@ -422,6 +442,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::DelayedAck(a) => delayed_ack(a),
         Demo::Fallback(a) => fallback(a),
         Demo::Nat64(a) => nat64(a),
+        Demo::Responsiveness(a) => responsiveness(a),
     };
     if let Some(v) = web {
         v.finish();
@@ -688,6 +709,25 @@ fn bufferbloat(a: &BufferbloatArgs) -> anyhow::Result<ExitCode> {
     }
     let outcome = demo::bufferbloat::run(&opts)?;
     done(&outcome, &a.common.out, &["fifo", "codel"])
+}
+
+fn responsiveness(a: &ResponsivenessArgs) -> anyhow::Result<ExitCode> {
+    let duration_s = param("responsiveness", "duration", &a.duration)?.seconds();
+    let opts = demo::responsiveness::Options {
+        out_dir: a.common.dir(),
+        duration_s,
+        seed: a.common.seed,
+        quiet: a.common.quiet,
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "responsiveness", demo::responsiveness::runs(&opts));
+    }
+    let outcome = demo::responsiveness::run(&opts)?;
+    done(
+        &outcome,
+        &a.common.out,
+        &["fifo", "codel", "fq-codel", "pie", "dualpi2"],
+    )
 }
 
 /// A demo's option read as the demo's declaration says (`demo::params`), or the one-line

@@ -122,6 +122,7 @@ pub fn attribution_of(
             side: &l.direction,
             queue: &l.queue,
             delay_ms: l.asked.delay_ms,
+            rate_bps: l.asked.rate_bps,
             lines,
         })
         .collect();

@@ -48,7 +48,15 @@ fn rpm_in_lab(
 fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribution, String) {
     let (report, stdout, summary, dir) = rpm_in_lab(name, queue);
     // The attribution again, from the files the run left, through the crate's own reader.
-    let links: Vec<(String, String, String, f64, Vec<labnet::run_dir::LogLine>)> = summary
+    #[allow(clippy::type_complexity)]
+    let links: Vec<(
+        String,
+        String,
+        String,
+        f64,
+        Option<u64>,
+        Vec<labnet::run_dir::LogLine>,
+    )> = summary
         .links
         .iter()
         .map(|l| {
@@ -65,17 +73,19 @@ fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribu
                 l.direction.clone(),
                 l.queue.clone(),
                 l.asked.delay_ms,
+                l.asked.rate_bps,
                 lines,
             )
         })
         .collect();
     let logs: Vec<rpm::attribution::LinkLog> = links
         .iter()
-        .map(|(n, d, q, delay, lines)| rpm::attribution::LinkLog {
+        .map(|(n, d, q, delay, rate, lines)| rpm::attribution::LinkLog {
             link: n,
             side: d,
             queue: q,
             delay_ms: *delay,
+            rate_bps: *rate,
             lines,
         })
         .collect();
@@ -85,7 +95,7 @@ fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribu
 }
 
 #[test]
-fn rpm_under_fifo_is_attributed_to_the_fifo_queues_and_foreign_probes_add_up() {
+fn rpm_under_fifo_is_attributed_to_the_fifo_queues_and_the_hosts_buffers_and_adds_up() {
     let _g = lock();
     let (report, a, stdout) = attribution("rpm-fifo", "fifo limit 1000");
     assert!(stdout.contains("==== SUMMARY ===="), "{stdout}");
@@ -106,6 +116,21 @@ fn rpm_under_fifo_is_attributed_to_the_fifo_queues_and_foreign_probes_add_up() {
         (f - 1.0).abs() <= 0.05,
         "foreign probes: {f:.3} of the round trip, {a:?}"
     );
+    // A self probe's is cut into measured parts: the path's, the client's send buffer (behind
+    // the upload) and the server (behind the download); they add up to it within 5 %, and so
+    // does the whole loaded round trip.
+    let s = a.self_probes.named_share();
+    assert!(
+        (s - 1.0).abs() <= 0.05,
+        "self probes: {s:.3} of the round trip, {a:?}"
+    );
+    assert!(a.self_probes.probes_by_packet as f64 >= 0.9 * a.self_probes.probes as f64);
+    assert!(a.client_send_ms > 0.0 && a.server_ms > 0.0, "{a:?}");
+    assert!(
+        (a.named_share() - 1.0).abs() <= 0.05,
+        "loaded round trip: {:.3} named, {a:?}",
+        a.named_share()
+    );
     assert_nothing_left();
 }
 
@@ -123,6 +148,18 @@ fn rpm_under_fq_codel_is_far_higher_and_its_foreign_probes_hardly_queue() {
     // own packets, which the link logs do not count as queueing.)
     assert!(
         a.foreign.base_rtt_ms / a.foreign.round_trip_ms > 0.7,
+        "{a:?}"
+    );
+    // A self probe's time is mostly in the two hosts' buffers, behind the loaded connection's
+    // own data, and its measured parts add up to its round trip within 5 %.
+    let s = &a.self_probes;
+    assert!(
+        (s.named_share() - 1.0).abs() <= 0.05,
+        "self probes: {:.3}, {a:?}",
+        s.named_share()
+    );
+    assert!(
+        s.client_send_ms + s.server_ms > 0.5 * s.round_trip_ms,
         "{a:?}"
     );
     assert_nothing_left();

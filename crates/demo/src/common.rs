@@ -655,6 +655,17 @@ mod tests {
                 ),
             ),
             (
+                "responsiveness",
+                runs(crate::responsiveness::runs(
+                    &crate::responsiveness::Options {
+                        out_dir: o.clone(),
+                        duration_s: 15.0,
+                        seed,
+                        quiet,
+                    },
+                )),
+            ),
+            (
                 "nat64",
                 runs(crate::nat64::runs(&crate::nat64::Options {
                     out_dir: o,

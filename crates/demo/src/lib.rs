@@ -34,6 +34,8 @@
 //!   `ipv6-check`, and again with 464XLAT (experiment E1).
 //! - [`handshake_cdf`]: handshake times over a browsing session to servers at a measured
 //!   spread of RTTs (experiment E14).
+//! - [`responsiveness`]: RPM on the bufferbloat demo's home line under FIFO, CoDel,
+//!   FQ-CoDel, PIE and DualPI2, each loaded round trip taken apart queue by queue.
 
 pub mod bufferbloat;
 mod common;
@@ -51,6 +53,7 @@ pub mod notsent_lowat;
 pub mod params;
 pub mod pipelining;
 pub mod pps;
+pub mod responsiveness;
 pub mod run_report;
 pub mod tfo;
 mod web_common;

@@ -357,6 +357,15 @@ pub const DEMOS: &[Declaration] = &[
         name: "nat64",
         params: &[],
     },
+    Declaration {
+        name: "responsiveness",
+        params: &[time(
+            "duration",
+            5.0,
+            120.0,
+            "the test needs a few 1 s intervals to find working conditions",
+        )],
+    },
 ];
 
 /// The demo `name`.
@@ -426,6 +435,6 @@ mod tests {
             "demo nagle has no parameter 'jitter' (known: duration, seed)"
         );
         assert!(find("bufferbloot").is_none());
-        assert_eq!(names().len(), 14);
+        assert_eq!(names().len(), 15);
     }
 }

@@ -9,15 +9,28 @@
 //! on, whose packets its answer queued among), and the mean sojourn of those dequeued while
 //! the probe was in flight is its time per crossing of that queue.
 //!
-//! A probe that lost a packet in the path (a drop of its flow's, while it was in flight)
-//! waited for TCP to recover it: what its queues and base RTT do not explain is counted as
-//! loss recovery; for the other probes it is the hosts'.
+//! A self probe whose answer says when the server received it (the server's
+//! `x-received-monotonic-ns`, the same clock as the lab's) is taken apart packet by packet
+//! instead, on a path of one link each way: its request's way is the last packet of its
+//! connection that reached the server before the server saw the request, its answer's way
+//! the last packet that reached the client before the client saw the answer. Each packet's
+//! enqueue, sojourn and the link's delay then cut the round trip into consecutive measured
+//! parts: in the client's send buffer (request written to its packet entering the path), the
+//! up queue, the up delay, in the server (the request's packet arriving to the answer's
+//! packet entering the path: receiving, HTTP/2, TLS and the send buffers behind the bulk
+//! data), the down queue, the down delay, and the client receiving. A loaded connection's
+//! buffers are where a self probe's time goes that no queue of the path holds.
 //!
-//! The shares combine as the RPM does (draft-ietf-ippm-responsiveness-09 section 5.3.1): the
+//! Any other probe that lost a packet in the path (a drop of its flow's, while it was in
+//! flight) waited for TCP to recover it: what its queues and base RTT do not explain is
+//! counted as loss recovery; for the other probes it is the hosts'.
+//!
+//! The parts combine as the RPM does (draft-ietf-ippm-responsiveness-09 section 5.3.1): the
 //! RPM is the mean of the foreign and loaded responsiveness, so its round trip
 //! `60000 / RPM` is the harmonic mean of theirs, `L = 2 rF rS / (rF + rS)`, which is the
 //! weighted sum `wF rF + wS rS` with `wF = rS / (rF + rS)`, `wS = rF / (rF + rS)`. Each part
-//! of `L` is the same weighted sum of the part's mean share of each kind's round trip.
+//! of `L` is the same weighted sum of the part's mean, in ms, over each kind's fastest 95 %
+//! of probes (those its trimmed mean keeps).
 
 use std::collections::HashMap;
 
@@ -37,6 +50,9 @@ pub struct LinkLog<'a> {
     pub queue: &'a str,
     /// Its propagation delay, milliseconds.
     pub delay_ms: f64,
+    /// Its rate, bit/s (`None`: unlimited): a packet's transmission after its dequeue takes
+    /// its bytes at this rate.
+    pub rate_bps: Option<u64>,
     pub lines: &'a [LogLine],
 }
 
@@ -57,18 +73,40 @@ pub struct KindAttribution {
     /// Per link direction, in the order of the links given.
     pub queues_ms: Vec<f64>,
     pub base_rtt_ms: f64,
+    /// The transmission of the probe's own packets at the links' rates (after the queue,
+    /// before the propagation delay).
+    pub transmission_ms: f64,
     /// Waiting for TCP to recover packets the path dropped.
     pub loss_recovery_ms: f64,
+    /// In the client's own send buffer (HTTP/2, TLS and the socket), measured packet by
+    /// packet for self probes (0 for the others).
+    pub client_send_ms: f64,
+    /// In the server: from the request's arrival to the answer's packet entering the path
+    /// (its receiving, and its send buffers behind a download's data), measured likewise.
+    pub server_ms: f64,
+    /// What no measured part explains (the client receiving, and for probes that are not
+    /// taken apart packet by packet, all the hosts' time).
     pub hosts_ms: f64,
     pub probes: usize,
+    /// Of them, the probes taken apart packet by packet.
+    pub probes_by_packet: usize,
 }
 
 impl KindAttribution {
     /// The share of the round trip the path explains: its queues, its drops' recovery and
     /// the base RTT.
     pub fn network_share(&self) -> f64 {
-        (self.queues_ms.iter().sum::<f64>() + self.base_rtt_ms + self.loss_recovery_ms)
+        (self.queues_ms.iter().sum::<f64>()
+            + self.base_rtt_ms
+            + self.transmission_ms
+            + self.loss_recovery_ms)
             / self.round_trip_ms
+    }
+
+    /// The share of the round trip its named parts explain: the path's, the client's send
+    /// buffer and the server.
+    pub fn named_share(&self) -> f64 {
+        self.network_share() + (self.client_send_ms + self.server_ms) / self.round_trip_ms
     }
 }
 
@@ -80,9 +118,15 @@ pub struct Attribution {
     pub loaded_rtt_ms: f64,
     pub queues: Vec<QueuePart>,
     pub base_rtt_ms: f64,
+    /// The transmission of the probes' own packets at the links' rates.
+    pub transmission_ms: f64,
     /// Probes that lost a packet in the path waited this long for its recovery.
     pub loss_recovery_ms: f64,
-    /// What the path does not explain (negative when it over-explains).
+    /// In the client's own send buffer (self probes on loaded connections).
+    pub client_send_ms: f64,
+    /// In the server, from a request's arrival to its answer entering the path.
+    pub server_ms: f64,
+    /// What no measured part explains (negative when they over-explain).
     pub hosts_ms: f64,
     /// The foreign and the self probes' round trips apart.
     pub foreign: KindAttribution,
@@ -94,11 +138,25 @@ impl Attribution {
     pub fn base_share(&self) -> f64 {
         self.base_rtt_ms / self.loaded_rtt_ms
     }
+    pub fn transmission_share(&self) -> f64 {
+        self.transmission_ms / self.loaded_rtt_ms
+    }
     pub fn hosts_share(&self) -> f64 {
         self.hosts_ms / self.loaded_rtt_ms
     }
     pub fn loss_share(&self) -> f64 {
         self.loss_recovery_ms / self.loaded_rtt_ms
+    }
+    pub fn client_send_share(&self) -> f64 {
+        self.client_send_ms / self.loaded_rtt_ms
+    }
+    pub fn server_share(&self) -> f64 {
+        self.server_ms / self.loaded_rtt_ms
+    }
+    /// The share of the loaded round trip its named parts explain: queues, base RTT, loss
+    /// recovery, the client's send buffer and the server; 1 when they add up exactly.
+    pub fn named_share(&self) -> f64 {
+        1.0 - self.hosts_share()
     }
 
     /// "RPM 121 (Medium confidence); loaded RTT 496 ms: 91 % in `path` down FIFO queue, 4 %
@@ -119,8 +177,26 @@ impl Attribution {
             })
             .collect();
         parts.push(format!("{:.0} % base RTT", self.base_share() * 100.0));
+        if self.transmission_ms > 0.0 {
+            parts.push(format!(
+                "{:.0} % transmission",
+                self.transmission_share() * 100.0
+            ));
+        }
         if self.loss_recovery_ms > 0.0 {
             parts.push(format!("{:.0} % loss recovery", self.loss_share() * 100.0));
+        }
+        if self.client_send_ms != 0.0 {
+            parts.push(format!(
+                "{:.0} % in the client's send buffer",
+                self.client_send_share() * 100.0
+            ));
+        }
+        if self.server_ms != 0.0 {
+            parts.push(format!(
+                "{:.0} % in the server",
+                self.server_share() * 100.0
+            ));
         }
         parts.push(format!("{:.0} % hosts", self.hosts_share() * 100.0));
         format!(
@@ -132,14 +208,19 @@ impl Attribution {
         )
     }
 
-    /// "foreign probes' round trip 485 ms: 97 % the path's; self probes' 980 ms: 49 %"
+    /// "foreign probes' round trip 485 ms: 97 % the path's; self probes' 980 ms: 49 % the
+    /// path's, 38 % the client's send buffer, 12 % the server" (the path's share counts its
+    /// transmission too)
     pub fn kinds_line(&self) -> String {
+        let s = &self.self_probes;
         format!(
-            "foreign probes' round trip {:.0} ms: {:.0} % the path's (queues, base RTT, loss recovery); self probes' {:.0} ms: {:.0} %",
+            "foreign probes' round trip {:.0} ms: {:.0} % the path's (queues, base RTT, loss recovery); self probes' {:.0} ms: {:.0} % the path's, {:.0} % the client's send buffer, {:.0} % the server",
             self.foreign.round_trip_ms,
             self.foreign.network_share() * 100.0,
-            self.self_probes.round_trip_ms,
-            self.self_probes.network_share() * 100.0
+            s.round_trip_ms,
+            s.network_share() * 100.0,
+            s.client_send_ms / s.round_trip_ms * 100.0,
+            s.server_ms / s.round_trip_ms * 100.0
         )
     }
 }
@@ -158,18 +239,19 @@ pub fn queue_name(spec: &str) -> String {
     }
 }
 
-/// Dequeues (time ns, `Some(sojourn ns)`) and drops (time ns, `None`) of one link direction
-/// by flow, in time order.
-type ByFlow<'a> = HashMap<&'a str, Vec<(u64, Option<u64>)>>;
+/// Dequeues (time ns, `Some((sojourn ns, bytes))`) and drops (time ns, `None`) of one link
+/// direction by flow, in time order.
+type ByFlow<'a> = HashMap<&'a str, Vec<(u64, Option<(u64, u64)>)>>;
 
 fn index(lines: &[LogLine]) -> ByFlow<'_> {
     let mut m: ByFlow = HashMap::new();
     for l in lines {
         let Some(f) = &l.flow else { continue };
         match (l.event, l.sojourn_ns) {
-            (EventKind::Dequeue, Some(s)) => {
-                m.entry(f.as_str()).or_default().push((l.time_ns, Some(s)))
-            }
+            (EventKind::Dequeue, Some(s)) => m
+                .entry(f.as_str())
+                .or_default()
+                .push((l.time_ns, Some((s, l.bytes)))),
             (EventKind::Drop, _) => m.entry(f.as_str()).or_default().push((l.time_ns, None)),
             _ => {}
         }
@@ -180,21 +262,33 @@ fn index(lines: &[LogLine]) -> ByFlow<'_> {
     m
 }
 
-/// A probe's shares of its round trip: per queue, the base RTT, and whether the path dropped
-/// one of its packets.
-struct Shares {
+/// A probe's round trip and its parts, ms: per queue, the base RTT, the client's send buffer
+/// and the server (measured packet by packet, else 0), and loss recovery (for a probe not
+/// taken apart packet by packet that lost a packet in the path: what its queues and base RTT
+/// leave of its round trip).
+struct Parts {
+    round_trip: f64,
     queues: Vec<f64>,
     base: f64,
-    dropped: bool,
+    transmission: f64,
+    client_send: f64,
+    server: f64,
+    loss: f64,
+    by_packet: bool,
 }
 
-/// This probe's time in each queue and in the base RTT as shares of its round trip, or `None`
-/// when the probe left no packet in any log.
-fn probe_shares(
-    p: &ProbeRecord,
-    lab_start_ns: u64,
-    links: &[(&LinkLog, ByFlow)],
-) -> Option<Shares> {
+/// Transmitting `bytes` at `rate_bps`, ns (0 on an unlimited link).
+fn transmission_ns(bytes: u64, rate_bps: Option<u64>) -> u64 {
+    match rate_bps {
+        Some(r) if r > 0 => (bytes * 8 * 1_000_000_000).div_ceil(r),
+        _ => 0,
+    }
+}
+
+/// This probe's time in each queue (the mean sojourn of its connection's packets dequeued
+/// while it was in flight: its time per crossing) and the base RTT, or `None` when the probe
+/// left no packet in any log.
+fn probe_parts(p: &ProbeRecord, lab_start_ns: u64, links: &[(&LinkLog, ByFlow)]) -> Option<Parts> {
     let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
     let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
     let rt = p.round_trip_ms();
@@ -207,18 +301,21 @@ fn probe_shares(
     ];
     let mut queues = Vec::with_capacity(links.len());
     let mut base_ms = 0.0;
+    let mut tx_ms = 0.0;
     let mut seen = false;
     let mut dropped = false;
     for (l, by_flow) in links {
         let mut sum_ns = 0u128;
+        let mut tx_ns = 0u128;
         let mut n = 0u64;
         for f in &flows {
             if let Some(v) = by_flow.get(f.as_str()) {
                 let lo = v.partition_point(|(t, _)| *t < from);
                 for (_, s) in v[lo..].iter().take_while(|(t, _)| *t <= to) {
                     match s {
-                        Some(s) => {
+                        Some((s, bytes)) => {
                             sum_ns += u128::from(*s);
+                            tx_ns += u128::from(transmission_ns(*bytes, l.rate_bps));
                             n += 1;
                         }
                         None => dropped = true,
@@ -231,16 +328,109 @@ fn probe_shares(
             continue;
         }
         seen = true;
-        let mean_ms = sum_ns as f64 / n as f64 / 1e6;
-        queues.push(mean_ms / rt);
+        queues.push(sum_ns as f64 / n as f64 / 1e6);
+        tx_ms += tx_ns as f64 / n as f64 / 1e6;
         base_ms += l.delay_ms;
     }
-    seen.then_some(Shares {
+    if !seen {
+        return None;
+    }
+    let explained = queues.iter().sum::<f64>() + base_ms + tx_ms;
+    Some(Parts {
+        round_trip: rt,
         queues,
-        base: base_ms / rt,
-        dropped,
+        base: base_ms,
+        transmission: tx_ms,
+        client_send: 0.0,
+        server: 0.0,
+        loss: if dropped {
+            (rt - explained).max(0.0)
+        } else {
+            0.0
+        },
+        by_packet: false,
     })
 }
+
+/// How far before its request's start a packet may have entered the path and still be taken
+/// for the request's (or before the server received the request, for the answer's): the
+/// clocks are one, but the lab logs a packet's enqueue when the engine reads it, a little
+/// after the host sent it.
+const SLACK_NS: u64 = 1_000_000;
+
+/// The last dequeue of a flow whose packet reached the far end (dequeue, transmission at
+/// `rate_bps`, `delay_ns`) by `by_ns`: (dequeue time, sojourn, transmission), lab time in ns.
+fn last_arrival(
+    v: &[(u64, Option<(u64, u64)>)],
+    delay_ns: u64,
+    rate_bps: Option<u64>,
+    by_ns: u64,
+) -> Option<(u64, u64, u64)> {
+    let end = v.partition_point(|(t, _)| t + delay_ns <= by_ns);
+    v[..end].iter().rev().find_map(|(t, s)| {
+        let (sojourn, bytes) = (*s)?;
+        let tx = transmission_ns(bytes, rate_bps);
+        (t + tx + delay_ns <= by_ns).then_some((*t, sojourn, tx))
+    })
+}
+
+/// A self probe's round trip cut into consecutive measured parts, on a path of one link each
+/// way (`up`, `down`, each with its index among the links); `None` without the server's
+/// receive time or when the packets found cannot be the probe's (one that entered the path
+/// before the request was written, or an answer before its request arrived).
+fn self_probe_parts(
+    p: &ProbeRecord,
+    lab_start_ns: u64,
+    n_links: usize,
+    up: (usize, &LinkLog, &ByFlow),
+    down: (usize, &LinkLog, &ByFlow),
+) -> Option<Parts> {
+    let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
+    let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
+    let at_server = p.server_received_mono_ns?.checked_sub(lab_start_ns)?;
+    if !(from < at_server && at_server < to) {
+        return None;
+    }
+    let up_delay_ns = (up.1.delay_ms * 1e6) as u64;
+    let down_delay_ns = (down.1.delay_ms * 1e6) as u64;
+    let request =
+        up.2.get(format!("tcp {} > {}", p.local, p.remote).as_str())?;
+    let answer = down
+        .2
+        .get(format!("tcp {} > {}", p.remote, p.local).as_str())?;
+    let (req_deq, req_sojourn, req_tx) =
+        last_arrival(request, up_delay_ns, up.1.rate_bps, at_server)?;
+    let (ans_deq, ans_sojourn, ans_tx) = last_arrival(answer, down_delay_ns, down.1.rate_bps, to)?;
+    let req_enq = req_deq.checked_sub(req_sojourn)?;
+    let ans_enq = ans_deq.checked_sub(ans_sojourn)?;
+    if req_enq + SLACK_NS < from || ans_enq + SLACK_NS < at_server {
+        return None;
+    }
+    // Consecutive: written (from) | client's send buffer | req_enq | up queue | req_deq |
+    // transmission | up delay | arrival | in the server | ans_enq | down queue | ans_deq |
+    // transmission | down delay | arrival | the client receiving | to. The server's part
+    // starts at the request's arrival, not at `at_server`: its receiving is its own.
+    let ms = |ns: f64| ns / 1e6;
+    let req_arrival = req_deq + req_tx + up_delay_ns;
+    let mut queues = vec![0.0; n_links];
+    queues[up.0] = ms(req_sojourn as f64);
+    queues[down.0] = ms(ans_sojourn as f64);
+    Some(Parts {
+        round_trip: ms((to - from) as f64),
+        queues,
+        base: ms((up_delay_ns + down_delay_ns) as f64),
+        transmission: ms((req_tx + ans_tx) as f64),
+        client_send: ms((req_enq as f64 - from as f64).max(0.0)),
+        server: ms(ans_enq as f64 - req_arrival as f64),
+        loss: 0.0,
+        by_packet: true,
+    })
+}
+
+/// The share of a kind's probes its mean parts are taken over: the fastest 95 %, as the
+/// trimmed mean of the RPM keeps them (draft section 5.3.1), so that the parts are those of
+/// the round trips the RPM is made of.
+const KEEP: f64 = 0.95;
 
 /// Takes the report's loaded round trip apart over `links`; `None` without an RPM or when
 /// no probe of a kind left packets in the logs.
@@ -249,38 +439,64 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
     let r_f = 60_000.0 / r.foreign.rpm?;
     let r_s = 60_000.0 / r.self_probes.rpm?;
     let indexed: Vec<(&LinkLog, ByFlow)> = links.iter().map(|l| (l, index(l.lines))).collect();
-    // Mean shares of one kind of probe: per queue, of the base RTT, of loss recovery (what a
-    // probe that lost a packet spent beyond its queues and base RTT).
-    let kind = |probes: &[ProbeRecord]| -> Option<(Vec<f64>, f64, f64, usize)> {
-        let mut q = vec![0.0; links.len()];
-        let mut b = 0.0;
-        let mut loss = 0.0;
-        let mut n = 0usize;
-        for p in probes.iter().filter(|p| p.in_window) {
-            if let Some(sh) = probe_shares(p, lab_start_mono_ns, &indexed) {
-                let explained = sh.queues.iter().sum::<f64>() + sh.base;
-                if sh.dropped {
-                    loss += (1.0 - explained).max(0.0);
-                }
-                for (acc, x) in q.iter_mut().zip(sh.queues) {
-                    *acc += x;
-                }
-                b += sh.base;
-                n += 1;
-            }
+    // The one link each way a self probe can be taken apart over, packet by packet.
+    let one_way = |side: &str| {
+        let mut it = indexed
+            .iter()
+            .enumerate()
+            .filter(|(_, (l, _))| l.side == side);
+        match (it.next(), it.next()) {
+            (Some((i, (l, f))), None) => Some((i, *l, f)),
+            _ => None,
         }
-        let mean = |x: f64| x / n as f64;
-        (n > 0).then(|| (q.iter().map(|x| mean(*x)).collect(), mean(b), mean(loss), n))
     };
-    let (q_f, b_f, l_f, n_f) = kind(&r.foreign.probes)?;
-    let (q_s, b_s, l_s, n_s) = kind(&r.self_probes.probes)?;
+    let path = one_way("up").zip(one_way("down"));
+    // One kind of probe's mean parts over its fastest 95 %.
+    let kind = |probes: &[ProbeRecord], by_packet: bool| -> Option<KindParts> {
+        let mut all: Vec<Parts> = probes
+            .iter()
+            .filter(|p| p.in_window)
+            .filter_map(|p| {
+                let packets = match path {
+                    Some((up, down)) if by_packet => {
+                        self_probe_parts(p, lab_start_mono_ns, links.len(), up, down)
+                    }
+                    _ => None,
+                };
+                packets.or_else(|| probe_parts(p, lab_start_mono_ns, &indexed))
+            })
+            .collect();
+        if all.is_empty() {
+            return None;
+        }
+        all.sort_by(|a, b| a.round_trip.total_cmp(&b.round_trip));
+        let n = ((all.len() as f64 * KEEP).floor() as usize).clamp(1, all.len());
+        let kept = &all[..n];
+        let mean = |f: &dyn Fn(&Parts) -> f64| kept.iter().map(f).sum::<f64>() / n as f64;
+        Some(KindParts {
+            round_trip: mean(&|p| p.round_trip),
+            queues: (0..links.len()).map(|i| mean(&|p| p.queues[i])).collect(),
+            base: mean(&|p| p.base),
+            transmission: mean(&|p| p.transmission),
+            loss: mean(&|p| p.loss),
+            client_send: mean(&|p| p.client_send),
+            server: mean(&|p| p.server),
+            probes: n,
+            by_packet: kept.iter().filter(|p| p.by_packet).count(),
+        })
+    };
+    let f = kind(&r.foreign.probes, false)?.of(r_f);
+    let s = kind(&r.self_probes.probes, true)?.of(r_s);
     let (w_f, w_s) = (r_s / (r_f + r_s), r_f / (r_f + r_s));
     let loaded = 60_000.0 / rpm;
+    // One part of the loaded round trip: the kinds' parts, weighted as the RPM weighs them
+    // (see the module's header).
+    let part = |x_f: f64, x_s: f64| w_f * x_f + w_s * x_s;
     let queues: Vec<QueuePart> = links
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let ms = w_f * q_f[i] * r_f + w_s * q_s[i] * r_s;
+            let ms = part(f.queues_ms[i], s.queues_ms[i]);
             QueuePart {
                 link: l.link.to_string(),
                 side: l.side.to_string(),
@@ -290,33 +506,76 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
             }
         })
         .collect();
-    let base = w_f * b_f * r_f + w_s * b_s * r_s;
-    let loss = w_f * l_f * r_f + w_s * l_s * r_s;
-    let hosts = loaded - base - loss - queues.iter().map(|q| q.ms).sum::<f64>();
-    let kind_parts = |rt: f64, q: &[f64], b: f64, l: f64, n: usize| {
-        let queues_ms: Vec<f64> = q.iter().map(|x| x * rt).collect();
-        let base_rtt_ms = b * rt;
-        let loss_recovery_ms = l * rt;
-        KindAttribution {
-            round_trip_ms: rt,
-            hosts_ms: rt - base_rtt_ms - loss_recovery_ms - queues_ms.iter().sum::<f64>(),
-            queues_ms,
-            base_rtt_ms,
-            loss_recovery_ms,
-            probes: n,
-        }
-    };
+    let base = part(f.base_rtt_ms, s.base_rtt_ms);
+    let transmission = part(f.transmission_ms, s.transmission_ms);
+    let loss = part(f.loss_recovery_ms, s.loss_recovery_ms);
+    let client_send = part(f.client_send_ms, s.client_send_ms);
+    let server = part(f.server_ms, s.server_ms);
+    let hosts = loaded
+        - base
+        - transmission
+        - loss
+        - client_send
+        - server
+        - queues.iter().map(|q| q.ms).sum::<f64>();
     Some(Attribution {
         rpm,
         confidence: r.rpm_confidence.name().to_string(),
         loaded_rtt_ms: loaded,
         queues,
         base_rtt_ms: base,
+        transmission_ms: transmission,
         loss_recovery_ms: loss,
+        client_send_ms: client_send,
+        server_ms: server,
         hosts_ms: hosts,
-        foreign: kind_parts(r_f, &q_f, b_f, l_f, n_f),
-        self_probes: kind_parts(r_s, &q_s, b_s, l_s, n_s),
+        foreign: f,
+        self_probes: s,
     })
+}
+
+/// One kind of probe's mean parts, ms, over the probes the trimmed mean keeps.
+struct KindParts {
+    /// The mean round trip of those probes.
+    round_trip: f64,
+    queues: Vec<f64>,
+    base: f64,
+    transmission: f64,
+    loss: f64,
+    client_send: f64,
+    server: f64,
+    probes: usize,
+    by_packet: usize,
+}
+
+impl KindParts {
+    /// The parts of the kind's round trip `rt` ms (its trimmed mean, as the RPM has it);
+    /// what they leave of it is the hosts'. The RPM trims a foreign probe's TCP, TLS and HTTP
+    /// times each on its own, the parts are the kept probes' whole round trips: they are
+    /// scaled by `rt` over those probes' mean round trip, so that they keep their proportions
+    /// and the kind adds up to the RPM's round trip.
+    fn of(&self, rt: f64) -> KindAttribution {
+        let k = if self.round_trip > 0.0 {
+            rt / self.round_trip
+        } else {
+            1.0
+        };
+        let queues_ms: Vec<f64> = self.queues.iter().map(|q| q * k).collect();
+        let named = queues_ms.iter().sum::<f64>()
+            + (self.base + self.transmission + self.loss + self.client_send + self.server) * k;
+        KindAttribution {
+            round_trip_ms: rt,
+            queues_ms,
+            base_rtt_ms: self.base * k,
+            transmission_ms: self.transmission * k,
+            loss_recovery_ms: self.loss * k,
+            client_send_ms: self.client_send * k,
+            server_ms: self.server * k,
+            hosts_ms: rt - named,
+            probes: self.probes,
+            probes_by_packet: self.by_packet,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +601,7 @@ mod tests {
             remote: "10.77.2.1:4043".into(),
             interval: 0,
             in_window: true,
+            server_received_mono_ns: None,
         }
     }
 
@@ -413,6 +673,7 @@ mod tests {
                 side: "up",
                 queue: "fifo limit 1000",
                 delay_ms: 10.0,
+                rate_bps: None,
                 lines: &up,
             },
             LinkLog {
@@ -420,6 +681,7 @@ mod tests {
                 side: "down",
                 queue: "fifo limit 1000",
                 delay_ms: 10.0,
+                rate_bps: None,
                 lines: &down,
             },
         ];
@@ -462,6 +724,7 @@ mod tests {
                 side: "up",
                 queue: "fifo limit 1000",
                 delay_ms: 10.0,
+                rate_bps: None,
                 lines: &up,
             },
             LinkLog {
@@ -469,6 +732,7 @@ mod tests {
                 side: "down",
                 queue: "fifo limit 1000",
                 delay_ms: 10.0,
+                rate_bps: None,
                 lines: &down,
             },
         ];
@@ -512,6 +776,159 @@ mod tests {
             start_mono_ns: LAB0,
             intervals: vec![],
         }
+    }
+
+    /// A path of 10 ms each way. The self probe, written at 100 ms: 50 ms in the client's
+    /// send buffer (its packet enters the up queue at 150), 80 ms there, 10 ms up, the
+    /// server reads it 1 ms after it arrives (241), its answer's packet enters the down queue
+    /// at 271, 100 ms there, 10 ms down, and the client reads it 2 ms after it arrives (383).
+    fn self_probe_path() -> (ProbeRecord, Vec<LogLine>, Vec<LogLine>) {
+        let mut selfp = probe(100, 383, false, 40001);
+        selfp.server_received_mono_ns = Some(LAB0 + 241_000_000);
+        let up_s = "tcp 10.77.1.1:40001 > 10.77.2.1:4043";
+        let down_s = "tcp 10.77.2.1:4043 > 10.77.1.1:40001";
+        let up = vec![
+            line(10, 0, "tcp 10.77.1.1:40000 > 10.77.2.1:4043"),
+            // The upload's packets before and after the request's: the first arrived earlier,
+            // the last after the server had read the request.
+            line(200, 80, up_s),
+            line(230, 80, up_s),
+            line(235, 80, up_s),
+        ];
+        let down = vec![
+            line(50, 0, "tcp 10.77.2.1:4043 > 10.77.1.1:40000"),
+            line(360, 100, down_s),
+            line(371, 100, down_s),
+            line(380, 100, down_s),
+        ];
+        (selfp, up, down)
+    }
+
+    fn path<'a>(up: &'a [LogLine], down: &'a [LogLine]) -> [LinkLog<'a>; 2] {
+        [
+            LinkLog {
+                link: "path",
+                side: "up",
+                queue: "fifo limit 1000",
+                delay_ms: 10.0,
+                rate_bps: None,
+                lines: up,
+            },
+            LinkLog {
+                link: "path",
+                side: "down",
+                queue: "fifo limit 1000",
+                delay_ms: 10.0,
+                rate_bps: None,
+                lines: down,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_self_probe_is_cut_into_client_buffer_queues_base_server_and_receiving() {
+        let (selfp, up, down) = self_probe_path();
+        // The foreign probe: 20 ms a round trip, all base RTT.
+        let foreign = probe(0, 60, true, 40000);
+        let r = report(
+            (3000.0 + 60_000.0 / 283.0) / 2.0,
+            3000.0,
+            vec![foreign],
+            60_000.0 / 283.0,
+            vec![selfp],
+        );
+        let links = path(&up, &down);
+        let a = attribute(&r, LAB0, &links).unwrap();
+        let s = &a.self_probes;
+        assert_eq!((s.probes, s.probes_by_packet), (1, 1));
+        let near = |x: f64, want: f64| (x - want).abs() < 1e-6;
+        assert!(near(s.client_send_ms, 50.0), "{s:?}");
+        assert!(
+            near(s.queues_ms[0], 80.0) && near(s.queues_ms[1], 100.0),
+            "{s:?}"
+        );
+        assert!(near(s.base_rtt_ms, 20.0), "{s:?}");
+        // From the request's arrival (240) to the answer entering the path (271).
+        assert!(near(s.server_ms, 31.0), "{s:?}");
+        // Only the client's 2 ms of receiving is left unnamed.
+        assert!(near(s.hosts_ms, 2.0), "{s:?}");
+        assert!((s.named_share() - 281.0 / 283.0).abs() < 1e-9);
+        // The loaded round trip adds up from the weighted parts but for the client's
+        // receiving.
+        assert!((a.named_share() - 1.0).abs() < 0.01, "{a:?}");
+        assert!(
+            a.line().contains("in the client's send buffer"),
+            "{}",
+            a.line()
+        );
+        assert!(a.line().contains("in the server"), "{}", a.line());
+    }
+
+    #[test]
+    fn a_packets_transmission_at_the_links_rate_is_its_own_part() {
+        // 1500 bytes at 1 Mbit/s: 12 ms on the wire after the queue.
+        assert_eq!(transmission_ns(1500, Some(1_000_000)), 12_000_000);
+        assert_eq!(transmission_ns(1500, None), 0);
+        // The same self probe, its links at 10 Mbit/s: each 1500-byte packet takes 1.2 ms,
+        // which the server's part and the client's receiving no longer hold. The server
+        // reads the request 1 ms after its packet has arrived, now at 241.2 ms.
+        let (mut selfp, up, down) = self_probe_path();
+        selfp.server_received_mono_ns = Some(LAB0 + 242_200_000);
+        let mut links = path(&up, &down);
+        links[0].rate_bps = Some(10_000_000);
+        links[1].rate_bps = Some(10_000_000);
+        let r = report(
+            (3000.0 + 60_000.0 / 283.0) / 2.0,
+            3000.0,
+            vec![probe(0, 60, true, 40000)],
+            60_000.0 / 283.0,
+            vec![selfp],
+        );
+        let a = attribute(&r, LAB0, &links).unwrap();
+        let s = &a.self_probes;
+        let near = |x: f64, want: f64| (x - want).abs() < 1e-6;
+        assert!(near(s.transmission_ms, 2.4), "{s:?}");
+        assert!(near(s.server_ms, 31.0 - 1.2), "{s:?}");
+        assert!(near(s.hosts_ms, 2.0 - 1.2), "{s:?}");
+        assert!(a.line().contains("% transmission"), "{}", a.line());
+    }
+
+    #[test]
+    fn packets_that_cannot_be_the_self_probes_leave_it_to_the_mean_sojourn() {
+        let (mut selfp, up, down) = self_probe_path();
+        // The server says it read the request before any of the upload's packets arrived:
+        // the packets found would have entered the path before the request was written.
+        selfp.server_received_mono_ns = Some(LAB0 + 101_000_000);
+        let r = report(
+            300.0,
+            3000.0,
+            vec![probe(0, 60, true, 40000)],
+            212.0,
+            vec![selfp],
+        );
+        let links = path(&up, &down);
+        let a = attribute(&r, LAB0, &links).unwrap();
+        assert_eq!(a.self_probes.probes_by_packet, 0);
+        assert_eq!(a.self_probes.client_send_ms, 0.0);
+        assert_eq!(a.self_probes.server_ms, 0.0);
+        // Without the server's time, too.
+        let (mut selfp, up, down) = self_probe_path();
+        selfp.server_received_mono_ns = None;
+        let r = report(
+            300.0,
+            3000.0,
+            vec![probe(0, 60, true, 40000)],
+            212.0,
+            vec![selfp],
+        );
+        let links = path(&up, &down);
+        assert_eq!(
+            attribute(&r, LAB0, &links)
+                .unwrap()
+                .self_probes
+                .probes_by_packet,
+            0
+        );
     }
 
     #[test]

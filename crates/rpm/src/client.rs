@@ -74,12 +74,7 @@ fn parse_time(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the lab's clock too.
-pub fn monotonic_ns() -> u64 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC is always readable");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
+pub use crate::monotonic_ns;
 
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
 
@@ -175,8 +170,11 @@ impl Ctx {
                 let name = rustls::pki_types::ServerName::try_from(self.host.clone())
                     .map_err(|_| anyhow!("'{}' is not a valid TLS server name", self.host))?;
                 let t1 = std::time::Instant::now();
-                let s = c.connect(name, tcp).await.context("TLS handshake")?;
+                let mut s = c.connect(name, tcp).await.context("TLS handshake")?;
                 let took = t1.elapsed();
+                s.get_mut()
+                    .1
+                    .set_buffer_limit(Some(crate::TLS_BUFFER_BYTES));
                 // Draft section 5.3: the TLS time normalised to the handshake's round trips.
                 let rts = match s.get_ref().1.protocol_version() {
                     Some(rustls::ProtocolVersion::TLSv1_2) => 2,
@@ -224,31 +222,40 @@ impl Ctx {
     }
 }
 
-/// Sends a GET of the small object and reads the whole answer; the time it took.
-async fn fetch_small(ctx: &Ctx, sender: &mut SendRequest<ReqBody>) -> Result<std::time::Duration> {
+/// Sends a GET of the small object and reads the whole answer; the time it took, and when
+/// the server says it received the request (its [`crate::RECEIVED_HEADER`]).
+async fn fetch_small(
+    ctx: &Ctx,
+    sender: &mut SendRequest<ReqBody>,
+) -> Result<(std::time::Duration, Option<u64>)> {
     let t0 = std::time::Instant::now();
     sender.ready().await.context("connection not ready")?;
     let resp = sender.send_request(ctx.get(&ctx.small)).await?;
     if !resp.status().is_success() {
         bail!("the small object answered {}", resp.status());
     }
+    let received = resp
+        .headers()
+        .get(crate::RECEIVED_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     let mut body = resp.into_body();
     while let Some(f) = body.frame().await {
         f?;
     }
-    Ok(t0.elapsed())
+    Ok((t0.elapsed(), received))
 }
 
 async fn foreign_probe(ctx: Arc<Ctx>, tx: mpsc::UnboundedSender<ProbeRecord>) {
     let start = monotonic_ns();
     let r = async {
         let mut c = ctx.connect().await?;
-        let http = fetch_small(&ctx, &mut c.sender).await?;
-        anyhow::Ok((c, http))
+        let (http, received) = fetch_small(&ctx, &mut c.sender).await?;
+        anyhow::Ok((c, http, received))
     }
     .await;
     match r {
-        Ok((c, http)) => {
+        Ok((c, http, received)) => {
             let end = monotonic_ns();
             let _ = tx.send(ProbeRecord {
                 start_mono_ns: start,
@@ -263,6 +270,7 @@ async fn foreign_probe(ctx: Arc<Ctx>, tx: mpsc::UnboundedSender<ProbeRecord>) {
                 remote: c.remote.to_string(),
                 interval: 0,
                 in_window: false,
+                server_received_mono_ns: received,
             });
         }
         Err(_) => {
@@ -283,7 +291,7 @@ async fn self_probe(ctx: Arc<Ctx>, pick: u64, tx: mpsc::UnboundedSender<ProbeRec
     let (mut sender, dir, local, remote) = chosen;
     let start = monotonic_ns();
     match fetch_small(&ctx, &mut sender).await {
-        Ok(http) => {
+        Ok((http, received)) => {
             let end = monotonic_ns();
             let _ = tx.send(ProbeRecord {
                 start_mono_ns: start,
@@ -298,6 +306,7 @@ async fn self_probe(ctx: Arc<Ctx>, pick: u64, tx: mpsc::UnboundedSender<ProbeRec
                 remote: remote.to_string(),
                 interval: 0,
                 in_window: false,
+                server_received_mono_ns: received,
             });
         }
         Err(_) => {

@@ -33,6 +33,18 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The header of the server's answer to `/small` that holds when the request reached it, in
+/// nanoseconds of CLOCK_MONOTONIC. Not part of the draft; a client ignores it unless it shares
+/// the server's clock (in a lab, every host does).
+pub const RECEIVED_HEADER: &str = "x-received-monotonic-ns";
+
+/// CLOCK_MONOTONIC in nanoseconds: the lab's clock too.
+pub fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC is always readable");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
 /// TCP_NOTSENT_LOWAT of the test's connections at the start; a connection that sends load
 /// then keeps it at 5 ms of its own rate ([`PacedLowat`]).
 pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
@@ -40,6 +52,12 @@ pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 /// Bytes of a stream's data HTTP/2 may hold above the socket, at either end. hyper's default
 /// (400 KB) is seconds of data for one of sixteen flows sharing a few Mbit/s.
 pub const H2_SEND_BUFFER_BYTES: usize = 16 * 1024;
+
+/// Bytes of TLS records rustls may hold above the socket, at either end. Its default (64 KiB)
+/// sits between HTTP/2 and TCP_NOTSENT_LOWAT's small socket buffer, so that a self probe's
+/// answer waited behind up to 64 KiB of a download in the server: a second for one of
+/// sixteen flows sharing 20 Mbit/s (draft section 6.1.1: keep the sender's buffers small).
+pub const TLS_BUFFER_BYTES: usize = 16 * 1024;
 
 /// TCP_NOTSENT_LOWAT for a connection sending `bytes_per_s`: 5 ms of it (draft section
 /// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least 2 KiB (so a

@@ -26,6 +26,11 @@ pub struct ProbeRecord {
     /// The GET of the 1-byte object, from request to the whole response (`http_f` or
     /// `http_l`), milliseconds.
     pub http_ms: f64,
+    /// When the server received the GET, on its CLOCK_MONOTONIC, nanoseconds (the server's
+    /// `x-received-monotonic-ns`): in a lab it splits the round trip into the request's way
+    /// and the answer's. `None` from a server that does not say.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_received_mono_ns: Option<u64>,
     /// Self probes: the direction of the load-generating connection it went on.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub on: Option<String>,
@@ -185,6 +190,7 @@ mod tests {
             remote: "10.77.2.1:4043".into(),
             interval: 0,
             in_window: true,
+            server_received_mono_ns: None,
         }
     }
 

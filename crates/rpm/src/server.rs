@@ -5,7 +5,8 @@
 //! It answers:
 //! - `/.well-known/nq` (and `/config`): the configuration document (section 8.1), its URLs
 //!   naming the host the client asked for, so the same server works under any name;
-//! - `/small`: one byte (section 7, item 1);
+//! - `/small`: one byte (section 7, item 1), with the time the request reached the server in
+//!   a header of its own ([`crate::RECEIVED_HEADER`]);
 //! - `/large`: an endless body of zeros (item 2: "at least 8GB"; the client stops reading);
 //! - `/upload` and `/slurp`: a sink that reads a POST body of any length and throws it away
 //!   (item 3).
@@ -125,7 +126,17 @@ async fn answer(
                 .body(Full::new(Bytes::from(doc)).boxed())
                 .expect("constant headers")
         }
-        (&Method::GET, SMALL_PATH) => octets(StatusCode::OK, Bytes::from_static(b"x")),
+        (&Method::GET, SMALL_PATH) => {
+            let mut r = octets(StatusCode::OK, Bytes::from_static(b"x"));
+            // When the request reached this handler, on the machine's CLOCK_MONOTONIC: in a
+            // lab, where client and server share that clock, it splits a probe's round trip
+            // into the request's way and the answer's.
+            r.headers_mut().insert(
+                crate::RECEIVED_HEADER,
+                hyper::header::HeaderValue::from(crate::monotonic_ns()),
+            );
+            r
+        }
         (&Method::GET, LARGE_PATH) => Response::builder()
             .header("content-type", "application/octet-stream")
             .header("cache-control", "no-store")
@@ -196,7 +207,9 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
         "rpm-server: listening on {local} ({scheme}); configuration at {scheme}://HOST:{}{WELL_KNOWN_PATH}",
         local.port()
     );
-    let zeros = Bytes::from(vec![0u8; 64 * 1024]);
+    // A download's body is handed to HTTP/2 in chunks of this size, each held whole in its
+    // buffer: a small one keeps what a self probe's answer waits behind small too.
+    let zeros = Bytes::from(vec![0u8; 16 * 1024]);
     loop {
         let (tcp, _) = match listener.accept().await {
             Ok(c) => c,
@@ -214,7 +227,10 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
         tokio::spawn(async move {
             match tls {
                 Some(acc) => {
-                    if let Ok(s) = acc.accept(tcp).await {
+                    if let Ok(mut s) = acc.accept(tcp).await {
+                        s.get_mut()
+                            .1
+                            .set_buffer_limit(Some(crate::TLS_BUFFER_BYTES));
                         serve_conn(TokioIo::new(s), scheme, zeros, fd).await;
                     }
                 }
