@@ -254,6 +254,19 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
     if req.method() != Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET is served here\n");
     }
+    // Only pages addressed to this machine by name or loopback address: a page of another
+    // site whose name was made to point here (DNS rebinding) gets nothing.
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !loopback_host(host) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this page is served to http://127.0.0.1 or http://localhost only\n",
+        );
+    }
     match req.uri().path() {
         "/" => reply(
             StatusCode::OK,
@@ -285,6 +298,16 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
             "not here: the page is at / and its figures at /live\n",
         ),
     }
+}
+
+/// Whether a Host header names this machine's loopback (`127.0.0.1:PORT`, `localhost:PORT`,
+/// `[::1]:PORT`).
+fn loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => host,
+    };
+    matches!(name, "127.0.0.1" | "localhost" | "[::1]")
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
@@ -373,6 +396,32 @@ mod tests {
         let last = last.join().unwrap();
         assert!(last.contains("\"ended\":true"), "{last}");
         assert!(std::net::TcpStream::connect(addr).is_err());
+    }
+
+    #[test]
+    fn only_loopback_names_are_served() {
+        for h in ["127.0.0.1:8080", "localhost:41207", "[::1]:80", "localhost"] {
+            assert!(loopback_host(h), "{h}");
+        }
+        for h in [
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "",
+            "10.0.0.1:80",
+        ] {
+            assert!(!loopback_host(h), "{h}");
+        }
+        let v = WebView::start(0).unwrap();
+        let addr = v.url().trim_start_matches("http://").trim_end_matches('/');
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET /live HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
     }
 
     #[test]
