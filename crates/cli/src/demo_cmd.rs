@@ -391,34 +391,13 @@ impl Demo {
     }
 }
 
-/// With `--watch`, `--live` or `--watch-web`, the demo's labs run watched, each in turn (the
-/// `--live` file holds every lab's lines, each with its lab's name; the page shows each lab as
-/// it comes); returns the page server, which outlives the labs.
+/// With `--watch`, `--live` or `--watch-web`, the demo's labs run watched (not when it only
+/// exports them).
 fn watched(c: &CommonArgs) -> anyhow::Result<Option<crate::watch_web::WebView>> {
-    if !c.watch.any() || c.export.is_some() {
+    if c.export.is_some() {
         return Ok(None);
     }
-    let web = crate::watch::start_web(&c.watch)?;
-    let feed = web.as_ref().map(|v| v.feed());
-    let w = crate::watch::WatchArgs {
-        watch_web: None,
-        ..c.watch.clone()
-    };
-    let owns_terminal = w.watch;
-    let first = std::sync::atomic::AtomicBool::new(true);
-    demo::set_lab_runner(
-        Box::new(move |cfg, opts, title| {
-            let fed = crate::watch::Fed {
-                web: feed.clone(),
-                title,
-                one_of_many: true,
-                append_live: !first.swap(false, std::sync::atomic::Ordering::Relaxed),
-            };
-            crate::watch::run_lab_fed(cfg, opts, &w, fed)
-        }),
-        owns_terminal,
-    );
-    Ok(web)
+    crate::watch::watch_every_lab(&c.watch, None)
 }
 
 /// Runs `latencylab demo …`.

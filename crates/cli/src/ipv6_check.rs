@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ipv6check::{analyze, parse_strace, passed, render, Evidence, Flows};
 use lab::config::LabConfig;
-use lab::{run_lab, RunOptions};
+use lab::RunOptions;
 use labnet::run_dir::RunDir;
 use labnet::shell::shell_config;
 
@@ -87,6 +87,23 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
     let mut opts = shell_options(&a.lab)?;
     opts.nat64 = true;
     let cfg = shell_config(&opts, &lab::files::read)?;
+    // The evidence is whole captures of a given command: what would change that is refused.
+    if a.lab.rpm {
+        return Err(lab::UsageError(
+            "ipv6-check: --rpm does not apply (it checks COMMAND; for RPM on an IPv6-only \
+             network: latencylab shell --nat64 --rpm)"
+                .into(),
+        )
+        .into());
+    }
+    if a.lab.no_capture || a.lab.capture.any() {
+        return Err(lab::UsageError(
+            "ipv6-check: --no-capture, --snaplen, -C and -W do not apply (the check reads \
+             whole captures)"
+                .into(),
+        )
+        .into());
+    }
     if a.lab.command.is_empty() {
         return Err(lab::UsageError(
             "ipv6-check needs a COMMAND to check (try: latencylab ipv6-check -- curl -s http://server/)".into(),
@@ -97,10 +114,14 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
     if let Some(line) = missing_program(&a.lab.command[0], &path_var) {
         return Err(lab::UsageError(line).into());
     }
+    let web = crate::watch::watch_every_lab(&a.lab.watch, Some("ipv6-check"))?;
     // The evidence needs captures: in the user's -o directory, or a scratch one.
     let dir = EvidenceDir::create(a.lab.out.as_deref(), "ipv6-check")?;
     let result = check(&a, &cfg, opts.server.as_deref(), &dir.path);
     dir.finish(" (strace.txt, captures/, summary.json)");
+    if let Some(v) = web {
+        v.finish();
+    }
     result
 }
 
@@ -146,7 +167,7 @@ pub fn gather(
         no_capture: false,
         capture: Default::default(),
     };
-    let result = run_lab(cfg, &run)?;
+    let result = demo::run_lab(cfg, &run)?;
     let nat = result.summary.nat64.clone().unwrap_or_default();
     let flows = flows(&RunDir::new(dir).capture("client", "eth0"))?;
     Ok(Evidence {

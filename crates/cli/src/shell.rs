@@ -97,6 +97,11 @@ pub struct CaptureArgs {
 }
 
 impl CaptureArgs {
+    /// Whether any of them is given.
+    pub(crate) fn any(&self) -> bool {
+        self.snaplen.is_some() || self.file_size_mb.is_some() || self.file_count.is_some()
+    }
+
     pub(crate) fn limits(&self) -> CaptureLimits {
         CaptureLimits {
             snaplen_bytes: self.snaplen,

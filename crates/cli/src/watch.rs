@@ -82,6 +82,38 @@ const HISTORY: usize = 60;
 /// How many lines of the programs' output the view keeps.
 const OUTPUT_LINES: usize = 200;
 
+/// With `--watch`, `--live` or `--watch-web`, every lab this process runs through
+/// [`demo::run_lab`] (a demo's several, `ipv6-check`'s one) runs watched, each in turn: the
+/// `--live` file holds every lab's lines, each with its lab's name, and the page shows each lab
+/// as it comes. `one`: the name of the only lab the command runs (its lines then carry no
+/// name). Returns the page server, which outlives the labs: finish it after the last.
+pub fn watch_every_lab(w: &WatchArgs, one: Option<&'static str>) -> Result<Option<WebView>> {
+    if !w.any() {
+        return Ok(None);
+    }
+    let web = start_web(w)?;
+    let feed = web.as_ref().map(|v| v.feed());
+    let w = WatchArgs {
+        watch_web: None,
+        ..w.clone()
+    };
+    let owns_terminal = w.watch;
+    let first = std::sync::atomic::AtomicBool::new(true);
+    demo::set_lab_runner(
+        Box::new(move |cfg, opts, title| {
+            let fed = Fed {
+                web: feed.clone(),
+                title: one.unwrap_or(title),
+                one_of_many: one.is_none(),
+                append_live: !first.swap(false, std::sync::atomic::Ordering::Relaxed),
+            };
+            run_lab_fed(cfg, opts, &w, fed)
+        }),
+        owns_terminal,
+    );
+    Ok(web)
+}
+
 /// Runs the lab, watched as `w` asks (or plainly when it asks nothing); `title` names it on
 /// the page of `--watch-web`.
 pub fn run_lab(

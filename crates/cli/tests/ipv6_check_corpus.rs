@@ -282,3 +282,39 @@ fn through_a_clat_literals_and_af_inet_only_code_pass_with_notes() {
         assert_nothing_left();
     }
 }
+
+/// The check's lab is followed like any other (`--live`), and what would change its evidence
+/// (`--rpm`, capture limits) is refused before any lab exists.
+#[test]
+fn the_check_can_be_followed_live_and_options_that_do_not_apply_are_refused() {
+    let _g = lock();
+    let live = out_dir("ipv6-check-live").with_extension("jsonl");
+    let o = run(&[
+        "ipv6-check",
+        "-q",
+        "--live",
+        live.to_str().unwrap(),
+        "--",
+        "sleep",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines = std::fs::read_to_string(&live).unwrap();
+    let rows: Vec<labnet::live::Row> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(rows.len() >= 10, "{lines}");
+    assert_eq!(rows.iter().filter(|r| r.last).count(), 2, "{lines}");
+    for (args, culprit) in [
+        (&["--rpm"][..], "--rpm does not apply"),
+        (&["--no-capture", "--", "true"][..], "--no-capture"),
+    ] {
+        let mut a = vec!["ipv6-check"];
+        a.extend(args);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(text(&o.stderr).contains(culprit), "{}", text(&o.stderr));
+    }
+    assert_nothing_left();
+}

@@ -238,6 +238,28 @@ fn runner_owns_terminal() -> bool {
     RUNNER.get().is_some_and(|(_, t)| *t)
 }
 
+/// Runs a lab as this process runs its labs: through the runner of [`set_lab_runner`] (a
+/// watched run), which names it by the last two parts of its directory (`bufferbloat/fifo`),
+/// or plainly.
+pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    let Some((run, _)) = RUNNER.get() else {
+        return lab::run_lab(cfg, opts);
+    };
+    let title = opts.out_dir.as_deref().map_or_else(
+        || "lab".to_string(),
+        |dir| {
+            let last: Vec<String> = dir
+                .components()
+                .rev()
+                .take(2)
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            last.into_iter().rev().collect::<Vec<_>>().join("/")
+        },
+    );
+    run(cfg, opts, &title)
+}
+
 /// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
 /// can be mistaken for this one's), quietly.
 pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
@@ -254,19 +276,7 @@ pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
         no_capture: false,
         capture: Default::default(),
     };
-    // The demo's directory and the run's: `bufferbloat/fifo`.
-    let title: Vec<String> = dir
-        .components()
-        .rev()
-        .take(2)
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    let title = title.into_iter().rev().collect::<Vec<_>>().join("/");
-    let r = match RUNNER.get() {
-        Some((run, _)) => run(cfg, &opts, &title),
-        None => lab::run_lab(cfg, &opts),
-    }
-    .with_context(|| format!("running the lab in {}", dir.display()))?;
+    let r = run_lab(cfg, &opts).with_context(|| format!("running the lab in {}", dir.display()))?;
     if r.exit_code != 0 {
         bail!(
             "the lab in {} ended with status {} (see its programs/ directory)",

@@ -59,4 +59,4 @@ pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{export, set_lab_runner, Check, LabRunner, Outcome, Run, Unreproducible};
+pub use common::{export, run_lab, set_lab_runner, Check, LabRunner, Outcome, Run, Unreproducible};
