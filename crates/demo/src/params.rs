@@ -89,10 +89,14 @@ impl Param {
                     }
                     Ok(_) => bad(range),
                     Err(_) => {
-                        // A bare number: suggest the unit that puts it in range.
+                        // A bare number: suggest the unit that puts it in range, if one
+                        // does; else the range's own ends say what to write.
                         let hint = match text.parse::<f64>() {
                             Ok(x) if (min_s..=max_s).contains(&x) => format!(", e.g. {text}s"),
-                            Ok(_) => format!(", e.g. {text}ms"),
+                            Ok(x) if (min_s..=max_s).contains(&(x / 1e3)) => {
+                                format!(", e.g. {text}ms")
+                            }
+                            Ok(_) => format!(", e.g. {}", fmt_s(min_s)),
                             Err(_) => String::new(),
                         };
                         bad(format!("{range}, with its unit{hint}"))
@@ -390,6 +394,16 @@ mod tests {
         assert_eq!(
             e,
             "cannot use '100' (a time from 1ms to 2s, with its unit, e.g. 100ms)"
+        );
+        // Neither seconds nor milliseconds: the range's low end as the example.
+        let e = find("bufferbloat")
+            .unwrap()
+            .read("duration", "3")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("cannot use '3' (a time from 5s to 600s, with its unit, e.g. 5s;"),
+            "{e}"
         );
         let e = find("nagle").unwrap().read("duration", "20").unwrap_err().0;
         assert!(
