@@ -315,6 +315,13 @@ pub const DEMOS: &[Declaration] = &[
         params: &[flag("no-chromium")],
     },
     Declaration {
+        name: "hol-blocking",
+        params: &[
+            count("seeds", 1, 20, "runs per protocol and loss setting"),
+            flag("no-chromium"),
+        ],
+    },
+    Declaration {
         name: "nagle",
         params: &[time(
             "duration",
@@ -426,6 +433,6 @@ mod tests {
             "demo nagle has no parameter 'jitter' (known: duration, seed)"
         );
         assert!(find("bufferbloot").is_none());
-        assert_eq!(names().len(), 14);
+        assert_eq!(names().len(), 15);
     }
 }
