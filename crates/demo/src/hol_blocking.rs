@@ -88,6 +88,13 @@ pub struct RunMetrics {
     pub connections: u64,
     /// The scheduling the server stated in its responses (HTTP/3), else the one it was given.
     pub scheduling: String,
+    /// HTTP/3: the QUIC handshakes as the client timed them, ms, and as the analyzer found
+    /// them in the client's capture (its first Initial to its first 1-RTT packet), in the
+    /// order they started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handshake_ms_client: Vec<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handshake_ms_capture: Vec<f64>,
 }
 
 /// One protocol at one loss setting: every seed, and their mean.
@@ -265,8 +272,15 @@ fn collect(
     let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
     let mut bars = Vec::new();
     let mut metrics = None;
+    let mut handshake_ms_client = Vec::new();
     for r in &recs {
         match r {
+            WebRecord::Connection {
+                start_ms,
+                ready_ms,
+                protocol,
+                ..
+            } if protocol == "h3" => handshake_ms_client.push(ready_ms - start_ms),
             WebRecord::Resource {
                 queued_ms,
                 sent_ms,
@@ -329,6 +343,11 @@ fn collect(
             dir.display()
         );
     }
+    let handshake_ms_capture = if proto.starts_with("h3") {
+        quic_handshakes(&dir.join("captures").join("client-eth0.pcap"))?
+    } else {
+        Vec::new()
+    };
     Ok(RunData {
         protocol,
         loss,
@@ -340,9 +359,26 @@ fn collect(
             lost_up: lost("up")?,
             connections,
             scheduling,
+            handshake_ms_client,
+            handshake_ms_capture,
         },
         bars,
     })
+}
+
+/// The handshake of every QUIC connection to port 443 the analyzer finds in a capture, ms, in
+/// the order they started (NaN for one it saw no 1-RTT packet of).
+fn quic_handshakes(pcap: &Path) -> Result<Vec<f64>> {
+    let a = common::analyze_captures(&[pcap.to_path_buf()], false)?;
+    let mut v: Vec<(wire::Instant, f64)> = a
+        .udp
+        .iter()
+        .filter(|u| u.a.port() == 443 || u.b.port() == 443)
+        .flat_map(|u| u.quic.iter())
+        .map(|q| (q.first_time, q.handshake_ms().unwrap_or(f64::NAN)))
+        .collect();
+    v.sort_by_key(|(t, _)| *t);
+    Ok(v.into_iter().map(|(_, ms)| ms).collect())
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
@@ -547,6 +583,36 @@ pub fn checks(r: &Results) -> Vec<Check> {
             )
         },
     ];
+    {
+        // Every HTTP/3 run: the analyzer finds each connection the client made, and its
+        // handshake within 1 ms of the client's own timing.
+        let mut runs = 0;
+        let mut worst_ms: f64 = 0.0;
+        let mut all = true;
+        for cell in r.cells.iter().filter(|c| c.protocol.starts_with("h3")) {
+            for m in &cell.runs {
+                runs += 1;
+                if m.handshake_ms_capture.len() != m.handshake_ms_client.len()
+                    || m.handshake_ms_client.is_empty()
+                {
+                    all = false;
+                    continue;
+                }
+                for (a, b) in m.handshake_ms_capture.iter().zip(&m.handshake_ms_client) {
+                    let d = (a - b).abs();
+                    worst_ms = worst_ms.max(if d.is_nan() { f64::INFINITY } else { d });
+                }
+            }
+        }
+        v.push(c(
+            format!(
+                "the analyzer lists every QUIC connection of the {runs} HTTP/3 runs from the \
+                 client's capture, each handshake within 1 ms of the client's own timing \
+                 (largest difference {worst_ms:.2} ms)"
+            ),
+            all && runs > 0 && worst_ms <= 1.0,
+        ));
+    }
     if let Some(cr) = r.chromium_quic_page_load_s {
         let model = r.load("h3-seq", "0%");
         v.push(c(
@@ -717,6 +783,18 @@ mod tests {
     use super::*;
 
     fn cell(protocol: &str, loss: &str, s: f64, gap: f64) -> Cell {
+        let h3 = protocol.starts_with("h3");
+        let run = RunMetrics {
+            page_load_s: s,
+            ttfb_ms_mean: 50.0,
+            longest_gap_ms_mean: gap,
+            lost_down: 0,
+            lost_up: 0,
+            connections: 1,
+            scheduling: "sequential".into(),
+            handshake_ms_client: if h3 { vec![50.0] } else { vec![] },
+            handshake_ms_capture: if h3 { vec![49.4] } else { vec![] },
+        };
         Cell {
             protocol: protocol.into(),
             loss: loss.into(),
@@ -724,7 +802,7 @@ mod tests {
             page_load_s_mean: s,
             ttfb_ms_mean: 50.0,
             longest_gap_ms_mean: gap,
-            runs: vec![],
+            runs: vec![run],
         }
     }
 
@@ -761,6 +839,23 @@ mod tests {
         let failed: Vec<_> = checks(&r).into_iter().filter(|c| !c.passed).collect();
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].what.contains("sequential"));
+    }
+
+    #[test]
+    fn the_analyzer_must_find_every_quic_handshake_within_a_millisecond() {
+        let mut r = results(3.0, 2.6, 2.0);
+        let analyzer = |r: &Results| {
+            checks(r)
+                .into_iter()
+                .find(|c| c.what.contains("analyzer"))
+                .unwrap()
+        };
+        assert!(analyzer(&r).passed, "{:?}", analyzer(&r));
+        r.cells[3].runs[0].handshake_ms_capture = vec![51.5];
+        assert!(!analyzer(&r).passed);
+        assert!(analyzer(&r).what.contains("1.50 ms"));
+        r.cells[3].runs[0].handshake_ms_capture = vec![];
+        assert!(!analyzer(&r).passed);
     }
 
     #[test]
