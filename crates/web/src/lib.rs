@@ -46,7 +46,7 @@ pub enum WebCommand {
     /// Serve a page description over HTTP/1.1 and HTTP/2 (h2c, or h2 over TLS), and HTTP/3
     /// over QUIC with --tls --http3
     #[command(
-        after_help = "Examples:\n  latencylab web-server --page examples/pages/portal.toml --port 8080\n  latencylab web-server --page examples/pages/portal.toml --port 8443 --tls --ca-out ca.pem\n  latencylab web-server --page examples/pages/portal.toml --port 443 --tls --http3 --scheduling sequential --ca-out ca.pem"
+        after_help = "Examples:\n  latencylab web-server --page examples/pages/portal.toml --port 8080\n  latencylab web-server --page examples/pages/portal.toml --port 8443 --tls --ca-out ca.pem\n  latencylab web-server --page examples/pages/article.toml --port 443 --tls --http3 --ca-out ca.pem"
     )]
     WebServer(server::WebServerArgs),
     /// Load a page like a browser: the HTML, then what it references, over the connections
