@@ -274,6 +274,18 @@ fn http3_loads_the_page_on_one_quic_connection_and_states_the_servers_scheduling
             .map(|v| v["sent_ms"].as_f64().unwrap())
             .fold(f64::INFINITY, f64::min);
         assert!(first_sent >= ready, "{r:#?}");
+        // The client closes the connection; the server then writes what it counted over it.
+        let t0 = std::time::Instant::now();
+        let closed = loop {
+            let lines = json_lines(&s.dir.join("server.jsonl"));
+            if let Some(c) = lines.iter().find(|v| v["type"] == "quic_closed") {
+                break c.clone();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "no quic_closed line");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(closed["sent_packets"].as_u64().unwrap() > 10, "{closed}");
+        assert_eq!(closed["lost_packets"], 0, "{closed}");
     }
     // HTTP/3 is https only: a plain URL is a usage error naming the URL.
     let o = run(&["page-load", "http://server:1/", "--http", "3"]);

@@ -95,6 +95,10 @@ pub struct RunMetrics {
     pub handshake_ms_client: Vec<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub handshake_ms_capture: Vec<f64>,
+    /// HTTP/3, the server's view: packets its loss detection declared lost, and congestion
+    /// events, over every connection (null where it wrote no `quic_closed` line).
+    pub server_lost_packets: Option<u64>,
+    pub server_congestion_events: Option<u64>,
 }
 
 /// One protocol at one loss setting: every seed, and their mean.
@@ -343,6 +347,11 @@ fn collect(
             dir.display()
         );
     }
+    let (server_lost_packets, server_congestion_events) = if proto.starts_with("h3") {
+        server_losses(&dir.join("programs").join("web-server.out"))
+    } else {
+        (None, None)
+    };
     let handshake_ms_capture = if proto.starts_with("h3") {
         quic_handshakes(&dir.join("captures").join("client-eth0.pcap"))?
     } else {
@@ -361,9 +370,32 @@ fn collect(
             scheduling,
             handshake_ms_client,
             handshake_ms_capture,
+            server_lost_packets,
+            server_congestion_events,
         },
         bars,
     })
+}
+
+/// The HTTP/3 server's own count of lost packets and congestion events, summed over its
+/// `quic_closed` lines; none where it wrote none.
+fn server_losses(path: &Path) -> (Option<u64>, Option<u64>) {
+    let Ok(recs) = web::read_records(path) else {
+        return (None, None);
+    };
+    let mut found = None;
+    for r in recs {
+        if let WebRecord::QuicClosed {
+            lost_packets,
+            congestion_events,
+            ..
+        } = r
+        {
+            let (l, c) = found.unwrap_or((0, 0));
+            found = Some((l + lost_packets, c + congestion_events));
+        }
+    }
+    (found.map(|f| f.0), found.map(|f| f.1))
 }
 
 /// The handshake of every QUIC connection to port 443 the analyzer finds in a capture, ms, in
@@ -656,6 +688,24 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }
         rows.push(row);
     }
+    for (proto, label, ..) in PROTOCOLS.iter().filter(|p| p.0.starts_with("h3")) {
+        let mut row = vec![format!("{label}: packets the server declared lost")];
+        for (loss, ..) in LOSSES {
+            row.push(r.cell(proto, loss).map_or("-".into(), |c| {
+                let v: Vec<u64> = c
+                    .runs
+                    .iter()
+                    .filter_map(|m| m.server_lost_packets)
+                    .collect();
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.1}", v.iter().sum::<u64>() as f64 / v.len() as f64)
+                }
+            }));
+        }
+        rows.push(row);
+    }
     let mut cr = vec!["headless Chromium over QUIC (s)".to_string()];
     cr.push(match (r.chromium_quic_page_load_s, &r.chromium_note) {
         (Some(s), _) => format!("{s:.2}"),
@@ -794,6 +844,8 @@ mod tests {
             scheduling: "sequential".into(),
             handshake_ms_client: if h3 { vec![50.0] } else { vec![] },
             handshake_ms_capture: if h3 { vec![49.4] } else { vec![] },
+            server_lost_packets: None,
+            server_congestion_events: None,
         };
         Cell {
             protocol: protocol.into(),

@@ -91,10 +91,16 @@ pub fn client_config(ca_pem: &[u8]) -> Result<quinn::ClientConfig> {
     Ok(c)
 }
 
-/// Serves HTTP/3 on `endpoint` until the process ends.
-pub async fn serve(endpoint: quinn::Endpoint, site: Arc<Site>) {
+/// Serves HTTP/3 on `endpoint` until the process ends; writes a `quic_closed` line to `out`
+/// as each connection ends.
+pub async fn serve(
+    endpoint: quinn::Endpoint,
+    site: Arc<Site>,
+    out: Arc<std::sync::Mutex<crate::Output>>,
+) {
     while let Some(incoming) = endpoint.accept().await {
         let site = site.clone();
+        let out = out.clone();
         tokio::spawn(async move {
             // A handshake that fails or a client that goes away is no error of the server's.
             let Ok(conn) = incoming.await else {
@@ -106,6 +112,7 @@ pub async fn serve(endpoint: quinn::Endpoint, site: Arc<Site>) {
             else {
                 return;
             };
+            let started = std::time::Instant::now();
             while let Ok(Some(resolver)) = h3.accept().await {
                 let site = site.clone();
                 tokio::spawn(async move {
@@ -122,6 +129,18 @@ pub async fn serve(endpoint: quinn::Endpoint, site: Arc<Site>) {
                     let _ = stream.finish().await;
                 });
             }
+            // The server's view of the connection: what its loss detection counted.
+            let s = conn.stats();
+            let r = crate::records::WebRecord::QuicClosed {
+                remote: conn.remote_address().to_string(),
+                duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                sent_packets: s.path.sent_packets,
+                lost_packets: s.path.lost_packets,
+                lost_bytes: s.path.lost_bytes,
+                congestion_events: s.path.congestion_events,
+                rtt_ms: s.path.rtt.as_secs_f64() * 1e3,
+            };
+            out.lock().expect("output lock").emit(&r);
         });
     }
 }

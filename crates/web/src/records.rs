@@ -68,6 +68,18 @@ pub enum WebRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scheduling: Option<String>,
     },
+    /// `web-server`: an HTTP/3 connection ended; what the server's QUIC loss detection
+    /// counted over it (RFC 9002): packets sent and declared lost, congestion events, and its
+    /// last smoothed RTT.
+    QuicClosed {
+        remote: String,
+        duration_ms: f64,
+        sent_packets: u64,
+        lost_packets: u64,
+        lost_bytes: u64,
+        congestion_events: u64,
+        rtt_ms: f64,
+    },
     /// What `--conn-manager` did over the load (see [`crate::connmgr::Stats`]).
     ConnManager {
         design: crate::connmgr::Design,

@@ -189,9 +189,6 @@ async fn serve(a: &WebServerArgs, page: Page) -> Result<()> {
         extra.push((crate::http3::SCHEDULING_HEADER, a.scheduling.name().into()));
     }
     let site = Arc::new(Site::with_headers(&page, scheme, local.port(), extra));
-    if let Some(endpoint) = quic {
-        tokio::spawn(crate::http3::serve(endpoint, site.clone()));
-    }
     let mut out = crate::Output::open(a.out.as_ref())?;
     out.emit(&WebRecord::Listening {
         addr: local.to_string(),
@@ -200,6 +197,10 @@ async fn serve(a: &WebServerArgs, page: Page) -> Result<()> {
         http3: a.http3.then_some(a.scheduling),
     });
     out.flush();
+    if let Some(endpoint) = quic {
+        let out = Arc::new(std::sync::Mutex::new(out));
+        tokio::spawn(crate::http3::serve(endpoint, site.clone(), out));
+    }
     loop {
         let (tcp, _) = match listener.accept().await {
             Ok(c) => c,
