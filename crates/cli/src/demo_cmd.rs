@@ -87,7 +87,7 @@ pub enum Demo {
     /// scheduling) at 40 ms RTT under 0, 1, 2, 5 % and bursty loss, and in headless Chromium
     /// over QUIC where installed (about 2 minutes)
     #[command(
-        after_help = "Example:\n  latencylab demo hol-blocking -o out/hol-blocking --seeds 2\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, bursty) and DIR/chromium-h3."
+        after_help = "Example:\n  latencylab demo hol-blocking -o out/hol-blocking --runs 2\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, bursty) and DIR/chromium-h3."
     )]
     HolBlocking(HolBlockingArgs),
     /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
@@ -281,9 +281,9 @@ pub struct HttpParallelArgs {
 pub struct HolBlockingArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Runs per protocol and loss setting, each with its own seed (--seed, --seed + 1, ...)
+    /// Runs per protocol and loss setting, each with the next seed from the first one
     #[arg(long, value_name = "N", default_value_t = 3)]
-    pub seeds: u64,
+    pub runs: u64,
     /// Do not load the page in headless Chromium even where it is installed
     #[arg(long)]
     pub no_chromium: bool,
@@ -564,11 +564,11 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn hol_blocking(a: &HolBlockingArgs) -> anyhow::Result<ExitCode> {
-    param("hol-blocking", "seeds", &a.seeds.to_string())?;
+    param("hol-blocking", "runs", &a.runs.to_string())?;
     let opts = demo::hol_blocking::Options {
         out_dir: a.common.dir(),
         seed: a.common.seed,
-        seeds: a.seeds,
+        seeds: a.runs,
         no_chromium: a.no_chromium,
         quiet: a.common.quiet,
     };

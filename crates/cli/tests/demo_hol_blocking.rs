@@ -1,4 +1,4 @@
-//! End-to-end test of `latencylab demo hol-blocking`, shortened to one seed per setting (about
+//! End-to-end test of `latencylab demo hol-blocking`, shortened to one run (seed) per setting (about
 //! a minute): the page over HTTP/1.1, HTTP/2 and HTTP/3 (both scheduling orders) at every loss
 //! setting in real namespaces, and in headless Chromium forced onto QUIC. `results.json` must
 //! hold every run, each HTTP/3 run with the scheduling its server stated, the loss model must
@@ -19,7 +19,7 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
         "demo",
         "hol-blocking",
         "--quiet",
-        "--seeds",
+        "--runs",
         "1",
         "-o",
         dir.to_str().unwrap(),

@@ -327,7 +327,7 @@ const EXAMPLES: &[Example] = &[
         check: in_lab("latencylab shell --server 'latencylab web-server --page examples/pages/newsletter.toml --port 443 --tls --http3 --scheduling sequential --ca-out ca.pem' -- {}", &[], &["\"protocol\":\"h3\"", "\"scheduling\":\"sequential\""]),
     },
     Example {
-        cmd: "latencylab demo hol-blocking -o out/hol-blocking --seeds 2",
+        cmd: "latencylab demo hol-blocking -o out/hol-blocking --runs 2",
         check: Check::Parses { run_by: "demo_hol_blocking.rs" },
     },
     Example {

@@ -317,7 +317,12 @@ pub const DEMOS: &[Declaration] = &[
     Declaration {
         name: "hol-blocking",
         params: &[
-            count("seeds", 1, 20, "runs per protocol and loss setting"),
+            count(
+                "runs",
+                1,
+                20,
+                "runs per protocol and loss setting, each its own seed",
+            ),
             flag("no-chromium"),
         ],
     },
