@@ -754,7 +754,10 @@ impl ShardAnalyzer {
                     self.udp.push(UdpState::new(vantage, src, dst, time));
                     self.udp.len() - 1
                 });
-                self.udp[idx].handle(src, time, payload_len, h.ip.ecn);
+                // The payload as far as the capture kept it (a snap length may cut it).
+                let start = (h.ip.header_len + 8).min(ip.len());
+                let bytes = &ip[start..(start + payload_len).min(ip.len())];
+                self.udp[idx].handle(src, time, payload_len, bytes, h.ip.ecn);
             }
             _ => {}
         }

@@ -215,6 +215,31 @@ pub struct JsonUdp<'a> {
     pub duration_s: f64,
     pub a2b: &'a UdpDirection,
     pub b2a: &'a UdpDirection,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quic: Vec<JsonQuic<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quic_rejected: Vec<(&'a str, u64)>,
+}
+
+/// One QUIC connection: only what its headers show (see [`crate::quic`]).
+#[derive(Serialize)]
+pub struct JsonQuic<'a> {
+    pub version: u32,
+    pub original_dcid: &'a str,
+    pub client_cid: &'a str,
+    pub server_cid: &'a str,
+    pub client: String,
+    pub server: String,
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// The client's first Initial to its first 1-RTT packet.
+    pub handshake_ms: Option<f64>,
+    pub client_to_server: &'a crate::quic::QuicDirection,
+    pub server_to_client: &'a crate::quic::QuicDirection,
+    pub spin_rtt_ms_median: Option<f64>,
+    pub spin_rtt_samples: usize,
+    /// Connection IDs first seen in short headers (see [`crate::quic`]).
+    pub ids_seen_later: u64,
 }
 
 #[derive(Serialize)]
@@ -331,6 +356,38 @@ impl Analysis {
                     duration_s: (u.last_time - u.first_time).as_secs_f64(),
                     a2b: &u.a2b,
                     b2a: &u.b2a,
+                    quic: u
+                        .quic
+                        .iter()
+                        .map(|q| {
+                            let (client, server) = if q.client_is_a {
+                                (u.a, u.b)
+                            } else {
+                                (u.b, u.a)
+                            };
+                            JsonQuic {
+                                version: q.version,
+                                original_dcid: &q.original_dcid,
+                                client_cid: &q.client_cid,
+                                server_cid: &q.server_cid,
+                                client: client.to_string(),
+                                server: server.to_string(),
+                                start_s: self.rel_secs(q.first_time),
+                                duration_s: (q.last_time - q.first_time).as_secs_f64(),
+                                handshake_ms: q.handshake_ms(),
+                                client_to_server: &q.client_to_server,
+                                server_to_client: &q.server_to_client,
+                                spin_rtt_ms_median: q.spin_rtt_median_ms(),
+                                spin_rtt_samples: q.spin_rtt_ms.len(),
+                                ids_seen_later: q.ids_seen_later,
+                            }
+                        })
+                        .collect(),
+                    quic_rejected: u
+                        .quic_rejected
+                        .iter()
+                        .map(|(r, n)| (r.as_str(), *n))
+                        .collect(),
                 })
                 .collect(),
             warnings: self

@@ -3,7 +3,7 @@
 //! Pure: bytes in, data out. No clocks, sockets or threads; the caller opens files and hands
 //! in any `io::Read`. Pipeline: [`capture`] turns a file into records, [`link`] into IP
 //! packets, [`analyzer::Analyzer`] routes them to [`tcp`] connections and [`udp`] flows per
-//! vantage point, [`diagnose`] names the causes of delay, and [`json`] / [`text`] present the
+//! vantage point (reading QUIC's visible headers in them with [`quic`]), [`diagnose`] names the causes of delay, and [`json`] / [`text`] present the
 //! resulting [`model::Analysis`]. Plots and HTML are the `report` crate's job, not this one's.
 //!
 //! ```no_run
@@ -29,6 +29,7 @@ mod headers;
 pub mod json;
 pub mod link;
 pub mod model;
+pub mod quic;
 mod stories;
 pub mod synth;
 mod tcp;

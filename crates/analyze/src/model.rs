@@ -776,6 +776,10 @@ pub struct UdpFlow {
     pub last_time: Instant,
     pub a2b: UdpDirection,
     pub b2a: UdpDirection,
+    /// The QUIC connections of the flow, when it began with a client's Initial.
+    pub quic: Vec<crate::quic::QuicConnection>,
+    /// Of such a flow, the packets not read as QUIC: reason and count.
+    pub quic_rejected: Vec<(String, u64)>,
 }
 
 /// One direction of a UDP flow.

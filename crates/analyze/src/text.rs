@@ -352,6 +352,44 @@ pub fn summary(a: &Analysis) -> String {
             u.b2a.bytes,
             rate(u.b2a.rate_bps)
         );
+        for q in &u.quic {
+            let (client, server) = if q.client_is_a {
+                (u.a, u.b)
+            } else {
+                (u.b, u.a)
+            };
+            let _ = writeln!(
+                s,
+                "  QUIC v{:#x} {client} -> {server} (server CID {}): handshake {}, {:.3} s, \
+                 client->server {} pkts {} bytes, server->client {} pkts {} bytes, spin-bit RTT {}",
+                q.version,
+                if q.server_cid.is_empty() {
+                    "unseen"
+                } else {
+                    &q.server_cid
+                },
+                q.handshake_ms()
+                    .map_or("not completed".into(), |ms| format!("{ms:.1} ms")),
+                (q.last_time - q.first_time).as_secs_f64(),
+                q.client_to_server.packets,
+                q.client_to_server.bytes,
+                q.server_to_client.packets,
+                q.server_to_client.bytes,
+                q.spin_rtt_median_ms()
+                    .map_or("none (the endpoints do not spin)".into(), |ms| {
+                        format!("{ms:.1} ms median of {}", q.spin_rtt_ms.len())
+                    }),
+            );
+        }
+        if !u.quic.is_empty() {
+            let _ = writeln!(
+                s,
+                "  (QUIC encrypts the rest: no streams, acknowledgements or losses are visible)"
+            );
+        }
+        for (why, n) in &u.quic_rejected {
+            let _ = writeln!(s, "  {n} packets not read as QUIC: {why}");
+        }
     }
     // The warnings themselves go to standard error (see [`warnings`]); a count stays here so
     // that a saved report says its input was damaged.

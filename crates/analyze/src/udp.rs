@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use wire::{Ecn, Instant};
 
 use crate::model::{UdpDirection, UdpFlow, Vantage};
+use crate::quic::QuicFlow;
 
 /// Width of the rate bins.
 pub const UDP_BIN_MS: u64 = 100;
@@ -17,6 +18,8 @@ pub const UDP_BIN_MS: u64 = 100;
 pub(crate) struct UdpState {
     flow: UdpFlow,
     bins: [Vec<u64>; 2],
+    /// Read as QUIC once a datagram starts with a client's Initial.
+    quic: Option<QuicFlow>,
 }
 
 impl UdpState {
@@ -30,13 +33,31 @@ impl UdpState {
                 last_time: t,
                 a2b: UdpDirection::default(),
                 b2a: UdpDirection::default(),
+                quic: Vec::new(),
+                quic_rejected: Vec::new(),
             },
             bins: [Vec::new(), Vec::new()],
+            quic: None,
         }
     }
 
-    pub(crate) fn handle(&mut self, src: SocketAddr, t: Instant, payload: usize, ecn: Ecn) {
+    /// One datagram: `payload` is its UDP payload length, `bytes` as much of the payload as
+    /// the capture kept.
+    pub(crate) fn handle(
+        &mut self,
+        src: SocketAddr,
+        t: Instant,
+        payload: usize,
+        bytes: &[u8],
+        ecn: Ecn,
+    ) {
         let d = usize::from(src != self.flow.a);
+        if self.quic.is_none() && QuicFlow::starts_quic(bytes) {
+            self.quic = Some(QuicFlow::default());
+        }
+        if let Some(q) = &mut self.quic {
+            q.handle(t, d == 0, bytes, payload as u64);
+        }
         self.flow.last_time = self.flow.last_time.max(t);
         let st = if d == 0 {
             &mut self.flow.a2b
@@ -63,6 +84,9 @@ impl UdpState {
     }
 
     pub(crate) fn finish(mut self) -> UdpFlow {
+        if let Some(q) = self.quic.take() {
+            (self.flow.quic, self.flow.quic_rejected) = q.finish();
+        }
         let secs = (self.flow.last_time - self.flow.first_time).as_secs_f64();
         for (d, bins) in self.bins.iter().enumerate() {
             let st = if d == 0 {

@@ -83,6 +83,13 @@ pub enum Demo {
         after_help = "Example:\n  latencylab demo http-parallel -o out/http-parallel\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and DIR/chromium."
     )]
     HttpParallel(HttpParallelArgs),
+    /// One page over HTTP/1.1 (6 connections), HTTP/2 and HTTP/3 (sequential and round-robin
+    /// scheduling) at 40 ms RTT under 0, 1, 2, 5 % and bursty loss, and in headless Chromium
+    /// over QUIC where installed (about 2 minutes)
+    #[command(
+        after_help = "Example:\n  latencylab demo hol-blocking -o out/hol-blocking --runs 2\n\nLeaves DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs in DIR/PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, bursty) and DIR/chromium-h3."
+    )]
+    HolBlocking(HolBlockingArgs),
     /// A request/response program writing each 70-byte message as 28 + 42 bytes over a
     /// 500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with the
     /// default duration)
@@ -280,6 +287,19 @@ pub struct HttpParallelArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("out", |a| a.default_value("out/hol-blocking")))]
+pub struct HolBlockingArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Runs per protocol and loss setting, each with the next seed from the first one
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: u64,
+    /// Do not load the page in headless Chromium even where it is installed
+    #[arg(long)]
+    pub no_chromium: bool,
+}
+
+#[derive(clap::Args, Debug)]
 #[command(mut_arg("out", |a| a.default_value("out/cwnd-reuse")))]
 pub struct CwndReuseArgs {
     #[command(flatten)]
@@ -387,6 +407,7 @@ impl Demo {
             Demo::Fallback(a) => &a.common,
             Demo::Nat64(a) => &a.common,
             Demo::Responsiveness(a) => &a.common,
+            Demo::HolBlocking(a) => &a.common,
         }
     }
 }
@@ -416,6 +437,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Demo::ConnReuse(a) => conn_reuse(a),
         Demo::CwndReuse(a) => cwnd_reuse(a),
         Demo::HttpParallel(a) => http_parallel(a),
+        Demo::HolBlocking(a) => hol_blocking(a),
         Demo::Nagle(a) => nagle(a),
         Demo::Pps(a) => pps(a),
         Demo::DelayedAck(a) => delayed_ack(a),
@@ -597,6 +619,29 @@ fn http_parallel(a: &HttpParallelArgs) -> anyhow::Result<ExitCode> {
             "h2",
             "h2-coalesced",
             "chromium",
+        ],
+    )
+}
+
+fn hol_blocking(a: &HolBlockingArgs) -> anyhow::Result<ExitCode> {
+    param("hol-blocking", "runs", &a.runs.to_string())?;
+    let opts = demo::hol_blocking::Options {
+        out_dir: a.common.dir(),
+        seed: a.common.seed,
+        seeds: a.runs,
+        no_chromium: a.no_chromium,
+        quiet: a.common.quiet,
+    };
+    if let Some(dir) = &a.common.export {
+        return export(dir, "hol-blocking", demo::hol_blocking::runs(&opts)?);
+    }
+    let outcome = demo::hol_blocking::run(&opts)?;
+    done(
+        &outcome,
+        &a.common.out,
+        &[
+            "PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, bursty)",
+            "chromium-h3",
         ],
     )
 }

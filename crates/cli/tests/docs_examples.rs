@@ -319,6 +319,18 @@ const EXAMPLES: &[Example] = &[
         check: in_lab("latencylab shell --server 'latencylab web-server --page examples/pages/newsletter.toml --port 443 --tls --ca-out ca.pem' -- {}", &[], &["{"]),
     },
     Example {
+        cmd: "latencylab web-server --page examples/pages/article.toml --port 443 --tls --http3 --ca-out ca.pem",
+        check: in_lab("latencylab shell --server '{}' -- latencylab page-load https://server/ --http 3 --ca ca.pem", &[], &["\"protocol\":\"h3\"", "\"scheduling\":\"round-robin\""]),
+    },
+    Example {
+        cmd: "latencylab page-load https://server/ --http 3 --ca ca.pem",
+        check: in_lab("latencylab shell --server 'latencylab web-server --page examples/pages/newsletter.toml --port 443 --tls --http3 --scheduling sequential --ca-out ca.pem' -- {}", &[], &["\"protocol\":\"h3\"", "\"scheduling\":\"sequential\""]),
+    },
+    Example {
+        cmd: "latencylab demo hol-blocking -o out/hol-blocking --runs 2",
+        check: Check::Parses { run_by: "demo_hol_blocking.rs" },
+    },
+    Example {
         cmd: "sudo latencylab demo bufferbloat -o out/bufferbloat",
         check: Check::Run {
             setup: "",

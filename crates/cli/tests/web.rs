@@ -1,7 +1,8 @@
 //! End-to-end tests of `latencylab web-server` and `latencylab page-load` on loopback (no lab,
 //! no root): HTTP/1.1 keep-alive with and without pipelining, HTTP/2 over cleartext and over
-//! TLS with the server's run-time CA, checked against curl where curl can speak the protocol,
-//! and the clear errors for a bad page file and a refused connection.
+//! TLS with the server's run-time CA, HTTP/3 over QUIC beside it, checked against curl where
+//! curl can speak the protocol, and the clear errors for a bad page file and a refused
+//! connection.
 
 mod common;
 
@@ -56,6 +57,11 @@ impl Drop for Server {
 }
 
 fn server(name: &str, tls: bool) -> Server {
+    server_with(name, tls, &[])
+}
+
+/// [`server`] with more of `web-server`'s options.
+fn server_with(name: &str, tls: bool, extra: &[&str]) -> Server {
     let dir = out_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("page.toml"), PAGE).unwrap();
@@ -69,6 +75,7 @@ fn server(name: &str, tls: bool) -> Server {
     if tls {
         cmd.arg("--tls").arg("--ca-out").arg(dir.join("ca.pem"));
     }
+    cmd.args(extra);
     // Owned by `Server` from here on, whose drop kills and reaps it.
     let mut server = Server {
         child: cmd.spawn().expect("web-server starts"),
@@ -239,6 +246,58 @@ fn http2_multiplexes_all_requests_on_one_connection_per_origin_or_one_in_all() {
         .map(|v| v["last_byte_ms"].as_f64().unwrap())
         .fold(f64::MAX, f64::min);
     assert!(last_sent < first_done, "{img:#?}");
+}
+
+#[test]
+fn http3_loads_the_page_on_one_quic_connection_and_states_the_servers_scheduling() {
+    for order in ["sequential", "round-robin"] {
+        let s = server_with(
+            &format!("web-h3-{order}"),
+            true,
+            &["--http3", "--scheduling", order],
+        );
+        let r = load(&s, "https", &["--http", "3", "--coalesce"]);
+        let page = check_complete(&r);
+        assert_eq!(page["protocol"], "h3");
+        assert_eq!(page["scheduling"], order, "{page}");
+        let c = of_type(&r, "connection");
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert_eq!(c[0]["protocol"], "h3");
+        // The handshake is timed: it takes some time, and it is done before the first request.
+        let (start, ready) = (
+            c[0]["start_ms"].as_f64().unwrap(),
+            c[0]["ready_ms"].as_f64().unwrap(),
+        );
+        assert!(ready > start, "{c:#?}");
+        let first_sent = of_type(&r, "resource")
+            .iter()
+            .map(|v| v["sent_ms"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert!(first_sent >= ready, "{r:#?}");
+        // The client closes the connection; the server then writes what it counted over it.
+        let t0 = std::time::Instant::now();
+        let closed = loop {
+            let lines = json_lines(&s.dir.join("server.jsonl"));
+            if let Some(c) = lines.iter().find(|v| v["type"] == "quic_closed") {
+                break c.clone();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "no quic_closed line");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(closed["sent_packets"].as_u64().unwrap() > 10, "{closed}");
+        assert_eq!(closed["lost_packets"], 0, "{closed}");
+    }
+    // HTTP/3 is https only: a plain URL is a usage error naming the URL.
+    let o = run(&["page-load", "http://server:1/", "--http", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("'http://server:1/'"),
+        "{}",
+        text(&o.stderr)
+    );
+    // --http3 needs --tls.
+    let o = run(&["web-server", "--page", "x.toml", "--http3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
 
 #[test]

@@ -676,6 +676,19 @@ mod tests {
                 )),
             ),
             (
+                "hol-blocking",
+                runs(
+                    crate::hol_blocking::runs(&crate::hol_blocking::Options {
+                        out_dir: o.clone(),
+                        seed,
+                        seeds: 1,
+                        no_chromium: true,
+                        quiet,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
                 "nat64",
                 runs(crate::nat64::runs(&crate::nat64::Options {
                     out_dir: o,

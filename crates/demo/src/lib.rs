@@ -13,6 +13,8 @@
 //!   bleaches ECN (experiment E6).
 //! - [`http_parallel`]: a sharded page over 36, 6 and 1 HTTP/1.1 connections and over
 //!   HTTP/2, beside headless Chromium (experiment E10).
+//! - [`hol_blocking`]: one page over HTTP/1.1, HTTP/2 and HTTP/3 under random and bursty
+//!   loss, beside headless Chromium on QUIC.
 //! - [`pipelining`]: a 159-resource page over 6 HTTP/1.1 connections with and without
 //!   pipelining, at two RTTs (experiment E11).
 //! - [`conn_reuse`]: a news page whose requests take whichever HTTP/1.1 connection frees up
@@ -44,6 +46,7 @@ pub mod cwnd_reuse;
 pub mod delayed_ack;
 pub mod fallback;
 pub mod handshake_cdf;
+pub mod hol_blocking;
 pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;

@@ -319,6 +319,18 @@ pub const DEMOS: &[Declaration] = &[
         params: &[flag("no-chromium")],
     },
     Declaration {
+        name: "hol-blocking",
+        params: &[
+            count(
+                "runs",
+                1,
+                20,
+                "runs per protocol and loss setting, each its own seed",
+            ),
+            flag("no-chromium"),
+        ],
+    },
+    Declaration {
         name: "nagle",
         params: &[time(
             "duration",
@@ -449,6 +461,6 @@ mod tests {
             "demo nagle has no parameter 'jitter' (known: duration, seed)"
         );
         assert!(find("bufferbloot").is_none());
-        assert_eq!(names().len(), 15);
+        assert_eq!(names().len(), 16);
     }
 }

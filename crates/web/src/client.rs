@@ -11,6 +11,9 @@
 //!   `--coalesce`, as browsers coalesce names that share an address and a certificate), every
 //!   request its own stream at once.
 //!
+//! - HTTP/3 (`--http 3`, https only): one QUIC connection per origin (or one in all with
+//!   `--coalesce`), every request its own stream at once ([`crate::http3`]).
+//!
 //! It writes a JSON line per connection and per resource and one for the page
 //! ([`crate::records`]). It caches nothing: every load is a cold one.
 
@@ -40,13 +43,16 @@ pub enum HttpVersion {
     Http11,
     #[value(name = "2")]
     Http2,
+    #[value(name = "3")]
+    Http3,
 }
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct PageLoadArgs {
     /// The page's URL: http://HOST[:PORT]/ or https://HOST[:PORT]/
     pub url: String,
-    /// HTTP version: 1.1 (parallel connections, optionally pipelined) or 2 (multiplexed)
+    /// HTTP version: 1.1 (parallel connections, optionally pipelined), 2 (multiplexed) or 3
+    /// (multiplexed over QUIC; https only)
     #[arg(long, value_enum, default_value = "1.1")]
     pub http: HttpVersion,
     /// HTTP/1.1: persistent connections per origin (browsers use 6)
@@ -58,7 +64,7 @@ pub struct PageLoadArgs {
     /// HTTP/1.1: requests outstanding per connection (1: no pipelining)
     #[arg(long, value_name = "DEPTH", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub pipeline: u16,
-    /// HTTP/2: one connection for every host name (they must all name the same server)
+    /// HTTP/2 and HTTP/3: one connection for every host name (they must all name the same server)
     #[arg(long)]
     pub coalesce: bool,
     /// For https: the CA certificate (PEM) to trust, e.g. what `web-server --ca-out` wrote
@@ -174,7 +180,7 @@ impl Url {
         })
     }
 
-    fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         let default = if self.tls { 443 } else { 80 };
         let h = if self.host.contains(':') {
             format!("[{}]", self.host)
@@ -188,11 +194,11 @@ impl Url {
         }
     }
 
-    fn origin(&self) -> (String, u16) {
+    pub(crate) fn origin(&self) -> (String, u16) {
         (self.host.clone(), self.port)
     }
 
-    fn full(&self) -> String {
+    pub(crate) fn full(&self) -> String {
         format!(
             "{}://{}{}",
             if self.tls { "https" } else { "http" },
@@ -208,13 +214,13 @@ type BoxIo = Box<dyn Io>;
 
 /// One request the page needs.
 #[derive(Clone, Debug)]
-struct Req {
-    url: Url,
-    queued_ms: f64,
+pub(crate) struct Req {
+    pub(crate) url: Url,
+    pub(crate) queued_ms: f64,
 }
 
 /// What every task of one load shares.
-struct Ctx {
+pub(crate) struct Ctx {
     start: Instant,
     out: Mutex<Output>,
     tls: Option<tokio_rustls::TlsConnector>,
@@ -222,34 +228,85 @@ struct Ctx {
     next_conn: Mutex<u64>,
     done: Mutex<Vec<Done>>,
     protocol: &'static str,
+    /// The server's stream scheduling, as its responses stated it (HTTP/3).
+    scheduling: Mutex<Option<String>>,
 }
 
 #[derive(Clone, Debug)]
-struct Done {
-    queued_ms: f64,
-    sent_ms: f64,
-    first_ms: f64,
+pub(crate) struct Done {
+    pub(crate) queued_ms: f64,
+    pub(crate) sent_ms: f64,
+    pub(crate) first_ms: f64,
+    pub(crate) last_ms: f64,
+    pub(crate) bytes: u64,
+    pub(crate) longest_gap_ms: f64,
+}
+
+/// The longest wait between two arrivals of one response's bytes, from its first byte on:
+/// how long the response stood still mid-transfer (behind a lost packet, or behind other
+/// responses sharing the connection).
+pub(crate) struct Gaps {
     last_ms: f64,
-    bytes: u64,
+    longest_ms: f64,
+}
+
+impl Gaps {
+    pub(crate) fn new(first_byte_ms: f64) -> Gaps {
+        Gaps {
+            last_ms: first_byte_ms,
+            longest_ms: 0.0,
+        }
+    }
+
+    pub(crate) fn arrived(&mut self, now_ms: f64) {
+        self.longest_ms = self.longest_ms.max(now_ms - self.last_ms);
+        self.last_ms = now_ms;
+    }
+
+    pub(crate) fn longest_ms(&self) -> f64 {
+        self.longest_ms
+    }
 }
 
 impl Ctx {
-    fn ms(&self) -> f64 {
+    pub(crate) fn ms(&self) -> f64 {
         self.start.elapsed().as_secs_f64() * 1e3
     }
 
-    fn emit(&self, r: &WebRecord) {
+    /// The next connection number.
+    pub(crate) fn next_conn_no(&self) -> u64 {
+        let mut n = self.next_conn.lock().expect("lock");
+        *n += 1;
+        *n
+    }
+
+    /// The address to connect `url` to: `--connect-to`, or its name resolved.
+    pub(crate) async fn resolve(&self, url: &Url) -> Result<SocketAddr> {
+        match self.connect_to {
+            Some(a) => Ok(a),
+            None => tokio::net::lookup_host((url.host.as_str(), url.port))
+                .await
+                .with_context(|| format!("resolving {}", url.host))?
+                .next()
+                .ok_or_else(|| anyhow!("{} has no address", url.host)),
+        }
+    }
+
+    pub(crate) fn saw_scheduling(&self, s: &str) {
+        let mut v = self.scheduling.lock().expect("lock");
+        if v.is_none() {
+            *v = Some(s.to_string());
+        }
+    }
+
+    pub(crate) fn emit(&self, r: &WebRecord) {
         let mut o = self.out.lock().expect("output lock");
         o.emit(r);
     }
 
     /// Opens a connection to `url`'s origin (TCP, then TLS if https) and records it.
     async fn connect(&self, url: &Url) -> Result<(BoxIo, u64)> {
-        let conn = {
-            let mut n = self.next_conn.lock().expect("lock");
-            *n += 1;
-            *n
-        };
+        let conn = self.next_conn_no();
         Ok((self.connect_as(url, conn).await?, conn))
     }
 
@@ -260,14 +317,7 @@ impl Ctx {
             *n = (*n).max(conn);
         }
         let start_ms = self.ms();
-        let addr = match self.connect_to {
-            Some(a) => a,
-            None => tokio::net::lookup_host((url.host.as_str(), url.port))
-                .await
-                .with_context(|| format!("resolving {}", url.host))?
-                .next()
-                .ok_or_else(|| anyhow!("{} has no address", url.host))?,
-        };
+        let addr = self.resolve(url).await?;
         let tcp = TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {} ({addr})", url.authority()))?;
@@ -299,7 +349,7 @@ impl Ctx {
         Ok(io)
     }
 
-    fn finish(&self, req: &Req, conn: u64, new_conn: bool, status: u16, d: Done) {
+    pub(crate) fn finish(&self, req: &Req, conn: u64, new_conn: bool, status: u16, d: Done) {
         self.emit(&WebRecord::Resource {
             url: req.url.full(),
             host: req.url.host.clone(),
@@ -311,6 +361,7 @@ impl Ctx {
             sent_ms: d.sent_ms,
             first_byte_ms: d.first_ms,
             last_byte_ms: d.last_ms,
+            longest_gap_ms: Some(d.longest_gap_ms),
         });
         self.done.lock().expect("lock").push(d);
     }
@@ -342,19 +393,49 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
     if a.conn_manager.is_none() && !follow.is_empty() {
         return Err(UsageError("--follow needs --conn-manager bound or pool".into()).into());
     }
+    if a.http == HttpVersion::Http3 && !url.tls {
+        return Err(UsageError(format!(
+            "--http 3: HTTP/3 runs over QUIC, which is always encrypted: use https:// (not '{}') \
+             and --ca",
+            a.url
+        ))
+        .into());
+    }
     let alpn = match a.http {
         HttpVersion::Http11 => crate::tls::ALPN_HTTP11,
         HttpVersion::Http2 => crate::tls::ALPN_H2,
+        HttpVersion::Http3 => crate::http3::ALPN_H3,
     };
-    let tls = match &a.ca {
+    let ca_pem = match &a.ca {
         Some(p) => {
-            let pem =
-                std::fs::read(p).map_err(|e| UsageError(format!("--ca: {}: {e}", p.display())))?;
-            let cfg = crate::tls::client_config(&pem, alpn)
+            Some(std::fs::read(p).map_err(|e| UsageError(format!("--ca: {}: {e}", p.display())))?)
+        }
+        None => None,
+    };
+    let tls = match &ca_pem {
+        Some(pem) if a.http != HttpVersion::Http3 => {
+            let p = a.ca.as_ref().expect("read above");
+            let cfg = crate::tls::client_config(pem, alpn)
                 .map_err(|e| UsageError(format!("--ca: {}: {e:#}", p.display())))?;
             Some(tokio_rustls::TlsConnector::from(cfg))
         }
-        None => None,
+        _ => None,
+    };
+    let quic = match (&ca_pem, a.http) {
+        (Some(pem), HttpVersion::Http3) => {
+            let p = a.ca.as_ref().expect("read above");
+            Some(
+                crate::http3::client_config(pem)
+                    .map_err(|e| UsageError(format!("--ca: {}: {e:#}", p.display())))?,
+            )
+        }
+        (None, HttpVersion::Http3) => {
+            return Err(UsageError(
+                "--http 3 needs --ca FILE (the CA the server's certificate is signed by)".into(),
+            )
+            .into())
+        }
+        _ => None,
     };
     let ctx = Arc::new(Ctx {
         start: Instant::now(),
@@ -366,7 +447,9 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
         protocol: match a.http {
             HttpVersion::Http11 => "http/1.1",
             HttpVersion::Http2 => "h2",
+            HttpVersion::Http3 => "h3",
         },
+        scheduling: Mutex::new(None),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -387,6 +470,10 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
                 None => load_h1(&ctx, &url, a).await,
             },
             HttpVersion::Http2 => load_h2(&ctx, &url, a.coalesce).await,
+            HttpVersion::Http3 => {
+                let cfg = quic.clone().expect("made above for HTTP/3");
+                crate::http3::load(&ctx, &url, cfg, a.coalesce).await
+            }
         }
     };
     rt.block_on(async {
@@ -407,6 +494,8 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
         wait_ms_mean: mean(&|d| d.sent_ms - d.queued_ms),
         connections: *ctx.next_conn.lock().expect("lock"),
         bytes: done.iter().map(|d| d.bytes).sum(),
+        longest_gap_ms_mean: Some(mean(&|d| d.longest_gap_ms)),
+        scheduling: ctx.scheduling.lock().expect("lock").clone(),
     };
     ctx.emit(&page);
     ctx.out.lock().expect("lock").flush();
@@ -414,7 +503,7 @@ pub fn run(a: &PageLoadArgs) -> Result<()> {
 }
 
 /// The subresources of an HTML document, as requests queued now.
-fn subresources(ctx: &Ctx, html: &[u8]) -> Result<Vec<Req>> {
+pub(crate) fn subresources(ctx: &Ctx, html: &[u8]) -> Result<Vec<Req>> {
     let now = ctx.ms();
     referenced_urls(html)
         .iter()
@@ -575,7 +664,8 @@ impl H1Conn {
                 return Ok(last_body);
             };
             let keep = req.url.path == "/";
-            let (status, bytes, first_ms, body) = self.read_response(ctx, keep, None).await?;
+            let (status, bytes, first_ms, longest_gap_ms, body) =
+                self.read_response(ctx, keep, None).await?;
             last_body = body;
             let d = Done {
                 queued_ms: req.queued_ms,
@@ -583,6 +673,7 @@ impl H1Conn {
                 first_ms,
                 last_ms: ctx.ms(),
                 bytes,
+                longest_gap_ms,
             };
             ctx.finish(&req, self.conn, new_conn, status, d);
         }
@@ -597,11 +688,12 @@ impl H1Conn {
         ctx: &Ctx,
         keep: bool,
         mut on_body: Option<&mut BodyHook<'_>>,
-    ) -> Result<(u16, u64, f64, Vec<u8>)> {
+    ) -> Result<(u16, u64, f64, f64, Vec<u8>)> {
         if self.buf.is_empty() {
             self.fill(ctx).await?;
         }
         let first_ms = self.oldest_ms;
+        let mut gaps = Gaps::new(first_ms);
         let (head_len, status, len, text) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut resp = httparse::Response::new(&mut headers);
@@ -663,8 +755,9 @@ impl H1Conn {
                 break;
             }
             self.fill(ctx).await?;
+            gaps.arrived(self.last_read_ms);
         }
-        Ok((status, len, first_ms, body))
+        Ok((status, len, first_ms, gaps.longest_ms(), body))
     }
 }
 
@@ -709,7 +802,7 @@ async fn transact(
             let _ = found.send(Event::Found(urls));
         }
     };
-    let (status, bytes, first_ms, body) = if page == Some(HtmlScan::Stream) {
+    let (status, bytes, first_ms, longest_gap_ms, body) = if page == Some(HtmlScan::Stream) {
         c.read_response(ctx, true, Some(&mut scan)).await?
     } else {
         c.read_response(ctx, true, None).await?
@@ -721,6 +814,7 @@ async fn transact(
         first_ms,
         last_ms: ctx.ms(),
         bytes,
+        longest_gap_ms,
     };
     ctx.finish(req, c.conn, new_conn, status, d);
     Ok((bytes, rest))
@@ -908,8 +1002,10 @@ async fn h2_fetch(
     let mut body = resp.into_body();
     let mut bytes = 0u64;
     let mut kept = Vec::new();
+    let mut gaps = Gaps::new(first_ms);
     while let Some(f) = body.frame().await {
         let f = f.with_context(|| format!("reading {}", req.url.full()))?;
+        gaps.arrived(ctx.ms());
         if let Some(d) = f.data_ref() {
             bytes += d.len() as u64;
             if req.url.path == "/" {
@@ -923,6 +1019,7 @@ async fn h2_fetch(
         first_ms,
         last_ms: ctx.ms(),
         bytes,
+        longest_gap_ms: gaps.longest_ms(),
     };
     ctx.finish(&req, conn, new_conn, status, d);
     Ok(kept)

@@ -9,10 +9,12 @@
 //! - [`connmgr`]: which request goes on which HTTP/1.1 connection, and when to open one
 //!   (pure).
 //! - [`tls`]: the lab-local CA and the rustls configurations.
+//! - [`http3`]: HTTP/3 over QUIC (quinn, h3) for both programs.
 //! - [`server`], [`client`]: the programs (tokio, one thread each).
 
 pub mod client;
 pub mod connmgr;
+pub mod http3;
 pub mod page;
 pub mod records;
 pub mod server;
@@ -41,15 +43,16 @@ impl std::error::Error for UsageError {}
 
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum WebCommand {
-    /// Serve a page description over HTTP/1.1 and HTTP/2 (h2c, or h2 over TLS)
+    /// Serve a page description over HTTP/1.1 and HTTP/2 (h2c, or h2 over TLS), and HTTP/3
+    /// over QUIC with --tls --http3
     #[command(
-        after_help = "Examples:\n  latencylab web-server --page examples/pages/portal.toml --port 8080\n  latencylab web-server --page examples/pages/portal.toml --port 8443 --tls --ca-out ca.pem"
+        after_help = "Examples:\n  latencylab web-server --page examples/pages/portal.toml --port 8080\n  latencylab web-server --page examples/pages/portal.toml --port 8443 --tls --ca-out ca.pem\n  latencylab web-server --page examples/pages/article.toml --port 443 --tls --http3 --ca-out ca.pem"
     )]
     WebServer(server::WebServerArgs),
     /// Load a page like a browser: the HTML, then what it references, over the connections
     /// you choose
     #[command(
-        after_help = "Examples:\n  latencylab page-load http://server/ --per-host 6 --out load.jsonl\n  latencylab page-load http://server/ --per-host 6 --pipeline 4\n  latencylab page-load https://server/ --http 2 --coalesce --ca ca.pem"
+        after_help = "Examples:\n  latencylab page-load http://server/ --per-host 6 --out load.jsonl\n  latencylab page-load http://server/ --per-host 6 --pipeline 4\n  latencylab page-load https://server/ --http 2 --coalesce --ca ca.pem\n  latencylab page-load https://server/ --http 3 --ca ca.pem"
     )]
     PageLoad(client::PageLoadArgs),
 }

@@ -14,6 +14,9 @@ pub enum WebRecord {
         addr: String,
         tls: bool,
         resources: usize,
+        /// With HTTP/3 on the same port in UDP: its stream scheduling.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        http3: Option<crate::http3::Scheduling>,
     },
     /// One TCP connection of the client: when it started connecting, when TCP was up, and
     /// when TLS was (equal to `tcp_ms` without TLS).
@@ -39,6 +42,10 @@ pub enum WebRecord {
         sent_ms: f64,
         first_byte_ms: f64,
         last_byte_ms: f64,
+        /// The longest wait between two arrivals of the response's bytes after its first
+        /// (absent from older files).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        longest_gap_ms: Option<f64>,
     },
     /// The page: load time (the last byte of the last resource), mean time to first byte
     /// (request sent to first byte) and per transaction (request sent to last byte), over all
@@ -53,6 +60,25 @@ pub enum WebRecord {
         wait_ms_mean: f64,
         connections: u64,
         bytes: u64,
+        /// The mean over resources of `longest_gap_ms` (absent from older files).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        longest_gap_ms_mean: Option<f64>,
+        /// The server's stream scheduling as its HTTP/3 responses stated it (`sequential` or
+        /// `round-robin`); absent where the server did not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scheduling: Option<String>,
+    },
+    /// `web-server`: an HTTP/3 connection ended; what the server's QUIC loss detection
+    /// counted over it (RFC 9002): packets sent and declared lost, congestion events, and its
+    /// last smoothed RTT.
+    QuicClosed {
+        remote: String,
+        duration_ms: f64,
+        sent_packets: u64,
+        lost_packets: u64,
+        lost_bytes: u64,
+        congestion_events: u64,
+        rtt_ms: f64,
     },
     /// What `--conn-manager` did over the load (see [`crate::connmgr::Stats`]).
     ConnManager {

@@ -1,7 +1,9 @@
 //! `latencylab web-server`: serves a page description over HTTP/1.1 (keep-alive; pipelined
 //! requests are answered in order, RFC 9112 section 9.3.2) and HTTP/2 (prior knowledge over
-//! cleartext, RFC 9113 section 3.3, or ALPN over TLS). hyper does the protocol; this module
-//! maps paths to the page's resources, waits each resource's think time, and sets up TLS.
+//! cleartext, RFC 9113 section 3.3, or ALPN over TLS), and with `--http3` HTTP/3 over QUIC on
+//! the same port number in UDP ([`crate::http3`]), announced on the TCP side with `Alt-Svc`
+//! (RFC 7838 section 3). hyper and h3 do the protocols; this module maps paths to the page's
+//! resources, waits each resource's think time, and sets up TLS.
 //!
 //! Any host name is answered: the page's names (`server`, `img1`, ...) are all meant to be
 //! aliases of this one host, as a sharded site's are.
@@ -43,18 +45,43 @@ pub struct WebServerArgs {
     /// With --tls: write the CA's certificate here (PEM), for clients to trust
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub ca_out: Option<PathBuf>,
+    /// With --tls: write the server certificate's public key hash here, base64 of the
+    /// SHA-256 of its SubjectPublicKeyInfo, as Chromium's
+    /// --ignore-certificate-errors-spki-list takes it
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub spki_out: Option<PathBuf>,
+    /// With --tls: also serve HTTP/3 over QUIC on UDP, on the same port number, and announce
+    /// it with Alt-Svc on the TCP side
+    #[arg(long, requires = "tls")]
+    pub http3: bool,
+    /// With --http3: the order in which ready responses share the connection: sequential
+    /// (one after another, as Chrome asks) or round-robin (a packet of each in turn)
+    #[arg(long, value_enum, value_name = "ORDER", default_value = "round-robin")]
+    pub scheduling: crate::http3::Scheduling,
     /// Write the JSON lines here instead of stdout
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
 
-/// What the server answers: path to (content type, body, think time).
+/// What the server answers: path to (content type, body, think time), and the headers it adds
+/// to every answer.
 pub struct Site {
     by_path: HashMap<String, (&'static str, Bytes, Duration)>,
+    extra: Vec<(&'static str, String)>,
 }
 
 impl Site {
     pub fn new(p: &Page, scheme: &str, port: u16) -> Site {
+        Site::with_headers(p, scheme, port, Vec::new())
+    }
+
+    /// [`Site::new`], adding `extra` headers to every answer.
+    pub fn with_headers(
+        p: &Page,
+        scheme: &str,
+        port: u16,
+        extra: Vec<(&'static str, String)>,
+    ) -> Site {
         let mut by_path = HashMap::new();
         by_path.insert(
             "/".to_string(),
@@ -74,26 +101,37 @@ impl Site {
                 ),
             );
         }
-        Site { by_path }
+        Site { by_path, extra }
     }
 
-    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        match self.by_path.get(req.uri().path()) {
+    /// The answer to `path`, after its think time: the head and the body.
+    pub async fn lookup(&self, path: &str) -> (Response<()>, Bytes) {
+        match self.by_path.get(path) {
             Some((ctype, body, think)) => {
                 if !think.is_zero() {
                     tokio::time::sleep(*think).await;
                 }
-                Response::builder()
+                let mut b = Response::builder()
                     .header("content-type", *ctype)
-                    .header("cache-control", "no-store")
-                    .body(Full::new(body.clone()))
-                    .expect("constant headers")
+                    .header("cache-control", "no-store");
+                for (k, v) in &self.extra {
+                    b = b.header(*k, v.as_str());
+                }
+                (b.body(()).expect("valid headers"), body.clone())
             }
-            None => Response::builder()
-                .status(StatusCode::NOT_FOUND)
-                .body(Full::new(Bytes::from_static(b"not in the page\n")))
-                .expect("constant headers"),
+            None => (
+                Response::builder()
+                    .status(StatusCode::NOT_FOUND)
+                    .body(())
+                    .expect("constant headers"),
+                Bytes::from_static(b"not in the page\n"),
+            ),
         }
+    }
+
+    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (head, body) = self.lookup(req.uri().path()).await;
+        head.map(|()| Full::new(body))
     }
 }
 
@@ -113,12 +151,26 @@ async fn serve(a: &WebServerArgs, page: Page) -> Result<()> {
         .map_err(|_| UsageError(format!("--bind: '{bind}' is not an IP address")))?;
     let listener = bind_dual(addr).with_context(|| format!("listening on {addr}"))?;
     let local = listener.local_addr()?;
+    let mut quic = None;
     let tls = if a.tls {
         let mut names = page.hosts();
         for n in ["localhost", "127.0.0.1", "::1"] {
             names.push(n.to_string());
         }
         let id = crate::tls::make_identity(&names)?;
+        if a.http3 {
+            let cfg = crate::http3::server_config(&id, a.scheduling)?;
+            let udp = SocketAddr::new(addr.ip(), local.port());
+            quic = Some(
+                quinn::Endpoint::server(cfg, udp)
+                    .with_context(|| format!("listening on UDP {udp}"))?,
+            );
+        }
+        // The files last, once the server can answer: a client waiting for them may start.
+        if let Some(p) = &a.spki_out {
+            std::fs::write(p, format!("{}\n", id.spki_sha256_base64))
+                .with_context(|| format!("--spki-out: writing {}", p.display()))?;
+        }
         if let Some(p) = &a.ca_out {
             std::fs::write(p, &id.ca_pem)
                 .with_context(|| format!("--ca-out: writing {}", p.display()))?;
@@ -130,14 +182,25 @@ async fn serve(a: &WebServerArgs, page: Page) -> Result<()> {
         None
     };
     let scheme = if a.tls { "https" } else { "http" };
-    let site = Arc::new(Site::new(&page, scheme, local.port()));
+    let mut extra = Vec::new();
+    if quic.is_some() {
+        // RFC 7838 section 3: the same host, this port, over h3, for a day.
+        extra.push(("alt-svc", format!("h3=\":{}\"; ma=86400", local.port())));
+        extra.push((crate::http3::SCHEDULING_HEADER, a.scheduling.name().into()));
+    }
+    let site = Arc::new(Site::with_headers(&page, scheme, local.port(), extra));
     let mut out = crate::Output::open(a.out.as_ref())?;
     out.emit(&WebRecord::Listening {
         addr: local.to_string(),
         tls: a.tls,
         resources: page.resources.len() + 1,
+        http3: a.http3.then_some(a.scheduling),
     });
     out.flush();
+    if let Some(endpoint) = quic {
+        let out = Arc::new(std::sync::Mutex::new(out));
+        tokio::spawn(crate::http3::serve(endpoint, site.clone(), out));
+    }
     loop {
         let (tcp, _) = match listener.accept().await {
             Ok(c) => c,

@@ -193,6 +193,8 @@ pub fn bulk_download() -> Analysis {
             ..Default::default()
         },
         b2a: UdpDirection::default(),
+        quic: vec![],
+        quic_rejected: vec![],
     };
     Analysis {
         epoch: at(0.0),

@@ -1,0 +1,73 @@
+//! End-to-end test of `latencylab demo hol-blocking`, shortened to one run (seed) per setting (about
+//! a minute): the page over HTTP/1.1, HTTP/2 and HTTP/3 (both scheduling orders) at every loss
+//! setting in real namespaces, and in headless Chromium forced onto QUIC. `results.json` must
+//! hold every run, each HTTP/3 run with the scheduling its server stated, the loss model must
+//! have dropped packets where asked, the analyzer must have found each QUIC handshake in the
+//! client's capture, just before the client's own timing, and Chromium must have used QUIC.
+//! Needs root, /dev/net/tun and /usr/bin/chromium.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake() {
+    let _g = lock();
+    chromium();
+    let dir = out_dir("demo-hol-blocking");
+    let o = run(&[
+        "demo",
+        "hol-blocking",
+        "--quiet",
+        "--runs",
+        "1",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}\n{}", text(&o.stderr));
+    let r = read_json(&dir.join("results.json"));
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4 * 5, "{r:#}");
+    for c in cells {
+        let runs = c["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{c:#}");
+        let m = &runs[0];
+        let p = c["protocol"].as_str().unwrap();
+        let lost = m["lost_down"].as_u64().unwrap() + m["lost_up"].as_u64().unwrap();
+        assert_eq!(lost == 0, c["loss"] == "0%", "{c:#}");
+        let conns = m["connections"].as_u64().unwrap();
+        assert_eq!(conns, if p == "h1" { 6 } else { 1 }, "{c:#}");
+        if p.starts_with("h3") {
+            let want = if p == "h3-seq" {
+                "sequential"
+            } else {
+                "round-robin"
+            };
+            assert_eq!(m["scheduling"], want, "{c:#}");
+            let client = m["handshake_ms_client"].as_array().unwrap();
+            let capture = m["handshake_ms_capture"].as_array().unwrap();
+            assert_eq!(client.len(), capture.len(), "{c:#}");
+            // The capture sees the client's first 1-RTT packet leave; the client notes the
+            // handshake when its task next runs, a little later. The demo's check holds the two
+            // to 1 ms; on a machine shared with other builds the task can wait a few ms more,
+            // so this test allows 5 ms, and never the capture after the client.
+            for (a, b) in client.iter().zip(capture) {
+                let d = a.as_f64().unwrap() - b.as_f64().unwrap();
+                assert!((-0.1..=5.0).contains(&d), "{c:#}");
+            }
+        }
+    }
+    assert_eq!(r["chromium_used_quic"], true, "{r:#}");
+    let cr = r["chromium_quic_page_load_s"]
+        .as_f64()
+        .expect("Chromium ran");
+    assert!(cr > 0.05 && cr < 30.0, "{r:#}");
+    assert!(stdout.contains("HTTP/3 round-robin"), "{stdout}");
+    for png in ["page-load", "waterfall-h2", "waterfall-h3-seq"] {
+        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
+    }
+    assert!(!dir.join("tls").exists(), "the run's keys are removed");
+    assert_nothing_left();
+    let _ = std::fs::remove_dir_all(&dir);
+}
