@@ -80,6 +80,8 @@ pub struct Forwarder {
     pub lateness: link::stats::DelayHistogram,
     /// The largest delivery error since the live view last took it, ns.
     pub late_max_ns: u64,
+    /// How far ahead of its time a packet may be delivered (the loop's, reported here).
+    precision: labnet::lifecycle::Precision,
 }
 
 impl Forwarder {
@@ -140,6 +142,7 @@ impl Forwarder {
             packets_read: 0,
             lateness: Default::default(),
             late_max_ns: 0,
+            precision: cfg.precision,
         })
     }
 
@@ -366,6 +369,7 @@ impl Forwarder {
             no_route: self.core.no_route(),
             engine: EngineSummary {
                 packets: self.packets_read,
+                precision_ms: self.precision.as_millis_f64(),
                 delivery_lateness_ms: self.lateness.percentiles().into(),
                 write_errors: self.write_errors,
                 cpu_s: sys::cpu_seconds(),
