@@ -191,6 +191,46 @@ fn idle_connect_time_is_the_configured_rtt() {
 }
 
 #[test]
+fn a_precision_is_in_force_where_the_lab_and_its_summary_say() {
+    let _g = lock();
+    let dir = out_dir("precision");
+    let o = run(&[
+        "shell",
+        "--rate",
+        "20mbit",
+        "--precision",
+        "1ms",
+        "-o",
+        dir.to_str().unwrap(),
+        "--no-capture",
+        "--server",
+        "latencylab bulk-server -o /dev/null",
+        "--",
+        "latencylab",
+        "bulk-client",
+        "server",
+        "--duration",
+        "1s",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    assert_eq!(json("lab.json")["precision_ms"], 1.0);
+    let engine = &json("summary.json")["engine"];
+    assert_eq!(engine["precision_ms"], 1.0);
+    assert!(engine["packets"].as_u64().unwrap() > 100, "{engine}");
+    assert!(
+        text(&o.stderr).contains("latencylab: engine precision 1 ms: packets delivered within"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_nothing_left();
+}
+
+#[test]
 fn each_direction_gets_its_own_rate() {
     let _g = lock();
     let dir = out_dir("asym");
@@ -397,6 +437,10 @@ fn bad_options_are_refused_with_status_2_before_anything_is_built() {
         (
             "cannot read run file '/nonexistent.toml'",
             vec!["run", "/nonexistent.toml"],
+        ),
+        (
+            "--precision: cannot read 'soon' (try 10us, 100us, 1ms, or 0)",
+            vec!["shell", "--precision", "soon"],
         ),
     ]);
     for (want, args) in cases {

@@ -178,6 +178,7 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
             ),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

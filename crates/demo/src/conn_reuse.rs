@@ -377,6 +377,7 @@ pub fn lab_config(
         changes: vec![],
         programs,
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -193,6 +193,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             ),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -205,6 +205,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             common::program("fallback-client", "phone", CLIENT_START_S, client, true),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -163,6 +163,7 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
         changes: vec![],
         programs,
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -325,6 +325,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         changes: vec![],
         programs,
         nat64: None,
+        precision: Default::default(),
     }
 }
 

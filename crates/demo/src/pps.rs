@@ -172,6 +172,7 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
             ),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

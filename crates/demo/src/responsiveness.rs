@@ -169,6 +169,7 @@ pub fn lab_config(queue: &str, duration_s: f64, seed: u64) -> LabConfig {
             ),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -197,6 +197,7 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
             common::program("tfo-client", "client", CLIENT_START_S, client, true),
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

@@ -65,6 +65,7 @@ pub fn web_lab(
             },
         ],
         nat64: None,
+        precision: Default::default(),
     }
 }
 

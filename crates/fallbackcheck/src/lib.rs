@@ -145,6 +145,7 @@ impl Scenario {
             changes: vec![],
             programs: vec![],
             nat64: nat64.then(|| labnet::spec::Nat64Spec::at("server")),
+            precision: Default::default(),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -222,6 +223,7 @@ fn two_interfaces(duration_s: f64, seed: u64) -> Result<LabConfig, UsageError> {
         changes: vec![],
         programs: vec![],
         nat64: None,
+        precision: Default::default(),
     };
     cfg.validate()?;
     Ok(cfg)

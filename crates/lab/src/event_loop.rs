@@ -10,7 +10,7 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use wire::{Duration, Instant};
+use wire::Instant;
 
 use crate::engine::Forwarder;
 use crate::netns::HostNs;
@@ -56,18 +56,7 @@ pub(crate) struct LoopIo {
     /// Whether the kernel has `epoll_pwait2` (until it says otherwise).
     pwait2: bool,
     events: Vec<EpollEvent>,
-    /// A deadline this close is run at once, early, rather than slept for ([`BATCH_WINDOW`]).
-    window: Duration,
 }
-
-/// How far ahead of the clock the loop runs the network rather than sleep: a packet due within
-/// this of the end of a turn is written into its host at once, early by at most this much,
-/// instead of being slept or polled for (the delivery error counts the early writes). Zero, so
-/// off: at 100 Mbit/s it saved a third of the waits (the polls before an ACK due a few µs after
-/// it was read) but no CPU that could be measured, since the loop already slept once per data
-/// packet, and at 1 Gbit/s it moved the median delivery error from 1 µs to nearly the window
-/// (docs/PERFORMANCE.md, "Wake-ups"). `LATENCYLAB_WINDOW_NS` sets one, to compare.
-const BATCH_WINDOW: Duration = Duration::ZERO;
 
 impl LoopIo {
     pub fn new(
@@ -109,10 +98,6 @@ impl LoopIo {
             // `LATENCYLAB_TIMER=timerfd` takes the older kernels' way, to compare or test it.
             pwait2: std::env::var("LATENCYLAB_TIMER").as_deref() != Ok("timerfd"),
             events: vec![EpollEvent::empty(); 64],
-            window: std::env::var("LATENCYLAB_WINDOW_NS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(BATCH_WINDOW, Duration::from_nanos),
         })
     }
 
@@ -338,9 +323,9 @@ impl Lab<'_> {
     /// time for the rest of the turn, and the clock's: when the wait ended if it ended with
     /// nothing to handle (a deadline), else after the handling, which may have taken long
     /// enough for the next packet to fall due. A clock read costs as much as a short system
-    /// call on some virtual machines, a turn more than both. A deadline within the batch
-    /// window is not slept for: the descriptors are looked at without waiting, and the rest of
-    /// the turn runs at the deadline, ahead of the clock.
+    /// call on some virtual machines, a turn more than both. With a precision (`--precision`),
+    /// a deadline within it is not slept for, and the rest of the turn runs the network that
+    /// far ahead of the clock ([`labnet::lifecycle::Precision`]).
     fn wait_and_handle(&mut self, now: Instant) -> Result<(Instant, Instant)> {
         let network_now = now;
         // The heartbeat falls on whole multiples of itself, so that an idle loop re-arms its
@@ -355,11 +340,8 @@ impl Lab<'_> {
         ]);
         let mono_before = sys::monotonic_ns();
         let before = Instant::from_nanos(mono_before.saturating_sub(self.mono_start));
-        let ahead = deadline.filter(|&d| d > before && d <= before + self.io.window);
-        let wait = match ahead {
-            Some(_) => Wait::Poll,
-            None => wait_for(deadline, before, self.early.margin()),
-        };
+        let precision = self.cfg.precision;
+        let wait = wait_for(deadline, before, self.early.margin(), precision);
         self.stalls.turn(self.turn_start, before);
         let n = self.io.wait(wait, self.mono_start, mono_before)?;
         let now = self.now();
@@ -413,8 +395,8 @@ impl Lab<'_> {
             }
         }
         let real = if n == 0 { now } else { self.now() };
-        // The network's time never goes back, whichever of the two is later.
-        Ok((ahead.unwrap_or(real).max(real).max(network_now), real))
+        // The network's time never goes back.
+        Ok((precision.run_to(real).max(network_now), real))
     }
 
     fn read_signals(&mut self, now: Instant) -> Result<()> {

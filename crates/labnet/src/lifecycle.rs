@@ -200,12 +200,94 @@ pub enum Wait {
 }
 
 /// The wait before `deadline`: a sleeping thread wakes tens of microseconds late and a polling
-/// one does not, so the last `spin` before a deadline is polled.
-pub fn wait_for(deadline: Option<Instant>, now: Instant, spin: Duration) -> Wait {
+/// one does not, so the last `spin` before a deadline is polled. A deadline within `precision`
+/// of `now` is not waited for at all: the turn that follows runs the network to
+/// [`Precision::run_to`], which covers it.
+pub fn wait_for(
+    deadline: Option<Instant>,
+    now: Instant,
+    spin: Duration,
+    precision: Precision,
+) -> Wait {
     match deadline {
         None => Wait::Block,
-        Some(t) if t <= now + spin => Wait::Poll,
+        Some(t) if t <= now + spin.max(precision.early) => Wait::Poll,
         Some(t) => Wait::Timer(t - spin),
+    }
+}
+
+/// How far ahead of its time the engine may write a packet into its host (`--precision`), so
+/// that it wakes less often: each loop turn runs the network to the clock's time plus this, and
+/// delivers everything due by then. Zero (the default) keeps every deadline: the loop sleeps or
+/// polls until each packet's own time.
+///
+/// With a precision P, the loop still wakes at (or, by the learnt margin, just before) the
+/// earliest deadline, and then delivers every packet due within P of it, so that it wakes at
+/// most once per P for deliveries; each such packet reaches its host between P early and the
+/// wake-up's own lateness late. Packets read meanwhile are dated at the network's time (up to P
+/// ahead of the clock), as the network's time never goes back, which shifts what a link does
+/// with them by at most P too. The delivery error the engine reports counts the early writes.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Precision {
+    /// How early a delivery may be.
+    pub early: Duration,
+}
+
+/// The largest precision accepted: beyond it, a lab's delays and rates would be more the
+/// engine's batching than the links'.
+pub const PRECISION_MAX: Duration = Duration::from_millis(100);
+/// Values the option's error message suggests.
+const PRECISION_EXAMPLES: &str = "10us, 100us, 1ms";
+
+impl Precision {
+    /// Every deadline kept: the default.
+    pub const EXACT: Precision = Precision {
+        early: Duration::ZERO,
+    };
+
+    /// Reads `--precision`'s value: a time (`10us`, `1ms`), or `0` for exact, at most
+    /// [`PRECISION_MAX`].
+    pub fn parse(s: &str) -> Result<Precision, String> {
+        let t = s.trim();
+        let early = if t == "0" {
+            Duration::ZERO
+        } else {
+            wire::units::parse_time(t)
+                .map_err(|_| format!("cannot read '{s}' (try {PRECISION_EXAMPLES}, or 0)"))?
+        };
+        if early > PRECISION_MAX {
+            return Err(format!(
+                "'{s}' is more than {} ms (try {PRECISION_EXAMPLES})",
+                PRECISION_MAX.as_millis()
+            ));
+        }
+        Ok(Precision { early })
+    }
+
+    /// The time a loop turn that began at `clock` runs the network to.
+    pub fn run_to(self, clock: Instant) -> Instant {
+        clock + self.early
+    }
+
+    /// In milliseconds, for summary.json.
+    pub fn as_millis_f64(self) -> f64 {
+        self.early.as_nanos() as f64 / 1e6
+    }
+}
+
+impl std::fmt::Display for Precision {
+    /// `exact`, or the precision in the unit that reads best (`10 µs`, `1 ms`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ns = self.early.as_nanos();
+        if ns == 0 {
+            write!(f, "exact")
+        } else if ns.is_multiple_of(1_000_000) {
+            write!(f, "{} ms", ns / 1_000_000)
+        } else if ns.is_multiple_of(1_000) {
+            write!(f, "{} µs", ns / 1_000)
+        } else {
+            write!(f, "{ns} ns")
+        }
     }
 }
 
@@ -588,17 +670,122 @@ mod tests {
     #[test]
     fn the_last_spin_time_before_a_deadline_is_polled_and_no_deadline_blocks() {
         let spin = Duration::from_micros(50);
-        assert_eq!(wait_for(None, ms(1), spin), Wait::Block);
+        let exact = Precision::EXACT;
+        assert_eq!(wait_for(None, ms(1), spin, exact), Wait::Block);
         assert_eq!(
-            wait_for(Some(ms(1) + Duration::from_micros(30)), ms(1), spin),
+            wait_for(Some(ms(1) + Duration::from_micros(30)), ms(1), spin, exact),
             Wait::Poll
         );
         assert_eq!(
-            wait_for(Some(ms(2)), ms(1), spin),
+            wait_for(Some(ms(2)), ms(1), spin, exact),
             Wait::Timer(ms(2) - spin)
         );
         assert_eq!(earliest([None, Some(ms(3)), Some(ms(2))]), Some(ms(2)));
         assert_eq!(earliest([None, None]), None);
+    }
+
+    /// The loop's deliveries in simulated time: a packet due every `period` up to `end`; the
+    /// loop waits as [`wait_for`] says (a poll costs 1 µs, a timer wakes `late` after its time),
+    /// runs the network to [`Precision::run_to`] of its clock and writes every packet due by
+    /// then. Returns the timer wake-ups and each delivery's error, written minus due, in ns.
+    fn simulate(
+        period: Duration,
+        end: Instant,
+        spin: Duration,
+        late: Duration,
+        precision: Precision,
+    ) -> (u64, Vec<i64>) {
+        let due = |k: u64| Instant::ZERO + Duration::from_nanos(period.as_nanos() as u64 * k);
+        let (mut clock, mut network, mut next) = (Instant::ZERO, Instant::ZERO, 0);
+        let (mut wakeups, mut errors) = (0, Vec::new());
+        loop {
+            while due(next) <= network && due(next) <= end {
+                errors.push(clock.as_nanos() as i64 - due(next).as_nanos() as i64);
+                next += 1;
+            }
+            if due(next) > end {
+                break;
+            }
+            match wait_for(Some(due(next)), clock, spin, precision) {
+                Wait::Poll => clock += Duration::from_micros(1),
+                Wait::Timer(t) => {
+                    clock = clock.max(t) + late;
+                    wakeups += 1;
+                }
+                Wait::Block => unreachable!("a deadline is always given"),
+            }
+            network = network.max(precision.run_to(clock));
+        }
+        (wakeups, errors)
+    }
+
+    #[test]
+    fn an_exact_loop_never_delivers_early_and_wakes_once_per_packet() {
+        let us = Duration::from_micros;
+        let (wakeups, errors) = simulate(us(120), ms(100), us(2), us(5), Precision::EXACT);
+        assert_eq!(errors.len(), 834);
+        assert!(errors.iter().all(|&e| e >= 0), "never early");
+        assert!(
+            errors.iter().all(|&e| e <= 5_000),
+            "at most the wake-up's lateness late"
+        );
+        assert_eq!(wakeups, 833, "one timer per packet but the first");
+    }
+
+    #[test]
+    fn a_precision_of_a_millisecond_wakes_once_per_millisecond_and_delivers_within_it() {
+        let us = Duration::from_micros;
+        let p = Precision::parse("1ms").unwrap();
+        let (wakeups, errors) = simulate(us(120), ms(100), us(2), us(5), p);
+        assert_eq!(errors.len(), 834);
+        assert!(
+            wakeups <= 100,
+            "at most one wake-up per millisecond: {wakeups}"
+        );
+        assert!(
+            wakeups >= 80,
+            "each wake-up covers at most 1 ms of packets: {wakeups}"
+        );
+        assert!(
+            errors.iter().all(|&e| e >= -1_000_000),
+            "at most 1 ms early"
+        );
+        assert!(
+            errors.iter().all(|&e| e <= 5_000),
+            "at most the wake-up's lateness late"
+        );
+        assert!(errors.iter().any(|&e| e < -500_000), "packets do go early");
+    }
+
+    #[test]
+    fn a_precision_smaller_than_the_packet_spacing_changes_nothing_but_the_polling() {
+        let us = Duration::from_micros;
+        let p = Precision::parse("10us").unwrap();
+        let (wakeups, errors) = simulate(us(120), ms(100), us(2), us(5), p);
+        assert_eq!(wakeups, 833);
+        assert!(errors.iter().all(|&e| (-10_000..=5_000).contains(&e)));
+    }
+
+    #[test]
+    fn the_precision_reads_a_time_or_zero_and_refuses_the_rest() {
+        assert_eq!(Precision::parse("0").unwrap(), Precision::EXACT);
+        assert_eq!(Precision::parse("0us").unwrap(), Precision::EXACT);
+        assert_eq!(
+            Precision::parse("100us").unwrap().early,
+            Duration::from_micros(100)
+        );
+        assert_eq!(Precision::parse("1ms").unwrap().to_string(), "1 ms");
+        assert_eq!(Precision::parse("10µs").unwrap().to_string(), "10 µs");
+        assert_eq!(Precision::EXACT.to_string(), "exact");
+        assert_eq!(
+            Precision::parse("fast").unwrap_err(),
+            "cannot read 'fast' (try 10us, 100us, 1ms, or 0)"
+        );
+        assert_eq!(
+            Precision::parse("1s").unwrap_err(),
+            "'1s' is more than 100 ms (try 10us, 100us, 1ms)"
+        );
+        assert_eq!(Precision::parse("1ms").unwrap().as_millis_f64(), 1.0);
     }
 
     #[test]
@@ -726,7 +913,10 @@ mod tests {
         let mut f = EarlyWake::fixed(us(10));
         f.woke(ms(1), ms(1) + us(40));
         assert_eq!(f.margin(), us(10));
-        assert_eq!(wait_for(Some(ms(1)), ms(1) - us(5), e.margin()), Wait::Poll);
+        assert_eq!(
+            wait_for(Some(ms(1)), ms(1) - us(5), e.margin(), Precision::EXACT),
+            Wait::Poll
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::lifecycle::STALL_WORTH_SAYING;
-use crate::run_dir::Summary;
+use crate::run_dir::{DelaySummary, Summary};
 use crate::spec::LabConfig;
 use crate::Setting;
 
@@ -101,9 +101,11 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
         ));
         lines.push(format!("latencylab:   {}", l.check_line));
     }
-    // The engine itself was the bottleneck: say so, so that nobody blames the emulated link.
     let late = &summary.engine.delivery_lateness_ms;
-    if late.p99 > 1.0 {
+    let precision_ms = summary.engine.precision_ms;
+    lines.extend(precision_line(precision_ms, late));
+    // The engine itself was the bottleneck: say so, so that nobody blames the emulated link.
+    if late.p99 > 1.0 + precision_ms {
         lines.push(format!(
             "latencylab: warning: the emulator delivered packets {:.1} ms late at the 99th \
              percentile (the machine was too busy for these settings): delays and rates above \
@@ -137,6 +139,18 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The precision asked for (`--precision`, in ms) and what the deliveries kept of it, when one
+/// was asked for.
+pub fn precision_line(precision_ms: f64, late: &DelaySummary) -> Option<String> {
+    (precision_ms > 0.0).then(|| {
+        format!(
+            "latencylab: engine precision {precision_ms} ms: packets delivered within {:.3} ms \
+             of their time at the 99th percentile ({:.3} ms at most), early ones included",
+            late.p99, late.max
+        )
+    })
 }
 
 /// The engine's longest stall in plain words, when it was over [`STALL_WORTH_SAYING`].
@@ -214,6 +228,21 @@ mod tests {
         assert_eq!(stall_warning(0.9, 1.0), None);
         let line = stall_warning(195.0, 1.25).unwrap();
         assert!(line.contains("stalled for 195.0 ms at 1.25 s"), "{line}");
+    }
+
+    #[test]
+    fn the_precision_and_the_error_kept_are_said_only_when_a_precision_was_asked() {
+        let late = DelaySummary {
+            p99: 0.9134,
+            max: 1.2,
+            ..Default::default()
+        };
+        assert_eq!(precision_line(0.0, &late), None);
+        assert_eq!(
+            precision_line(1.0, &late).unwrap(),
+            "latencylab: engine precision 1 ms: packets delivered within 0.913 ms of their time \
+             at the 99th percentile (1.200 ms at most), early ones included"
+        );
     }
 
     #[test]

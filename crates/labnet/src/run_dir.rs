@@ -625,7 +625,12 @@ pub struct Stall {
 pub struct EngineSummary {
     /// Packets read from the hosts.
     pub packets: u64,
-    /// Actual minus scheduled delivery time of every packet written into a host.
+    /// How far ahead of its time the engine was allowed to deliver a packet (`--precision`;
+    /// 0: every packet at its own time).
+    #[serde(default)]
+    pub precision_ms: f64,
+    /// How far from its scheduled time every packet was written into a host: actual minus
+    /// scheduled, or scheduled minus actual for one written early (with `--precision`).
     pub delivery_lateness_ms: DelaySummary,
     pub write_errors: u64,
     /// CPU time latencylab itself used (user + system), not its programs'.

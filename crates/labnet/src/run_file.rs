@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 use wire::units::parse_time;
 
+use crate::lifecycle::Precision;
 use crate::setting::{parse_all, Direction, Files, Setting};
 use crate::spec::{
     host_settings, iface_addrs, usage, Change, Family, Host, Interface, LabConfig, LinkSpec,
@@ -99,6 +100,8 @@ struct RawRunFile {
     ecn: Option<String>,
     mtu: Option<u32>,
     slow_start_after_idle: Option<bool>,
+    /// How far ahead of its time the engine may deliver a packet (`--precision`).
+    precision: Option<String>,
     #[serde(default)]
     host: Vec<RawHost>,
     #[serde(default)]
@@ -486,6 +489,12 @@ pub fn parse_run_file_set(
         changes,
         programs,
         nat64,
+        precision: raw
+            .precision
+            .as_deref()
+            .map(|p| Precision::parse(p).map_err(|e| UsageError(format!("{name}: precision: {e}"))))
+            .transpose()?
+            .unwrap_or_default(),
     };
     if let Some(n) = &raw.nat64 {
         if n.ipv6_only.is_empty() {
@@ -661,6 +670,24 @@ mod tests {
         assert!(
             e.contains("link 'l': profile: unknown profile 'cabel'"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_run_files_precision_reaches_the_lab_and_a_bad_one_is_named() {
+        let c = parse_run_file("wifi.toml", WIFI, Path::new("."), None, &no_files).unwrap();
+        assert_eq!(c.precision, Precision::EXACT);
+        let text = format!("precision = \"1ms\"\n{WIFI}");
+        let c = parse_run_file("wifi.toml", &text, Path::new("."), None, &no_files).unwrap();
+        assert_eq!(c.precision.early, Duration::from_millis(1));
+        assert_eq!(serde_json::to_value(&c).unwrap()["precision_ms"], 1.0);
+        let bad = format!("precision = \"soon\"\n{WIFI}");
+        let e = parse_run_file("wifi.toml", &bad, Path::new("."), None, &no_files)
+            .unwrap_err()
+            .0;
+        assert_eq!(
+            e,
+            "wifi.toml: precision: cannot read 'soon' (try 10us, 100us, 1ms, or 0)"
         );
     }
 

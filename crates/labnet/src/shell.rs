@@ -38,6 +38,8 @@ pub struct ShellOptions {
     /// Both hosts' `tcp_slow_start_after_idle`.
     pub slow_start_after_idle: Option<bool>,
     pub seed: Option<u64>,
+    /// How far ahead of its time the engine may deliver a packet (`--precision`).
+    pub precision: crate::lifecycle::Precision,
     /// `client` IPv6-only behind DNS64 + NAT64, `server` IPv4-only.
     pub nat64: bool,
     /// With `nat64`: a CLAT (464XLAT) on the client.
@@ -158,6 +160,7 @@ pub fn shell_config(o: &ShellOptions, files: &dyn Files) -> Result<LabConfig, Us
         // At the server's end of the path, as a carrier's translator sits past the access
         // link: the path carries the client's IPv6, and the server meets it as IPv4.
         nat64: o.nat64.then(|| Nat64Spec::at("server")),
+        precision: o.precision,
     };
     let mut cfg = cfg;
     if (o.clat || o.clat_prefix.is_some()) && !o.nat64 {

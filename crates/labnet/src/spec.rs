@@ -16,6 +16,7 @@ use link::LinkParams;
 use serde::{Deserialize, Serialize};
 use wire::Duration;
 
+use crate::lifecycle::Precision;
 pub use crate::setting::Direction;
 use crate::setting::Setting;
 
@@ -309,6 +310,21 @@ pub struct LabConfig {
     pub programs: Vec<Program>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nat64: Option<Nat64Spec>,
+    /// How far ahead of its time the engine may deliver a packet (`--precision`).
+    #[serde(
+        rename = "precision_ms",
+        serialize_with = "precision_ms",
+        skip_serializing_if = "is_exact"
+    )]
+    pub precision: Precision,
+}
+
+fn precision_ms<S: serde::Serializer>(p: &Precision, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(p.as_millis_f64())
+}
+
+fn is_exact(p: &Precision) -> bool {
+    *p == Precision::EXACT
 }
 
 /// The most interfaces a lab may have: what the address plan of [`iface_addrs`] numbers.

@@ -381,6 +381,9 @@ pub struct Coalescer {
     next_id: u16,
     /// No segment may join any more (the last was short, or had PSH or FIN).
     closed: bool,
+    /// Segments' transport checksums are taken as correct without summing them
+    /// ([`Coalescer::trust_checksums`]).
+    trusted: bool,
 }
 
 impl Coalescer {
@@ -392,6 +395,15 @@ impl Coalescer {
     /// Segments in the super-packet being built.
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Whether each segment's transport checksum is summed before it may join (`false`, the
+    /// default) or taken as correct (`true`). Trusting is for a caller that knows every segment
+    /// offered carries the checksum the segmenter computed and that no byte of it changed
+    /// since (no corrupting link, no host handing over a checksum of its own that may be
+    /// wrong): the sum would then only repeat the segmenter's, a whole pass over the payload.
+    pub fn trust_checksums(&mut self, trusted: bool) {
+        self.trusted = trusted;
     }
 
     /// Offers `seg`, a complete datagram: true when it joined the super-packet being built or,
@@ -476,7 +488,7 @@ impl Coalescer {
             || headers < l4 + 20
             || headers >= seg.len()
             || flags & TCP_NEVER != 0
-            || !transport_checksum_ok(seg, l4, PROTO_TCP)
+            || !(self.trusted || transport_checksum_ok(seg, l4, PROTO_TCP))
         {
             return false;
         }
@@ -527,7 +539,7 @@ impl Coalescer {
             && (t[13] ^ f[13]) & !(TCP_FIN | TCP_PSH) == 0
             && t[14..16] == f[14..16]
             && t[18..] == f[18..]
-            && transport_checksum_ok(seg, l4, PROTO_TCP)
+            && (self.trusted || transport_checksum_ok(seg, l4, PROTO_TCP))
     }
 }
 
@@ -869,6 +881,10 @@ mod tests {
         bad[100] ^= 4;
         assert!(refused(&segs[0], &bad));
         assert!(!Coalescer::default().push(&bad), "nor start a run");
+        // Unless the caller vouches for every checksum: then it is not summed.
+        let mut trusting = Coalescer::default();
+        trusting.trust_checksums(true);
+        assert!(trusting.push(&segs[0]) && trusting.push(&bad));
         // CWR, and a window that changed (checksums mended by the segmenter's own rule).
         for (at, v) in [(33usize, 0x80u8 | 0x10), (34, 0x12)] {
             let mut s = segs[1].clone();
