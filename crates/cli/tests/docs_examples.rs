@@ -331,6 +331,12 @@ const EXAMPLES: &[Example] = &[
         check: Check::Parses { run_by: "demo_hol_blocking.rs" },
     },
     Example {
+        cmd: "latencylab demo responsiveness -o out/responsiveness --duration 10s",
+        check: Check::Parses {
+            run_by: "demo_responsiveness.rs",
+        },
+    },
+    Example {
         cmd: "sudo latencylab demo bufferbloat -o out/bufferbloat",
         check: Check::Run {
             setup: "",
