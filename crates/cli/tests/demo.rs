@@ -49,9 +49,9 @@ fn run_demo(
 static BUFFERBLOAT: OnceLock<(PathBuf, String)> = OnceLock::new();
 static BUFFERBLOAT_LOCK: Mutex<()> = Mutex::new(());
 
-/// Where the bufferbloat run writes its `--live` lines.
+/// Where the bufferbloat run writes its `--live` lines (a file: naming it empties nothing).
 fn bufferbloat_live() -> PathBuf {
-    scratch("bufferbloat").with_extension("jsonl")
+    scratch_root().join("demo-bufferbloat-live.jsonl")
 }
 
 fn bufferbloat() -> &'static (PathBuf, String) {
