@@ -49,12 +49,13 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
             let capture = m["handshake_ms_capture"].as_array().unwrap();
             assert_eq!(client.len(), capture.len(), "{c:#}");
             // The capture sees the client's first 1-RTT packet leave; the client notes the
-            // handshake when its task next runs, a little later. The demo's check holds the two
-            // to 1 ms; on a machine shared with other builds the task can wait a few ms more,
-            // so this test allows 5 ms, and never the capture after the client.
+            // handshake when its task next runs, and sends that packet (its request) when
+            // its task runs again: either can come first. The demo's check holds the two to
+            // 1 ms; on a machine shared with other work a task can wait a few ms more, so this
+            // test allows 5 ms either way.
             for (a, b) in client.iter().zip(capture) {
                 let d = a.as_f64().unwrap() - b.as_f64().unwrap();
-                assert!((-0.1..=5.0).contains(&d), "{c:#}");
+                assert!(d.abs() <= 5.0, "{c:#}");
             }
         }
     }
