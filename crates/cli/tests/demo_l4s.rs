@@ -95,7 +95,10 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     // The lab's own lateness (its engine waiting for a CPU on a busy machine) adds to every
     // round trip; it is measured, and allowed on top of the bound.
     let late = f(&r, "l4s", "delivery_lateness_p99_ms");
-    assert!(f(&r, "l4s", "path_rtt_p99_ms") < min + 5.0 + 2.0 * late, "{r}");
+    assert!(
+        f(&r, "l4s", "path_rtt_p99_ms") < min + 5.0 + 2.0 * late,
+        "{r}"
+    );
     assert!(f(&r, "l4s", "call_loss_pct") < 1.0, "{r}");
     assert!(f(&r, "l4s", "fps_ge25_pct") >= 95.0, "{r}");
     assert_eq!(f(&r, "l4s", "stalls"), 0.0, "{r}");
