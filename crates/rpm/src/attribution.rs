@@ -667,24 +667,7 @@ mod tests {
             start_mono_ns: LAB0,
             intervals: vec![],
         };
-        let links = [
-            LinkLog {
-                link: "path",
-                side: "up",
-                queue: "fifo limit 1000",
-                delay_ms: 10.0,
-                rate_bps: None,
-                lines: &up,
-            },
-            LinkLog {
-                link: "path",
-                side: "down",
-                queue: "fifo limit 1000",
-                delay_ms: 10.0,
-                rate_bps: None,
-                lines: &down,
-            },
-        ];
+        let links = path(&up, &down);
         let a = attribute(&r, LAB0, &links).unwrap();
         assert!((a.loaded_rtt_ms - 200.0).abs() < 1e-9);
         assert!((a.queues[1].share - 0.9).abs() < 1e-9, "{a:?}");
@@ -718,24 +701,7 @@ mod tests {
         ];
         let mut r = report(250.0, 200.0, vec![foreign], 300.0, vec![selfp]);
         r.rpm_confidence = Confidence::Medium;
-        let links = [
-            LinkLog {
-                link: "path",
-                side: "up",
-                queue: "fifo limit 1000",
-                delay_ms: 10.0,
-                rate_bps: None,
-                lines: &up,
-            },
-            LinkLog {
-                link: "path",
-                side: "down",
-                queue: "fifo limit 1000",
-                delay_ms: 10.0,
-                rate_bps: None,
-                lines: &down,
-            },
-        ];
+        let links = path(&up, &down);
         let a = attribute(&r, LAB0, &links).unwrap();
         assert!((a.foreign.loss_recovery_ms - 100.0).abs() < 1e-6, "{a:?}");
         assert!((a.foreign.network_share() - 1.0).abs() < 1e-9);
