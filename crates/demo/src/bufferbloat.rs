@@ -18,7 +18,7 @@
 //! checks, and the end-to-end test asserts them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::{Analysis, Connection, Dir};
 use anyhow::{bail, Context, Result};
@@ -50,17 +50,6 @@ const STREAM_PORT: u16 = 5203;
 const CLIENT_START_S: f64 = 0.5;
 /// Queue-delay chart resolution, s.
 const QUEUE_BIN_S: f64 = 0.1;
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of each run's measurement, s.
-    pub duration_s: f64,
-    pub seed: u64,
-    /// No progress bar or progress lines.
-    pub quiet: bool,
-}
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -105,7 +94,8 @@ pub struct Results {
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
-pub use crate::common::Check;
+use crate::common::Check;
+pub use crate::params::Args;
 
 /// One run's measurements with what the charts need.
 struct RunData {
@@ -183,8 +173,8 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
 }
 
 /// The two runs, each with its label and queue: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> {
-    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+pub fn runs(a: &Args) -> Vec<((&'static str, &'static str), common::Run)> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
     [
         ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
         ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
@@ -192,9 +182,9 @@ pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> 
     .map(|(name, label, queue, ecn)| {
         let run = common::Run {
             dir: name.into(),
-            msg: format!("{label} ({queue}), {:.0} s", opts.duration_s),
+            msg: format!("{label} ({queue}), {:.0} s", a.seconds("duration")),
             expected_s: lab_s,
-            config: lab_config(queue, ecn, opts.duration_s, opts.seed),
+            config: lab_config(queue, ecn, a.seconds("duration"), a.seed),
         };
         ((label, queue), run)
     })
@@ -202,29 +192,23 @@ pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> 
 }
 
 /// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (a run needs a few seconds for the queue to fill)",
-            opts.duration_s
-        );
-    }
-    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, opts.quiet)?;
-    let mut runs = series.run(runs(opts), Some(4.0), |(label, queue), dir, result| {
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
+    let mut series = common::Series::new(&a.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, a.quiet)?;
+    let mut runs = series.run(runs(a), Some(4.0), |(label, queue), dir, result| {
         collect(label, queue, dir, result)
     })?;
     let codel = runs.pop().expect("two runs");
     let fifo = runs.pop().expect("two runs");
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
-        duration_s: opts.duration_s,
+        duration_s: a.seconds("duration"),
         fifo: fifo.metrics.clone(),
         codel: codel.metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(6.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &fifo, &codel)
+        write_outputs(a, r, c, &fifo, &codel)
     })
 }
 
@@ -492,15 +476,15 @@ const FIFO_COLOR: Rgb = Rgb(213, 94, 0);
 const CODEL_COLOR: Rgb = Rgb(0, 114, 178);
 
 fn write_outputs(
-    opts: &Options,
+    a: &Args,
     results: &Results,
     checks: &[Check],
     fifo: &RunData,
     codel: &RunData,
 ) -> Result<()> {
     let charts = Charts::draw(fifo, codel);
-    let page = page(opts, results, checks, fifo, codel, &charts)?;
-    common::write_report_files(&opts.out_dir, results, &charts.files(), &page)
+    let page = page(a, results, checks, fifo, codel, &charts)?;
+    common::write_report_files(&a.out_dir, results, &charts.files(), &page)
 }
 
 /// Every chart of the report, each in its PNG form (the page thins the time-sequence graphs
@@ -819,7 +803,7 @@ fn throughput_chart(fifo: &RunData, codel: &RunData) -> Chart {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[Check],
     fifo: &RunData,
@@ -835,7 +819,7 @@ fn page(
          with 30 s read-ahead fills the downlink while a probe pings every 100 ms; {:.0} s per \
          run, seed {}. Run A queues in a FIFO ({}), run B in CoDel marking ECN ({}), with ECN \
          on in both hosts.",
-        r.duration_s, opts.seed, r.fifo.queue, r.codel.queue
+        r.duration_s, a.seed, r.fifo.queue, r.codel.queue
     );
 
     let (header, rows) = table_rows(r);

@@ -105,6 +105,19 @@ pub struct Outcome<R> {
     pub report: PathBuf,
 }
 
+impl<R> Outcome<R> {
+    /// The outcome without its typed results, which `results.json` holds.
+    pub fn erase(self) -> Outcome<()> {
+        Outcome {
+            results: (),
+            table: self.table,
+            checks: self.checks,
+            unreproducible: self.unreproducible,
+            report: self.report,
+        }
+    }
+}
+
 /// A demo from start to end: its output directory and its progress bar, the labs run in turn
 /// and read back, and the report drawn last.
 pub struct Series<'a> {
@@ -514,190 +527,22 @@ mod tests {
         assert_eq!(grouped_findings(three.clone()), three);
     }
 
-    /// Each demo's runs, with short settings, by name.
+    /// Each demo's runs with its defaults (Chromium left out), by name.
     fn every_demos_runs(out: &Path) -> Vec<(&'static str, Vec<Run>)> {
-        fn runs<K>(v: Vec<(K, Run)>) -> Vec<Run> {
-            v.into_iter().map(|(_, r)| r).collect()
-        }
-        let o = out.to_path_buf();
-        let (seed, quiet, duration_s) = (1, true, 30.0);
-        vec![
-            (
-                "bufferbloat",
-                runs(crate::bufferbloat::runs(&crate::bufferbloat::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "l4s",
-                runs(crate::l4s::runs(&crate::l4s::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "fallback",
-                runs(crate::fallback::runs(&crate::fallback::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "nagle",
-                runs(crate::nagle::runs(&crate::nagle::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "pps",
-                runs(crate::pps::runs(&crate::pps::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    pps: 1000,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "delayed-ack",
-                runs(crate::delayed_ack::runs(&crate::delayed_ack::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "notsent-lowat",
-                runs(crate::notsent_lowat::runs(&crate::notsent_lowat::Options {
-                    out_dir: o.clone(),
-                    duration_s,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "tfo",
-                runs(crate::tfo::runs(&crate::tfo::Options {
-                    out_dir: o.clone(),
-                    requests: 30,
-                    seed,
-                    quiet,
-                })),
-            ),
-            (
-                "handshake-cdf",
-                runs(
-                    crate::handshake_cdf::runs(&crate::handshake_cdf::Options {
-                        out_dir: o.clone(),
-                        servers: 20,
-                        per_server: 5,
-                        seed,
-                        quiet,
-                    })
-                    .into(),
-                ),
-            ),
-            (
-                "pipelining",
-                runs(
-                    crate::pipelining::runs(&crate::pipelining::Options {
-                        out_dir: o.clone(),
-                        rtts_ms: [100.0, 300.0],
-                        seed,
-                        quiet,
-                    })
-                    .unwrap(),
-                ),
-            ),
-            (
-                "conn-reuse",
-                runs(
-                    crate::conn_reuse::runs(&crate::conn_reuse::Options {
-                        out_dir: o.clone(),
-                        rtt_ms: 250.0,
-                        down_mbit: crate::conn_reuse::DOWN_MBIT,
-                        up_mbit: None,
-                        buffer: crate::conn_reuse::Buffer::parse("bdp").unwrap(),
-                        html_scan: web::client::HtmlScan::Stream,
-                        page: None,
-                        seed,
-                        quiet,
-                    })
-                    .unwrap(),
-                ),
-            ),
-            (
-                "cwnd-reuse",
-                runs(
-                    crate::cwnd_reuse::runs(&crate::cwnd_reuse::Options {
-                        out_dir: o.clone(),
-                        rtt_ms: 250.0,
-                        idle_s: 3.0,
-                        clicks: 3,
-                        control: true,
-                        seed,
-                        quiet,
-                    })
-                    .unwrap(),
-                ),
-            ),
-            (
-                "http-parallel",
-                runs(
-                    crate::http_parallel::runs(&crate::http_parallel::Options {
-                        out_dir: o.clone(),
-                        seed,
-                        no_chromium: true,
-                        quiet,
-                    })
-                    .unwrap(),
-                ),
-            ),
-            (
-                "responsiveness",
-                runs(crate::responsiveness::runs(
-                    &crate::responsiveness::Options {
-                        out_dir: o.clone(),
-                        duration_s: 15.0,
-                        seed,
-                        quiet,
-                    },
-                )),
-            ),
-            (
-                "hol-blocking",
-                runs(
-                    crate::hol_blocking::runs(&crate::hol_blocking::Options {
-                        out_dir: o.clone(),
-                        seed,
-                        seeds: 1,
-                        no_chromium: true,
-                        quiet,
-                    })
-                    .unwrap(),
-                ),
-            ),
-            (
-                "nat64",
-                runs(crate::nat64::runs(&crate::nat64::Options {
-                    out_dir: o,
-                    seed,
-                    quiet,
-                    gather: |_, _, _, _, _| bail!("not run in a test"),
-                })),
-            ),
-        ]
+        crate::params::DEMOS
+            .iter()
+            .map(|d| {
+                let mut a = crate::params::Args::new(d, out.to_path_buf());
+                if d.param("no-chromium").is_some() {
+                    a.set("no-chromium", "true").unwrap();
+                }
+                if d.param("runs").is_some() {
+                    a.set("runs", "1").unwrap();
+                }
+                let runs = (d.runs)(&a).unwrap_or_else(|e| panic!("{}: {e:#}", d.name));
+                (d.name, runs)
+            })
+            .collect()
     }
 
     #[test]

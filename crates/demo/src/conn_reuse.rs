@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
@@ -34,6 +34,7 @@ use web::client::HtmlScan;
 use web::WebRecord;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 use crate::web_common::{analyzer_section, resource_bars, waterfall};
 
 /// The page, shipped in `examples/pages/`.
@@ -206,33 +207,22 @@ impl Line {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// 250 ms by default, the talk's.
-    pub rtt_ms: f64,
-    /// The line's rate down, Mbit/s ([`DOWN_MBIT`] by default).
-    pub down_mbit: f64,
-    /// The line's rate up, Mbit/s (a fifth of down by default).
-    pub up_mbit: Option<f64>,
-    pub buffer: Buffer,
-    /// When the page-load client looks for the HTML's references.
-    pub html_scan: HtmlScan,
-    /// Another page to load instead of `examples/pages/news.toml`; its host names must be
-    /// among [`SERVERS`]' aliases.
-    pub page: Option<PathBuf>,
-    pub seed: u64,
-    pub quiet: bool,
+/// The line of `--rtt`, `--down-mbit`, `--up-mbit` and `--buffer`.
+pub fn line_of(a: &Args) -> Line {
+    let down_mbit = a.number("down-mbit").unwrap_or(DOWN_MBIT);
+    Line {
+        rtt_ms: a.ms("rtt"),
+        down_mbit,
+        up_mbit: a.number("up-mbit").unwrap_or(down_mbit * UP_PER_DOWN),
+        buffer: Buffer::parse(a.text("buffer").unwrap_or("bdp")).expect("read as declared"),
+    }
 }
 
-impl Options {
-    pub fn line(&self) -> Line {
-        Line {
-            rtt_ms: self.rtt_ms,
-            down_mbit: self.down_mbit,
-            up_mbit: self.up_mbit.unwrap_or(self.down_mbit * UP_PER_DOWN),
-            buffer: self.buffer,
-        }
+/// `--html-scan`.
+fn html_scan(a: &Args) -> HtmlScan {
+    match a.text("html-scan") {
+        Some("whole") => HtmlScan::Whole,
+        _ => HtmlScan::Stream,
     }
 }
 
@@ -390,17 +380,19 @@ struct RunData {
 
 /// The four runs: what [`run`] runs and `--export` writes. The page files they serve are
 /// written into the output directory.
-pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
-    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
-    let line = opts.line();
-    let page_text = match &opts.page {
+pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
+    let expect = 4.0 + a.ms("rtt") / 1000.0 * 16.0;
+    let line = line_of(a);
+    let page_text = match a.text("page") {
         None => NEWS.to_string(),
-        Some(p) => page_for_servers(p)?,
+        Some(p) => {
+            page_for_servers(Path::new(p)).map_err(|e| lab::UsageError(format!("--page: {e:#}")))?
+        }
     };
     let files = [
-        common::page_file(&opts.out_dir, "page.toml", &page_text)?,
+        common::page_file(&a.out_dir, "page.toml", &page_text)?,
         common::page_file(
-            &opts.out_dir,
+            &a.out_dir,
             "page-consolidated.toml",
             &consolidate(&page_text),
         )?,
@@ -409,23 +401,20 @@ pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
         .map(|(label, design, page)| {
             let run = common::Run {
                 dir: label.into(),
-                msg: format!("{label} ({:.0} ms RTT)", opts.rtt_ms),
+                msg: format!("{label} ({:.0} ms RTT)", a.ms("rtt")),
                 expected_s: expect,
-                config: lab_config(&line, design, opts.html_scan, &files[page], opts.seed),
+                config: lab_config(&line, design, html_scan(a), &files[page], a.seed),
             };
             (label, run)
         })
         .into())
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
-        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
-    }
+pub fn run(a: &Args) -> Result<Outcome> {
     // The lab's start, then about 16 round trips: the HTML's, and four waves of handshakes
     // and requests.
-    let expect = 4.0 + opts.rtt_ms / 1000.0 * 16.0;
-    let line = opts.line();
+    let expect = 4.0 + a.ms("rtt") / 1000.0 * 16.0;
+    let line = line_of(a);
     for (what, v) in [("--down-mbit", line.down_mbit), ("--up-mbit", line.up_mbit)] {
         if !(0.1..=1000.0).contains(&v) {
             bail!("{what}: {v} Mbit/s is outside 0.1 to 1000");
@@ -437,20 +426,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     } else {
         0.0
     };
-    let labs = runs(opts)?;
+    let labs = runs(a)?;
     // The page files the runs load, which Chromium loads too.
-    let files = ["page.toml", "page-consolidated.toml"].map(|n| opts.out_dir.join(n));
-    let mut series =
-        common::Series::new(&opts.out_dir, 4.0 * expect + chromium_s + 8.0, opts.quiet)?;
+    let files = ["page.toml", "page-consolidated.toml"].map(|n| a.out_dir.join(n));
+    let mut series = common::Series::new(&a.out_dir, 4.0 * expect + chromium_s + 8.0, a.quiet)?;
     let runs = series.run(labs, None, |label, dir, _| {
-        collect(label, &line, opts.html_scan, dir)
+        collect(label, &line, html_scan(a), dir)
     })?;
     let (mut chromium, mut chromium_note) = ([None, None], None);
     if with_chromium {
         for (i, (dir, page)) in CHROMIUM_RUNS.iter().enumerate() {
-            let msg = format!("headless Chromium, {dir} ({:.0} ms RTT)", opts.rtt_ms);
+            let msg = format!("headless Chromium, {dir} ({:.0} ms RTT)", a.ms("rtt"));
             let got = series.progress().phase(&msg, expect + 6.0, || {
-                chromium_run(&opts.out_dir.join(dir), &line, &files[*page], opts.seed)
+                chromium_run(&a.out_dir.join(dir), &line, &files[*page], a.seed)
             });
             match got {
                 Ok(m) => chromium[i] = Some(m),
@@ -475,7 +463,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(3.0, results, checks, rows, |r, c| {
-        write_outputs(&opts.out_dir, r, c, &runs)
+        write_outputs(&a.out_dir, r, c, &runs)
     })
 }
 

@@ -19,7 +19,7 @@
 //! The fetch times come from `page-load`'s own lines (request sent to last byte); the flights
 //! from the server's capture, through the analyzer.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
@@ -28,6 +28,7 @@ use serde::Serialize;
 use web::WebRecord;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 use crate::web_common::{analyzer_section, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -51,21 +52,6 @@ const MAX_RATIO: f64 = 0.6;
 const SAME_RATIO: f64 = 0.85;
 /// Linux's initial window (RFC 6928), in segments.
 const INITIAL_WINDOW: u64 = 10;
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// 250 ms by default, the talk's.
-    pub rtt_ms: f64,
-    /// How long the connections sit idle before each click, s.
-    pub idle_s: f64,
-    /// Clicks per run (1 to 3).
-    pub clicks: usize,
-    /// Also run with the server's `tcp_slow_start_after_idle=1`.
-    pub control: bool,
-    pub seed: u64,
-    pub quiet: bool,
-}
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -177,29 +163,34 @@ struct RunData {
     clicks_sent: Vec<Vec<(f64, f64)>>,
 }
 
+/// `--clicks`.
+fn clicks_of(a: &Args) -> usize {
+    a.count("clicks") as usize
+}
+
 /// The runs, each with its directory, connection choice and the server's
 /// tcp_slow_start_after_idle: what [`run`] runs and `--export` writes. The page file they
 /// serve is written into the output directory.
 #[allow(clippy::type_complexity)]
-pub fn runs(opts: &Options) -> Result<Vec<((&'static str, &'static str, bool), common::Run)>> {
-    let rtt_s = opts.rtt_ms / 1e3;
-    let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
-    let page_file = common::page_file(&opts.out_dir, "gallery.toml", GALLERY)?;
-    Ok(variants(opts.control)
+pub fn runs(a: &Args) -> Result<Vec<((&'static str, &'static str, bool), common::Run)>> {
+    let rtt_s = a.ms("rtt") / 1e3;
+    let expect = 2.5 + 12.0 * rtt_s + clicks_of(a) as f64 * (a.seconds("idle") + 3.0 * rtt_s);
+    let page_file = common::page_file(&a.out_dir, "gallery.toml", GALLERY)?;
+    Ok(variants(!a.flag("no-control"))
         .map(|&(dir, choice, ssai)| {
             let config = lab_config(
-                opts.rtt_ms,
+                a.ms("rtt"),
                 choice,
                 ssai,
-                opts.clicks,
-                opts.idle_s,
+                clicks_of(a),
+                a.seconds("idle"),
                 &page_file,
-                opts.seed,
+                a.seed,
             );
             let msg = format!(
                 "{choice}, server tcp_slow_start_after_idle={} ({:.0} ms RTT)",
                 u8::from(ssai),
-                opts.rtt_ms
+                a.ms("rtt")
             );
             let run = common::Run {
                 dir: dir.into(),
@@ -212,24 +203,15 @@ pub fn runs(opts: &Options) -> Result<Vec<((&'static str, &'static str, bool), c
         .collect())
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(1.0..=2000.0).contains(&opts.rtt_ms) {
-        bail!("--rtt: {} ms is outside 1 ms to 2000 ms", opts.rtt_ms);
-    }
-    if !(1..=CLICKS.len()).contains(&opts.clicks) {
-        bail!("--clicks: {} is outside 1 to {}", opts.clicks, CLICKS.len());
-    }
-    if !(0.1..=60.0).contains(&opts.idle_s) {
-        bail!("--idle: {} s is outside 0.1 s to 60 s", opts.idle_s);
-    }
+pub fn run(a: &Args) -> Result<Outcome> {
     // The page: a few round trips of slow start for the photo; then each click.
-    let rtt_s = opts.rtt_ms / 1e3;
-    let expect = 2.5 + 12.0 * rtt_s + opts.clicks as f64 * (opts.idle_s + 3.0 * rtt_s);
-    let n = variants(opts.control).count();
-    let labs = runs(opts)?;
-    let mut series = common::Series::new(&opts.out_dir, n as f64 * expect + 4.0, opts.quiet)?;
+    let rtt_s = a.ms("rtt") / 1e3;
+    let expect = 2.5 + 12.0 * rtt_s + clicks_of(a) as f64 * (a.seconds("idle") + 3.0 * rtt_s);
+    let n = variants(!a.flag("no-control")).count();
+    let labs = runs(a)?;
+    let mut series = common::Series::new(&a.out_dir, n as f64 * expect + 4.0, a.quiet)?;
     let data = series.run(labs, None, |(label, choice, ssai), dir, _| {
-        collect(label, choice, ssai, opts, dir)
+        collect(label, choice, ssai, a, dir)
     })?;
     let take = |name: &str| {
         data.iter()
@@ -245,7 +227,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let checks = checks(&results);
     let rows = table_rows(&results);
     series.finish(3.0, results, checks, rows, |r, c| {
-        write_outputs(&opts.out_dir, r, c, &data)
+        write_outputs(&a.out_dir, r, c, &data)
     })
 }
 
@@ -259,16 +241,10 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn collect(
-    label: &'static str,
-    choice: &str,
-    ssai: bool,
-    opts: &Options,
-    dir: &Path,
-) -> Result<RunData> {
+fn collect(label: &'static str, choice: &str, ssai: bool, a: &Args, dir: &Path) -> Result<RunData> {
     let path = dir.join("programs").join("page-load.out");
     let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
-    let clicks: Vec<String> = CLICKS[..opts.clicks]
+    let clicks: Vec<String> = CLICKS[..clicks_of(a)]
         .iter()
         .map(|p| format!("http://{HOST}{p}"))
         .collect();
@@ -313,17 +289,17 @@ fn collect(
             .unwrap_or(0);
         picked_burst_bytes.push(burst);
     }
-    if fetch_ms.len() != opts.clicks {
+    if fetch_ms.len() != clicks_of(a) {
         bail!(
             "{}: {} of the {} clicks were answered (see programs/page-load.err)",
             path.display(),
             fetch_ms.len(),
-            opts.clicks
+            clicks_of(a)
         );
     }
     let pcap = dir.join("captures").join("server-eth0.pcap");
-    let bursts = click_bursts(&pcap, opts.clicks, opts.idle_s)?;
-    let half_rtt_s = opts.rtt_ms / 2e3;
+    let bursts = click_bursts(&pcap, clicks_of(a), a.seconds("idle"))?;
+    let half_rtt_s = a.ms("rtt") / 2e3;
     let first_flight_bytes = bursts
         .iter()
         .map(|b| {
@@ -352,8 +328,8 @@ fn collect(
         metrics: RunMetrics {
             idle_choice: choice.into(),
             server_ssai: u8::from(ssai),
-            rtt_ms: opts.rtt_ms,
-            idle_s: opts.idle_s,
+            rtt_ms: a.ms("rtt"),
+            idle_s: a.seconds("idle"),
             fetch_ms_p50: median(&fetch_ms),
             fetch_ms,
             first_flight_bytes,

@@ -20,7 +20,7 @@
 //! printed as rows Linux is known not to meet (`n/a`, with the reason, unless one holds after
 //! all), and the end-to-end test asserts what the kernel does.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
@@ -29,6 +29,7 @@ use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Tabl
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// The path's capacity each way: a fast LAN.
 pub const CAPACITY: &str = "100mbit";
@@ -85,16 +86,6 @@ impl Variant {
             Variant::Quickack => Rgb(0, 114, 178),
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of each run's transfer, s.
-    pub duration_s: f64,
-    pub seed: u64,
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -198,15 +189,15 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
     Variant::ALL
         .map(|v| {
             let run = common::Run {
                 dir: v.name().into(),
                 msg: v.label().into(),
                 expected_s: lab_s,
-                config: lab_config(v, opts.duration_s, opts.seed),
+                config: lab_config(v, a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -214,20 +205,17 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs the two labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(2.0..=600.0).contains(&opts.duration_s) {
-        bail!("--duration: {} s is outside 2 s to 600 s", opts.duration_s);
-    }
-    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 3.0) + 2.0, opts.quiet)?;
-    let runs = series.run(runs(opts), Some(3.0), |v, dir, _| collect(v, dir))?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
+    let mut series = common::Series::new(&a.out_dir, 2.0 * (lab_s + 3.0) + 2.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(3.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         delayed: runs[0].metrics.clone(),
         quickack: runs[1].metrics.clone(),
     };
     let (seed_rows, rows) = (unreproducible(&results), table_rows(&results));
     let mut outcome = series.finish(2.0, results, Vec::new(), rows, |r, _| {
-        write_outputs(opts, r, &seed_rows, &runs)
+        write_outputs(a, r, &seed_rows, &runs)
     })?;
     outcome.unreproducible = seed_rows;
     Ok(outcome)
@@ -466,16 +454,16 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[common::Unreproducible],
     runs: &[RunData],
 ) -> Result<()> {
     let tsg: Vec<Chart> = runs.iter().map(tsg_chart).collect();
     let intervals = intervals_chart(runs);
-    let page = page(opts, r, checks, runs, &tsg, &intervals)?;
+    let page = page(a, r, checks, runs, &tsg, &intervals)?;
     common::write_report_files(
-        &opts.out_dir,
+        &a.out_dir,
         r,
         &[
             ("tsg-delayed", &tsg[0]),
@@ -563,7 +551,7 @@ fn intervals_chart(runs: &[RunData]) -> Chart {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[common::Unreproducible],
     runs: &[RunData],
@@ -576,7 +564,8 @@ fn page(
          client writes {WRITE_BYTES}-byte pieces, the server's SO_RCVBUF is {RCVBUF_BYTES} bytes; \
          seed {}. Run delayed: the receiver defers its ACKs as Linux does by default. Run \
          quickack: it sets TCP_QUICKACK after every read.",
-        opts.duration_s, opts.seed
+        a.seconds("duration"),
+        a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(

@@ -23,7 +23,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
@@ -34,6 +34,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// When the Wi-Fi goes dark and comes back, s of lab time.
 pub const OUTAGE_START_S: f64 = 2.0;
@@ -70,16 +71,6 @@ impl Variant {
             Variant::Mptcp => "mptcp",
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// How long the client starts requests, s (the outage is from 2 s to 20 s of the lab).
-    pub duration_s: f64,
-    pub seed: u64,
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -210,8 +201,8 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The three runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = CLIENT_START_S + opts.duration_s + 1.0;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = CLIENT_START_S + a.seconds("duration") + 1.0;
     Variant::ALL
         .map(|v| {
             let run = common::Run {
@@ -223,7 +214,7 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
                     } else {
                         0.0
                     },
-                config: lab_config(v, opts.duration_s, opts.seed),
+                config: lab_config(v, a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -231,21 +222,10 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(OUTAGE_END_S + 3.0..=300.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside {} to 300 s (the Wi-Fi comes back at {OUTAGE_END_S} s)",
-            opts.duration_s,
-            OUTAGE_END_S + 3.0
-        );
-    }
-    let lab_s = CLIENT_START_S + opts.duration_s + 1.0;
-    let mut series = common::Series::new(
-        &opts.out_dir,
-        3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0,
-        opts.quiet,
-    )?;
-    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = CLIENT_START_S + a.seconds("duration") + 1.0;
+    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         outage_start_s: OUTAGE_START_S,
         outage_end_s: OUTAGE_END_S,
@@ -255,7 +235,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -420,16 +400,16 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     // Each on its own scale: the ordinary app's seconds would flatten the others' milliseconds.
     let charts: Vec<Chart> = runs.iter().map(timeline).collect();
     let names: Vec<String> = runs
         .iter()
         .map(|r| format!("timeline-{}", r.variant.name()))
         .collect();
-    let page = page(opts, r, checks, runs, &names, &charts)?;
+    let page = page(a, r, checks, runs, &names, &charts)?;
     let files: Vec<(&str, &Chart)> = names.iter().map(String::as_str).zip(&charts).collect();
-    common::write_report_files(&opts.out_dir, r, &files, &page)
+    common::write_report_files(&a.out_dir, r, &files, &page)
 }
 
 /// One run's timeline: each request at its start, its delay up, coloured by the interface
@@ -498,7 +478,7 @@ fn timeline(run: &RunData) -> Chart {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[Check],
     runs: &[RunData],
@@ -514,7 +494,8 @@ fn page(
          first, cellular 250 ms later, the first to connect wins; a Better Route probe moves \
          back to Wi-Fi), mptcp (one MPTCP connection with a backup subflow over cellular). \
          Seed {}.",
-        opts.duration_s, opts.seed
+        a.seconds("duration"),
+        a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(

@@ -22,8 +22,6 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::path::PathBuf;
-
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
@@ -31,6 +29,7 @@ use report::{Block, Figure, Page, Section, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// The home line's own round trip, ms (5 ms each way): every server is at least this far.
 pub const ACCESS_RTT_MS: f64 = 10.0;
@@ -50,18 +49,6 @@ const INTERVAL_MS: u64 = 200;
 const STAGGER_MS: u64 = 50;
 /// The servers' port (tfo-server's default).
 const PORT: u16 = 5205;
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Servers, each at its own RTT.
-    pub servers: usize,
-    /// Connections to each server.
-    pub per_server: u64,
-    pub seed: u64,
-    pub quiet: bool,
-}
 
 /// `results.json`.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -170,33 +157,28 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
 /// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and
 /// `report.html`.
 /// The one run: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> [((), common::Run); 1] {
+pub fn runs(a: &Args) -> [((), common::Run); 1] {
     let lab_s = CLIENT_START_S
-        + opts.servers as f64 * STAGGER_MS as f64 / 1000.0
-        + opts.per_server as f64 * INTERVAL_MS as f64 / 1000.0
+        + a.count("servers") as usize as f64 * STAGGER_MS as f64 / 1000.0
+        + a.count("per-server") as f64 * INTERVAL_MS as f64 / 1000.0
         + 2.0;
     let run = common::Run {
         dir: "browsing".into(),
         msg: format!(
             "{} servers, {} connections each",
-            opts.servers, opts.per_server
+            a.count("servers") as usize,
+            a.count("per-server")
         ),
         expected_s: lab_s,
-        config: lab_config(opts.servers, opts.per_server, opts.seed),
+        config: lab_config(a.count("servers") as usize, a.count("per-server"), a.seed),
     };
     [((), run)]
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(2..=60).contains(&opts.servers) {
-        bail!("--servers: {} is outside 2 to 60", opts.servers);
-    }
-    if !(1..=50).contains(&opts.per_server) {
-        bail!("--per-server: {} is outside 1 to 50", opts.per_server);
-    }
-    let [((), run)] = runs(opts);
-    let mut series = common::Series::new(&opts.out_dir, run.expected_s + 4.0, opts.quiet)?;
-    let dir = opts.out_dir.join(&run.dir);
+pub fn run(a: &Args) -> Result<Outcome> {
+    let [((), run)] = runs(a);
+    let mut series = common::Series::new(&a.out_dir, run.expected_s + 4.0, a.quiet)?;
+    let dir = a.out_dir.join(&run.dir);
     let msg = format!("{}: {}", run.dir, run.msg);
     series.progress().phase(&msg, run.expected_s, || {
         common::run_lab_in(&run.config, &dir)
@@ -206,15 +188,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .phase("analysing the client's capture", 1.0, || {
             common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
         })?;
-    let results = results(&analysis, opts)?;
-    let checks = checks(&results, opts);
+    let results = results(&analysis, a)?;
+    let checks = checks(&results, a);
     let rows = table_rows(&results);
     series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &analysis)
+        write_outputs(a, r, c, &analysis)
     })
 }
 
-fn results(a: &Analysis, opts: &Options) -> Result<Results> {
+fn results(a: &Analysis, args: &Args) -> Result<Results> {
     let h = a.handshakes();
     let (Some(p50), Some(p90), Some(under)) = (
         h.percentile_ms(50.0),
@@ -240,14 +222,14 @@ fn results(a: &Analysis, opts: &Options) -> Result<Results> {
         handshake_ms_p90: p90,
         under_100ms_pct: under,
         rest_under_400ms_pct: rest_under_400,
-        server_rtt_ms: server_rtts_ms(opts.servers),
-        connections_per_server: opts.per_server,
+        server_rtt_ms: server_rtts_ms(args.count("servers") as usize),
+        connections_per_server: args.count("per-server"),
     })
 }
 
 /// The talk's shape, on these numbers.
-pub fn checks(r: &Results, opts: &Options) -> Vec<Check> {
-    let want = opts.servers as u64 * opts.per_server;
+pub fn checks(r: &Results, a: &Args) -> Vec<Check> {
+    let want = a.count("servers") as usize as u64 * a.count("per-server");
     vec![
         Check {
             what: format!(
@@ -306,7 +288,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) -> Result<()> {
+fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Result<()> {
     let chart = report::analysis::handshake_cdf(a)
         .context("no handshake to draw")?
         .size(900, 480);
@@ -315,7 +297,9 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) ->
         "One client on a home line (50 Mbit/s down, 10 Mbit/s up, {ACCESS_RTT_MS:.0} ms round \
          trip) and {} servers whose round trips from it span CAIDA Archipelago's measured \
          spread; {} short connections to each; seed {}.",
-        opts.servers, opts.per_server, opts.seed
+        args.count("servers") as usize,
+        args.count("per-server"),
+        args.seed
     );
     let (header, rows) = table_rows(r);
     page.push(
@@ -367,7 +351,7 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check], a: &Analysis) ->
          summary.json, lab.json, programs/"
             .into(),
     ])));
-    common::write_report_files(&opts.out_dir, r, &[("handshake-cdf", &chart)], &page)
+    common::write_report_files(&args.out_dir, r, &[("handshake-cdf", &chart)], &page)
 }
 
 #[cfg(test)]
@@ -421,13 +405,7 @@ mod tests {
 
     #[test]
     fn checks_want_half_under_100ms_and_the_rest_mostly_under_400ms() {
-        let opts = Options {
-            out_dir: PathBuf::new(),
-            servers: 20,
-            per_server: 5,
-            seed: 1,
-            quiet: true,
-        };
+        let opts = Args::of("handshake-cdf", "x".into(), &[]).unwrap();
         assert!(checks(&results(45.0, 100.0, 100), &opts)
             .iter()
             .all(|c| c.passed));

@@ -25,6 +25,7 @@ use serde::Serialize;
 use web::WebRecord;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 use crate::web_common::{waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -59,18 +60,6 @@ pub const LOSSES: [(&str, Option<&str>, f64); 5] = [
     ("5%", Some("5%"), 5.0),
     ("bursty", Some("gemodel 0.7% 33%"), 2.08),
 ];
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// The first seed; run `s` of each setting uses `seed + s`.
-    pub seed: u64,
-    /// Seeds per setting.
-    pub seeds: u64,
-    /// Skip the Chromium run even where Chromium is installed.
-    pub no_chromium: bool,
-    pub quiet: bool,
-}
 
 /// One run's figures, from the client's lines and the lab's link summary.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -222,28 +211,28 @@ fn run_name(protocol: &str, loss: &str, s: u64) -> String {
 }
 
 /// The page-load runs, in order: for each loss, for each seed, each protocol.
-pub fn runs(opts: &Options) -> Result<Vec<((usize, usize), common::Run)>> {
-    let page_file = common::page_file(&opts.out_dir, "article.toml", ARTICLE)?;
-    fs::create_dir_all(opts.out_dir.join("tls"))?;
+pub fn runs(a: &Args) -> Result<Vec<((usize, usize), common::Run)>> {
+    let page_file = common::page_file(&a.out_dir, "article.toml", ARTICLE)?;
+    fs::create_dir_all(a.out_dir.join("tls"))?;
     let mut v = Vec::new();
     for (li, (loss, spec, _)) in LOSSES.iter().enumerate() {
-        for s in 0..opts.seeds {
+        for s in 0..a.count("runs") {
             for (pi, (proto, _, args, sched)) in PROTOCOLS.iter().enumerate() {
                 let name = run_name(proto, loss, s);
-                let (ca, _) = tls_files(&opts.out_dir, &name);
+                let (ca, _) = tls_files(&a.out_dir, &name);
                 let cmd = format!(
                     "{}exec latencylab page-load https://server/ {args} --ca {} --timeout 60s",
                     wait_for(&ca),
                     ca.display()
                 );
                 let cfg = lab_config(
-                    &opts.out_dir,
+                    &a.out_dir,
                     &name,
                     &page_file,
                     sched,
                     *spec,
                     ("page-load", cmd),
-                    opts.seed + s,
+                    a.seed + s,
                 );
                 v.push((
                     (pi, li),
@@ -445,25 +434,25 @@ fn cells(runs: &[RunData]) -> Vec<Cell> {
     out
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
-    let labs = runs(opts)?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let chromium = !a.flag("no-chromium") && Path::new(CHROMIUM).exists();
+    let labs = runs(a)?;
     let total: f64 =
         labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 8.0 } else { 0.0 };
-    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("article.toml").canonicalize()?;
+    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
+    let page_file = a.out_dir.join("article.toml").canonicalize()?;
     let data = series.run(labs, None, collect)?;
     let (chromium_quic_page_load_s, chromium_used_quic, chromium_note) = if chromium {
-        run_chromium(opts, &page_file, &mut series)?
-    } else if opts.no_chromium {
+        run_chromium(a, &page_file, &mut series)?
+    } else if a.flag("no-chromium") {
         (None, None, Some("--no-chromium".into()))
     } else {
         (None, None, Some(format!("{CHROMIUM} is not installed")))
     };
-    let _ = fs::remove_dir_all(opts.out_dir.join("tls"));
+    let _ = fs::remove_dir_all(a.out_dir.join("tls"));
     let results = Results {
         rtt_ms: RTT_MS,
-        seeds: opts.seeds,
+        seeds: a.count("runs"),
         cells: cells(&data),
         chromium_quic_page_load_s,
         chromium_used_quic,
@@ -472,31 +461,31 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let checks = checks(&results);
     let rows = table_rows(&results);
     series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(&opts.out_dir, r, c, &data)
+        write_outputs(&a.out_dir, r, c, &data)
     })
 }
 
 type ChromiumOutcome = (Option<f64>, Option<bool>, Option<String>);
 
 fn run_chromium(
-    opts: &Options,
+    a: &Args,
     page_file: &Path,
     series: &mut common::Series<'_>,
 ) -> Result<ChromiumOutcome> {
-    let dir = opts.out_dir.join("chromium-h3");
-    let profile = opts.out_dir.join("chromium-profile");
+    let dir = a.out_dir.join("chromium-h3");
+    let profile = a.out_dir.join("chromium-profile");
     let _ = fs::remove_dir_all(&profile);
     fs::create_dir_all(&profile)?;
     let profile = profile.canonicalize()?;
-    let (_, spki) = tls_files(&opts.out_dir, "chromium-h3");
+    let (_, spki) = tls_files(&a.out_dir, "chromium-h3");
     let cfg = lab_config(
-        &opts.out_dir,
+        &a.out_dir,
         "chromium-h3",
         page_file,
         "sequential",
         None,
         ("chromium", chromium_command(&profile, &spki)),
-        opts.seed,
+        a.seed,
     );
     series
         .progress()
@@ -924,13 +913,12 @@ mod tests {
 
     #[test]
     fn every_run_has_loss_on_both_ways_and_serves_http3_with_its_scheduling() {
-        let opts = Options {
-            out_dir: std::env::temp_dir().join("hol-blocking-unit"),
-            seed: 1,
-            seeds: 2,
-            no_chromium: true,
-            quiet: true,
-        };
+        let opts = Args::of(
+            "hol-blocking",
+            std::env::temp_dir().join("hol-blocking-unit"),
+            &[("runs", "2"), ("no-chromium", "true")],
+        )
+        .unwrap();
         let runs = runs(&opts).unwrap();
         assert_eq!(runs.len(), PROTOCOLS.len() * LOSSES.len() * 2);
         let (_, r) = runs

@@ -14,7 +14,7 @@
 //! windows at once queue or overflow there, and one connection's congestion control does not.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
@@ -22,6 +22,7 @@ use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Tabl
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 use crate::web_common::{resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -42,15 +43,6 @@ pub const RUNS: [(&str, &str); 5] = [
     ("h2", "--http 2"),
     ("h2-coalesced", "--http 2 --coalesce"),
 ];
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    pub seed: u64,
-    /// Skip the Chromium run even where Chromium is installed.
-    pub no_chromium: bool,
-    pub quiet: bool,
-}
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunMetrics {
@@ -123,9 +115,9 @@ struct RunData {
 /// The page-load runs (Chromium's, which depends on what is installed, is the demo's own):
 /// what [`run`] runs and `--export` writes. The page file they serve is written into the
 /// output directory.
-pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
+pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
     let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
-    let page_file = common::page_file(&opts.out_dir, "portal.toml", PORTAL)?;
+    let page_file = common::page_file(&a.out_dir, "portal.toml", PORTAL)?;
     Ok(RUNS
         .iter()
         .zip(expected)
@@ -135,32 +127,28 @@ pub fn runs(opts: &Options) -> Result<Vec<(&'static str, common::Run)>> {
                 dir: name.into(),
                 msg: name.into(),
                 expected_s,
-                config: lab_config(&page_file, ("page-load", cmd), opts.seed),
+                config: lab_config(&page_file, ("page-load", cmd), a.seed),
             };
             (name, run)
         })
         .collect())
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    let chromium = !opts.no_chromium && Path::new(CHROMIUM).exists();
-    let labs = runs(opts)?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let chromium = !a.flag("no-chromium") && Path::new(CHROMIUM).exists();
+    let labs = runs(a)?;
     let total: f64 =
         labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 10.0 } else { 0.0 };
-    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
-    let page_file = opts.out_dir.join("portal.toml").canonicalize()?;
+    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
+    let page_file = a.out_dir.join("portal.toml").canonicalize()?;
     let runs = series.run(labs, None, collect)?;
     let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if chromium {
-        let dir = opts.out_dir.join("chromium");
-        let profile = opts.out_dir.join("chromium-profile");
+        let dir = a.out_dir.join("chromium");
+        let profile = a.out_dir.join("chromium-profile");
         let _ = fs::remove_dir_all(&profile);
         fs::create_dir_all(&profile)?;
         let profile = profile.canonicalize()?;
-        let cfg = lab_config(
-            &page_file,
-            ("chromium", chromium_command(&profile)),
-            opts.seed,
-        );
+        let cfg = lab_config(&page_file, ("chromium", chromium_command(&profile)), a.seed);
         series
             .progress()
             .phase("run 6/6: headless Chromium", 10.0, || {
@@ -181,7 +169,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 )),
             ),
         }
-    } else if opts.no_chromium {
+    } else if a.flag("no-chromium") {
         (None, None, Some("--no-chromium".into()))
     } else {
         (None, None, Some(format!("{CHROMIUM} is not installed")))
@@ -201,7 +189,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let checks = checks(&results);
     let rows = table_rows(&results);
     series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(&opts.out_dir, r, c, &runs)
+        write_outputs(&a.out_dir, r, c, &runs)
     })
 }
 

@@ -20,7 +20,7 @@
 //! checks, and the end-to-end test asserts them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
@@ -123,17 +123,6 @@ impl Variant {
     }
 }
 
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of the call in each run, s.
-    pub duration_s: f64,
-    pub seed: u64,
-    /// No progress bar or progress lines.
-    pub quiet: bool,
-}
-
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunMetrics {
@@ -210,7 +199,8 @@ pub struct Results {
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
-pub use crate::common::Check;
+use crate::common::Check;
+pub use crate::params::Args;
 
 /// One run's measurements with what the charts need. Times are s since the call started.
 struct RunData {
@@ -330,8 +320,8 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The three runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.duration_s + CALL_START_S + 3.0;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.seconds("duration") + CALL_START_S + 3.0;
     Variant::ALL
         .map(|v| {
             let msg = format!(
@@ -339,13 +329,13 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
                 v.label(),
                 v.queue(),
                 v.call_mode(),
-                opts.duration_s
+                a.seconds("duration")
             );
             let run = common::Run {
                 dir: v.name().into(),
                 msg,
                 expected_s: lab_s,
-                config: lab_config(v, opts.duration_s, opts.seed),
+                config: lab_config(v, a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -354,28 +344,20 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 
 /// Runs the three labs, reads them back and writes `results.json`, the PNGs and
 /// `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (the call needs a few seconds to settle)",
-            opts.duration_s
-        );
-    }
-    let lab_s = opts.duration_s + CALL_START_S + 3.0;
-    let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let runs = series.run(runs(opts), Some(1.0), |v, dir, result| {
-        collect(v, dir, result)
-    })?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.seconds("duration") + CALL_START_S + 3.0;
+    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + 3.0 + 4.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(1.0), collect)?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
-        duration_s: opts.duration_s,
+        duration_s: a.seconds("duration"),
         classic: runs[0].metrics.clone(),
         l4s: runs[1].metrics.clone(),
         bleached: runs[2].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -983,15 +965,10 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(
-    opts: &Options,
-    results: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-) -> Result<()> {
+fn write_outputs(a: &Args, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let charts = Charts::draw(runs);
-    let page = page(opts, results, checks, &charts)?;
-    common::write_report_files(&opts.out_dir, results, &charts.files(), &page)
+    let page = page(a, results, checks, &charts)?;
+    common::write_report_files(&a.out_dir, results, &charts.files(), &page)
 }
 
 /// A per-second series drawn as steps over each second `[t − 1, t)`.
@@ -1181,7 +1158,7 @@ impl Charts {
     }
 }
 
-fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page> {
+fn page(a: &Args, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page> {
     let fig = |id: &str, c: &Chart| -> Result<Figure> {
         Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
     };
@@ -1193,7 +1170,7 @@ fn page(opts: &Options, r: &Results, checks: &[Check], charts: &Charts) -> Resul
          in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
          through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
          C: as B, but the caller's access hop clears the ECN field.",
-        r.duration_s, opts.seed
+        r.duration_s, a.seed
     );
     let (header, rows) = table_rows(r);
     let mut results = Section::new("Results")

@@ -17,7 +17,7 @@
 //! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
@@ -28,6 +28,7 @@ use serde::Serialize;
 use wire::Instant;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// Round-trip propagation delay of the satellite hop, ms (250 ms each way).
 pub const BASE_RTT_MS: f64 = 500.0;
@@ -87,17 +88,6 @@ impl Variant {
             Variant::Writev => Rgb(204, 121, 167),
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of each run's exchanges, s.
-    pub duration_s: f64,
-    pub seed: u64,
-    /// No progress bar or progress lines.
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -194,15 +184,15 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
     Variant::ALL
         .map(|v| {
             let run = common::Run {
                 dir: v.name().into(),
-                msg: format!("{}, {:.0} s", v.label(), opts.duration_s),
+                msg: format!("{}, {:.0} s", v.label(), a.seconds("duration")),
                 expected_s: lab_s,
-                config: lab_config(v, opts.duration_s, opts.seed),
+                config: lab_config(v, a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -210,27 +200,21 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs the three labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (an exchange takes up to 1.5 s)",
-            opts.duration_s
-        );
-    }
+pub fn run(a: &Args) -> Result<Outcome> {
     // The handshake (one RTT) and the exchange under way when the time is up (three).
-    let lab_s = opts.duration_s + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&opts.out_dir, 3.0 * lab_s + 3.0 + 4.0, opts.quiet)?;
-    let runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
+    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + 3.0 + 4.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
-        duration_s: opts.duration_s,
+        duration_s: a.seconds("duration"),
         nagle: runs[0].metrics.clone(),
         nodelay: runs[1].metrics.clone(),
         writev: runs[2].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -472,12 +456,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(
-    opts: &Options,
-    results: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-) -> Result<()> {
+fn write_outputs(a: &Args, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let mut ladders: Vec<Chart> = runs.iter().map(ladder_chart).collect();
     report::same_scale(&mut ladders);
     let exchanges = exchanges_chart(runs);
@@ -487,9 +466,9 @@ fn write_outputs(
         .map(|(r, c)| (format!("ladder-{}", r.variant.name()), c))
         .collect();
     files.push(("exchanges".into(), &exchanges));
-    let page = page(opts, results, checks, runs, &files)?;
+    let page = page(a, results, checks, runs, &files)?;
     let charts: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    common::write_report_files(&opts.out_dir, results, &charts, &page)
+    common::write_report_files(&a.out_dir, results, &charts, &page)
 }
 
 /// The talk's picture: one exchange as a ladder, time to the right, the client above and the
@@ -647,7 +626,7 @@ fn exchanges_chart(runs: &[RunData]) -> Chart {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[Check],
     runs: &[RunData],
@@ -661,7 +640,7 @@ fn page(
         "{CAPACITY} each way, {BASE_RTT_MS:.0} ms base RTT; each 70-byte message written as \
          28 + 42 bytes in both directions, the server answering only whole messages, {THINK} \
          think time; {:.0} s per run, seed {}.",
-        r.duration_s, opts.seed
+        r.duration_s, a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(

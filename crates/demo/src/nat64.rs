@@ -17,7 +17,7 @@
 //! printed as checks, which the end-to-end test asserts.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use apps::nat64_sample::SampleClass;
@@ -28,6 +28,7 @@ use report::{Block, Page, Section, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// The server's port (`probe-server`'s default; it echoes the samples' request).
 const PORT: u16 = 5202;
@@ -37,6 +38,21 @@ const SERVER: &str = "exec latencylab probe-server";
 /// evidence: `(lab, output directory, COMMAND, server command line, quiet)`. The CLI hands in
 /// its own, so that the demo's samples are checked exactly as `latencylab ipv6-check` checks.
 pub type Gather = fn(&LabConfig, &Path, &[String], Option<&str>, bool) -> Result<Evidence>;
+
+static GATHER: std::sync::OnceLock<Gather> = std::sync::OnceLock::new();
+
+/// Runs every sample of this process's nat64 demos through `f` (the CLI's `ipv6-check`);
+/// only the first call counts.
+pub fn set_gather(f: Gather) {
+    let _ = GATHER.set(f);
+}
+
+fn gather() -> Result<Gather> {
+    GATHER
+        .get()
+        .copied()
+        .context("the nat64 demo runs its samples through ipv6-check, which this program lacks")
+}
 
 /// The two networks each sample meets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,15 +76,6 @@ impl Network {
             Network::Clat => "IPv6-only + 464XLAT",
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    pub seed: u64,
-    pub quiet: bool,
-    pub gather: Gather,
 }
 
 /// What each sample stands for, and what the talk says of it on an IPv6-only network: the
@@ -194,11 +201,11 @@ fn sample_command(cfg: &LabConfig, c: SampleClass, out: &Path) -> Vec<String> {
 /// programs (the sample waited for, its line on its stdout): what `--export` writes. The demo
 /// runs the same network and command through `ipv6-check`, which also watches the sample's
 /// system calls.
-pub fn runs(opts: &Options) -> Vec<(SampleClass, common::Run)> {
+pub fn runs(a: &Args) -> Vec<(SampleClass, common::Run)> {
     let mut out = Vec::new();
     for net in networks() {
         for &c in SampleClass::ALL.iter() {
-            let mut config = lab_config(net, opts.seed);
+            let mut config = lab_config(net, a.seed);
             let mut command = sample_command(&config, c, Path::new(""));
             command.truncate(command.len() - 2);
             config.programs = vec![
@@ -224,22 +231,22 @@ pub fn runs(opts: &Options) -> Vec<(SampleClass, common::Run)> {
 }
 
 /// Runs every sample on every network, and writes `results.json` and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
+pub fn run(a: &Args) -> Result<Outcome> {
     let nets = networks();
     let total = nets.len() * SampleClass::ALL.len();
-    let mut series = common::Series::new(&opts.out_dir, total as f64 * 3.0 + 1.0, opts.quiet)?;
+    let mut series = common::Series::new(&a.out_dir, total as f64 * 3.0 + 1.0, a.quiet)?;
     let mut runs: Vec<(SampleClass, Vec<SampleRun>)> =
         SampleClass::ALL.iter().map(|c| (*c, vec![])).collect();
     let mut k = 0;
     for net in &nets {
-        let cfg = lab_config(*net, opts.seed);
+        let cfg = lab_config(*net, a.seed);
         for (c, per_net) in runs.iter_mut() {
             k += 1;
-            let dir = opts.out_dir.join(net.name()).join(c.name());
+            let dir = a.out_dir.join(net.name()).join(c.name());
             let msg = format!("run {k}/{total}: {} on {}", c.name(), net.label());
             let r = series
                 .progress()
-                .phase(&msg, 3.0, || run_sample(opts, &cfg, *c, &dir))?;
+                .phase(&msg, 3.0, || run_sample(a, &cfg, *c, &dir))?;
             per_net.push(r);
         }
     }
@@ -256,12 +263,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let checks = checks(&results);
     let rows = table_rows(&results);
     series.finish(1.0, results, checks, rows, |r, c| {
-        common::write_report_files(&opts.out_dir, r, &[], &page(opts, r, c))
+        common::write_report_files(&a.out_dir, r, &[], &page(a, r, c))
     })
 }
 
 /// One sample through `ipv6-check`, its lab's output in `dir`.
-fn run_sample(opts: &Options, cfg: &LabConfig, c: SampleClass, dir: &Path) -> Result<SampleRun> {
+fn run_sample(_a: &Args, cfg: &LabConfig, c: SampleClass, dir: &Path) -> Result<SampleRun> {
     if dir.exists() {
         fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
     }
@@ -270,7 +277,7 @@ fn run_sample(opts: &Options, cfg: &LabConfig, c: SampleClass, dir: &Path) -> Re
     let out = dir.join("sample.jsonl");
     lab::owner::write(&out, "").with_context(|| format!("creating {}", out.display()))?;
     let command = sample_command(cfg, c, &out);
-    let evidence = (opts.gather)(cfg, dir, &command, Some(SERVER), true)
+    let evidence = gather()?(cfg, dir, &command, Some(SERVER), true)
         .with_context(|| format!("running {} in {}", c.name(), dir.display()))?;
     let verdict = ipv6check::analyze(&evidence);
     let report = ipv6check::render(&evidence, &verdict);
@@ -441,14 +448,14 @@ fn report_cell(r: Option<&SampleRun>) -> String {
     }
 }
 
-fn page(opts: &Options, r: &Results, checks: &[Check]) -> Page {
+fn page(a: &Args, r: &Results, checks: &[Check]) -> Page {
     let mut page = Page::new("IPv6-only networks: which apps break, and what 464XLAT mends");
     page.subtitle = format!(
         "Five small clients, one per class of app the talk names, each reaching an IPv4-only \
          server (probe-server on port {PORT}) from an IPv6-only client behind DNS64 + NAT64 \
          (prefix 64:ff9b::/96, 20 ms each way), each run through latencylab ipv6-check, then \
          again with a CLAT in the client (464XLAT, RFC 6877). Seed {}.",
-        opts.seed
+        a.seed
     );
     let rows: Vec<Vec<String>> = r
         .apps

@@ -14,7 +14,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
@@ -23,6 +23,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// Round-trip propagation delay of the line, ms (20 ms each way).
 pub const BASE_RTT_MS: f64 = 40.0;
@@ -73,16 +74,6 @@ impl Variant {
             Variant::Lowat => Rgb(0, 114, 178),
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of each run's screen sharing, s.
-    pub duration_s: f64,
-    pub seed: u64,
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -180,15 +171,15 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 2.0;
     [Variant::Unbounded, Variant::Lowat]
         .map(|v| {
             let run = common::Run {
                 dir: v.name().into(),
-                msg: format!("{}, {:.0} s", v.short(), opts.duration_s),
+                msg: format!("{}, {:.0} s", v.short(), a.seconds("duration")),
                 expected_s: lab_s,
-                config: lab_config(v, opts.duration_s, opts.seed),
+                config: lab_config(v, a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -196,25 +187,19 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=600.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 600 s (the send buffer needs seconds to fill)",
-            opts.duration_s
-        );
-    }
-    let lab_s = opts.duration_s + CLIENT_START_S + 2.0;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * lab_s + 2.0 * 2.0 + 3.0, opts.quiet)?;
-    let runs = series.run(runs(opts), Some(2.0), |v, dir, _| collect(v, dir))?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 2.0;
+    let mut series = common::Series::new(&a.out_dir, 2.0 * lab_s + 2.0 * 2.0 + 3.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(2.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
-        duration_s: opts.duration_s,
+        duration_s: a.seconds("duration"),
         unbounded: runs[0].metrics.clone(),
         lowat: runs[1].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(3.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -356,11 +341,11 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let charts = charts(r, runs);
-    let page = page(opts, r, checks, runs, &charts)?;
+    let page = page(a, r, checks, runs, &charts)?;
     let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (*n, c)).collect();
-    common::write_report_files(&opts.out_dir, r, &files, &page)
+    common::write_report_files(&a.out_dir, r, &files, &page)
 }
 
 fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
@@ -448,7 +433,7 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[Check],
     runs: &[RunData],
@@ -471,7 +456,7 @@ fn page(
          {}, one frame generated and written per writable event.",
         as_text(SNDBUF),
         r.duration_s,
-        opts.seed,
+        a.seed,
         as_text(LOWAT)
     );
     let (header, rows) = table_rows(r);

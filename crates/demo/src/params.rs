@@ -4,9 +4,14 @@
 //! here, so a parameter a demo gains is sweepable at once; a test of the CLI fails when a
 //! demo's options and its declaration differ.
 //!
-//! Not here: what a demo does with a value (its `Options`), or running anything.
+//! Not here: what a demo does with a value, or how it runs (each demo's module).
 
 use std::fmt;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::common::{Outcome, Run};
 
 /// What values a parameter takes.
 #[derive(Clone, Copy, Debug)]
@@ -28,13 +33,19 @@ pub enum Kind {
     File,
 }
 
-/// One parameter of a demo.
+/// One parameter of a demo: what `latencylab demo NAME --help` shows and what a sweep sets.
 #[derive(Clone, Copy, Debug)]
 pub struct Param {
     pub name: &'static str,
     pub kind: Kind,
     /// Why the bounds are what they are, for the error message ("the Wi-Fi comes back at 20 s").
     pub why: &'static str,
+    /// The option's help line.
+    pub help: &'static str,
+    /// Its value when not given (`None`: the demo decides; a flag is off).
+    pub default: Option<&'static str>,
+    /// What `--help` calls its value (`TIME`, `N`).
+    pub value_name: &'static str,
 }
 
 /// A parameter's value, read.
@@ -150,11 +161,24 @@ fn fmt_s(s: f64) -> String {
     }
 }
 
-/// One demo: its name and its parameters (besides `seed`, which every demo has).
+/// One demo, declared: what `latencylab demo --help` says of it, its parameters (besides
+/// `seed`, which every demo has), its runs as run files and the whole experiment. The CLI
+/// builds each demo's command from this, a sweep checks its values here and `--export`
+/// writes the runs, so a demo is added by declaring it in [`DEMOS`].
 #[derive(Clone, Copy, Debug)]
 pub struct Declaration {
     pub name: &'static str,
+    /// What it compares and how long its defaults take.
+    pub about: &'static str,
+    /// The options of its `--help` example, after `latencylab demo NAME -o out/NAME`.
+    pub example: &'static str,
+    /// What it leaves in its directory DIR, after "Leaves ".
+    pub leaves: &'static str,
     pub params: &'static [Param],
+    /// Its runs as `latencylab run` would run them: what `--export` writes.
+    pub runs: fn(&Args) -> Result<Vec<Run>>,
+    /// The whole experiment: its runs, their analysis, the table, the checks and the report.
+    pub run: fn(&Args) -> Result<Outcome<()>>,
 }
 
 /// Every demo's seed: the seed of every random choice in its labs.
@@ -165,6 +189,9 @@ pub const SEED: Param = Param {
         max: u64::MAX,
     },
     why: "",
+    help: "Seed for every random choice in the labs",
+    default: Some("1"),
+    value_name: "N",
 };
 
 impl Declaration {
@@ -193,85 +220,320 @@ impl Declaration {
     }
 }
 
-const fn time(name: &'static str, min_s: f64, max_s: f64, why: &'static str) -> Param {
+/// What a demo is run with: where it writes, its seed, and each declared parameter's value
+/// (read by [`Declaration::read`], or its default).
+#[derive(Clone, Debug)]
+pub struct Args {
+    pub out_dir: PathBuf,
+    pub seed: u64,
+    /// No progress bar.
+    pub quiet: bool,
+    demo: &'static str,
+    values: Vec<(&'static str, Value)>,
+}
+
+impl Args {
+    /// The demo `d` with every parameter at its default, writing into `out_dir`.
+    pub fn new(d: &Declaration, out_dir: PathBuf) -> Args {
+        let values = d
+            .params
+            .iter()
+            .filter_map(|p| match (p.kind, p.default) {
+                (Kind::Flag, _) => Some((p.name, Value::Flag(false))),
+                (_, Some(text)) => Some((
+                    p.name,
+                    p.read(text)
+                        .unwrap_or_else(|e| panic!("demo {}: --{}'s default: {e}", d.name, p.name)),
+                )),
+                (_, None) => None,
+            })
+            .collect();
+        Args {
+            out_dir,
+            seed: 1,
+            quiet: false,
+            demo: d.name,
+            values,
+        }
+    }
+
+    /// The demo `demo` with `values` set over its defaults (names as its options have them).
+    pub fn of(demo: &str, out_dir: PathBuf, values: &[(&str, &str)]) -> Result<Args, ParamError> {
+        let d = find(demo).ok_or_else(|| {
+            ParamError(format!("no demo '{demo}' (known: {})", names().join(", ")))
+        })?;
+        let mut a = Args::new(d, out_dir);
+        for (name, text) in values {
+            a.set(name, text)?;
+        }
+        Ok(a)
+    }
+
+    /// Sets the parameter `name` (or the seed) from `text`.
+    pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
+        let d = find(self.demo).expect("an Args is made from a declared demo");
+        let v = d.read(name, text)?;
+        if name == "seed" {
+            self.seed = match v {
+                Value::Count(n) => n,
+                _ => unreachable!("the seed is a count"),
+            };
+            return Ok(());
+        }
+        let p = d.param(name).expect("read found it").name;
+        self.values.retain(|(n, _)| *n != p);
+        self.values.push((p, v));
+        Ok(())
+    }
+
+    /// The value of `name`; `None` when it has no default and was not given. A name the
+    /// demo does not declare is a bug in the demo.
+    fn value(&self, name: &str) -> Option<&Value> {
+        let declared = find(self.demo).is_some_and(|d| d.param(name).is_some());
+        assert!(
+            declared,
+            "demo {} reads its undeclared parameter '{name}'",
+            self.demo
+        );
+        self.values.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// A time parameter, s.
+    pub fn seconds(&self, name: &str) -> f64 {
+        self.value(name).map_or(f64::NAN, Value::seconds)
+    }
+
+    /// A time parameter, ms.
+    pub fn ms(&self, name: &str) -> f64 {
+        self.seconds(name) * 1e3
+    }
+
+    /// A count parameter.
+    pub fn count(&self, name: &str) -> u64 {
+        match self.value(name) {
+            Some(Value::Count(n)) => *n,
+            v => panic!("demo {}: '{name}' is not a count: {v:?}", self.demo),
+        }
+    }
+
+    /// A number parameter, if given or defaulted.
+    pub fn number(&self, name: &str) -> Option<f64> {
+        match self.value(name) {
+            Some(Value::Number(x)) => Some(*x),
+            None => None,
+            v => panic!("demo {}: '{name}' is not a number: {v:?}", self.demo),
+        }
+    }
+
+    /// A word, packets or file parameter, if given or defaulted.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.value(name) {
+            Some(Value::Text(t)) => Some(t),
+            None => None,
+            v => panic!("demo {}: '{name}' is not text: {v:?}", self.demo),
+        }
+    }
+
+    /// A flag parameter.
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(self.value(name), Some(Value::Flag(true)))
+    }
+}
+
+/// A demo's runs without the keys it reads them back by.
+fn keyless<K>(runs: Result<Vec<(K, Run)>>) -> Result<Vec<Run>> {
+    Ok(runs?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// A demo's outcome without its typed results (`results.json` has them).
+fn erased<R>(o: Result<Outcome<R>>) -> Result<Outcome<()>> {
+    o.map(Outcome::erase)
+}
+
+const fn time(
+    name: &'static str,
+    min_s: f64,
+    max_s: f64,
+    default: &'static str,
+    why: &'static str,
+    help: &'static str,
+) -> Param {
     Param {
         name,
         kind: Kind::Time { min_s, max_s },
         why,
+        help,
+        default: Some(default),
+        value_name: "TIME",
     }
 }
 
-const fn count(name: &'static str, min: u64, max: u64, why: &'static str) -> Param {
+const fn count(
+    name: &'static str,
+    min: u64,
+    max: u64,
+    default: &'static str,
+    why: &'static str,
+    help: &'static str,
+) -> Param {
     Param {
         name,
         kind: Kind::Count { min, max },
         why,
+        help,
+        default: Some(default),
+        value_name: "N",
     }
 }
 
-const fn flag(name: &'static str) -> Param {
+const fn flag(name: &'static str, help: &'static str) -> Param {
     Param {
         name,
         kind: Kind::Flag,
         why: "",
+        help,
+        default: None,
+        value_name: "",
     }
 }
 
-/// An RTT of a web demo, 1 ms to 2 s.
-const fn rtt(name: &'static str) -> Param {
-    time(name, 0.001, 2.0, "")
+/// A run's length, 5 s to 10 min.
+const fn duration(default: &'static str, why: &'static str, help: &'static str) -> Param {
+    time("duration", 5.0, 600.0, default, why, help)
 }
+
+/// An RTT of a web demo, 1 ms to 2 s.
+const fn rtt(name: &'static str, default: &'static str, help: &'static str) -> Param {
+    time(name, 0.001, 2.0, default, "", help)
+}
+
+const NO_CHROMIUM: Param = flag(
+    "no-chromium",
+    "Do not load the page in headless Chromium even where it is installed",
+);
 
 /// Every demo, in the order `latencylab demo --help` lists them.
 pub const DEMOS: &[Declaration] = &[
     Declaration {
         name: "bufferbloat",
-        params: &[time(
-            "duration",
-            5.0,
-            600.0,
+        about: "A home line (10 Mbit/s down, 1 up, 20 ms) with a streaming download and a \
+                latency probe, once with a FIFO queue and once with CoDel + ECN (about 75 s \
+                with the default duration)",
+        example: "--duration 30s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/fifo and DIR/codel",
+        params: &[duration(
+            "30s",
             "the FIFO needs several seconds to fill",
+            "Length of each run: a time (30s, 1m)",
         )],
+        runs: |a| keyless(Ok(crate::bufferbloat::runs(a))),
+        run: |a| erased(crate::bufferbloat::run(a)),
     },
     Declaration {
         name: "l4s",
-        params: &[time(
-            "duration",
-            5.0,
-            600.0,
+        about: "A video call on a 10 Mbit/s, 20 ms line shared with three downloads: FIFO with \
+                a classic call, DualPI2 with an L4S call, and DualPI2 behind a hop that bleaches \
+                ECN (about 110 s with the default duration)",
+        example: "--duration 20s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/classic, DIR/l4s and DIR/bleached",
+        params: &[duration(
+            "30s",
             "the call needs a few seconds to settle",
+            "Length of the call in each run: a time (30s, 1m)",
         )],
+        runs: |a| keyless(Ok(crate::l4s::runs(a))),
+        run: |a| erased(crate::l4s::run(a)),
     },
     Declaration {
         name: "notsent-lowat",
-        params: &[time(
-            "duration",
-            5.0,
-            600.0,
+        about: "Screen sharing over a 400 kbit/s DSL uplink with a 120 KB send buffer: frames \
+                written while the socket takes them, then with TCP_NOTSENT_LOWAT 16 KB (about \
+                70 s with the default duration)",
+        example: "--duration 20s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/unbounded and DIR/lowat",
+        params: &[duration(
+            "30s",
             "the send buffer needs seconds to fill",
+            "Length of each run: a time (30s, 1m)",
         )],
+        runs: |a| keyless(Ok(crate::notsent_lowat::runs(a))),
+        run: |a| erased(crate::notsent_lowat::run(a)),
     },
     Declaration {
         name: "tfo",
+        about: "Many short connections with one request each over a 100 ms RTT, without and \
+                with TCP Fast Open, then both again with late duplicates of the client's packets \
+                (about 50 s with the default number of requests)",
+        example: "--requests 20",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/plain, DIR/tfo, DIR/duplicate-plain and DIR/duplicate-tfo",
         params: &[count(
             "requests",
             3,
             1000,
+            "30",
             "the first one fetches the cookie",
+            "Requests per run, each on a connection of its own (from 3 to 1000)",
         )],
+        runs: |a| keyless(Ok(crate::tfo::runs(a))),
+        run: |a| erased(crate::tfo::run(a)),
     },
     Declaration {
         name: "handshake-cdf",
-        params: &[count("servers", 2, 60, ""), count("per-server", 1, 50, "")],
+        about: "Short connections from a home line to servers at a measured spread of RTTs, and \
+                the CDF of their handshake times (about 5 s)",
+        example: "--servers 20 --per-server 5",
+        leaves: "DIR/report.html, DIR/handshake-cdf.png, DIR/results.json, and the lab's \
+                 captures and logs in DIR/browsing",
+        params: &[
+            count(
+                "servers",
+                2,
+                60,
+                "20",
+                "",
+                "Servers, each at its own round trip (from 2 to 60)",
+            ),
+            count(
+                "per-server",
+                1,
+                50,
+                "5",
+                "",
+                "Connections to each server (from 1 to 50)",
+            ),
+        ],
+        runs: |a| keyless(Ok(crate::handshake_cdf::runs(a).into())),
+        run: |a| erased(crate::handshake_cdf::run(a)),
     },
     Declaration {
         name: "pipelining",
-        params: &[rtt("rtt"), rtt("rtt2")],
+        about: "The seed's 159-resource newsletter page over 6 HTTP/1.1 connections, with and \
+                without pipelining, at 100 ms and 300 ms RTT (about 20 s)",
+        example: "",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/no-pipelining, DIR/pipelining, DIR/no-pipelining-300ms and \
+                 DIR/pipelining-300ms",
+        params: &[
+            rtt("rtt", "100ms", "The first RTT: a time (100ms)"),
+            rtt("rtt2", "300ms", "The second, larger RTT: a time (300ms)"),
+        ],
+        runs: |a| keyless(crate::pipelining::runs(a)),
+        run: |a| erased(crate::pipelining::run(a)),
     },
     Declaration {
         name: "conn-reuse",
+        about: "A news front page over HTTP/1.1 at 250 ms RTT, its requests placed by two \
+                connection managers: `bound` (wait for the connection opened for you) and `pool` \
+                (take whichever frees up first) (about 30 s)",
+        example: "",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/bound, DIR/pool, DIR/bound-consolidated and DIR/pool-consolidated",
         params: &[
-            rtt("rtt"),
+            rtt("rtt", "250ms", "The RTT: a time (250ms)"),
             Param {
                 name: "down-mbit",
                 kind: Kind::Number {
@@ -279,6 +541,9 @@ pub const DEMOS: &[Declaration] = &[
                     max: 1000.0,
                 },
                 why: "",
+                help: "The line's rate down, Mbit/s (e.g. 25)",
+                default: Some("10"),
+                value_name: "MBIT",
             },
             Param {
                 name: "up-mbit",
@@ -287,100 +552,212 @@ pub const DEMOS: &[Declaration] = &[
                     max: 1000.0,
                 },
                 why: "",
+                help: "The line's rate up, Mbit/s (a fifth of --down-mbit unless given)",
+                default: None,
+                value_name: "MBIT",
             },
             Param {
                 name: "buffer",
                 kind: Kind::Packets,
                 why: "",
+                help: "The line's FIFO each way: bdp (rate × RTT) or a number of packets (e.g. \
+                       1000)",
+                default: Some("bdp"),
+                value_name: "PACKETS|bdp",
             },
             Param {
                 name: "html-scan",
                 kind: Kind::Word(&["stream", "whole"]),
                 why: "",
+                help: "When page-load finds the HTML's references: stream (as it arrives) or \
+                       whole",
+                default: Some("stream"),
+                value_name: "WHEN",
             },
             Param {
                 name: "page",
                 kind: Kind::File,
                 why: "",
+                help: "Load this page file instead of the news page (its host names must be the \
+                       lab's)",
+                default: None,
+                value_name: "FILE",
             },
         ],
+        runs: |a| keyless(crate::conn_reuse::runs(a)),
+        run: |a| erased(crate::conn_reuse::run(a)),
     },
     Declaration {
         name: "cwnd-reuse",
+        about: "A photo page over HTTP/1.1 at 250 ms RTT, then clicks on 25 kB photos over the \
+                idle connection idle longest or the one that moved the largest burst, with the \
+                server keeping its window after idle and (control) not (about 90 s)",
+        example: "",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/oldest, DIR/largest-burst, DIR/oldest-ssai1 and DIR/largest-burst-ssai1",
         params: &[
-            rtt("rtt"),
-            time("idle", 0.1, 60.0, ""),
-            count("clicks", 1, 3, ""),
-            flag("no-control"),
+            rtt("rtt", "250ms", "The RTT: a time (250ms)"),
+            time(
+                "idle",
+                0.1,
+                60.0,
+                "3s",
+                "",
+                "How long the connections sit idle before each click: a time (3s)",
+            ),
+            count("clicks", 1, 3, "3", "", "Clicks per run, 1 to 3"),
+            flag(
+                "no-control",
+                "Skip the control runs with the server's tcp_slow_start_after_idle=1",
+            ),
         ],
+        runs: |a| keyless(crate::cwnd_reuse::runs(a)),
+        run: |a| erased(crate::cwnd_reuse::run(a)),
     },
     Declaration {
         name: "http-parallel",
-        params: &[flag("no-chromium")],
+        about: "A sharded portal page (6 host names, one server) on a 40 ms line over 36, 6 and \
+                1 HTTP/1.1 connections and over HTTP/2, and in headless Chromium where installed \
+                (about 40 s)",
+        example: "",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/36-conns, DIR/6-conns, DIR/1-conn, DIR/h2, DIR/h2-coalesced and \
+                 DIR/chromium",
+        params: &[NO_CHROMIUM],
+        runs: |a| keyless(crate::http_parallel::runs(a)),
+        run: |a| erased(crate::http_parallel::run(a)),
     },
     Declaration {
         name: "hol-blocking",
+        about: "One page over HTTP/1.1 (6 connections), HTTP/2 and HTTP/3 (sequential and \
+                round-robin scheduling) at 40 ms RTT under 0, 1, 2, 5 % and bursty loss, and in \
+                headless Chromium over QUIC where installed (about 2 minutes)",
+        example: "--runs 2",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, \
+                 bursty) and DIR/chromium-h3",
         params: &[
             count(
                 "runs",
                 1,
                 20,
+                "3",
                 "runs per protocol and loss setting, each its own seed",
+                "Runs per protocol and loss setting, each with the next seed from the first one",
             ),
-            flag("no-chromium"),
+            NO_CHROMIUM,
         ],
+        runs: |a| keyless(crate::hol_blocking::runs(a)),
+        run: |a| erased(crate::hol_blocking::run(a)),
     },
     Declaration {
         name: "nagle",
-        params: &[time(
-            "duration",
-            5.0,
-            600.0,
+        about: "A request/response program writing each 70-byte message as 28 + 42 bytes over a \
+                500 ms satellite path: Nagle on, TCP_NODELAY, and one writev() (about 80 s with \
+                the default duration)",
+        example: "--duration 20s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/nagle, DIR/nodelay and DIR/writev",
+        params: &[duration(
+            "20s",
             "an exchange takes up to 1.5 s",
+            "How long each run's client keeps exchanging: a time (20s, 1m)",
         )],
+        runs: |a| keyless(Ok(crate::nagle::runs(a))),
+        run: |a| erased(crate::nagle::run(a)),
     },
     Declaration {
         name: "pps",
+        about: "One bulk TCP download through a hop that forwards at most N packets a second, at \
+                MTU 1500 and at MTU 9000 (about 50 s with the default duration)",
+        example: "--duration 10s --pps 1000",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/mtu1500 and DIR/mtu9000",
         params: &[
-            time(
-                "duration",
-                5.0,
-                600.0,
+            duration(
+                "20s",
                 "TCP needs a few seconds to fill the hop",
+                "Length of each run's transfer: a time (20s, 1m)",
             ),
-            count("pps", 100, 100_000, "packets per second"),
+            count(
+                "pps",
+                100,
+                100_000,
+                "1000",
+                "packets per second",
+                "The hop's ceiling, packets per second each way (from 100 to 100000)",
+            ),
         ],
+        runs: |a| keyless(Ok(crate::pps::runs(a))),
+        run: |a| erased(crate::pps::run(a)),
     },
     Declaration {
         name: "delayed-ack",
-        params: &[time(
-            "duration",
-            5.0,
-            600.0,
+        about: "A bulk upload in 1000-byte writes into an 8 KB receive buffer on a 100 Mbit/s \
+                LAN, the receiver deferring its ACKs (Linux's default), then with TCP_QUICKACK \
+                after every read (about 75 s with the default duration)",
+        example: "--duration 10s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/delayed and DIR/quickack",
+        params: &[duration(
+            "30s",
             "the transfer needs a few seconds",
+            "Length of each run: a time (30s, 1m)",
         )],
+        runs: |a| keyless(Ok(crate::delayed_ack::runs(a))),
+        run: |a| erased(crate::delayed_ack::run(a)),
     },
     Declaration {
         name: "fallback",
+        about: "A phone with Wi-Fi and cellular whose Wi-Fi passes nothing from 2 s to 20 s, \
+                making a request a second: plain connect, an RFC 8305 race with a Better Route \
+                probe, and MPTCP (about 105 s with the default duration)",
+        example: "--duration 35s",
+        leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
+                 in DIR/wifi-only, DIR/fallback and DIR/mptcp",
         params: &[time(
             "duration",
             23.0,
             300.0,
+            "35s",
             "the Wi-Fi comes back at 20 s",
+            "How long the phone makes requests: a time (35s), from 23s (the Wi-Fi comes back \
+             at 20 s)",
         )],
+        runs: |a| keyless(Ok(crate::fallback::runs(a))),
+        run: |a| erased(crate::fallback::run(a)),
     },
     Declaration {
         name: "nat64",
+        about: "One small client per class of app on an IPv6-only network (host name, IPv4 \
+                literal, AF_INET-only, \"is IPv4 up?\" preflight, RFC 7050 local synthesis), each \
+                through ipv6-check, then with 464XLAT (about 5 s)",
+        example: "",
+        leaves: "DIR/report.html, DIR/results.json, and each run's evidence (strace, captures, \
+                 ipv6-check's report) in DIR/ipv6-only/SAMPLE and DIR/clat/SAMPLE",
         params: &[],
+        runs: |a| keyless(Ok(crate::nat64::runs(a))),
+        run: |a| erased(crate::nat64::run(a)),
     },
     Declaration {
         name: "responsiveness",
+        about: "Responsiveness under working conditions (RPM) on the bufferbloat demo's home \
+                line under FIFO, CoDel, FQ-CoDel, PIE and DualPI2, each loaded round trip taken \
+                apart queue by queue (about 80 s with the default duration)",
+        example: "--duration 10s",
+        leaves: "DIR/report.html, DIR/parts.png, DIR/results.json, and each run's captures and \
+                 logs in DIR/fifo, DIR/codel, DIR/fq-codel, DIR/pie and DIR/dualpi2",
         params: &[time(
             "duration",
             5.0,
             120.0,
+            "15s",
             "the test needs a few 1 s intervals to find working conditions",
+            "Each test's time limit: a time (15s); a test that finds stable working conditions \
+             sooner ends sooner",
         )],
+        runs: |a| keyless(Ok(crate::responsiveness::runs(a))),
+        run: |a| erased(crate::responsiveness::run(a)),
     },
 ];
 

@@ -11,14 +11,15 @@
 //! (its HTML arrived) to its first byte (`ttfb`) and its last (`transaction`), so a request
 //! waiting for a free connection waits in the number, as it waits in front of the user.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use lab::config::LabConfig;
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
@@ -30,15 +31,6 @@ pub const PIPELINE_DEPTH: u16 = 8;
 pub const DOWN: &str = "20mbit";
 pub const UP: &str = "5mbit";
 const QUEUE: &str = "fifo limit 1000";
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// The two RTTs, ms (100 and 300 by default).
-    pub rtts_ms: [f64; 2],
-    pub seed: u64,
-    pub quiet: bool,
-}
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -93,8 +85,8 @@ struct RunData {
 /// The four runs, each with its name, RTT and pipeline depth: what [`run`] runs and
 /// `--export` writes. The page file they serve is written into the output directory.
 #[allow(clippy::type_complexity)]
-pub fn runs(opts: &Options) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
-    let [fast, slow] = opts.rtts_ms;
+pub fn runs(a: &Args) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
+    let [fast, slow] = [a.ms("rtt"), a.ms("rtt2")];
     let plan = [
         ("no-pipelining", fast, 1),
         ("pipelining", fast, PIPELINE_DEPTH),
@@ -103,29 +95,24 @@ pub fn runs(opts: &Options) -> Result<Vec<((&'static str, f64, u16), common::Run
     ];
     // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
     let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
-    let page_file = common::page_file(&opts.out_dir, "newsletter.toml", NEWSLETTER)?;
+    let page_file = common::page_file(&a.out_dir, "newsletter.toml", NEWSLETTER)?;
     Ok(plan
         .map(|(name, rtt, depth)| {
             let run = common::Run {
                 dir: name.into(),
                 msg: format!("{name} ({rtt:.0} ms RTT)"),
                 expected_s: expect(rtt, depth),
-                config: lab_config(rtt, depth, &page_file, opts.seed),
+                config: lab_config(rtt, depth, &page_file, a.seed),
             };
             ((name, rtt, depth), run)
         })
         .into())
 }
 
-pub fn run(opts: &Options) -> Result<Outcome> {
-    for r in opts.rtts_ms {
-        if !(1.0..=2000.0).contains(&r) {
-            bail!("--rtt: {r} ms is outside 1 ms to 2000 ms");
-        }
-    }
-    let labs = runs(opts)?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let labs = runs(a)?;
     let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum();
-    let mut series = common::Series::new(&opts.out_dir, total + 4.0, opts.quiet)?;
+    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
     let runs = series.run(labs, None, |(name, rtt, depth), dir, _| {
         collect(name, rtt, depth, dir)
     })?;
@@ -139,7 +126,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let checks = checks(&results);
     let rows = table_rows(&results);
     series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(&opts.out_dir, r, c, &runs)
+        write_outputs(&a.out_dir, r, c, &runs)
     })
 }
 

@@ -12,7 +12,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
@@ -21,6 +21,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// One-way propagation delay of the line, each way.
 const DELAY: &str = "10ms";
@@ -59,18 +60,6 @@ impl Variant {
             Variant::Mtu9000 => Rgb(0, 114, 178),
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Length of each run's transfer, s.
-    pub duration_s: f64,
-    /// The hop's ceiling, packets per second each way.
-    pub pps: u64,
-    pub seed: u64,
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -177,15 +166,15 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
     [Variant::Mtu1500, Variant::Mtu9000]
         .map(|v| {
             let run = common::Run {
                 dir: v.name().into(),
-                msg: format!("MTU {}, at most {} packets/s", v.mtu(), opts.pps),
+                msg: format!("MTU {}, at most {} packets/s", v.mtu(), a.count("pps")),
                 expected_s: lab_s,
-                config: lab_config(v, opts.pps, opts.duration_s, opts.seed),
+                config: lab_config(v, a.count("pps"), a.seconds("duration"), a.seed),
             };
             (v, run)
         })
@@ -193,23 +182,18 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(100..=100_000).contains(&opts.pps) {
-        bail!("--pps: {} is outside 100 to 100000", opts.pps);
-    }
-    let lab_s = opts.duration_s + CLIENT_START_S + 1.5;
-    let mut series = common::Series::new(&opts.out_dir, 2.0 * (lab_s + 2.0) + 2.0, opts.quiet)?;
-    let runs = series.run(runs(opts), Some(2.0), |v, dir, result| {
-        collect(v, dir, result)
-    })?;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
+    let mut series = common::Series::new(&a.out_dir, 2.0 * (lab_s + 2.0) + 2.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(2.0), collect)?;
     let results = Results {
-        pps_limit: opts.pps,
+        pps_limit: a.count("pps"),
         mtu1500: runs[0].metrics.clone(),
         mtu9000: runs[1].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -349,12 +333,12 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let goodput = goodput_chart(r, runs);
     let packets = packets_chart(r, runs);
-    let page = page(opts, r, checks, runs, &goodput, &packets)?;
+    let page = page(a, r, checks, runs, &goodput, &packets)?;
     common::write_report_files(
-        &opts.out_dir,
+        &a.out_dir,
         r,
         &[("goodput", &goodput), ("packets", &packets)],
         &page,
@@ -446,7 +430,7 @@ fn packets_chart(r: &Results, runs: &[RunData]) -> Chart {
 }
 
 fn page(
-    opts: &Options,
+    a: &Args,
     r: &Results,
     checks: &[Check],
     runs: &[RunData],
@@ -454,11 +438,12 @@ fn page(
     packets: &Chart,
 ) -> Result<Page> {
     let mut page = Page::new("Packets per second, not bytes");
-    page.subtitle = format!(
+    page.subtitle =
+        format!(
         "One bulk TCP download of {:.0} s per run over a line with no byte-rate limit, {DELAY} \
          each way, through a hop that forwards at most {} packets/s each way; seed {}. Run \
          mtu1500: both hosts at MTU 1500. Run mtu9000: both at MTU 9000.",
-        opts.duration_s, r.pps_limit, opts.seed
+        a.seconds("duration"), r.pps_limit, a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(

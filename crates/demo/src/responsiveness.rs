@@ -19,9 +19,9 @@
 //! and the end-to-end test asserts them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec};
 use labnet::run_dir::{parse_link_log, RunDir};
 use labnet::spec::Side;
@@ -32,6 +32,7 @@ use serde::Serialize;
 
 use crate::bufferbloat;
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// When the client starts, s after the lab: the server listens by then.
 const CLIENT_START_S: f64 = 0.5;
@@ -53,17 +54,6 @@ pub const QUEUES: [(&str, &str, &str); 5] = [
     ("pie", "PIE", "pie ecn"),
     ("dualpi2", "DualPI2", "dualpi2"),
 ];
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Each test's time limit (`rpm --max-duration`), s; a test that reaches stable
-    /// working conditions sooner ends sooner.
-    pub duration_s: f64,
-    pub seed: u64,
-    pub quiet: bool,
-}
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -174,15 +164,15 @@ pub fn lab_config(queue: &str, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> {
+pub fn runs(a: &Args) -> Vec<((&'static str, &'static str), common::Run)> {
     QUEUES
         .iter()
         .map(|&(dir, label, queue)| {
             let run = common::Run {
                 dir: dir.into(),
-                msg: format!("{label} ({queue}), at most {:.0} s", opts.duration_s),
-                expected_s: opts.duration_s + CLIENT_START_S + 1.5,
-                config: lab_config(queue, opts.duration_s, opts.seed),
+                msg: format!("{label} ({queue}), at most {:.0} s", a.seconds("duration")),
+                expected_s: a.seconds("duration") + CLIENT_START_S + 1.5,
+                config: lab_config(queue, a.seconds("duration"), a.seed),
             };
             ((label, queue), run)
         })
@@ -190,29 +180,20 @@ pub fn runs(opts: &Options) -> Vec<((&'static str, &'static str), common::Run)> 
 }
 
 /// Runs the labs, reads them back and writes `results.json`, the PNG and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(5.0..=120.0).contains(&opts.duration_s) {
-        bail!(
-            "--duration: {} s is outside 5 s to 120 s (the test needs a few 1 s intervals to find working conditions)",
-            opts.duration_s
-        );
-    }
-    let per_run_s = opts.duration_s + CLIENT_START_S + 1.5 + 1.0;
-    let mut series = common::Series::new(
-        &opts.out_dir,
-        QUEUES.len() as f64 * per_run_s + 2.0,
-        opts.quiet,
-    )?;
-    let runs = series.run(runs(opts), Some(1.0), |(label, queue), dir, result| {
+pub fn run(a: &Args) -> Result<Outcome> {
+    let per_run_s = a.seconds("duration") + CLIENT_START_S + 1.5 + 1.0;
+    let mut series =
+        common::Series::new(&a.out_dir, QUEUES.len() as f64 * per_run_s + 2.0, a.quiet)?;
+    let runs = series.run(runs(a), Some(1.0), |(label, queue), dir, result| {
         collect(label, queue, dir, result)
     })?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
-        duration_s: opts.duration_s,
+        duration_s: a.seconds("duration"),
         runs,
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(2.0, results, checks, rows, |r, c| write_outputs(opts, r, c))
+    series.finish(2.0, results, checks, rows, |r, c| write_outputs(a, r, c))
 }
 
 /// Reads one run back: the client's report and the attribution from the link logs.
@@ -584,7 +565,7 @@ fn parts_chart(r: &Results) -> Chart {
     chart
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check]) -> Result<()> {
     let chart = parts_chart(r);
     let mut page = Page::new("Responsiveness under working conditions, queue by queue");
     page.subtitle = format!(
@@ -596,8 +577,8 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check]) -> Result<()> {
          seed {}.",
         bufferbloat::FIFO_QUEUE,
         bufferbloat::CODEL_QUEUE,
-        opts.duration_s,
-        opts.seed
+        a.seconds("duration"),
+        a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(
@@ -629,7 +610,7 @@ fn write_outputs(opts: &Options, r: &Results, checks: &[Check]) -> Result<()> {
          report, every probe kept)"
             .into(),
     ])));
-    common::write_report_files(&opts.out_dir, r, &[("parts", &chart)], &page)
+    common::write_report_files(&a.out_dir, r, &[("parts", &chart)], &page)
 }
 
 #[cfg(test)]
@@ -768,12 +749,7 @@ mod tests {
 
     #[test]
     fn the_labs_differ_only_in_the_queue() {
-        let opts = Options {
-            out_dir: "x".into(),
-            duration_s: 15.0,
-            seed: 3,
-            quiet: true,
-        };
+        let opts = Args::of("responsiveness", "x".into(), &[("seed", "3")]).unwrap();
         let rs = runs(&opts);
         assert_eq!(rs.len(), 5);
         let first = &rs[0].1.config;

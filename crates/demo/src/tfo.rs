@@ -21,7 +21,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
@@ -30,6 +30,7 @@ use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common::{self, Check};
+use crate::params::Args;
 
 /// Round-trip propagation delay of the line, ms (50 ms each way).
 pub const BASE_RTT_MS: f64 = 100.0;
@@ -69,16 +70,6 @@ impl Variant {
             Variant::Tfo => Rgb(0, 114, 178),
         }
     }
-}
-
-/// What to run and where.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub out_dir: PathBuf,
-    /// Requests (connections) per run.
-    pub requests: u64,
-    pub seed: u64,
-    pub quiet: bool,
 }
 
 /// One run's numbers, as `results.json` writes them.
@@ -202,8 +193,8 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
-    let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
+pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    let lab_s = a.count("requests") as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
     [
         (Variant::Plain, false),
         (Variant::Tfo, false),
@@ -217,10 +208,10 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
             v.name().to_string()
         };
         let run = common::Run {
-            msg: format!("{dir}, {} requests", opts.requests),
+            msg: format!("{dir}, {} requests", a.count("requests")),
             dir,
             expected_s: lab_s + if late_copies { LINGER_S } else { 0.0 },
-            config: lab_config(v, late_copies, opts.requests, opts.seed),
+            config: lab_config(v, late_copies, a.count("requests"), a.seed),
         };
         (v, run)
     })
@@ -228,20 +219,14 @@ pub fn runs(opts: &Options) -> Vec<(Variant, common::Run)> {
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    if !(3..=1000).contains(&opts.requests) {
-        bail!(
-            "--requests: {} is outside 3 to 1000 (the first one fetches the cookie)",
-            opts.requests
-        );
-    }
-    let lab_s = opts.requests as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
+pub fn run(a: &Args) -> Result<Outcome> {
+    let lab_s = a.count("requests") as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
     let mut series = common::Series::new(
-        &opts.out_dir,
+        &a.out_dir,
         4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0,
-        opts.quiet,
+        a.quiet,
     )?;
-    let mut runs = series.run(runs(opts), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let mut runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
     let dup = runs.split_off(2);
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
@@ -254,7 +239,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
     series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(opts, r, c, &runs)
+        write_outputs(a, r, c, &runs)
     })
 }
 
@@ -410,10 +395,10 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(opts: &Options, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let chart = request_chart(r, runs);
-    let page = page(opts, r, checks, runs, &chart)?;
-    common::write_report_files(&opts.out_dir, r, &[("request-time", &chart)], &page)
+    let page = page(a, r, checks, runs, &chart)?;
+    common::write_report_files(&a.out_dir, r, &[("request-time", &chart)], &page)
 }
 
 fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
@@ -448,19 +433,15 @@ fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
     c
 }
 
-fn page(
-    opts: &Options,
-    r: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-    chart: &Chart,
-) -> Result<Page> {
+fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart) -> Result<Page> {
     let mut page = Page::new("TCP Fast Open: one round trip instead of two");
     page.subtitle = format!(
         "10 Mbit/s each way, {:.0} ms base RTT; {} requests per run, each on a new \
          connection, {INTERVAL_MS} ms apart; seed {}. Run plain: no Fast Open. Run tfo: \
          TCP_FASTOPEN on the server's listener, TCP_FASTOPEN_CONNECT on the client.",
-        r.base_rtt_ms, opts.requests, opts.seed
+        r.base_rtt_ms,
+        a.count("requests"),
+        a.seed
     );
     let (header, rows) = table_rows(r);
     page.push(
