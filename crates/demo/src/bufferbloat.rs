@@ -22,10 +22,10 @@ use std::path::Path;
 
 use analyze::{Analysis, Connection, Dir};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
+use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::RunDir;
 use report::tsg::TimeSequence;
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common;
@@ -121,27 +121,15 @@ impl RunData {
 
 /// The lab of one run.
 pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabConfig {
-    LabConfig {
+    // The lab ends when the probe client (the one waited-for program) ends; the others
+    // then get SIGTERM and write their summaries.
+    // `exec`: the lab signals the program it started; a shell in between would die on
+    // SIGTERM at once and the lab would tear down before the client wrote its summary.
+    common::two_hosts(
         seed,
-        // The lab ends when the probe client (the one waited-for program) ends; the others
-        // then get SIGTERM and write their summaries.
-        duration_s: None,
-        hosts: vec![
-            common::host("client", 1, ecn),
-            common::host("server", 2, ecn),
-        ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: common::direction("1mbit", "10ms", queue),
-            down: common::direction("10mbit", "10ms", queue),
-        }],
-        changes: vec![],
-        // `exec`: the lab signals the program it started; a shell in between would die on
-        // SIGTERM at once and the lab would tear down before the client wrote its summary.
-        programs: vec![
+        [common::host("client", 1, ecn), common::host("server", 2, ecn),],
+        ("path", common::direction("1mbit", "10ms", queue), common::direction("10mbit", "10ms", queue)),
+        vec![
             common::program("stream-server", "server", 0.0, "exec latencylab stream-server".into(), false),
             common::program("probe-server", "server", 0.0, "exec latencylab probe-server".into(), false),
             // Twice the run's length of media at 8 Mbit/s is more than the 10 Mbit/s downlink
@@ -167,9 +155,7 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
                 true,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The two runs, each with its label and queue: what [`run`] runs and `--export` writes.
@@ -822,19 +808,13 @@ fn page(
         r.duration_s, a.seed, r.fifo.queue, r.codel.queue
     );
 
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Goodput is what the video player read; RTTs are the probe's UDP pings; \
-                          queue delay, drops and CE marks are the downlink queue's; CWR counts \
-                          the sender's replies to congestion echoes, in the server's capture."
-                    .into(),
-            }))
-            .with(crate::common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Goodput is what the video player read; RTTs are the probe's UDP pings; \
+         queue delay, drops and CE marks are the downlink queue's; CWR counts \
+         the sender's replies to congestion echoes, in the server's capture.",
+        common::findings(checks),
+    ));
     page.push(
         Section::new("The stream's time-sequence graphs")
             .with(Block::Paragraph(
@@ -891,15 +871,11 @@ fn page(
             ));
         }
     }
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's server capture (run it yourself \
-                 on fifo/captures/server-eth0.pcap for the whole analysis)."
-                    .into(),
-            ))
-            .with(Block::Findings(findings)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's server capture (run it yourself \
+         on fifo/captures/server-eth0.pcap for the whole analysis).",
+        Block::Findings(findings),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),

@@ -13,7 +13,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lab::config::{
-    iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface, Program,
+    iface_addrs, Direction, EcnMode, Family, Host, HostSettings, Interface, LinkSpec, Program,
 };
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
@@ -224,6 +224,34 @@ pub fn host(name: &str, index: usize, ecn: EcnMode) -> Host {
             ipv6,
         }],
         aliases: vec![],
+    }
+}
+
+/// The lab of most demos: two hosts (the first at the lab's side `a` of the link) joined by one
+/// link (`name`, its direction from the first host, its direction back) and the programs. It
+/// ends with its waited-for program; the others then get SIGTERM and write their summaries.
+pub fn two_hosts(
+    seed: u64,
+    [a, b]: [Host; 2],
+    (name, up, down): (&str, Direction, Direction),
+    programs: Vec<Program>,
+) -> LabConfig {
+    LabConfig {
+        seed,
+        duration_s: None,
+        links: vec![LinkSpec {
+            name: name.into(),
+            a: a.name.clone(),
+            b: b.name.clone(),
+            up,
+            down,
+        }],
+        hosts: vec![a, b],
+        routers: vec![],
+        changes: vec![],
+        programs,
+        nat64: None,
+        precision: Default::default(),
     }
 }
 
@@ -595,6 +623,30 @@ mod tests {
 pub struct Check {
     pub what: String,
     pub passed: bool,
+}
+
+/// A report's first section: the side-by-side table (header and rows), what its numbers are
+/// (`caption`), and the checks (`findings`).
+pub fn results_section(
+    (header, rows): (Vec<String>, Vec<Vec<String>>),
+    caption: &str,
+    findings: report::Block,
+) -> report::Section {
+    report::Section::new("Results")
+        .with(report::Block::Table(report::Table {
+            header,
+            rows,
+            caption: caption.into(),
+        }))
+        .with(findings)
+}
+
+/// The section of what the analyzer found: which captures it read and what to see (`about`),
+/// then its diagnoses (`findings`).
+pub fn analyzer_section(about: &str, findings: report::Block) -> report::Section {
+    report::Section::new("What the analyzer found")
+        .with(report::Block::Paragraph(about.into()))
+        .with(findings)
 }
 
 /// The criteria as the report's findings block: "as expected" or "NOT as expected", each with

@@ -28,7 +28,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::client::HtmlScan;
 use web::WebRecord;
@@ -951,24 +951,20 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         m.buffer_packets,
         m.rtt_ms
     );
-    let (header, rows) = table_rows(results);
     page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "'New connections needed': connections opened because a request found \
-                          no idle one; 'opened while the name had a response under way': of \
-                          those, the ones opened while another connection of the same name was \
-                          between its request and its response's last byte (from the client's \
-                          log), the only ones another connection can beat; 'served by another': \
-                          the requests sent on a connection that freed up before the new one's \
-                          handshake ended. The seed's figures stand beside the news page's \
-                          setup, the closer to the seed's (many names, 219 connections)."
-                    .into(),
-            }))
-            .with(common::findings(checks))
-            .with(Block::Paragraph(chromium_note(results))),
+        common::results_section(
+            table_rows(results),
+            "'New connections needed': connections opened because a request found \
+         no idle one; 'opened while the name had a response under way': of \
+         those, the ones opened while another connection of the same name was \
+         between its request and its response's last byte (from the client's \
+         log), the only ones another connection can beat; 'served by another': \
+         the requests sent on a connection that freed up before the new one's \
+         handshake ended. The seed's figures stand beside the news page's \
+         setup, the closer to the seed's (many names, 219 connections).",
+            common::findings(checks),
+        )
+        .with(Block::Paragraph(chromium_note(results))),
     );
     let mut figs = Vec::new();
     for (id, c) in ids.iter().zip(&wf) {

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -709,21 +709,15 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
             ""
         }
     );
-    let (header, rows) = table_rows(results);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "'ssai': the server's net.ipv4.tcp_slow_start_after_idle. 'Picked': the \
-                          largest response the chosen connection had carried before each click \
-                          (the client's proxy for the server's window). 'First flight': what \
-                          the server sent of the 25 kB before any ACK could return, from its \
-                          capture."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(results),
+        "'ssai': the server's net.ipv4.tcp_slow_start_after_idle. 'Picked': the \
+         largest response the chosen connection had carried before each click \
+         (the client's proxy for the server's window). 'First flight': what \
+         the server sent of the 25 kB before any ACK could return, from its \
+         capture.",
+        common::findings(checks),
+    ));
     page.push(
         Section::new("Which connection each click took").with(Block::Row(vec![
             fig("connections-oldest", &conns[0])?,

@@ -24,8 +24,8 @@ use std::path::Path;
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec};
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use lab::config::{EcnMode, LabConfig};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -143,24 +143,15 @@ struct RunData {
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     let lan = || common::direction(CAPACITY, DELAY, "fifo limit 1000");
-    LabConfig {
+    // The lab ends with the client.
+    common::two_hosts(
         seed,
-        // The lab ends with the client.
-        duration_s: None,
-        hosts: vec![
+        [
             common::host("client", 1, EcnMode::Passive),
             common::host("server", 2, EcnMode::Passive),
         ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "lan".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: lan(),
-            down: lan(),
-        }],
-        changes: vec![],
-        programs: vec![
+        ("lan", lan(), lan()),
+        vec![
             common::program(
                 "bulk-server",
                 "server",
@@ -183,9 +174,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 true,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -567,19 +556,13 @@ fn page(
         a.seconds("duration"),
         a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Goodput is the server's count over the transfer (sent back to the \
-                          client). The ACK interval, ACK rate and idle share are from the \
-                          client's capture, the sender's side."
-                    .into(),
-            }))
-            .with(common::findings_with(&[], checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Goodput is the server's count over the transfer (sent back to the \
+         client). The ACK interval, ACK rate and idle share are from the \
+         client's capture, the sender's side.",
+        common::findings_with(&[], checks),
+    ));
     let mut sec = Section::new("The sender's view");
     for (chart, run) in tsg.iter().zip(runs) {
         let name = format!("tsg-{}", run.variant.name());
@@ -595,13 +578,10 @@ fn page(
         .iter()
         .map(|r| (r.variant.name(), &r.analysis))
         .collect();
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's client capture.".into(),
-            ))
-            .with(common::analyzer_findings(&analyses)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's client capture.",
+        common::analyzer_findings(&analyses),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "tsg-delayed.png, tsg-quickack.png, ack-intervals.png: the charts of this page".into(),

@@ -30,7 +30,7 @@ use anyhow::{bail, Context, Result};
 use lab::config::{iface_addrs, Change, EcnMode, Family, Host, HostSettings, Interface};
 use lab::config::{LabConfig, LinkSpec};
 use labnet::setting::{LinkState, Setting};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -497,20 +497,14 @@ fn page(
         a.seconds("duration"),
         a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Request times are the client's, from each request's start to its \
-                          answer; failed requests had no answer within 10 s. \"Back on Wi-Fi\" \
-                          is the time from the Wi-Fi's recovery to the first answer that came \
-                          over it."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Request times are the client's, from each request's start to its \
+         answer; failed requests had no answer within 10 s. \"Back on Wi-Fi\" \
+         is the time from the Wi-Fi's recovery to the first answer that came \
+         over it.",
+        common::findings(checks),
+    ));
     let mut timeline = Section::new("Timeline");
     for (name, chart) in names.iter().zip(charts) {
         timeline = timeline.with(Block::Figure(
@@ -522,16 +516,12 @@ fn page(
         .iter()
         .map(|r| (r.variant.name(), &r.analysis))
         .collect();
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
-                 interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
-                 went unanswered (`syn_timeout`)."
-                    .into(),
-            ))
-            .with(common::analyzer_findings(&analyses)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
+         interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
+         went unanswered (`syn_timeout`).",
+        common::analyzer_findings(&analyses),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "timeline-*.png: the charts of this page".into(),

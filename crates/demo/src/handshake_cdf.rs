@@ -25,7 +25,7 @@
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
-use report::{Block, Figure, Page, Section, Table};
+use report::{Block, Figure, Page, Section};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -301,20 +301,14 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
         args.count("per-server"),
         args.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Handshake times are the analyzer's, on the client's capture: first SYN \
-                          to the SYN-ACK, what connect() waited. The seed's column is the \
-                          2011 post's Firefox histogram of 15,000 handshakes on a premium cable \
-                          line."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Handshake times are the analyzer's, on the client's capture: first SYN \
+         to the SYN-ACK, what connect() waited. The seed's column is the \
+         2011 post's Firefox histogram of 15,000 handshakes on a premium cable \
+         line.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Handshake CDF").with(Block::Figure(
         Figure::from_chart("handshake-cdf", &chart, true).context("drawing handshake-cdf")?,
     )));
@@ -331,19 +325,15 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
             rtts.join(", ")
         ))),
     );
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or \
-                 queued here, so the cause it names is the distance itself: `path_delay` on \
-                 the connections to the far servers, whose time went to round trips. An \
-                 `app_limited` line, where there is one, is a client or server program that \
-                 the machine scheduled late between the handshake and the request or the \
-                 answer: it is not in the handshake times."
-                    .into(),
-            ))
-            .with(common::analyzer_findings(&[("browsing", a)])),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or \
+         queued here, so the cause it names is the distance itself: `path_delay` on \
+         the connections to the far servers, whose time went to round trips. An \
+         `app_limited` line, where there is one, is a client or server program that \
+         the machine scheduled late between the handshake and the request or the \
+         answer: it is not in the handshake times.",
+        common::analyzer_findings(&[("browsing", a)]),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "handshake-cdf.png: the chart of this page".into(),

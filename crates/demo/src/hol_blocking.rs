@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
 use labnet::setting::Direction;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -780,22 +780,16 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         "examples/pages/article.toml: 60 resources, about 740 kB, from one host; {DOWN} down / \
          {UP} up, {RTT_MS:.0} ms RTT, random loss on both directions; every run over TLS."
     );
-    let (header, rows) = table_rows(results);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Page load: the last byte of the last resource, mean over the seeds. \
-                          Longest gap: for each response, the longest wait between two \
-                          arrivals of its bytes after the first, averaged over the responses: \
-                          how long responses stood still mid-transfer. HTTP/2's scheduling is \
-                          the h2 library's (a frame of each ready stream in turn); HTTP/3's is \
-                          the server's option, stated in each response."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(results),
+        "Page load: the last byte of the last resource, mean over the seeds. \
+         Longest gap: for each response, the longest wait between two \
+         arrivals of its bytes after the first, averaged over the responses: \
+         how long responses stood still mid-transfer. HTTP/2's scheduling is \
+         the h2 library's (a frame of each ready stream in turn); HTTP/3's is \
+         the server's option, stated in each response.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Page load against loss").with(Block::Figure(fig("page-load", &plt)?)));
     let mut s = Section::new("Waterfalls of one lossy run per protocol (one time scale)");
     for (c, (proto, ..)) in waterfalls.iter().zip(PROTOCOLS.iter()) {

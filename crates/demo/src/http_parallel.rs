@@ -18,7 +18,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -434,22 +434,16 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         "examples/pages/portal.toml: 193 resources over 6 host names naming one server; \
          {DOWN} down / {UP} up, {BASE_RTT_MS:.0} ms RTT, a 300-packet FIFO at the gateway."
     );
-    let (header, rows) = table_rows(results);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Page load: the last byte of the last resource, for Chromium too \
-                          (the latest responseEnd of Resource Timing); the checks compare \
-                          that. Chromium's loadEventStart, when its load event began, adds \
-                          the browser's own parsing, decoding and layout. Time to first byte: \
-                          request sent to first byte. Queue delay and drops: the downlink's \
-                          gateway queue."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(results),
+        "Page load: the last byte of the last resource, for Chromium too \
+         (the latest responseEnd of Resource Timing); the checks compare \
+         that. Chromium's loadEventStart, when its load event began, adds \
+         the browser's own parsing, decoding and layout. Time to first byte: \
+         request sent to first byte. Queue delay and drops: the downlink's \
+         gateway queue.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Side by side").with(Block::Row(vec![
         fig("page-load", &plt)?,
         fig("queue-delay", &qd)?,

@@ -21,9 +21,9 @@ use std::path::Path;
 
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec};
+use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::RunDir;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use wire::Instant;
 
@@ -142,23 +142,14 @@ struct RunData {
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     let sat = || common::direction(CAPACITY, "250ms", "fifo limit 1000");
-    LabConfig {
+    common::two_hosts(
         seed,
-        duration_s: None,
-        hosts: vec![
+        [
             common::host("client", 1, EcnMode::Passive),
             common::host("server", 2, EcnMode::Passive),
         ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "satellite".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: sat(),
-            down: sat(),
-        }],
-        changes: vec![],
-        programs: vec![
+        ("satellite", sat(), sat()),
+        vec![
             common::program(
                 "rr-server",
                 "server",
@@ -178,9 +169,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 true,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -642,19 +631,13 @@ fn page(
          think time; {:.0} s per run, seed {}.",
         r.duration_s, a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Exchange times are the client's, from the request's first write() to \
-                          the response's last byte; the analyzer's diagnoses are from both \
-                          hosts' captures."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Exchange times are the client's, from the request's first write() to \
+         the response's last byte; the analyzer's diagnoses are from both \
+         hosts' captures.",
+        common::findings(checks),
+    ));
     let mut ladders = Section::new("One exchange, packet by packet").with(Block::Paragraph(
         "The seed's ladder diagram, drawn from the two captures: each line is a packet, from \
          the moment it left one host (in that host's capture) to the moment it reached the \
@@ -676,17 +659,13 @@ fn page(
             RR_PORT,
         ));
     }
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's two captures (run it yourself \
-                 on nagle/captures/client-eth0.pcap and server-eth0.pcap). Each capture judges \
-                 the data its own host sent: the client's the requests, the server's the \
-                 responses."
-                    .into(),
-            ))
-            .with(Block::Findings(findings)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's two captures (run it yourself \
+         on nagle/captures/client-eth0.pcap and server-eth0.pcap). Each capture judges \
+         the data its own host sent: the client's the requests, the server's the \
+         responses.",
+        Block::Findings(findings),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),

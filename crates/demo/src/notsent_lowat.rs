@@ -18,8 +18,8 @@ use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use lab::config::{EcnMode, LabConfig};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -116,25 +116,13 @@ struct RunData {
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     let ms = (duration_s * 1000.0).round();
-    LabConfig {
+    // The lab ends with the viewer; the others then get SIGTERM and write their summaries.
+    // `exec`: the lab signals the program itself, which then writes its summary.
+    common::two_hosts(
         seed,
-        // The lab ends with the viewer; the others then get SIGTERM and write their summaries.
-        duration_s: None,
-        hosts: vec![
-            common::host("viewer", 1, EcnMode::Passive),
-            common::host("server", 2, EcnMode::Passive),
-        ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "dsl".into(),
-            a: "viewer".into(),
-            b: "server".into(),
-            up: common::direction("4mbit", "20ms", UPLINK_QUEUE),
-            down: common::direction(UPLINK, "20ms", UPLINK_QUEUE),
-        }],
-        changes: vec![],
-        // `exec`: the lab signals the program itself, which then writes its summary.
-        programs: vec![
+        [common::host("viewer", 1, EcnMode::Passive), common::host("server", 2, EcnMode::Passive),],
+        ("dsl", common::direction("4mbit", "20ms", UPLINK_QUEUE), common::direction(UPLINK, "20ms", UPLINK_QUEUE)),
+        vec![
             common::program(
                 "screen-server",
                 "server",
@@ -165,9 +153,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 false,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -459,20 +445,14 @@ fn page(
         a.seed,
         as_text(LOWAT)
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Click to frame is timed by the viewer, from sending a click to the \
-                          first complete frame that draws it; unsent bytes are the server's, \
-                          sampled from its socket; the ping is a UDP probe beside the screen \
-                          sharing, over the same line."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Click to frame is timed by the viewer, from sending a click to the \
+         first complete frame that draws it; unsent bytes are the server's, \
+         sampled from its socket; the ping is a UDP probe beside the screen \
+         sharing, over the same line.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Click to frame").with(Block::Row(vec![
         fig("click-to-frame")?,
         fig("click-to-frame-cdf")?,
@@ -482,16 +462,12 @@ fn page(
         .iter()
         .map(|r| (r.variant.short(), &r.analysis))
         .collect();
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
-                 shows the network, not the socket buffer: the delay of the unbounded run is \
-                 not in it."
-                    .into(),
-            ))
-            .with(common::analyzer_findings(&analyses)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
+         shows the network, not the socket buffer: the delay of the unbounded run is \
+         not in it.",
+        common::analyzer_findings(&analyses),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "*.png: every chart of this page".into(),

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -307,19 +307,13 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
          {PIPELINE_DEPTH} requests outstanding per connection, at {:.0} and {:.0} ms RTT.",
         results.no_pipelining.rtt_ms, results.no_pipelining_slow.rtt_ms
     );
-    let (header, rows) = table_rows(results);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Times per subresource, from the moment the HTML arrived and the page \
-                          needed it, as the seed's browser counts; 'on the wire' is from the \
-                          request leaving to its first byte."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(results),
+        "Times per subresource, from the moment the HTML arrived and the page \
+         needed it, as the seed's browser counts; 'on the wire' is from the \
+         request leaving to its first byte.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Waterfalls").with(Block::Row(vec![
         fig("waterfall-no-pipelining", &charts[0].1)?,
         fig("waterfall-pipelining", &charts[1].1)?,

@@ -16,8 +16,8 @@ use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{Direction, EcnMode, LabConfig, LinkSpec};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use lab::config::{Direction, EcnMode, LabConfig};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -130,21 +130,12 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
         h.settings.mtu = v.mtu();
         h
     };
-    LabConfig {
+    // The lab ends with the client.
+    common::two_hosts(
         seed,
-        // The lab ends with the client.
-        duration_s: None,
-        hosts: vec![host("client", 1), host("server", 2)],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: dir(),
-            down: dir(),
-        }],
-        changes: vec![],
-        programs: vec![
+        [host("client", 1), host("server", 2)],
+        ("path", dir(), dir()),
+        vec![
             common::program(
                 "bulk-server",
                 "server",
@@ -160,9 +151,7 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
                 true,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -445,19 +434,13 @@ fn page(
          mtu1500: both hosts at MTU 1500. Run mtu9000: both at MTU 9000.",
         a.seconds("duration"), r.pps_limit, a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Goodput is the client's (bytes the application read over the whole \
-                          transfer). Packets/s counts the server's data packets in the \
-                          client's capture, past the hop, from the first to the last."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Goodput is the client's (bytes the application read over the whole \
+         transfer). Packets/s counts the server's data packets in the \
+         client's capture, past the hop, from the first to the last.",
+        common::findings(checks),
+    ));
     page.push(
         Section::new("Goodput and packet rate")
             .with(Block::Figure(
@@ -471,13 +454,10 @@ fn page(
         .iter()
         .map(|r| (r.variant.name(), &r.analysis))
         .collect();
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's client capture.".into(),
-            ))
-            .with(common::analyzer_findings(&analyses)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's client capture.",
+        common::analyzer_findings(&analyses),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "goodput.png, packets.png: the charts of this page".into(),

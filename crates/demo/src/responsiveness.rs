@@ -22,10 +22,10 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec};
+use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::{parse_link_log, RunDir};
 use labnet::spec::Side;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
 use rpm::attribution::{attribute, Attribution, LinkLog};
 use rpm::report::RpmReport;
 use serde::Serialize;
@@ -123,24 +123,12 @@ pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run.
 pub fn lab_config(queue: &str, duration_s: f64, seed: u64) -> LabConfig {
-    LabConfig {
+    // The lab ends with the client.
+    common::two_hosts(
         seed,
-        // The lab ends with the client.
-        duration_s: None,
-        hosts: vec![
-            common::host("client", 1, EcnMode::On),
-            common::host("server", 2, EcnMode::On),
-        ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: common::direction("1mbit", "10ms", queue),
-            down: common::direction("10mbit", "10ms", queue),
-        }],
-        changes: vec![],
-        programs: vec![
+        [common::host("client", 1, EcnMode::On), common::host("server", 2, EcnMode::On),],
+        ("path", common::direction("1mbit", "10ms", queue), common::direction("10mbit", "10ms", queue)),
+        vec![
             common::program(
                 "rpm-server",
                 "server",
@@ -158,9 +146,7 @@ pub fn lab_config(queue: &str, duration_s: f64, seed: u64) -> LabConfig {
                 true,
             ),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -580,23 +566,17 @@ fn write_outputs(a: &Args, r: &Results, checks: &[Check]) -> Result<()> {
         a.seconds("duration"),
         a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "RPM is the mean of the foreign and the loaded responsiveness (draft \
-                          section 5.3.1), so its round trip 60000 / RPM weighs foreign and \
-                          self probes as the RPM does; each part below it is that round \
-                          trip's share spent there. A self probe goes on a loaded connection: \
-                          its request waits behind the upload in the client's own buffers, \
-                          its answer behind the download in the server's (draft section \
-                          6.1.1 asks both to keep them small)."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "RPM is the mean of the foreign and the loaded responsiveness (draft \
+         section 5.3.1), so its round trip 60000 / RPM weighs foreign and \
+         self probes as the RPM does; each part below it is that round \
+         trip's share spent there. A self probe goes on a loaded connection: \
+         its request waits behind the upload in the client's own buffers, \
+         its answer behind the download in the server's (draft section \
+         6.1.1 asks both to keep them small).",
+        common::findings(checks),
+    ));
     page.push(
         Section::new("Where the round trips went").with(Block::Figure(
             Figure::from_chart("parts", &chart, false).context("drawing parts")?,

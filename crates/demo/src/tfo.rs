@@ -25,8 +25,8 @@ use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use lab::config::{EcnMode, LabConfig};
+use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -159,25 +159,20 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
         up.push(("duplicate", LATE_COPY));
         client = format!("{} && sleep {LINGER_S}", client.trim_start_matches("exec "));
     }
-    LabConfig {
+    // The lab ends with the client; the server then gets SIGTERM and writes its totals.
+    common::two_hosts(
         seed,
-        // The lab ends with the client; the server then gets SIGTERM and writes its totals.
-        duration_s: None,
-        hosts: vec![
+        [
             common::host("client", 1, EcnMode::Passive),
             common::host("server", 2, EcnMode::Passive),
         ],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: lab::config::Direction::parse(&up)
+        (
+            "path",
+            lab::config::Direction::parse(&up)
                 .unwrap_or_else(|e| panic!("the tfo demo's client→server direction: {e}")),
-            down: common::direction("10mbit", "50ms", &queue),
-        }],
-        changes: vec![],
-        programs: vec![
+            common::direction("10mbit", "50ms", &queue),
+        ),
+        vec![
             common::program(
                 "tfo-server",
                 "server",
@@ -187,9 +182,7 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
             ),
             common::program("tfo-client", "client", CLIENT_START_S, client, true),
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
@@ -443,21 +436,15 @@ fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart
         a.count("requests"),
         a.seed
     );
-    let (header, rows) = table_rows(r);
-    page.push(
-        Section::new("Results")
-            .with(Block::Table(Table {
-                header,
-                rows,
-                caption: "Request times are the client's, from connect to the whole answer (the \
-                          tfo run's p50 leaves out the first request, which fetched the cookie). \
-                          \"In the SYN\" is TCP_INFO's TCPI_OPT_SYN_DATA at the client; the \
-                          capture column is the analyzer's count of SYNs with data and a cookie \
-                          at the server. Actions are the server's, per request id."
-                    .into(),
-            }))
-            .with(common::findings(checks)),
-    );
+    page.push(common::results_section(
+        table_rows(r),
+        "Request times are the client's, from connect to the whole answer (the \
+         tfo run's p50 leaves out the first request, which fetched the cookie). \
+         \"In the SYN\" is TCP_INFO's TCPI_OPT_SYN_DATA at the client; the \
+         capture column is the analyzer's count of SYNs with data and a cookie \
+         at the server. Actions are the server's, per request id.",
+        common::findings(checks),
+    ));
     page.push(Section::new("Request time").with(Block::Figure(
         Figure::from_chart("request-time", chart, false).context("drawing request-time")?,
     )));
@@ -487,15 +474,11 @@ fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart
         .iter()
         .map(|r| (r.variant.name(), &r.analysis))
         .collect();
-    page.push(
-        Section::new("What the analyzer found")
-            .with(Block::Paragraph(
-                "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
-                 tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line."
-                    .into(),
-            ))
-            .with(common::analyzer_findings(&analyses)),
-    );
+    page.push(common::analyzer_section(
+        "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
+         tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line.",
+        common::analyzer_findings(&analyses),
+    ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
         "request-time.png: the chart of this page".into(),

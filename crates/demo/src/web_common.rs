@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig, Program};
 use report::{Axis, Chart, Marks, Rgb, Series};
 use web::WebRecord;
 
@@ -35,20 +35,15 @@ pub fn web_lab(
     let one_way = format!("{}ms", line.rtt_ms / 2.0);
     let mut server = common::host("server", 2, EcnMode::Passive);
     server.aliases = aliases.iter().map(|s| s.to_string()).collect();
-    LabConfig {
+    common::two_hosts(
         seed,
-        duration_s: None,
-        hosts: vec![common::host("client", 1, EcnMode::Passive), server],
-        routers: vec![],
-        links: vec![LinkSpec {
-            name: "path".into(),
-            a: "client".into(),
-            b: "server".into(),
-            up: common::direction(line.up, &one_way, line.queue),
-            down: common::direction(line.down, &one_way, line.queue),
-        }],
-        changes: vec![],
-        programs: vec![
+        [common::host("client", 1, EcnMode::Passive), server],
+        (
+            "path",
+            common::direction(line.up, &one_way, line.queue),
+            common::direction(line.down, &one_way, line.queue),
+        ),
+        vec![
             Program {
                 name: "web-server".into(),
                 host: "server".into(),
@@ -64,9 +59,7 @@ pub fn web_lab(
                 wait: true,
             },
         ],
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The page-load client's resource lines of a run.
