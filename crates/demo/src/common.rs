@@ -334,6 +334,32 @@ pub fn program_records(run_dir: &Path, program: &str) -> Result<Vec<apps::Record
     apps::read_records(&path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// The goodput of the `Total` line for `role` among a program's records (`program` in the
+/// run directory `dir`), Mbit/s; an error naming the program's stderr if it wrote none.
+pub fn total_goodput_mbps(
+    records: &[apps::Record],
+    role: &str,
+    dir: &Path,
+    program: &str,
+) -> Result<f64> {
+    records
+        .iter()
+        .find_map(|r| match r {
+            apps::Record::Total {
+                role: r,
+                goodput_mbps,
+                ..
+            } if r == role => Some(*goodput_mbps),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: {program} wrote no total (see programs/{program}.err)",
+                dir.display()
+            )
+        })
+}
+
 /// One link direction of a run's summary.
 pub fn link_summary<'a>(r: &'a RunResult, link: &str, direction: &str) -> Result<&'a LinkSummary> {
     r.summary

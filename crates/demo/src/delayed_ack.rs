@@ -231,17 +231,7 @@ pub fn unreproducible(r: &Results) -> Vec<common::Unreproducible> {
 /// Reads one run's outputs back.
 fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     let client = common::program_records(dir, "bulk-client")?;
-    let Some(goodput_mbps) = client.iter().find_map(|r| match r {
-        apps::Record::Total {
-            role, goodput_mbps, ..
-        } if role == "sender" => Some(*goodput_mbps),
-        _ => None,
-    }) else {
-        bail!(
-            "{}: the client wrote no total (see programs/bulk-client.err)",
-            dir.display()
-        );
-    };
+    let goodput_mbps = common::total_goodput_mbps(&client, "sender", dir, "bulk-client")?;
     let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
     let Some(conn) = analysis
         .connections

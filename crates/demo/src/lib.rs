@@ -4,6 +4,12 @@
 //! through the analyzer), and leaves `results.json`, PNG charts and a self-contained
 //! `report.html` next to each run's raw lab output.
 //!
+//! Every demo is one entry of [`params::DEMOS`]: its help, its parameters (typed, with their
+//! defaults, each one an option of `latencylab demo NAME` and a sweep axis), and its module's
+//! two functions, `runs` (its labs, which `--export` writes as run files) and `run` (the whole
+//! experiment). The CLI builds each demo's command from that entry, so a demo is added by
+//! writing its module and its entry, nothing else.
+//!
 //! This crate decides what to run and what to show; it owns no network code (that is `lab`),
 //! no measurement (the `apps` programs and `analyze`) and no drawing primitives (`report`).
 //! Like the CLI it is an entry point, so its errors are `anyhow` with context.
@@ -63,3 +69,4 @@ mod web_common;
 
 pub use common::Progress;
 pub use common::{export, run_lab, set_lab_runner, Check, LabRunner, Outcome, Run, Unreproducible};
+pub use params::Args;

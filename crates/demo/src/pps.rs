@@ -205,17 +205,7 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
             _ => None,
         })
         .collect();
-    let Some(total_mbps) = client.iter().find_map(|r| match r {
-        apps::Record::Total {
-            role, goodput_mbps, ..
-        } if role == "receiver" => Some(*goodput_mbps),
-        _ => None,
-    }) else {
-        bail!(
-            "{}: the client wrote no total (see programs/bulk-client.err)",
-            dir.display()
-        );
-    };
+    let total_mbps = common::total_goodput_mbps(&client, "receiver", dir, "bulk-client")?;
     let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
     // The server's data as it arrived at the client: past the hop.
     let mut times_ns = Vec::new();
