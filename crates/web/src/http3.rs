@@ -177,10 +177,13 @@ pub fn client_endpoint(cfg: quinn::ClientConfig, ipv6: bool) -> Result<quinn::En
 async fn connect(ctx: &Ctx, endpoint: &quinn::Endpoint, url: &Url) -> Result<(H3Sender, u64)> {
     let conn_no = ctx.next_conn_no();
     let addr = ctx.resolve(url).await?;
-    let start_ms = ctx.ms();
-    let conn = endpoint
+    // `connect` builds the ClientHello (its key share is the costly part) and queues the
+    // Initial; the endpoint's task sends it next. The clock starts there, as a capture's does.
+    let connecting = endpoint
         .connect(addr, &url.host)
-        .with_context(|| format!("QUIC to {} ({addr})", url.authority()))?
+        .with_context(|| format!("QUIC to {} ({addr})", url.authority()))?;
+    let start_ms = ctx.ms();
+    let conn = connecting
         .await
         .with_context(|| format!("QUIC handshake with {} ({addr})", url.authority()))?;
     let ready_ms = ctx.ms();
