@@ -385,9 +385,7 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
     let line = line_of(a);
     let page_text = match a.text("page") {
         None => NEWS.to_string(),
-        Some(p) => {
-            page_for_servers(Path::new(p)).map_err(|e| lab::UsageError(format!("--page: {e:#}")))?
-        }
+        Some(p) => page_for_servers(Path::new(p)).map_err(|e| lab::UsageError(format!("{e:#}")))?,
     };
     let files = [
         common::page_file(&a.out_dir, "page.toml", &page_text)?,
