@@ -492,7 +492,15 @@ fn parts_chart(r: &Results) -> Chart {
     let mut chart = Chart::new(
         "Where the loaded round trip went, by queue discipline",
         Axis::new("share of the loaded round trip (60000 / RPM)", "%").with_range(0.0, 100.0),
-        Axis::new("run", "n").with_range(0.4, n + 0.9),
+        Axis::new("queue discipline", "")
+            .with_range(0.4, n + 0.9)
+            .categories(
+                r.runs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| (y(i), m.label.clone()))
+                    .collect(),
+            ),
     )
     .size(900, 140 + 80 * r.runs.len() as u32)
     .caption(format!(
@@ -513,8 +521,8 @@ fn parts_chart(r: &Results) -> Chart {
                 50.0,
                 y(i) + 0.3,
                 format!(
-                    "{}: no RPM: {} foreign probes completed, none in the test's last intervals",
-                    m.label, m.foreign_probes
+                    "no RPM: {} foreign probes completed, none in the test's last intervals",
+                    m.foreign_probes
                 ),
             ));
             continue;
@@ -533,8 +541,7 @@ fn parts_chart(r: &Results) -> Chart {
             50.0,
             y(i) + 0.3,
             format!(
-                "{}: RPM {}, loaded round trip {:.0} ms",
-                m.label,
+                "RPM {}, loaded round trip {:.0} ms",
                 rpm_text(m),
                 a.loaded_rtt_ms
             ),

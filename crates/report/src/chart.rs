@@ -63,6 +63,9 @@ pub struct Axis {
     /// When fitting the data, stretch the range down (or up) to include zero, as rates and
     /// delays read more honestly from a zero baseline.
     pub include_zero: bool,
+    /// Named places instead of numbered ticks (the vertical axis of a bar chart: one bar per
+    /// run at its value): each name is written beside its value.
+    pub categories: Vec<(f64, String)>,
 }
 
 impl Axis {
@@ -72,7 +75,15 @@ impl Axis {
             unit: unit.into(),
             range: None,
             include_zero: false,
+            categories: Vec::new(),
         }
+    }
+
+    /// The same axis with names at these values instead of numbered ticks (drawn for the
+    /// vertical axis).
+    pub fn categories(mut self, names: Vec<(f64, String)>) -> Axis {
+        self.categories = names;
+        self
     }
 
     /// The same axis with a fixed range.
@@ -87,9 +98,14 @@ impl Axis {
         self
     }
 
-    /// The text under (or beside) the axis: "quantity (unit)".
+    /// The text under (or beside) the axis: "quantity (unit)", or the quantity alone for an
+    /// axis without a unit (categories).
     pub fn label(&self) -> String {
-        format!("{} ({})", self.quantity, self.unit)
+        if self.unit.is_empty() {
+            self.quantity.clone()
+        } else {
+            format!("{} ({})", self.quantity, self.unit)
+        }
     }
 }
 
@@ -443,7 +459,15 @@ impl Chart {
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .map_err(draw_err)?;
         let x_fmt = |v: &f64| short_number(*v, xr.1 - xr.0);
-        let y_fmt = |v: &f64| short_number(*v, yr.1 - yr.0);
+        // Named places are written below, beside each value, not at the numbered ticks.
+        let named = !self.y.categories.is_empty();
+        let y_fmt = |v: &f64| {
+            if named {
+                String::new()
+            } else {
+                short_number(*v, yr.1 - yr.0)
+            }
+        };
         chart
             .configure_mesh()
             .x_desc(self.x.label())
@@ -465,6 +489,20 @@ impl Chart {
 
         let (px, py) = chart.plotting_area().get_pixel_range();
         let area = (px.start, py.start, px.end, py.end);
+        let name_style = TextStyle::from((FAMILY, LABEL_PX).into_font())
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        for (value, name) in &self.y.categories {
+            if (yr.0..=yr.1).contains(value) {
+                let (_, y) = chart.backend_coord(&(xr.0, *value));
+                upper
+                    .draw(&Text::new(
+                        name.clone(),
+                        (px.start - 6, y),
+                        name_style.clone(),
+                    ))
+                    .map_err(draw_err)?;
+            }
+        }
 
         // Legend and caption, in the strip under the plot.
         let text = TextStyle::from((FAMILY, LEGEND_PX).into_font())
