@@ -171,9 +171,16 @@ fn idle_connect_time_is_the_configured_rtt() {
         .collect();
     assert_eq!(wire_ms.len(), 30);
     let at_interface = median(wire_ms.clone());
+    // A busy machine delays the lab's engine: what the lab measured of its own lateness (a
+    // handshake crosses it twice) is allowed on top.
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let late_ms = summary["engine"]["delivery_lateness_ms"]["p99"]
+        .as_f64()
+        .unwrap();
     assert!(
-        (at_interface - 40.0).abs() <= 0.5,
-        "median SYN→SYN-ACK {at_interface:.3} ms: {wire_ms:?}"
+        (at_interface - 40.0).abs() <= 0.5 + 2.0 * late_ms,
+        "median SYN→SYN-ACK {at_interface:.3} ms, the lab's lateness p99 {late_ms} ms: {wire_ms:?}"
     );
     // What the application sees adds its own host's stack and scheduling (a busy machine adds
     // a few hundred microseconds); it must still be the path's RTT, not more.
@@ -184,7 +191,7 @@ fn idle_connect_time_is_the_configured_rtt() {
     assert_eq!(app_ms.len(), 30);
     let app = median(app_ms.clone());
     assert!(
-        app >= at_interface && app - 40.0 <= 2.0,
+        app >= at_interface && app - 40.0 <= 2.0 + 2.0 * late_ms,
         "median connect() {app:.3} ms: {app_ms:?}"
     );
     assert_nothing_left();
