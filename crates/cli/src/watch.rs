@@ -42,7 +42,7 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 pub struct WatchArgs {
     /// Show every link live, full-screen in this terminal, ten times a second: configured and
     /// delivered rate, queue now, sparklines of queue delay and throughput, drops by cause, CE
-    /// marks, the engine's lateness, and the programs' last lines (printed whole at the end).
+    /// marks, the engine's delivery error (late, or early within --precision), and the programs' last lines (printed whole at the end).
     /// Ctrl-C ends the lab.
     #[arg(long)]
     pub watch: bool,
@@ -609,7 +609,7 @@ fn draw_view(
         "Ctrl-C ends the lab"
     };
     let title = format!(
-        "latencylab  {t_s:6.1} s  engine late max {:.3} ms  {state}",
+        "latencylab  {t_s:6.1} s  delivery error max {:.3} ms  {state}",
         late
     );
     let per_link = 3u16;

@@ -97,7 +97,8 @@ pub struct Row {
     /// Packets and bytes delivered in all.
     pub packets_total: u64,
     pub bytes_total: u64,
-    /// The engine's latest delivery in the interval, ms late.
+    /// The engine's largest delivery error in the interval, ms: late, or early within the
+    /// lab's `--precision`.
     pub engine_late_max_ms: f64,
     /// The lab's last row for this direction.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
