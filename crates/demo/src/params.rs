@@ -1,8 +1,10 @@
-//! Every demo's parameters, declared once: name (the `--option` of `latencylab demo NAME`
-//! and the key of a sweep's `[demo]` table and axes), what values it takes, and why its
-//! bounds are what they are. The CLI checks its options here and a sweep checks its values
-//! here, so a parameter a demo gains is sweepable at once; a test of the CLI fails when a
-//! demo's options and its declaration differ.
+//! Every demo, declared once ([`DEMOS`]): its help, its parameters (name, the `--option` of
+//! `latencylab demo NAME` and the key of a sweep's `[demo]` table and axes; what values it
+//! takes and why its bounds are what they are; its default), and the two functions of its
+//! module that run it. The CLI builds each demo's command from its declaration and reads the
+//! options here, and a sweep checks its values here, so a parameter a demo gains is an option
+//! and a sweep axis at once; a test of the CLI fails when a demo's options and its declaration
+//! differ.
 //!
 //! Not here: what a demo does with a value, or how it runs (each demo's module).
 
