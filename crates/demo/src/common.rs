@@ -996,9 +996,10 @@ pub fn export(dir: &Path, demo: &str, about: &str, runs: &[Run]) -> Result<Vec<P
          Each file is one run of the demo, as a run file for `latencylab run`\n\
          (see docs/run-files.md in the latencylab repository):\n\n\
          {list}\n\
-         Run one and draw its charts:\n\n\
+         Run one and draw its charts (without `sudo` where the machine lets a user make a lab,\n\
+         with it elsewhere: docs/guide.md, \"Without root\"):\n\n\
          ```\n\
-         sudo latencylab run {first} -o out/run\n\
+         latencylab run {first} -o out/run\n\
          latencylab report out/run\n\
          ```\n\n\
          What to change:\n\n\
