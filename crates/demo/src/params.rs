@@ -27,7 +27,7 @@ pub enum Kind {
     Number { min: f64, max: f64 },
     /// One of these words.
     Word(&'static [&'static str]),
-    /// `bdp` or a number of packets (a FIFO's size).
+    /// `bdp` or a number of packets from 2 to 100000 (a FIFO's size).
     Packets,
     /// On or off: `--NAME` given or not; a sweep writes `true` or `false`.
     Flag,
@@ -132,10 +132,14 @@ impl Param {
                 }
             }
             Kind::Packets => {
-                if text == "bdp" || text.parse::<u32>().is_ok_and(|n| n >= 1) {
+                if text == "bdp"
+                    || text
+                        .parse::<u32>()
+                        .is_ok_and(|n| (2..=100_000).contains(&n))
+                {
                     Ok(Value::Text(text.into()))
                 } else {
-                    bad("bdp or a number of packets, e.g. 1000".into())
+                    bad("bdp or a number of packets from 2 to 100000".into())
                 }
             }
             Kind::Flag => match text {
@@ -820,6 +824,11 @@ mod tests {
             Value::Text("1000".into())
         );
         assert!(c.read("buffer", "big").is_err());
+        // What the demo's own reader takes, no more: a bad value never reaches the demo.
+        for bad in ["1", "0", "100001"] {
+            assert!(c.read("buffer", bad).is_err(), "{bad}");
+            assert!(crate::conn_reuse::Buffer::parse(bad).is_err(), "{bad}");
+        }
         assert!(c
             .read("html-scan", "lazy")
             .unwrap_err()
