@@ -30,19 +30,27 @@ fn goodput_follows_the_packet_size_through_a_packet_rate_ceiling() {
     assert_eq!(r["pps_limit"].as_f64(), Some(1000.0), "{r}");
     assert_eq!(f(&r, "mtu1500", "mtu"), 1500.0, "{r}");
     assert_eq!(f(&r, "mtu9000", "mtu"), 9000.0, "{r}");
-    // Both runs fill the hop: about 1000 packets a second, never more.
+    // Both runs fill the hop: about 1000 packets a second, never more. A busy machine that
+    // stops the lab's engine leaves the hop idle meanwhile: the share of the 6 s transfer the
+    // engine measured itself stalled is allowed off the floor.
+    let busy = |run: &str| {
+        let s = read_json(&dir.join(run).join("summary.json"));
+        let stalled_s = s["engine"]["stalls_over_1ms_total_ms"].as_f64().unwrap() / 1e3;
+        1.0 - (stalled_s / 6.0).min(1.0)
+    };
     for run in ["mtu1500", "mtu9000"] {
         let pps = f(&r, run, "packets_per_s");
+        let floor = 850.0 * busy(run);
         assert!(
-            (850.0..=1020.0).contains(&pps),
-            "{run}: {pps} packets/s: {r}"
+            (floor..=1020.0).contains(&pps),
+            "{run}: {pps} packets/s (floor {floor:.0}): {r}"
         );
     }
     // 1000 packets of 1428 payload bytes a second is 11.4 Mbit/s; of 8928, 71.4 Mbit/s.
     let small = f(&r, "mtu1500", "goodput_mbps");
     let big = f(&r, "mtu9000", "goodput_mbps");
     assert!(
-        (8.0..=11.6).contains(&small),
+        (8.0 * busy("mtu1500")..=11.6).contains(&small),
         "{small} Mbit/s at MTU 1500: {r}"
     );
     let ratio = big / small;
