@@ -1100,6 +1100,42 @@ mod tests {
         assert!(a.line().contains("in the client"), "{}", a.line());
     }
 
+    /// A connection whose packets do not start with the client sending after the probe
+    /// began (the server's packet that the walk back reaches had no packet of the client's
+    /// before it) is not the probe's alone: its time per queue is the mean sojourn instead.
+    #[test]
+    fn a_foreign_chain_that_does_not_start_at_the_client_is_not_taken_apart() {
+        let up_f = "tcp 10.77.1.1:40000 > 10.77.2.1:4043";
+        let down_f = "tcp 10.77.2.1:4043 > 10.77.1.1:40000";
+        // The client's only packet entered the path before the probe began (a connection
+        // that was already open); the server's answer followed it.
+        let up = vec![
+            line_us(0, Some(0), up_f),
+            line(110, 0, "tcp 10.77.1.1:40001 > 10.77.2.1:4043"),
+        ];
+        let down = vec![
+            line_us(15_000, Some(5000), down_f),
+            line(250, 180, "tcp 10.77.2.1:4043 > 10.77.1.1:40001"),
+        ];
+        let mut foreign = probe(5, 30, true, 40000);
+        (foreign.tcp_ms, foreign.tls_ms, foreign.http_ms) =
+            (Some(25.0 / 3.0), Some(25.0 / 3.0), 25.0 / 3.0);
+        let r = report(
+            (60_000.0 / (25.0 / 3.0) + 300.0) / 2.0,
+            60_000.0 / (25.0 / 3.0),
+            vec![foreign],
+            300.0,
+            vec![probe(100, 300, false, 40001)],
+        );
+        let links = path(&up, &down);
+        let a = attribute(&r, LAB0, &links).unwrap();
+        let f = &a.foreign;
+        assert_eq!((f.probes, f.probes_by_packet), (1, 0), "{f:?}");
+        assert_eq!((f.client_send_ms, f.server_ms), (0.0, 0.0), "{f:?}");
+        // The down packet's 5 ms sojourn, per crossing.
+        assert!((f.queues_ms[1] - 5.0).abs() < 1e-6, "{f:?}");
+    }
+
     #[test]
     fn probes_without_packets_in_the_logs_give_no_attribution() {
         let r = RpmReport {
