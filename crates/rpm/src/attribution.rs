@@ -21,6 +21,17 @@
 //! data), the down queue, the down delay, and the client receiving. A loaded connection's
 //! buffers are where a self probe's time goes that no queue of the path holds.
 //!
+//! A foreign probe's connection carries nothing but its own exchanges (the TCP handshake,
+//! TLS's, the GET), so it is taken apart packet by packet too, on the same path: walking back
+//! from its end, the last packet that reached the client before it saw the answer, the last
+//! that reached the server before that one entered the path, and so on to the connection's
+//! first packet. Between the crossings (queue, transmission, delay) lie the hosts' waits: the
+//! server's TCP, TLS and HTTP work, and the client's TLS work and sending. On a 20 ms path
+//! with short queues they are a tenth of the round trip (a millisecond or so each for a TLS
+//! handshake's keys and signature and for an HTTP/2 answer, on a busy machine), which the
+//! queues and the base RTT alone left unexplained. A wait during which a packet the host had
+//! sent was dropped is loss recovery instead.
+//!
 //! Any other probe that lost a packet in the path (a drop of its flow's, while it was in
 //! flight) waited for TCP to recover it: what its queues and base RTT do not explain is
 //! counted as loss recovery; for the other probes it is the hosts'.
@@ -78,14 +89,17 @@ pub struct KindAttribution {
     pub transmission_ms: f64,
     /// Waiting for TCP to recover packets the path dropped.
     pub loss_recovery_ms: f64,
-    /// In the client's own send buffer (HTTP/2, TLS and the socket), measured packet by
-    /// packet for self probes (0 for the others).
+    /// In the client before its packets entered the path, measured packet by packet: a self
+    /// probe's request in the client's send buffer (HTTP/2, TLS and the socket) behind an
+    /// upload; a foreign probe's TLS work and sending before each of its flights (0 for
+    /// probes not taken apart).
     pub client_send_ms: f64,
-    /// In the server: from the request's arrival to the answer's packet entering the path
-    /// (its receiving, and its send buffers behind a download's data), measured likewise.
+    /// In the server: from a request's (or a handshake flight's) arrival to the answer's
+    /// packet entering the path (its receiving and TLS work, and its send buffers behind a
+    /// download's data), measured likewise.
     pub server_ms: f64,
-    /// What no measured part explains (the client receiving, and for probes that are not
-    /// taken apart packet by packet, all the hosts' time).
+    /// What no measured part explains (the client receiving the answer, and for probes that
+    /// are not taken apart packet by packet, all the hosts' time).
     pub hosts_ms: f64,
     pub probes: usize,
     /// Of them, the probes taken apart packet by packet.
@@ -122,7 +136,8 @@ pub struct Attribution {
     pub transmission_ms: f64,
     /// Probes that lost a packet in the path waited this long for its recovery.
     pub loss_recovery_ms: f64,
-    /// In the client's own send buffer (self probes on loaded connections).
+    /// In the client before the probes' packets entered the path (a self probe's send
+    /// buffer, a foreign probe's TLS work).
     pub client_send_ms: f64,
     /// In the server, from a request's arrival to its answer entering the path.
     pub server_ms: f64,
@@ -154,13 +169,13 @@ impl Attribution {
         self.server_ms / self.loaded_rtt_ms
     }
     /// The share of the loaded round trip its named parts explain: queues, base RTT, loss
-    /// recovery, the client's send buffer and the server; 1 when they add up exactly.
+    /// recovery, the client and the server; 1 when they add up exactly.
     pub fn named_share(&self) -> f64 {
         1.0 - self.hosts_share()
     }
 
     /// "RPM 121 (Medium confidence); loaded RTT 496 ms: 91 % in `path` down FIFO queue, 4 %
-    /// base RTT, 5 % hosts"
+    /// base RTT, 2 % in the client, 2 % in the server, 1 % hosts"
     pub fn line(&self) -> String {
         let mut parts: Vec<String> = self
             .queues
@@ -188,7 +203,7 @@ impl Attribution {
         }
         if self.client_send_ms != 0.0 {
             parts.push(format!(
-                "{:.0} % in the client's send buffer",
+                "{:.0} % in the client",
                 self.client_send_share() * 100.0
             ));
         }
@@ -208,19 +223,23 @@ impl Attribution {
         )
     }
 
-    /// "foreign probes' round trip 485 ms: 97 % the path's; self probes' 980 ms: 49 % the
-    /// path's, 38 % the client's send buffer, 12 % the server" (the path's share counts its
-    /// transmission too)
+    /// "foreign probes' round trip 25 ms: 92 % the path's, 3 % the client, 4 % the server;
+    /// self probes' 216 ms: 15 % the path's, 41 % the client, 43 % the server" (the path's
+    /// share counts its queues, base RTT, transmission and loss recovery)
     pub fn kinds_line(&self) -> String {
-        let s = &self.self_probes;
+        let kind = |k: &KindAttribution| {
+            format!(
+                "{:.0} ms: {:.0} % the path's, {:.0} % the client, {:.0} % the server",
+                k.round_trip_ms,
+                k.network_share() * 100.0,
+                k.client_send_ms / k.round_trip_ms * 100.0,
+                k.server_ms / k.round_trip_ms * 100.0
+            )
+        };
         format!(
-            "foreign probes' round trip {:.0} ms: {:.0} % the path's (queues, base RTT, loss recovery); self probes' {:.0} ms: {:.0} % the path's, {:.0} % the client's send buffer, {:.0} % the server",
-            self.foreign.round_trip_ms,
-            self.foreign.network_share() * 100.0,
-            s.round_trip_ms,
-            s.network_share() * 100.0,
-            s.client_send_ms / s.round_trip_ms * 100.0,
-            s.server_ms / s.round_trip_ms * 100.0
+            "foreign probes' round trip {}; self probes' {}",
+            kind(&self.foreign),
+            kind(&self.self_probes)
         )
     }
 }
@@ -262,10 +281,10 @@ fn index(lines: &[LogLine]) -> ByFlow<'_> {
     m
 }
 
-/// A probe's round trip and its parts, ms: per queue, the base RTT, the client's send buffer
-/// and the server (measured packet by packet, else 0), and loss recovery (for a probe not
-/// taken apart packet by packet that lost a packet in the path: what its queues and base RTT
-/// leave of its round trip).
+/// A probe's round trip and its parts, ms: per queue, the base RTT, the client and the
+/// server (measured packet by packet, else 0), and loss recovery (measured packet by packet,
+/// or for a probe not taken apart that lost a packet in the path: what its queues and base
+/// RTT leave of its round trip).
 struct Parts {
     round_trip: f64,
     queues: Vec<f64>,
@@ -427,6 +446,110 @@ fn self_probe_parts(
     })
 }
 
+/// Drops of a flow in `[from_ns, to_ns]` (lab time): a host that waited then for TCP to
+/// recover a packet it had sent.
+fn dropped_between(v: &[(u64, Option<(u64, u64)>)], from_ns: u64, to_ns: u64) -> bool {
+    let lo = v.partition_point(|(t, _)| *t < from_ns);
+    v[lo..]
+        .iter()
+        .take_while(|(t, _)| *t <= to_ns)
+        .any(|(_, s)| s.is_none())
+}
+
+/// A foreign probe's round trips cut into consecutive measured parts, on a path of one link
+/// each way. Its connection is its own and carries nothing but the probe's exchanges (TCP
+/// handshake, TLS handshake, GET), so its chain of packets can be walked back from the end:
+/// the last packet that reached the client before it saw the answer, the last packet that
+/// reached the server before that one entered the path, and so on back to the connection's
+/// first packet. Each link crossing is a queue sojourn, a transmission and a propagation
+/// delay; each wait between a packet's arrival at a host and that host's next packet
+/// entering the path is the host's (the server's TCP, TLS and HTTP work; the client's TLS
+/// work and sending), or loss recovery when a packet of that host's was dropped meanwhile.
+/// What is left is the client receiving the answer. The parts are per round trip, as the
+/// probe's RPM counts it. `None` when the chain does not start at the client (not the
+/// probe's packets, or a connection that carried more than the probe).
+fn foreign_probe_parts(
+    p: &ProbeRecord,
+    lab_start_ns: u64,
+    n_links: usize,
+    up: (usize, &LinkLog, &ByFlow),
+    down: (usize, &LinkLog, &ByFlow),
+) -> Option<Parts> {
+    let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
+    let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
+    let no_packets: Vec<(u64, Option<(u64, u64)>)> = Vec::new();
+    let sent =
+        up.2.get(format!("tcp {} > {}", p.local, p.remote).as_str())
+            .unwrap_or(&no_packets);
+    let answered = down
+        .2
+        .get(format!("tcp {} > {}", p.remote, p.local).as_str())
+        .unwrap_or(&no_packets);
+    let up_delay_ns = (up.1.delay_ms * 1e6) as u64;
+    let down_delay_ns = (down.1.delay_ms * 1e6) as u64;
+    let mut queues_ns = vec![0u64; n_links];
+    let (mut base_ns, mut tx_ns) = (0u64, 0u64);
+    let (mut client_ns, mut server_ns, mut loss_ns) = (0u64, 0u64, 0u64);
+    let mut crossings = 0;
+    // Walking back: at `t` the host (`at_client` or the server) had what it needed to send
+    // its next packet (or, at first, the client had the answer); which packet brought it?
+    let (mut t, mut at_client) = (to, true);
+    loop {
+        let (v, delay_ns, rate, i) = if at_client {
+            (answered, down_delay_ns, down.1.rate_bps, down.0)
+        } else {
+            (sent, up_delay_ns, up.1.rate_bps, up.0)
+        };
+        let Some((deq, sojourn, tx)) = last_arrival(v, delay_ns, rate, t) else {
+            break;
+        };
+        let enq = deq.checked_sub(sojourn)?;
+        if enq + SLACK_NS < from {
+            break;
+        }
+        let arrival = deq + tx + delay_ns;
+        let held = t.saturating_sub(arrival);
+        // The host's own packets, which it would have waited to recover.
+        let own = if at_client { sent } else { answered };
+        if crossings == 0 {
+            // The client receiving the answer: left to the hosts.
+        } else if dropped_between(own, arrival.saturating_sub(SLACK_NS), t) {
+            loss_ns += held;
+        } else if at_client {
+            client_ns += held;
+        } else {
+            server_ns += held;
+        }
+        queues_ns[i] += sojourn;
+        tx_ns += tx;
+        base_ns += delay_ns;
+        crossings += 1;
+        t = enq.max(from);
+        at_client = !at_client;
+    }
+    // The chain must begin with the client sending, after the probe started.
+    if !at_client || crossings < 2 {
+        return None;
+    }
+    let first = t - from;
+    if dropped_between(sent, from.saturating_sub(SLACK_NS), t) {
+        loss_ns += first;
+    } else {
+        client_ns += first;
+    }
+    let per_rt = |ns: u64| ns as f64 / 1e6 / p.round_trips();
+    Some(Parts {
+        round_trip: p.round_trip_ms(),
+        queues: queues_ns.iter().map(|q| per_rt(*q)).collect(),
+        base: per_rt(base_ns),
+        transmission: per_rt(tx_ns),
+        client_send: per_rt(client_ns),
+        server: per_rt(server_ns),
+        loss: per_rt(loss_ns),
+        by_packet: true,
+    })
+}
+
 /// The share of a kind's probes its mean parts are taken over: the fastest 95 %, as the
 /// trimmed mean of the RPM keeps them (draft section 5.3.1), so that the parts are those of
 /// the round trips the RPM is made of.
@@ -452,16 +575,19 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
     };
     let path = one_way("up").zip(one_way("down"));
     // One kind of probe's mean parts over its fastest 95 %.
-    let kind = |probes: &[ProbeRecord], by_packet: bool| -> Option<KindParts> {
+    let kind = |probes: &[ProbeRecord]| -> Option<KindParts> {
         let mut all: Vec<Parts> = probes
             .iter()
             .filter(|p| p.in_window)
             .filter_map(|p| {
                 let packets = match path {
-                    Some((up, down)) if by_packet => {
+                    Some((up, down)) if p.tcp_ms.is_some() => {
+                        foreign_probe_parts(p, lab_start_mono_ns, links.len(), up, down)
+                    }
+                    Some((up, down)) => {
                         self_probe_parts(p, lab_start_mono_ns, links.len(), up, down)
                     }
-                    _ => None,
+                    None => None,
                 };
                 packets.or_else(|| probe_parts(p, lab_start_mono_ns, &indexed))
             })
@@ -485,8 +611,8 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
             by_packet: kept.iter().filter(|p| p.by_packet).count(),
         })
     };
-    let f = kind(&r.foreign.probes, false)?.of(r_f);
-    let s = kind(&r.self_probes.probes, true)?.of(r_s);
+    let f = kind(&r.foreign.probes)?.of(r_f);
+    let s = kind(&r.self_probes.probes)?.of(r_s);
     let (w_f, w_s) = (r_s / (r_f + r_s), r_f / (r_f + r_s));
     let loaded = 60_000.0 / rpm;
     // One part of the loaded round trip: the kinds' parts, weighted as the RPM weighs them
@@ -631,7 +757,8 @@ mod tests {
     }
 
     /// A path of 10 ms each way with 180 ms in the down queue and 0 up: every round trip is
-    /// 200 ms, of which 90 % queue and 10 % base.
+    /// 200 ms, of which 90 % queue and 10 % base. The foreign probe's three exchanges (TCP,
+    /// TLS, HTTP) follow one another with no time in the hosts.
     #[test]
     fn queue_and_base_shares_add_up_to_the_loaded_round_trip() {
         let foreign = probe(0, 600, true, 40000);
@@ -643,12 +770,18 @@ mod tests {
         let down = vec![
             line(190, 180, down_f),
             line(390, 180, down_f),
+            line(590, 180, down_f),
             line(200, 180, down_s),
             line(250, 180, down_s),
             // Before the probe: not counted.
             line(50, 900, down_s),
         ];
-        let up = vec![line(10, 0, up_f), line(110, 0, up_s)];
+        let up = vec![
+            line(0, 0, up_f),
+            line(200, 0, up_f),
+            line(400, 0, up_f),
+            line(110, 0, up_s),
+        ];
         let r = RpmReport {
             config_url: String::new(),
             protocol: "h2".into(),
@@ -822,11 +955,7 @@ mod tests {
         // The loaded round trip adds up from the weighted parts but for the client's
         // receiving.
         assert!((a.named_share() - 1.0).abs() < 0.01, "{a:?}");
-        assert!(
-            a.line().contains("in the client's send buffer"),
-            "{}",
-            a.line()
-        );
+        assert!(a.line().contains("in the client"), "{}", a.line());
         assert!(a.line().contains("in the server"), "{}", a.line());
     }
 
@@ -895,6 +1024,116 @@ mod tests {
                 .probes_by_packet,
             0
         );
+    }
+
+    /// A log line at `t_us` (µs) of lab time; a dequeue after `sojourn_us`, or a drop.
+    fn line_us(t_us: u64, sojourn_us: Option<u64>, flow: &str) -> LogLine {
+        let mut l = line(0, 0, flow);
+        l.time_ns = t_us * 1000;
+        match sojourn_us {
+            Some(s) => l.sojourn_ns = Some(s * 1000),
+            None => {
+                l.event = EventKind::Drop;
+                l.sojourn_ns = None;
+            }
+        }
+        l
+    }
+
+    /// A foreign probe on a path of 10 ms each way, taken apart packet by packet, ms from its
+    /// start: its SYN is dropped at 0.5 and sent again at 1000.5 (2 ms in the up queue); the
+    /// SYN-ACK leaves at once (3 ms down); the client takes 1.0 ms before its ClientHello
+    /// (2 up), the server 1.2 ms before its reply (3 down), the client 1.6 ms before its
+    /// Finished and GET (2 up), the server 1.5 ms before its answer (3 down), and the client
+    /// reads the answer 0.9 ms after it arrived, at 1081.7.
+    #[test]
+    fn a_foreign_probes_chain_of_packets_names_each_hosts_work_and_its_loss_recovery() {
+        let up_f = "tcp 10.77.1.1:40000 > 10.77.2.1:4043";
+        let down_f = "tcp 10.77.2.1:4043 > 10.77.1.1:40000";
+        // (enqueue µs, sojourn µs): dequeued at their sum.
+        let deq = |enq: u64, soj: u64, f: &str| line_us(enq + soj, Some(soj), f);
+        let up = vec![
+            line_us(500, None, up_f),
+            deq(1_000_500, 2000, up_f),
+            deq(1_026_500, 2000, up_f),
+            deq(1_054_300, 2000, up_f),
+            // The client's ACK of the answer, after the probe: not its.
+            deq(1_082_000, 0, up_f),
+            line(110, 0, "tcp 10.77.1.1:40001 > 10.77.2.1:4043"),
+        ];
+        let down = vec![
+            deq(1_012_500, 3000, down_f),
+            // The server's ACK of the ClientHello, before its reply: not on the way.
+            deq(1_038_600, 3000, down_f),
+            deq(1_039_700, 3000, down_f),
+            deq(1_067_800, 3000, down_f),
+            line(250, 180, "tcp 10.77.2.1:4043 > 10.77.1.1:40001"),
+        ];
+        let total_ms = 1081.7;
+        let mut foreign = probe(0, 1, true, 40000);
+        foreign.end_mono_ns = LAB0 + 1_081_700_000;
+        (foreign.tcp_ms, foreign.tls_ms) = (Some(1025.5), Some(27.2));
+        foreign.http_ms = total_ms - 1025.5 - 27.2;
+        let rt_f = total_ms / 3.0;
+        let r = report(
+            (60_000.0 / rt_f + 300.0) / 2.0,
+            60_000.0 / rt_f,
+            vec![foreign],
+            300.0,
+            vec![probe(100, 300, false, 40001)],
+        );
+        let links = path(&up, &down);
+        let a = attribute(&r, LAB0, &links).unwrap();
+        let f = &a.foreign;
+        assert_eq!((f.probes, f.probes_by_packet), (1, 1));
+        let near = |x: f64, want_per_probe: f64| (x - want_per_probe / 3.0).abs() < 1e-6;
+        assert!(near(f.loss_recovery_ms, 1000.5), "{f:?}");
+        assert!(near(f.client_send_ms, 1.0 + 1.6), "{f:?}");
+        assert!(near(f.server_ms, 1.2 + 1.5), "{f:?}");
+        assert!(
+            near(f.queues_ms[0], 6.0) && near(f.queues_ms[1], 9.0),
+            "{f:?}"
+        );
+        assert!(near(f.base_rtt_ms, 60.0), "{f:?}");
+        // Only the client's reading of the answer is left.
+        assert!(near(f.hosts_ms, 0.9), "{f:?}");
+        assert!(a.line().contains("in the client"), "{}", a.line());
+    }
+
+    /// A connection whose packets do not start with the client sending after the probe
+    /// began (the server's packet that the walk back reaches had no packet of the client's
+    /// before it) is not the probe's alone: its time per queue is the mean sojourn instead.
+    #[test]
+    fn a_foreign_chain_that_does_not_start_at_the_client_is_not_taken_apart() {
+        let up_f = "tcp 10.77.1.1:40000 > 10.77.2.1:4043";
+        let down_f = "tcp 10.77.2.1:4043 > 10.77.1.1:40000";
+        // The client's only packet entered the path before the probe began (a connection
+        // that was already open); the server's answer followed it.
+        let up = vec![
+            line_us(0, Some(0), up_f),
+            line(110, 0, "tcp 10.77.1.1:40001 > 10.77.2.1:4043"),
+        ];
+        let down = vec![
+            line_us(15_000, Some(5000), down_f),
+            line(250, 180, "tcp 10.77.2.1:4043 > 10.77.1.1:40001"),
+        ];
+        let mut foreign = probe(5, 30, true, 40000);
+        (foreign.tcp_ms, foreign.tls_ms, foreign.http_ms) =
+            (Some(25.0 / 3.0), Some(25.0 / 3.0), 25.0 / 3.0);
+        let r = report(
+            (60_000.0 / (25.0 / 3.0) + 300.0) / 2.0,
+            60_000.0 / (25.0 / 3.0),
+            vec![foreign],
+            300.0,
+            vec![probe(100, 300, false, 40001)],
+        );
+        let links = path(&up, &down);
+        let a = attribute(&r, LAB0, &links).unwrap();
+        let f = &a.foreign;
+        assert_eq!((f.probes, f.probes_by_packet), (1, 0), "{f:?}");
+        assert_eq!((f.client_send_ms, f.server_ms), (0.0, 0.0), "{f:?}");
+        // The down packet's 5 ms sojourn, per crossing.
+        assert!((f.queues_ms[1] - 5.0).abs() < 1e-6, "{f:?}");
     }
 
     #[test]
