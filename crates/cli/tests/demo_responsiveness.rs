@@ -80,7 +80,7 @@ fn fifo_is_the_least_responsive_its_queues_hold_the_most_and_self_probes_add_up(
         .sum();
     assert!(foreign_queues < 20.0, "{foreign_queues} ms: {fq}");
     // Self probes are taken apart packet by packet, and their parts (queues, base RTT,
-    // transmission, the client's send buffer, the server) make their round trip within 5 %:
+    // transmission, the client, the server) make their round trip within 5 %:
     // only the client's reading of the answer is left unnamed.
     for m in r["runs"].as_array().unwrap() {
         let s = &m["attribution"]["self"];

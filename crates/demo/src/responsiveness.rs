@@ -12,8 +12,9 @@
 //! Measured: the test's RPM and its confidence, foreign and self probes' round trips (the
 //! client's JSON report), and the loaded round trip `60000 / RPM` taken apart from the link
 //! logs ([`rpm::attribution`]): the time the probes sat in each queue, the base RTT, and what
-//! the hosts held: a self probe's request in the client's own send buffer, its answer in the
-//! server (behind the download's data), each measured from the probe's own packets.
+//! the hosts held: in the client (a self probe's request in its own send buffer, a foreign
+//! probe's TLS and HTTP work), in the server (a self probe's answer behind the download's
+//! data, a foreign probe's replies), each measured from the probe's own packets.
 //!
 //! This module runs and presents; it does not judge: the expectations are printed as checks,
 //! and the end-to-end test asserts them.
@@ -358,8 +359,8 @@ pub fn checks(r: &Results) -> Vec<Check> {
     };
     v.push(c(
         format!(
-            "the attribution adds up: queues, base RTT, transmission, loss recovery, the client's \
-             send buffer and the server make each run's loaded round trip within {:.0} % \
+            "the attribution adds up: queues, base RTT, transmission, loss recovery, the client \
+             and the server make each run's loaded round trip within {:.0} % \
              (furthest: {furthest})",
             ADDS_UP_WITHIN * 100.0,
         ),
@@ -429,9 +430,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("  in the down queue", &|m| queue(m, "down")),
         row("  base RTT", &|m| part(m, |a| a.base_rtt_ms)),
         row("  transmission", &|m| part(m, |a| a.transmission_ms)),
-        row("  in the client's send buffer", &|m| {
-            part(m, |a| a.client_send_ms)
-        }),
+        row("  in the client", &|m| part(m, |a| a.client_send_ms)),
         row("  in the server", &|m| part(m, |a| a.server_ms)),
         row("  loss recovery", &|m| part(m, |a| a.loss_recovery_ms)),
         row("  unexplained (hosts)", &|m| part(m, |a| a.hosts_ms)),
@@ -457,7 +456,7 @@ const PARTS: [(&str, Rgb); 8] = [
     ("down queue", Rgb(230, 159, 0)),
     ("base RTT", Rgb(0, 114, 178)),
     ("transmission", Rgb(90, 90, 200)),
-    ("client's send buffer", Rgb(0, 158, 115)),
+    ("client", Rgb(0, 158, 115)),
     ("server", Rgb(204, 121, 167)),
     ("loss recovery", Rgb(86, 180, 233)),
     ("unexplained", Rgb(150, 150, 150)),
@@ -505,8 +504,8 @@ fn parts_chart(r: &Results) -> Chart {
     .size(900, 140 + 80 * r.runs.len() as u32)
     .caption(format!(
         "Each bar is one test's loaded round trip, cut by where its probes' packets were: the \
-         path's queues and propagation (link logs), transmission, the client's send buffer and \
-         the server (a self probe's own packets), loss recovery, and what nothing names (grey). \
+         path's queues and propagation (link logs), transmission, the client and the server \
+         (from each probe's own packets), loss recovery, and what nothing names (grey). \
          Home line {:.0} ms, 10 Mbit/s down, 1 Mbit/s up; four load flows each way; {} s at \
          most per test.",
         r.base_rtt_ms, r.duration_s
@@ -621,7 +620,7 @@ mod tests {
     }
 
     /// A run whose loaded round trip `60000 / rpm` is `queues` (up, down), 20 ms base RTT,
-    /// `hosts` left unexplained and the rest in the client's send buffer.
+    /// `hosts` left unexplained and the rest in the client.
     fn metrics(label: &str, rpm: f64, foreign_queue_ms: f64, hosts_ms: f64) -> RunMetrics {
         let loaded = 60_000.0 / rpm;
         let q = (loaded - 20.0) * 0.3;
