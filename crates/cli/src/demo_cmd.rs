@@ -204,6 +204,9 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 fn print_outcome(o: &demo::Outcome<()>, d: &Declaration, out: &Path) {
     print!("{}", o.table);
     println!();
+    for w in &o.warnings {
+        println!("{w}");
+    }
     for c in &o.checks {
         println!("{} {}", if c.passed { "ok " } else { "NOT" }, c.what);
     }

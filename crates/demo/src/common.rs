@@ -102,6 +102,10 @@ pub struct Outcome<R> {
     pub checks: Vec<Check>,
     /// Criteria of the seed that this platform is known not to meet (empty for most demos).
     pub unreproducible: Vec<Unreproducible>,
+    /// What went wrong in a run without stopping it (the machine too busy for the lab, a
+    /// capture stopped by a full disk), each line naming its run: the figures of that run
+    /// include it.
+    pub warnings: Vec<String>,
     pub report: PathBuf,
 }
 
@@ -113,6 +117,7 @@ impl<R> Outcome<R> {
             table: self.table,
             checks: self.checks,
             unreproducible: self.unreproducible,
+            warnings: self.warnings,
             report: self.report,
         }
     }
@@ -123,6 +128,7 @@ impl<R> Outcome<R> {
 pub struct Series<'a> {
     out: &'a Path,
     progress: Progress,
+    warnings: Vec<String>,
 }
 
 impl<'a> Series<'a> {
@@ -133,12 +139,26 @@ impl<'a> Series<'a> {
         Ok(Series {
             out,
             progress: Progress::new(total_s, quiet),
+            warnings: Vec::new(),
         })
     }
 
     /// The bar, for a phase of the demo's own.
     pub fn progress(&mut self) -> &mut Progress {
         &mut self.progress
+    }
+
+    /// Keeps the warnings of the lab run `name` (its summary's, as a lab run alone prints
+    /// them at its end) for the outcome.
+    pub fn warn_of(&mut self, name: &str, r: &RunResult) {
+        let printed = labnet::messages::run_summary(&r.summary, None)
+            .into_iter()
+            .filter_map(|l| Some(l.strip_prefix("latencylab: warning: ")?.to_string()));
+        self.warnings.extend(
+            printed
+                .chain(r.summary.warnings.iter().cloned())
+                .map(|w| format!("warning ({name}): {w}")),
+        );
     }
 
     /// Runs the labs in turn, each into its own directory below the output directory (emptied
@@ -160,6 +180,7 @@ impl<'a> Series<'a> {
             let result = self
                 .progress
                 .phase(&msg, run.expected_s, || run_lab_in(&run.config, &dir))?;
+            self.warn_of(&run.dir, &result);
             let d = match collect_s {
                 Some(s) => {
                     let msg = format!("analysing the {} run", run.dir);
@@ -192,6 +213,7 @@ impl<'a> Series<'a> {
             table: text_table(&header, &rows),
             checks,
             unreproducible: Vec::new(),
+            warnings: self.warnings,
             report: self.out.join("report.html"),
         })
     }
@@ -457,7 +479,7 @@ pub fn text_table(header: &[String], rows: &[Vec<String>]) -> String {
         out.push('\n');
     };
     line(header, &mut out);
-    let total: usize = width.iter().sum::<usize>() + 3 * (cols - 1);
+    let total: usize = width.iter().sum::<usize>() + 3 * cols.saturating_sub(1);
     out.push_str(&"-".repeat(total));
     out.push('\n');
     for r in rows {
@@ -536,6 +558,46 @@ mod tests {
             (7, "    run\n-------\nx     1\n")
         );
         assert_eq!(o.report, out.join("report.html"));
+    }
+
+    #[test]
+    fn a_runs_warnings_reach_the_outcome_naming_the_run() {
+        let summary = |p99_ms: f64, warnings: Vec<String>| labnet::run_dir::Summary {
+            links: vec![],
+            no_route: 0,
+            engine: serde_json::from_value(serde_json::json!({
+                "packets": 1,
+                "delivery_lateness_ms": {"p50": 0.0, "p95": 0.0, "p99": p99_ms, "max": p99_ms},
+                "write_errors": 0, "cpu_s": 0.1
+            }))
+            .unwrap(),
+            nat64: None,
+            warnings,
+        };
+        let out = std::env::temp_dir().join(format!("demo-warn-{}", std::process::id()));
+        let mut series = Series::new(&out, 1.0, true).unwrap();
+        let ran = |s| RunResult {
+            exit_code: 0,
+            summary: s,
+            server_listened: None,
+        };
+        series.warn_of("quiet", &ran(summary(0.2, vec![])));
+        series.warn_of(
+            "busy",
+            &ran(summary(12.0, vec!["a capture stopped".into()])),
+        );
+        let o = series
+            .finish(0.0, (), vec![], (vec![], vec![]), |_, _| Ok(()))
+            .unwrap();
+        fs::remove_dir_all(&out).unwrap();
+        assert_eq!(o.warnings.len(), 2, "{:?}", o.warnings);
+        assert!(
+            o.warnings[0]
+                .starts_with("warning (busy): the emulator delivered packets 12.0 ms late"),
+            "{:?}",
+            o.warnings
+        );
+        assert_eq!(o.warnings[1], "warning (busy): a capture stopped");
     }
 
     #[test]

@@ -180,9 +180,10 @@ pub fn run(a: &Args) -> Result<Outcome> {
     let mut series = common::Series::new(&a.out_dir, run.expected_s + 4.0, a.quiet)?;
     let dir = a.out_dir.join(&run.dir);
     let msg = format!("{}: {}", run.dir, run.msg);
-    series.progress().phase(&msg, run.expected_s, || {
+    let result = series.progress().phase(&msg, run.expected_s, || {
         common::run_lab_in(&run.config, &dir)
     })?;
+    series.warn_of(&run.dir, &result);
     let analysis = series
         .progress()
         .phase("analysing the client's capture", 1.0, || {
