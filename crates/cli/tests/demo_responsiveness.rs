@@ -78,7 +78,19 @@ fn fifo_is_the_least_responsive_its_queues_hold_the_most_and_self_probes_add_up(
         .iter()
         .map(|x| x.as_f64().unwrap())
         .sum();
-    assert!(foreign_queues < 20.0, "{foreign_queues} ms: {fq}");
+    // Each of a probe's few packets up (SYN, TLS, the GET) waits at most for the packet on
+    // the wire (12 ms at 1 Mbit/s) and its own quantum, not behind the load: far below the
+    // FIFO's.
+    let fifo_foreign: f64 = fifo["attribution"]["foreign"]["queues_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .sum();
+    assert!(
+        foreign_queues < 40.0 && foreign_queues < fifo_foreign / 10.0,
+        "{foreign_queues} ms against FIFO's {fifo_foreign} ms: {fq}"
+    );
     // Self probes are taken apart packet by packet, and their parts (queues, base RTT,
     // transmission, the client, the server) make their round trip within 5 %:
     // only the client's reading of the answer is left unnamed.
