@@ -158,7 +158,7 @@ impl Hash for Key {
     /// One word for the hasher, mixed from every field with independent multiplies (a chain
     /// of one multiply per field showed in profiles on packets that miss the last-connection
     /// cache), then folded so that its low bits, which pick the table's bucket, depend on all
-    /// of them. [`Key::shard`] keeps its own hash: the split must not depend on this one.
+    /// of them. [`pair_shard`] keeps its own hash: the split must not depend on this one.
     fn hash<H: Hasher>(&self, h: &mut H) {
         let fold = |ip: u128| ip as u64 ^ ((ip >> 64) as u64).rotate_left(29);
         let ports = u64::from(self.lo.port_family) << 32 | u64::from(self.hi.port_family);
@@ -179,25 +179,27 @@ impl Key {
             hi,
         }
     }
-    fn hash_pair<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.lo.ip as u64);
-        h.write_u64((self.lo.ip >> 64) as u64);
-        h.write_u64(self.hi.ip as u64);
-        h.write_u64((self.hi.ip >> 64) as u64);
-        h.write_u64(u64::from(self.lo.port_family) << 32 | u64::from(self.hi.port_family));
+}
+
+/// Which of `count` shards keeps the flow between ends `x` and `y`: by the address pair
+/// alone, so that both directions (a sum of one hash per end, which does not depend on their
+/// order) and every vantage point of a connection fall in the same one (and `ecn_bleached`
+/// still sees both views). Every thread of a parallel reading computes it for every packet:
+/// two independent multiplies, one to mix, and a multiply rather than a division to scale
+/// the result to `count`.
+#[inline]
+fn pair_shard(x: End, y: End, count: u32) -> u32 {
+    if count <= 1 {
+        return 0;
     }
-    /// Which of `count` shards keeps the flow: by its address pair alone, so that both
-    /// directions and every vantage point of a connection fall in the same one (and
-    /// `ecn_bleached` still sees both views).
-    fn shard(&self, count: u32) -> u32 {
-        if count <= 1 {
-            return 0;
-        }
-        let mut h = FxHasher::default();
-        self.hash_pair(&mut h);
-        // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
-        ((h.finish() >> 32) % u64::from(count)) as u32
-    }
+    let end = |e: End| {
+        let ip = e.ip as u64 ^ ((e.ip >> 64) as u64).rotate_left(29);
+        // The port in the low bits: a multiply spreads low bits up, never down.
+        (ip.rotate_left(20) ^ u64::from(e.port_family)).wrapping_mul(0xd6e8_feb8_6659_fd93)
+    };
+    let sum = end(x).wrapping_add(end(y));
+    let mixed = (sum ^ (sum >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (((mixed >> 32) * u64::from(count)) >> 32) as u32
 }
 
 /// A vantage point as one word, for keys.
@@ -213,7 +215,7 @@ struct Way {
     dst: End,
 }
 
-/// Which of `count` shards keeps the flow of IP datagram `ip`: [`Key::shard`] of its address
+/// Which of `count` shards keeps the flow of IP datagram `ip`: [`pair_shard`] of its address
 /// pair, read at fixed offsets from an unfragmented IPv4 datagram or an IPv6 one without
 /// extension headers that carries TCP or UDP (where [`headers::parse`] finds them too), and
 /// from the full parse otherwise. Datagrams that are neither TCP nor UDP go to shard 0.
@@ -279,7 +281,7 @@ fn shard_of(ip: &[u8], count: u32) -> u32 {
             Err(_) => return 0,
         },
     };
-    Key::new(Vantage::default(), x, y).shard(count)
+    pair_shard(x, y, count)
 }
 
 /// One IP datagram on its way from the front ([`Splitter`]) to the shard that keeps its
@@ -1590,6 +1592,30 @@ mod tests {
     }
 
     #[test]
+    fn both_directions_share_a_shard_and_many_clients_of_one_server_spread_evenly() {
+        let server = End::of("10.78.0.1:5201".parse().unwrap());
+        let v6 = End::of("[2001:db8::1]:443".parse().unwrap());
+        for count in [2, 3, 4] {
+            let mut per_shard = vec![0u32; count as usize];
+            for port in 40_000..41_200u16 {
+                let client = End::of(SocketAddr::new("10.78.0.2".parse().unwrap(), port));
+                let s = pair_shard(client, server, count);
+                assert_eq!(s, pair_shard(server, client, count));
+                per_shard[s as usize] += 1;
+                let c6 = End::of(SocketAddr::new("2001:db8::2".parse().unwrap(), port));
+                assert_eq!(pair_shard(c6, v6, count), pair_shard(v6, c6, count));
+            }
+            // 1200 connections: each shard within 10 % of its fair share.
+            let fair = 1200 / count;
+            assert!(
+                per_shard.iter().all(|&n| n.abs_diff(fair) * 10 <= fair),
+                "{count} shards: {per_shard:?}"
+            );
+        }
+        assert_eq!(pair_shard(server, v6, 1), 0);
+    }
+
+    #[test]
     fn the_shard_read_from_raw_bytes_is_the_one_of_the_parsed_address_pair() {
         let tcp = synth::Tcp::new(
             "10.0.0.1:40000".parse().unwrap(),
@@ -1656,7 +1682,7 @@ mod tests {
                 _ => None,
             };
             for count in [2, 3, 7] {
-                let want = parsed.map_or(0, |k| k.shard(count));
+                let want = parsed.map_or(0, |k| pair_shard(k.lo, k.hi, count));
                 assert_eq!(shard_of(&ip, count), want, "{ip:02x?} in {count}");
             }
         }
