@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::mpsc;
 
 use anyhow::Context;
 
@@ -43,9 +44,10 @@ pub struct AnalyzeArgs {
     /// `tcp and port 443 or udp`.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
-    /// Use N threads (default: one per core): each reads the whole capture file (pcap or
-    /// pcapng) and analyses the connections whose address pair falls to it; standard input
-    /// and gzip-compressed captures are read on one thread. The result is one thread's.
+    /// Use N threads (default: one per core): a pcap file is read in parts by N threads and
+    /// its connections analysed by N more, split by address pair; a pcapng file is read by
+    /// one thread for the N; standard input and gzip-compressed captures are read on one
+    /// thread. The result is one thread's.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
 }
@@ -71,16 +73,23 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let jobs = args.jobs.unwrap_or(cores);
-    // Connections are independent: `jobs` threads each read every packet's address pair and
-    // analyse the connections that fall to them. That needs every capture in memory,
-    // uncompressed (read `jobs` times); a stream is read on one thread.
+    // Connections are independent: readers find each packet's address pair and hand the
+    // packets to `jobs` threads by that pair, which parse them. That needs every capture in
+    // memory, uncompressed; a stream is read on one thread.
     let in_place = inputs
         .iter()
         .all(|i| i.bytes().is_some_and(|b| !analyze::capture::is_gzip(b)));
-    let result = if jobs > 1 && in_place {
-        read_sharded(&inputs, &opts, jobs)
+    // Uncompressed pcaps are read in parts on every thread; pcapng (whose blocks can only be
+    // found from the start) by one reader handing packets to the others.
+    let chunked = if jobs > 1 && in_place {
+        read_chunked(&inputs, &opts, jobs)
     } else {
-        read_one(&inputs, opts)
+        None
+    };
+    let result = match chunked {
+        Some(r) => r,
+        None if jobs > 1 && in_place => read_split(&inputs, &opts, jobs),
+        None => read_one(&inputs, opts),
     };
     let analysis = match result {
         Ok(a) => a,
@@ -131,6 +140,11 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Packets handed from the reader to a shard thread at a time.
+const BATCH_PACKETS: usize = 512;
+/// Batches in flight per shard thread before the reader waits.
+const BATCHES_IN_FLIGHT: usize = 8;
 
 /// One capture to read: mapped into memory when it is a regular file, else a stream.
 enum Input {
@@ -205,6 +219,12 @@ impl Input {
     }
 }
 
+/// Bytes of a mapped capture kept resident behind the reader when other threads analyse
+/// its packets: those handed out but not yet analysed lie in them (at most
+/// `BATCHES_IN_FLIGHT + 2` batches per thread; dropping their pages early would only cost a
+/// page fault).
+const RESIDENT_BEHIND_BYTES: usize = 16 << 20;
+
 /// Follows the reader through a mapped capture: drops the pages it left well behind from
 /// this process (the page cache keeps them), so that resident memory does not grow with the
 /// file, and moves a progress bar when stderr is a terminal and the file has taken more than
@@ -212,6 +232,8 @@ impl Input {
 struct Behind<'m> {
     map: Option<&'m memmap2::Mmap>,
     name: &'m str,
+    /// Bytes kept behind the reader.
+    lag: usize,
     released: usize,
     started: std::time::Instant,
     bar: Option<indicatif::ProgressBar>,
@@ -221,7 +243,7 @@ struct Behind<'m> {
 const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<'m> Behind<'m> {
-    fn new(input: &'m Input) -> Behind<'m> {
+    fn new(input: &'m Input, lag: usize) -> Behind<'m> {
         let map = match input {
             Input::Mapped { map: Some(m), .. } => Some(m),
             _ => None,
@@ -229,6 +251,7 @@ impl<'m> Behind<'m> {
         Behind {
             map,
             name: input.name(),
+            lag,
             released: 0,
             started: std::time::Instant::now(),
             bar: None,
@@ -244,7 +267,9 @@ impl<'m> Behind<'m> {
         if let Some(bar) = &self.bar {
             bar.set_position(at);
         }
-        let upto = usize::try_from(at).unwrap_or(usize::MAX);
+        let upto = usize::try_from(at)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(self.lag);
         if let Some(map) = self.map.filter(|_| upto > self.released) {
             // SAFETY: the map is shared, read-only and backed by a file, so dropped pages
             // that are touched again are read back from the page cache (or the file) with the
@@ -290,7 +315,7 @@ fn read_one(inputs: &[Input], opts: analyze::Options) -> Result<analyze::Analysi
             Input::Stdin => analyzer.add_capture(&name, io::stdin().lock()),
             Input::Mapped { .. } => {
                 // On this thread, every packet before the reader's position is done.
-                let mut behind = Behind::new(input);
+                let mut behind = Behind::new(input, 0);
                 let bytes = input.bytes().unwrap_or(&[]);
                 analyzer.add_capture_bytes_with(&name, bytes, &mut |at| behind.reached(at))
             }
@@ -311,124 +336,204 @@ fn read_one(inputs: &[Input], opts: analyze::Options) -> Result<analyze::Analysi
     Ok(analyzer.finish())
 }
 
-/// How far (in bytes of the captures, end to end) one analysing thread may run ahead of the
-/// slowest: the pages between them stay in memory, and nothing else bounds the gap when the
-/// machine gives one thread less time than the other.
-const AHEAD_MAX_BYTES: u64 = 8 << 20;
+/// Parts of the captures handed from a reading thread to each analysing thread before it
+/// waits.
+const PARTS_IN_FLIGHT: usize = 4;
 
-/// Reads every capture, mapped uncompressed ones all, on `jobs` threads at once: each walks
-/// every record of every capture (the cheap part: record headers, link layer, the address
-/// pair at fixed offsets) and analyses only the connections whose address pair falls to it
-/// (the costly part). No packet is handed between threads; the walk done `jobs` times is the
-/// price. The result is [`read_one`]'s: the same split as one reader handing packets to
-/// `jobs` shards ([`analyze::Splitter`]), whose results are merged the same way.
-fn read_sharded(
+/// Reads every capture, mapped uncompressed pcaps all, in parts on `jobs` threads, and
+/// analyses their connections on `jobs` more, split by address pair; the result is
+/// [`read_one`]'s. None when a capture cannot be read so (pcapng, gzip, a link type the
+/// analyzer does not read) or its parts did not line up: read them another way.
+fn read_chunked(
+    inputs: &[Input],
+    opts: &analyze::Options,
+    jobs: u32,
+) -> Option<Result<analyze::Analysis, String>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let mut caps = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        match analyze::ChunkedCapture::new(input.name(), i, input.bytes()?, opts) {
+            Ok(Some(c)) => caps.push(c),
+            Ok(None) => return None,
+            Err(e) => return Some(Err(input.bad(&e))),
+        }
+    }
+    let order: Vec<(usize, usize)> = caps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| (0..c.chunks()).map(move |k| (i, k)))
+        .collect();
+    let n = jobs as usize;
+    let failed = AtomicBool::new(false);
+    let done: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+    // Pages of parts every analyser is done with go (the page cache keeps them), and the
+    // progress bar follows: done by the analyser that finishes such a part, not by a thread
+    // of its own, which a busy machine may leave waiting while the pages pile up. The parts
+    // released so far, and each capture's follower.
+    let released = Mutex::new((
+        0usize,
+        inputs.iter().map(|i| Behind::new(i, 0)).collect::<Vec<_>>(),
+    ));
+    type Part<'a> = (Arc<analyze::ChunkMeta>, Vec<analyze::Item<'a>>);
+    std::thread::scope(|s| {
+        // to[reader][analyser], from[analyser][reader]
+        let mut to = Vec::new();
+        let mut from: Vec<Vec<mpsc::Receiver<Part<'_>>>> = (0..n).map(|_| Vec::new()).collect();
+        for _ in 0..n {
+            let mut row = Vec::new();
+            for f in from.iter_mut() {
+                let (tx, rx) = mpsc::sync_channel::<Part<'_>>(PARTS_IN_FLIGHT);
+                row.push(tx);
+                f.push(rx);
+            }
+            to.push(row);
+        }
+        for (w, senders) in to.into_iter().enumerate() {
+            let (caps, order, failed) = (&caps, &order, &failed);
+            s.spawn(move || {
+                for &(c, k) in order.iter().skip(w).step_by(n) {
+                    if failed.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let chunk = caps[c].read_chunk(k, jobs);
+                    let meta = Arc::new(chunk.meta);
+                    for (tx, items) in senders.iter().zip(chunk.items) {
+                        // An analyser that stopped (parts out of line) no longer listens.
+                        if tx.send((meta.clone(), items)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let mut analysers = Vec::new();
+        for (a, receivers) in from.into_iter().enumerate() {
+            let (order, failed, done, released, caps) = (&order, &failed, &done, &released, &caps);
+            analysers.push(s.spawn(move || {
+                let mut consumer = analyze::ChunkConsumer::new(opts);
+                let mut metas = Vec::new();
+                for j in 0..order.len() {
+                    let Ok((meta, items)) = receivers[j % n].recv() else {
+                        failed.store(true, Ordering::Relaxed);
+                        break;
+                    };
+                    consumer.chunk(&meta, items);
+                    if consumer.failed() {
+                        failed.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    if a == 0 {
+                        metas.push(meta);
+                    }
+                    done[a].store(j + 1, Ordering::Release);
+                    let upto = done.iter().map(|d| d.load(Ordering::Acquire)).min();
+                    let mut r = released.lock().unwrap_or_else(|e| e.into_inner());
+                    let (gone, behind) = &mut *r;
+                    while *gone < upto.unwrap_or(0) {
+                        let (c, k) = order[*gone];
+                        behind[c].reached(caps[c].span(k).end as u64);
+                        *gone += 1;
+                    }
+                }
+                (consumer.finish(), metas)
+            }));
+        }
+        let mut parts = Vec::new();
+        let mut metas = Vec::new();
+        for (i, h) in analysers.into_iter().enumerate() {
+            let Ok((part, m)) = h.join() else {
+                return Some(Err("an analysis thread failed".to_string()));
+            };
+            parts.push(part);
+            if i == 0 {
+                metas = m;
+            }
+        }
+        if failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let metas: Vec<&analyze::ChunkMeta> = metas.iter().map(|m| m.as_ref()).collect();
+        Some(Ok(analyze::finish_chunked(opts, &caps, &metas, parts)))
+    })
+}
+
+/// Reads every (mapped, uncompressed) capture once on this thread and analyses its
+/// connections on `jobs` threads, split by address pair; the result is the same as
+/// [`read_one`]'s.
+fn read_split(
     inputs: &[Input],
     opts: &analyze::Options,
     jobs: u32,
 ) -> Result<analyze::Analysis, String> {
-    use std::sync::{Condvar, Mutex};
-
-    let n = jobs as usize;
-    // Where each capture starts in the captures taken end to end.
-    let starts: Vec<u64> = inputs
-        .iter()
-        .scan(0u64, |at, i| {
-            let s = *at;
-            *at += i.bytes().map_or(0, |b| b.len() as u64);
-            Some(s)
-        })
-        .collect();
-    // Each thread's position in the captures end to end (u64::MAX: done); a thread too far
-    // ahead of the slowest waits for it.
-    let reached = Mutex::new(vec![0u64; n]);
-    let moved = Condvar::new();
-    let slowest = |at: &[u64]| at.iter().copied().min().unwrap_or(u64::MAX);
     std::thread::scope(|s| {
+        let mut senders = Vec::new();
         let mut workers = Vec::new();
-        for w in 0..jobs {
-            let (reached, moved, starts) = (&reached, &moved, &starts);
+        // Emptied batches come back to the reader: a fresh 100 KB allocation per batch cost
+        // more in page faults than the hand-over itself.
+        let (back_tx, back_rx) = mpsc::channel::<Vec<analyze::Item<'_>>>();
+        for _ in 0..jobs {
+            let (tx, rx) = mpsc::sync_channel::<Vec<analyze::Item<'_>>>(BATCHES_IN_FLIGHT);
+            senders.push(tx);
+            let back = back_tx.clone();
             workers.push(s.spawn(move || {
-                // However this thread ends (a panic included), the others stop waiting for it.
-                let _done = Done(reached, moved, w as usize);
-                let mut splitter = analyze::Splitter::new(opts, jobs);
                 let mut shard = analyze::ShardAnalyzer::new(opts);
-                let mut failed = None;
-                for (input, &base) in inputs.iter().zip(starts) {
-                    let bytes = input.bytes().unwrap_or(&[]);
-                    let mut keep = |k: u32, item| {
-                        if k == w {
-                            shard.handle(item);
-                        }
-                    };
-                    // Every packet before `at` is analysed: report it, and wait while too
-                    // far ahead of the slowest thread.
-                    let mut progress = |at: u64| {
-                        let mut all = reached.lock().unwrap_or_else(|e| e.into_inner());
-                        all[w as usize] = base + at;
-                        moved.notify_all();
-                        while base + at > slowest(&all).saturating_add(AHEAD_MAX_BYTES) {
-                            all = moved.wait(all).unwrap_or_else(|e| e.into_inner());
-                        }
-                    };
-                    let r = splitter.add_capture(input.name(), bytes, &mut keep, &mut progress);
-                    if let Err(e) = r {
-                        failed = Some(input.bad(&e));
-                        break;
+                for mut batch in rx {
+                    for item in batch.drain(..) {
+                        shard.handle(item);
                     }
+                    let _ = back.send(batch);
                 }
-                (splitter, shard.finish(), failed)
+                shard.finish()
             }));
         }
-        // Pages every thread is past go (the page cache keeps them); the progress bar
-        // follows the slowest thread.
-        let mut behind: Vec<Behind<'_>> = inputs.iter().map(Behind::new).collect();
-        loop {
-            let at = slowest(&reached.lock().unwrap_or_else(|e| e.into_inner()));
-            for (b, (input, &base)) in behind.iter_mut().zip(inputs.iter().zip(&starts)) {
-                let len = input.bytes().map_or(0, |b| b.len() as u64);
-                if at > base {
-                    b.reached((at - base).min(len));
+        drop(back_tx);
+        let mut splitter = analyze::Splitter::new(opts, jobs);
+        let mut batches: Vec<Vec<analyze::Item<'_>>> = (0..jobs)
+            .map(|_| Vec::with_capacity(BATCH_PACKETS))
+            .collect();
+        let mut failed = None;
+        for input in inputs {
+            let bytes = input.bytes().unwrap_or(&[]);
+            let mut behind = Behind::new(input, RESIDENT_BEHIND_BYTES);
+            let mut sink = |shard: u32, item| {
+                let b: &mut Vec<_> = &mut batches[shard as usize];
+                b.push(item);
+                if b.len() >= BATCH_PACKETS {
+                    let empty = back_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH_PACKETS));
+                    let full = std::mem::replace(b, empty);
+                    // A worker only stops early by panicking, which the join below reports.
+                    let _ = senders[shard as usize].send(full);
                 }
-            }
-            if workers.iter().all(|h| h.is_finished()) {
+            };
+            let r =
+                splitter.add_capture(input.name(), bytes, &mut sink, &mut |at| behind.reached(at));
+            if let Err(e) = r {
+                failed = Some(input.bad(&e));
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        drop(behind);
-        let mut parts = Vec::new();
-        let mut first = None;
-        for h in workers {
-            let (splitter, part, failed) = h
-                .join()
-                .map_err(|_| "an analysis thread failed".to_string())?;
-            if let Some(line) = failed {
-                return Err(line);
+        for (tx, b) in senders.iter().zip(batches) {
+            if !b.is_empty() {
+                let _ = tx.send(b);
             }
-            parts.push(part);
-            first.get_or_insert(splitter);
         }
-        match first {
-            Some(splitter) => Ok(splitter.finish(parts)),
-            None => Err("no analysis thread".to_string()),
+        drop(senders);
+        let mut parts = Vec::new();
+        for w in workers {
+            parts.push(
+                w.join()
+                    .map_err(|_| "an analysis thread failed".to_string())?,
+            );
+        }
+        match failed {
+            Some(line) => Err(line),
+            None => Ok(splitter.finish(parts)),
         }
     })
-}
-
-/// Marks a thread of [`read_sharded`] done when dropped: its position becomes the end.
-struct Done<'a>(
-    &'a std::sync::Mutex<Vec<u64>>,
-    &'a std::sync::Condvar,
-    usize,
-);
-
-impl Drop for Done<'_> {
-    fn drop(&mut self) {
-        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        all[self.2] = u64::MAX;
-        self.1.notify_all();
-    }
 }
 
 /// Prints a usage error (one line) and gives exit status 2.
