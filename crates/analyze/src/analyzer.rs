@@ -1551,6 +1551,176 @@ mod tests {
         }
     }
 
+    /// The datagrams of a few bulk connections (time ns, IP datagram), in time order.
+    fn datagrams() -> Vec<(u64, Vec<u8>)> {
+        let mut pk = Vec::new();
+        for i in 0..6u16 {
+            let server = if i % 2 == 0 {
+                "10.0.0.9:5201"
+            } else {
+                "[2001:db8::9]:5201"
+            };
+            let client = if i % 2 == 0 {
+                format!("10.0.4.{}:{}", 1 + i, 44000 + i)
+            } else {
+                format!("[2001:db8::{}]:{}", 1 + i, 44000 + i)
+            };
+            let mut b = Bulk::new(client.parse().unwrap(), server.parse().unwrap());
+            b.bytes = 60_000;
+            b.start_ns = u64::from(i) * 3_000_000;
+            pk.extend(b.run());
+        }
+        pk.sort_by_key(|p| p.0);
+        pk
+    }
+
+    /// `ip` behind the link-layer header of `linktype`.
+    fn framed(linktype: u32, ip: &[u8]) -> Vec<u8> {
+        let et: [u8; 2] = if ip[0] >> 4 == 6 {
+            [0x86, 0xdd]
+        } else {
+            [0x08, 0x00]
+        };
+        let mut f = Vec::new();
+        match linktype {
+            // Ethernet with an 802.1Q tag.
+            link::LINKTYPE_ETHERNET => {
+                f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x81, 0x00, 0, 7]);
+                f.extend_from_slice(&et);
+            }
+            link::LINKTYPE_LINUX_SLL => {
+                f.extend_from_slice(&[0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                f.extend_from_slice(&et);
+            }
+            link::LINKTYPE_LINUX_SLL2 => {
+                f.extend_from_slice(&et);
+                f.extend_from_slice(&[0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+            }
+            _ => {}
+        }
+        f.extend_from_slice(ip);
+        f
+    }
+
+    /// Captures as other tools write them: big-endian microsecond pcap of tagged Ethernet cut
+    /// by a snap length, Linux cooked (SLL, SLL2) in nanoseconds, timestamps out of order
+    /// (one a day back), and a pcapng of two interfaces with their own link types and
+    /// resolutions. Read in parts (pcap) and split over shards (all), each gives the analysis
+    /// of one reader, or, for a part that does not line up, says so (the caller then reads
+    /// the file another way).
+    #[test]
+    fn captures_of_other_tools_read_in_parts_or_in_shards_give_the_analysis_of_one_reader() {
+        use crate::capture::testwrite;
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        let pk = datagrams();
+        let pcap_of = |big_endian: bool, nanos: bool, linktype: u32, snap: usize| {
+            let mut b = testwrite::pcap_header(big_endian, nanos, linktype);
+            for (t, ip) in &pk {
+                let f = framed(linktype, ip);
+                let (secs, ns) = (
+                    (t / 1_000_000_000) as u32 + 1_700_000_000,
+                    t % 1_000_000_000,
+                );
+                let frac = if nanos { ns } else { ns / 1000 } as u32;
+                let mut r = testwrite::pcap_record(big_endian, secs, frac, &f[..f.len().min(snap)]);
+                // The length on the wire, beyond the snap length.
+                let orig = (f.len() as u32).to_be_bytes();
+                let orig = if big_endian {
+                    orig
+                } else {
+                    (f.len() as u32).to_le_bytes()
+                };
+                r[12..16].copy_from_slice(&orig);
+                b.extend_from_slice(&r);
+            }
+            b
+        };
+        let mut files = vec![
+            (
+                "tagged ethernet, cut",
+                pcap_of(true, false, link::LINKTYPE_ETHERNET, 96),
+            ),
+            ("sll", pcap_of(false, true, link::LINKTYPE_LINUX_SLL, 65535)),
+            (
+                "sll2",
+                pcap_of(false, true, link::LINKTYPE_LINUX_SLL2, 65535),
+            ),
+        ];
+        // Out of order: every tenth record swapped with the next, and one a day back.
+        let mut shuffled = pk.clone();
+        for i in (0..shuffled.len() - 1).step_by(10) {
+            shuffled.swap(i, i + 1);
+        }
+        let mut w = testwrite::pcap_header(false, true, link::LINKTYPE_RAW);
+        for (n, (t, ip)) in shuffled.iter().enumerate() {
+            let secs = (t / 1_000_000_000) as u32 + 1_700_000_000 - u32::from(n == 500) * 86_401;
+            w.extend_from_slice(&testwrite::pcap_record(
+                false,
+                secs,
+                (t % 1_000_000_000) as u32,
+                ip,
+            ));
+        }
+        files.push(("out of order", w));
+        let mut ng = testwrite::shb(false);
+        ng.extend_from_slice(&testwrite::idb(
+            false,
+            link::LINKTYPE_ETHERNET as u16,
+            6,
+            Some("eth0"),
+        ));
+        ng.extend_from_slice(&testwrite::idb(
+            false,
+            link::LINKTYPE_RAW as u16,
+            9,
+            Some("tun0"),
+        ));
+        for (n, (t, ip)) in pk.iter().enumerate() {
+            let (iface, ticks, data) = if n % 3 == 0 {
+                (1, *t, ip.clone())
+            } else {
+                (0, t / 1000, framed(link::LINKTYPE_ETHERNET, ip))
+            };
+            ng.extend_from_slice(&testwrite::epb(
+                false,
+                iface,
+                ticks,
+                &data,
+                data.len() as u32,
+            ));
+        }
+        files.push(("pcapng of two interfaces", ng));
+        for (what, file) in &files {
+            let opts = Options {
+                part_bytes: 4096,
+                ..Options::default()
+            };
+            let whole = analyze_bytes("t", file, opts.clone()).unwrap();
+            // Two interfaces are two vantage points: each sees every connection.
+            let vantages = if what.starts_with("pcapng") { 2 } else { 1 };
+            let found = whole.connections.len();
+            assert_eq!(found, 6 * vantages, "{what}: {:?}", whole.warnings);
+            for shards in [2, 3] {
+                assert!(
+                    json(&split(file, shards, &opts).0) == json(&whole),
+                    "{what}: {shards} shards are not the whole's analysis"
+                );
+                if what.starts_with("pcapng") {
+                    assert!(ChunkedCapture::new("t", 0, file, &opts).unwrap().is_none());
+                    continue;
+                }
+                let (a, failed, _) = in_parts(file, shards, &opts);
+                assert!(
+                    failed || json(&a) == json(&whole),
+                    "{what}: read in parts on {shards} shards, not the whole's analysis"
+                );
+                if !what.starts_with("out of order") {
+                    assert!(!failed, "{what}: a part did not line up");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_part_that_starts_elsewhere_than_where_the_one_before_ended_is_refused() {
         // A record whose payload holds copies of pcap record headers, each followed by a
