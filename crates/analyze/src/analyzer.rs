@@ -715,6 +715,16 @@ impl ShardAnalyzer {
                     ip_header_len: f.header_len,
                     ip,
                 });
+            } else {
+                // Most often a snap length too short for the TCP options (`tcpdump -s 60`
+                // keeps 6 of the 12 option bytes Linux sends with every segment): said once
+                // per packet, so that a capture of nothing but such packets does not look
+                // like a capture without TCP.
+                let msg = format!(
+                    "packet {number}: the capture kept only part of its TCP header (a snap \
+                     length too short?); skipped (tcpdump -s 96 keeps the headers)"
+                );
+                self.warnings.warn(vantage.capture, number, msg);
             }
             return;
         }
@@ -1364,6 +1374,31 @@ mod tests {
             a.warnings[0].message
         );
         assert_eq!(a.connections.len(), 1);
+    }
+
+    #[test]
+    fn a_tcp_header_cut_by_the_snap_length_is_a_warning_naming_its_packet() {
+        let syn = synth::Tcp::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+            1,
+            0,
+            synth::SYN,
+        )
+        .build();
+        let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
+        w.write(1, &syn).unwrap();
+        // The IP header and 19 bytes of TCP header: one short of the fixed part.
+        w.write(2, &syn[..39]).unwrap();
+        let a = analyze_bytes("cut", &w.into_inner(), Options::default()).unwrap();
+        assert_eq!(a.connections.len(), 1);
+        assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+        assert_eq!(a.warnings[0].packet, 2);
+        assert!(
+            a.warnings[0].message.contains("part of its TCP header"),
+            "{}",
+            a.warnings[0].message
+        );
     }
 
     #[test]
