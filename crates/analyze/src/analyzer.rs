@@ -158,7 +158,7 @@ impl Hash for Key {
     /// One word for the hasher, mixed from every field with independent multiplies (a chain
     /// of one multiply per field showed in profiles on packets that miss the last-connection
     /// cache), then folded so that its low bits, which pick the table's bucket, depend on all
-    /// of them. [`Key::shard`] keeps its own hash: the split must not depend on this one.
+    /// of them. [`pair_shard`] keeps its own hash: the split must not depend on this one.
     fn hash<H: Hasher>(&self, h: &mut H) {
         let fold = |ip: u128| ip as u64 ^ ((ip >> 64) as u64).rotate_left(29);
         let ports = u64::from(self.lo.port_family) << 32 | u64::from(self.hi.port_family);
@@ -179,25 +179,27 @@ impl Key {
             hi,
         }
     }
-    fn hash_pair<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.lo.ip as u64);
-        h.write_u64((self.lo.ip >> 64) as u64);
-        h.write_u64(self.hi.ip as u64);
-        h.write_u64((self.hi.ip >> 64) as u64);
-        h.write_u64(u64::from(self.lo.port_family) << 32 | u64::from(self.hi.port_family));
+}
+
+/// Which of `count` shards keeps the flow between ends `x` and `y`: by the address pair
+/// alone, so that both directions (a sum of one hash per end, which does not depend on their
+/// order) and every vantage point of a connection fall in the same one (and `ecn_bleached`
+/// still sees both views). Every thread of a parallel reading computes it for every packet:
+/// two independent multiplies, one to mix, and a multiply rather than a division to scale
+/// the result to `count`.
+#[inline]
+fn pair_shard(x: End, y: End, count: u32) -> u32 {
+    if count <= 1 {
+        return 0;
     }
-    /// Which of `count` shards keeps the flow: by its address pair alone, so that both
-    /// directions and every vantage point of a connection fall in the same one (and
-    /// `ecn_bleached` still sees both views).
-    fn shard(&self, count: u32) -> u32 {
-        if count <= 1 {
-            return 0;
-        }
-        let mut h = FxHasher::default();
-        self.hash_pair(&mut h);
-        // The multiply leaves the low bits poorly mixed; the high ones pick the shard.
-        ((h.finish() >> 32) % u64::from(count)) as u32
-    }
+    let end = |e: End| {
+        let ip = e.ip as u64 ^ ((e.ip >> 64) as u64).rotate_left(29);
+        // The port in the low bits: a multiply spreads low bits up, never down.
+        (ip.rotate_left(20) ^ u64::from(e.port_family)).wrapping_mul(0xd6e8_feb8_6659_fd93)
+    };
+    let sum = end(x).wrapping_add(end(y));
+    let mixed = (sum ^ (sum >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (((mixed >> 32) * u64::from(count)) >> 32) as u32
 }
 
 /// A vantage point as one word, for keys.
@@ -213,7 +215,7 @@ struct Way {
     dst: End,
 }
 
-/// Which of `count` shards keeps the flow of IP datagram `ip`: [`Key::shard`] of its address
+/// Which of `count` shards keeps the flow of IP datagram `ip`: [`pair_shard`] of its address
 /// pair, read at fixed offsets from an unfragmented IPv4 datagram or an IPv6 one without
 /// extension headers that carries TCP or UDP (where [`headers::parse`] finds them too), and
 /// from the full parse otherwise. Datagrams that are neither TCP nor UDP go to shard 0.
@@ -279,7 +281,7 @@ fn shard_of(ip: &[u8], count: u32) -> u32 {
             Err(_) => return 0,
         },
     };
-    Key::new(Vantage::default(), x, y).shard(count)
+    pair_shard(x, y, count)
 }
 
 /// One IP datagram on its way from the front ([`Splitter`]) to the shard that keeps its
@@ -713,6 +715,16 @@ impl ShardAnalyzer {
                     ip_header_len: f.header_len,
                     ip,
                 });
+            } else {
+                // Most often a snap length too short for the TCP options (`tcpdump -s 60`
+                // keeps 6 of the 12 option bytes Linux sends with every segment): said once
+                // per packet, so that a capture of nothing but such packets does not look
+                // like a capture without TCP.
+                let msg = format!(
+                    "packet {number}: the capture kept only part of its TCP header (a snap \
+                     length too short?); skipped (tcpdump -s 96 keeps the headers)"
+                );
+                self.warnings.warn(vantage.capture, number, msg);
             }
             return;
         }
@@ -1365,6 +1377,31 @@ mod tests {
     }
 
     #[test]
+    fn a_tcp_header_cut_by_the_snap_length_is_a_warning_naming_its_packet() {
+        let syn = synth::Tcp::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+            1,
+            0,
+            synth::SYN,
+        )
+        .build();
+        let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
+        w.write(1, &syn).unwrap();
+        // The IP header and 19 bytes of TCP header: one short of the fixed part.
+        w.write(2, &syn[..39]).unwrap();
+        let a = analyze_bytes("cut", &w.into_inner(), Options::default()).unwrap();
+        assert_eq!(a.connections.len(), 1);
+        assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+        assert_eq!(a.warnings[0].packet, 2);
+        assert!(
+            a.warnings[0].message.contains("part of its TCP header"),
+            "{}",
+            a.warnings[0].message
+        );
+    }
+
+    #[test]
     fn a_corrupt_ip_header_is_a_warning_naming_its_packet() {
         let mut w = wire::pcap::PcapWriter::new(Vec::new()).unwrap();
         w.write(1, &[0x45, 0, 0, 40, 0, 0]).unwrap();
@@ -1549,6 +1586,176 @@ mod tests {
         }
     }
 
+    /// The datagrams of a few bulk connections (time ns, IP datagram), in time order.
+    fn datagrams() -> Vec<(u64, Vec<u8>)> {
+        let mut pk = Vec::new();
+        for i in 0..6u16 {
+            let server = if i % 2 == 0 {
+                "10.0.0.9:5201"
+            } else {
+                "[2001:db8::9]:5201"
+            };
+            let client = if i % 2 == 0 {
+                format!("10.0.4.{}:{}", 1 + i, 44000 + i)
+            } else {
+                format!("[2001:db8::{}]:{}", 1 + i, 44000 + i)
+            };
+            let mut b = Bulk::new(client.parse().unwrap(), server.parse().unwrap());
+            b.bytes = 60_000;
+            b.start_ns = u64::from(i) * 3_000_000;
+            pk.extend(b.run());
+        }
+        pk.sort_by_key(|p| p.0);
+        pk
+    }
+
+    /// `ip` behind the link-layer header of `linktype`.
+    fn framed(linktype: u32, ip: &[u8]) -> Vec<u8> {
+        let et: [u8; 2] = if ip[0] >> 4 == 6 {
+            [0x86, 0xdd]
+        } else {
+            [0x08, 0x00]
+        };
+        let mut f = Vec::new();
+        match linktype {
+            // Ethernet with an 802.1Q tag.
+            link::LINKTYPE_ETHERNET => {
+                f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x81, 0x00, 0, 7]);
+                f.extend_from_slice(&et);
+            }
+            link::LINKTYPE_LINUX_SLL => {
+                f.extend_from_slice(&[0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                f.extend_from_slice(&et);
+            }
+            link::LINKTYPE_LINUX_SLL2 => {
+                f.extend_from_slice(&et);
+                f.extend_from_slice(&[0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+            }
+            _ => {}
+        }
+        f.extend_from_slice(ip);
+        f
+    }
+
+    /// Captures as other tools write them: big-endian microsecond pcap of tagged Ethernet cut
+    /// by a snap length, Linux cooked (SLL, SLL2) in nanoseconds, timestamps out of order
+    /// (one a day back), and a pcapng of two interfaces with their own link types and
+    /// resolutions. Read in parts (pcap) and split over shards (all), each gives the analysis
+    /// of one reader, or, for a part that does not line up, says so (the caller then reads
+    /// the file another way).
+    #[test]
+    fn captures_of_other_tools_read_in_parts_or_in_shards_give_the_analysis_of_one_reader() {
+        use crate::capture::testwrite;
+        let json = |a: &Analysis| serde_json::to_string(&a.json_report()).unwrap();
+        let pk = datagrams();
+        let pcap_of = |big_endian: bool, nanos: bool, linktype: u32, snap: usize| {
+            let mut b = testwrite::pcap_header(big_endian, nanos, linktype);
+            for (t, ip) in &pk {
+                let f = framed(linktype, ip);
+                let (secs, ns) = (
+                    (t / 1_000_000_000) as u32 + 1_700_000_000,
+                    t % 1_000_000_000,
+                );
+                let frac = if nanos { ns } else { ns / 1000 } as u32;
+                let mut r = testwrite::pcap_record(big_endian, secs, frac, &f[..f.len().min(snap)]);
+                // The length on the wire, beyond the snap length.
+                let orig = (f.len() as u32).to_be_bytes();
+                let orig = if big_endian {
+                    orig
+                } else {
+                    (f.len() as u32).to_le_bytes()
+                };
+                r[12..16].copy_from_slice(&orig);
+                b.extend_from_slice(&r);
+            }
+            b
+        };
+        let mut files = vec![
+            (
+                "tagged ethernet, cut",
+                pcap_of(true, false, link::LINKTYPE_ETHERNET, 96),
+            ),
+            ("sll", pcap_of(false, true, link::LINKTYPE_LINUX_SLL, 65535)),
+            (
+                "sll2",
+                pcap_of(false, true, link::LINKTYPE_LINUX_SLL2, 65535),
+            ),
+        ];
+        // Out of order: every tenth record swapped with the next, and one a day back.
+        let mut shuffled = pk.clone();
+        for i in (0..shuffled.len() - 1).step_by(10) {
+            shuffled.swap(i, i + 1);
+        }
+        let mut w = testwrite::pcap_header(false, true, link::LINKTYPE_RAW);
+        for (n, (t, ip)) in shuffled.iter().enumerate() {
+            let secs = (t / 1_000_000_000) as u32 + 1_700_000_000 - u32::from(n == 500) * 86_401;
+            w.extend_from_slice(&testwrite::pcap_record(
+                false,
+                secs,
+                (t % 1_000_000_000) as u32,
+                ip,
+            ));
+        }
+        files.push(("out of order", w));
+        let mut ng = testwrite::shb(false);
+        ng.extend_from_slice(&testwrite::idb(
+            false,
+            link::LINKTYPE_ETHERNET as u16,
+            6,
+            Some("eth0"),
+        ));
+        ng.extend_from_slice(&testwrite::idb(
+            false,
+            link::LINKTYPE_RAW as u16,
+            9,
+            Some("tun0"),
+        ));
+        for (n, (t, ip)) in pk.iter().enumerate() {
+            let (iface, ticks, data) = if n % 3 == 0 {
+                (1, *t, ip.clone())
+            } else {
+                (0, t / 1000, framed(link::LINKTYPE_ETHERNET, ip))
+            };
+            ng.extend_from_slice(&testwrite::epb(
+                false,
+                iface,
+                ticks,
+                &data,
+                data.len() as u32,
+            ));
+        }
+        files.push(("pcapng of two interfaces", ng));
+        for (what, file) in &files {
+            let opts = Options {
+                part_bytes: 4096,
+                ..Options::default()
+            };
+            let whole = analyze_bytes("t", file, opts.clone()).unwrap();
+            // Two interfaces are two vantage points: each sees every connection.
+            let vantages = if what.starts_with("pcapng") { 2 } else { 1 };
+            let found = whole.connections.len();
+            assert_eq!(found, 6 * vantages, "{what}: {:?}", whole.warnings);
+            for shards in [2, 3] {
+                assert!(
+                    json(&split(file, shards, &opts).0) == json(&whole),
+                    "{what}: {shards} shards are not the whole's analysis"
+                );
+                if what.starts_with("pcapng") {
+                    assert!(ChunkedCapture::new("t", 0, file, &opts).unwrap().is_none());
+                    continue;
+                }
+                let (a, failed, _) = in_parts(file, shards, &opts);
+                assert!(
+                    failed || json(&a) == json(&whole),
+                    "{what}: read in parts on {shards} shards, not the whole's analysis"
+                );
+                if !what.starts_with("out of order") {
+                    assert!(!failed, "{what}: a part did not line up");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_part_that_starts_elsewhere_than_where_the_one_before_ended_is_refused() {
         // A record whose payload holds copies of pcap record headers, each followed by a
@@ -1587,6 +1794,30 @@ mod tests {
         assert!(bytes.len() > 8192);
         let (_, failed, _) = in_parts(&bytes, 2, &opts);
         assert!(failed, "the second part starts inside the big record");
+    }
+
+    #[test]
+    fn both_directions_share_a_shard_and_many_clients_of_one_server_spread_evenly() {
+        let server = End::of("10.78.0.1:5201".parse().unwrap());
+        let v6 = End::of("[2001:db8::1]:443".parse().unwrap());
+        for count in [2, 3, 4] {
+            let mut per_shard = vec![0u32; count as usize];
+            for port in 40_000..41_200u16 {
+                let client = End::of(SocketAddr::new("10.78.0.2".parse().unwrap(), port));
+                let s = pair_shard(client, server, count);
+                assert_eq!(s, pair_shard(server, client, count));
+                per_shard[s as usize] += 1;
+                let c6 = End::of(SocketAddr::new("2001:db8::2".parse().unwrap(), port));
+                assert_eq!(pair_shard(c6, v6, count), pair_shard(v6, c6, count));
+            }
+            // 1200 connections: each shard within 10 % of its fair share.
+            let fair = 1200 / count;
+            assert!(
+                per_shard.iter().all(|&n| n.abs_diff(fair) * 10 <= fair),
+                "{count} shards: {per_shard:?}"
+            );
+        }
+        assert_eq!(pair_shard(server, v6, 1), 0);
     }
 
     #[test]
@@ -1656,7 +1887,7 @@ mod tests {
                 _ => None,
             };
             for count in [2, 3, 7] {
-                let want = parsed.map_or(0, |k| k.shard(count));
+                let want = parsed.map_or(0, |k| pair_shard(k.lo, k.hi, count));
                 assert_eq!(shard_of(&ip, count), want, "{ip:02x?} in {count}");
             }
         }

@@ -350,7 +350,7 @@ fn read_chunked(
     jobs: u32,
 ) -> Option<Result<analyze::Analysis, String>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     let mut caps = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
@@ -368,6 +368,14 @@ fn read_chunked(
     let n = jobs as usize;
     let failed = AtomicBool::new(false);
     let done: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+    // Pages of parts every analyser is done with go (the page cache keeps them), and the
+    // progress bar follows: done by the analyser that finishes such a part, not by a thread
+    // of its own, which a busy machine may leave waiting while the pages pile up. The parts
+    // released so far, and each capture's follower.
+    let released = Mutex::new((
+        0usize,
+        inputs.iter().map(|i| Behind::new(i, 0)).collect::<Vec<_>>(),
+    ));
     type Part<'a> = (Arc<analyze::ChunkMeta>, Vec<analyze::Item<'a>>);
     std::thread::scope(|s| {
         // to[reader][analyser], from[analyser][reader]
@@ -402,7 +410,7 @@ fn read_chunked(
         }
         let mut analysers = Vec::new();
         for (a, receivers) in from.into_iter().enumerate() {
-            let (order, failed, done) = (&order, &failed, &done);
+            let (order, failed, done, released, caps) = (&order, &failed, &done, &released, &caps);
             analysers.push(s.spawn(move || {
                 let mut consumer = analyze::ChunkConsumer::new(opts);
                 let mut metas = Vec::new();
@@ -420,32 +428,18 @@ fn read_chunked(
                         metas.push(meta);
                     }
                     done[a].store(j + 1, Ordering::Release);
+                    let upto = done.iter().map(|d| d.load(Ordering::Acquire)).min();
+                    let mut r = released.lock().unwrap_or_else(|e| e.into_inner());
+                    let (gone, behind) = &mut *r;
+                    while *gone < upto.unwrap_or(0) {
+                        let (c, k) = order[*gone];
+                        behind[c].reached(caps[c].span(k).end as u64);
+                        *gone += 1;
+                    }
                 }
                 (consumer.finish(), metas)
             }));
         }
-        // Pages of parts every analyser is done with go (the page cache keeps them); the
-        // progress bar follows.
-        let mut behind: Vec<Behind<'_>> = inputs.iter().map(|i| Behind::new(i, 0)).collect();
-        let mut released = 0;
-        loop {
-            let finished = analysers.iter().all(|h| h.is_finished());
-            let upto = done
-                .iter()
-                .map(|d| d.load(Ordering::Acquire))
-                .min()
-                .unwrap_or(0);
-            while released < upto {
-                let (c, k) = order[released];
-                behind[c].reached(caps[c].span(k).end as u64);
-                released += 1;
-            }
-            if finished {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        drop(behind);
         let mut parts = Vec::new();
         let mut metas = Vec::new();
         for (i, h) in analysers.into_iter().enumerate() {
