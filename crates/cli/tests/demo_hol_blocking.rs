@@ -47,16 +47,23 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
             assert_eq!(m["scheduling"], want, "{c:#}");
             let client = m["handshake_ms_client"].as_array().unwrap();
             let capture = m["handshake_ms_capture"].as_array().unwrap();
-            assert_eq!(client.len(), capture.len(), "{c:#}");
-            // The capture sees the client's first 1-RTT packet leave; the client notes the
-            // handshake when its task next runs, and sends that packet (its request) when
-            // its task runs again: either can come first. The demo's check holds the two to
-            // 1 ms; on a machine shared with other work a task can wait a few ms more, so this
-            // test allows 5 ms either way.
-            for (a, b) in client.iter().zip(capture) {
-                let d = a.as_f64().unwrap() - b.as_f64().unwrap();
-                assert!(d.abs() <= 5.0, "{c:#}");
-            }
+            assert_eq!(client.len(), 1, "{c:#}");
+            assert_eq!(capture.len(), 1, "{c:#}");
+            // The analyzer's handshake (the client's first Initial to its first 1-RTT packet)
+            // is what tshark reads of the same capture, to the microsecond.
+            let loss = c["loss"].as_str().unwrap().trim_end_matches('%');
+            let pcap = dir
+                .join(format!("{p}-loss{loss}-s0"))
+                .join("captures/client-eth0.pcap");
+            let theirs = tshark_quic_handshake_ms(&pcap);
+            let ours = capture[0].as_f64().unwrap();
+            assert!((ours - theirs).abs() < 0.01, "tshark {theirs} ms: {c:#}");
+            // The client's own clock ends when its task learns of the handshake; its packets
+            // leave when the task runs again (once 7 ms later on a quiet machine, in a run
+            // with bursty loss). The demo's check holds the two to 1 ms; this test only to
+            // the same handshake.
+            let d = client[0].as_f64().unwrap() - ours;
+            assert!(d.abs() <= 10.0, "{c:#}");
         }
     }
     assert_eq!(r["chromium_used_quic"], true, "{r:#}");
@@ -71,4 +78,37 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
     assert!(!dir.join("tls").exists(), "the run's keys are removed");
     assert_nothing_left();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The client's first Initial (to UDP port 443) to its first short-header packet, ms, as
+/// tshark reads the capture.
+fn tshark_quic_handshake_ms(pcap: &std::path::Path) -> f64 {
+    let o = std::process::Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", "udp.dstport == 443"])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_relative",
+            "-e",
+            "quic.header_form",
+        ])
+        .output()
+        .expect("tshark runs (apt-get install tshark)");
+    assert!(o.status.success(), "tshark: {}", text(&o.stderr));
+    let rows: Vec<(f64, String)> = text(&o.stdout)
+        .lines()
+        .map(|l| {
+            let (t, form) = l.split_once('\t').unwrap();
+            (t.parse().unwrap(), form.to_string())
+        })
+        .collect();
+    let first = rows.first().expect("a packet to port 443").0;
+    // A datagram of coalesced packets lists each one's header form: a short header is last.
+    let short = rows
+        .iter()
+        .find(|(_, form)| form.split(',').any(|f| f == "0"))
+        .expect("a short-header packet from the client")
+        .0;
+    (short - first) * 1e3
 }
