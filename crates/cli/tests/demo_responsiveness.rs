@@ -72,21 +72,18 @@ fn fifo_is_the_least_responsive_its_queues_hold_the_most_and_self_probes_add_up(
     }
     // FQ-CoDel: a new connection's packets hardly wait.
     let fq = run_of(&r, "FQ-CoDel");
-    let foreign_queues: f64 = fq["attribution"]["foreign"]["queues_ms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .sum();
+    let foreign_in_queues = |m: &serde_json::Value| -> f64 {
+        m["attribution"]["foreign"]["queues_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .sum()
+    };
     // Each of a probe's few packets up (SYN, TLS, the GET) waits at most for the packet on
     // the wire (12 ms at 1 Mbit/s) and its own quantum, not behind the load: far below the
     // FIFO's.
-    let fifo_foreign: f64 = fifo["attribution"]["foreign"]["queues_ms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .sum();
+    let (foreign_queues, fifo_foreign) = (foreign_in_queues(fq), foreign_in_queues(fifo));
     assert!(
         foreign_queues < 40.0 && foreign_queues < fifo_foreign / 10.0,
         "{foreign_queues} ms against FIFO's {fifo_foreign} ms: {fq}"

@@ -173,11 +173,7 @@ fn idle_connect_time_is_the_configured_rtt() {
     let at_interface = median(wire_ms.clone());
     // A busy machine delays the lab's engine: what the lab measured of its own lateness (a
     // handshake crosses it twice) is allowed on top.
-    let summary: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    let late_ms = summary["engine"]["delivery_lateness_ms"]["p99"]
-        .as_f64()
-        .unwrap();
+    let late_ms = lab_lateness_ms(&dir, "p99");
     assert!(
         (at_interface - 40.0).abs() <= 0.5 + 2.0 * late_ms,
         "median SYN→SYN-ACK {at_interface:.3} ms, the lab's lateness p99 {late_ms} ms: {wire_ms:?}"

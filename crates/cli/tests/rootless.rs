@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, lock, real_bin, text};
+use common::{bin, lab_lateness_ms, lock, real_bin, text};
 
 const USER: &str = "latencylab-test";
 
@@ -227,11 +227,7 @@ fn rootless_shell_pings_over_a_40ms_path() {
     assert!(min >= 40.0, "faster than the path: {times:?}");
     // A busy machine delays the lab's engine: what the lab measured of its own lateness (each
     // ping crosses it twice) is allowed on top.
-    let summary: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
-    let late_ms = summary["engine"]["delivery_lateness_ms"]["p99"]
-        .as_f64()
-        .unwrap();
+    let late_ms = lab_lateness_ms(&out_dir, "p99");
     let median = common::median(times.clone());
     assert!(
         (median - 40.0).abs() <= 0.5 + 2.0 * late_ms,
@@ -240,9 +236,7 @@ fn rootless_shell_pings_over_a_40ms_path() {
     // The mean holds every late wake-up of the lab's loop: without real-time priority (a
     // container's root cannot grant the limit) a loaded machine adds milliseconds.
     if can_raise_rtprio() {
-        let late_max_ms = summary["engine"]["delivery_lateness_ms"]["max"]
-            .as_f64()
-            .unwrap();
+        let late_max_ms = lab_lateness_ms(&out_dir, "max");
         assert!(
             (mean - 40.0).abs() <= 0.5 + 2.0 * late_max_ms,
             "mean {mean:.2} ms, the lab's lateness max {late_max_ms} ms: {times:?}"

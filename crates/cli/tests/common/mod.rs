@@ -184,6 +184,16 @@ pub fn tcpdump_read(pcap: &Path) -> String {
     text(&t.stdout)
 }
 
+/// How late the lab in run directory `dir` delivered packets, as its `summary.json` says:
+/// `stat` of `p50`, `p95`, `p99`, `max`, ms. A busy machine's share of a measured delay.
+#[allow(dead_code)]
+pub fn lab_lateness_ms(dir: &Path, stat: &str) -> f64 {
+    let s = read_json(&dir.join("summary.json"));
+    s["engine"]["delivery_lateness_ms"][stat]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{}: no lateness {stat}: {s}", dir.display()))
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty(), "median of nothing");
     v.sort_by(f64::total_cmp);
