@@ -71,11 +71,21 @@ pub fn parse_strace(text: &str) -> Vec<Call> {
         } else {
             rest.to_string()
         };
-        if let Some(c) = parse_call(pid, &full) {
+        if let Some(c) = parse_call(pid, &unpad(&full)) {
             calls.push(c);
         }
     }
     calls
+}
+
+/// strace pads a short call, and a resumed call's end, with spaces to line its result up
+/// (`close(3)          = 0`, `<... sendto resumed>)     = 156`): one space before the `=`,
+/// as every other line has it. The result is after the last ` = ` (no result holds one).
+fn unpad(line: &str) -> String {
+    match line.rfind(" = ") {
+        Some(i) => format!("{} = {}", line[..i].trim_end(), &line[i + 3..]),
+        None => line.to_string(),
+    }
 }
 
 fn parse_call(pid: u32, line: &str) -> Option<Call> {
@@ -195,6 +205,17 @@ mod tests {
         let calls = parse_strace(t);
         assert_eq!(calls.len(), 2);
         assert!(matches!(&calls[1], Call::Reach { pid: 7, addr, .. } if addr.port() == 443));
+    }
+
+    #[test]
+    fn a_resumed_call_padded_to_its_result_column_is_read() {
+        // `ip -4 route | grep`: two processes, so strace splits ip's netlink request and pads
+        // the resumed half's result.
+        let t = "26135 sendto(3, [[{nlmsg_len=36, nlmsg_type=RTM_GETROUTE, nlmsg_flags=NLM_F_REQUEST|NLM_F_DUMP, nlmsg_seq=1, nlmsg_pid=0}, {rtm_family=AF_INET, rtm_dst_len=0}]], 156, 0, NULL, 0 <unfinished ...>\n26136 socket(AF_INET, SOCK_DGRAM, 0)       = 4\n26135 <... sendto resumed>)             = 156\n";
+        let calls = parse_strace(t);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls.iter().any(|c| c.pid() == 26135), "{calls:?}");
+        assert!(calls.iter().any(|c| c.pid() == 26136), "{calls:?}");
     }
 
     #[test]
