@@ -151,11 +151,11 @@ impl<'a> Series<'a> {
     /// Keeps the warnings of the lab run `name` (its summary's, as a lab run alone prints
     /// them at its end) for the outcome.
     pub fn warn_of(&mut self, name: &str, r: &RunResult) {
-        let printed = labnet::messages::run_summary(&r.summary, None)
+        let engine = labnet::messages::engine_warnings(&r.summary)
             .into_iter()
-            .filter_map(|l| Some(l.strip_prefix("latencylab: warning: ")?.to_string()));
+            .map(|l| l.replacen("latencylab: warning: ", "", 1));
         self.warnings.extend(
-            printed
+            engine
                 .chain(r.summary.warnings.iter().cloned())
                 .map(|w| format!("warning ({name}): {w}")),
         );

@@ -79,6 +79,28 @@ pub fn lab_up(cfg: &LabConfig) -> Vec<String> {
     lines
 }
 
+/// The warnings of a run's end about the engine itself: late deliveries, a stall, packets the
+/// hosts' kernels dropped. When the engine was the bottleneck, saying so keeps anybody from
+/// blaming the emulated link.
+pub fn engine_warnings(summary: &Summary) -> Vec<String> {
+    let late = &summary.engine.delivery_lateness_ms;
+    let mut lines = Vec::new();
+    if late.p99 > 1.0 + summary.engine.precision_ms {
+        lines.push(format!(
+            "latencylab: warning: the emulator delivered packets {:.1} ms late at the 99th \
+             percentile (the machine was too busy for these settings): delays and rates above \
+             include its own",
+            late.p99
+        ));
+    }
+    lines.extend(stall_warning(
+        summary.engine.longest_stall_ms,
+        summary.engine.longest_stall_at_s,
+    ));
+    lines.extend(host_drops_warning(&summary.engine.host_tx_dropped));
+    lines
+}
+
 /// The end of a run: every link direction that carried packets, the engine's own lateness and
 /// stalls when they were worth saying, the NAT64's counters, and where the files are.
 pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
@@ -104,20 +126,7 @@ pub fn run_summary(summary: &Summary, out_dir: Option<&Path>) -> Vec<String> {
     let late = &summary.engine.delivery_lateness_ms;
     let precision_ms = summary.engine.precision_ms;
     lines.extend(precision_line(precision_ms, late));
-    // The engine itself was the bottleneck: say so, so that nobody blames the emulated link.
-    if late.p99 > 1.0 + precision_ms {
-        lines.push(format!(
-            "latencylab: warning: the emulator delivered packets {:.1} ms late at the 99th \
-             percentile (the machine was too busy for these settings): delays and rates above \
-             include its own",
-            late.p99
-        ));
-    }
-    lines.extend(stall_warning(
-        summary.engine.longest_stall_ms,
-        summary.engine.longest_stall_at_s,
-    ));
-    lines.extend(host_drops_warning(&summary.engine.host_tx_dropped));
+    lines.extend(engine_warnings(summary));
     for c in summary.nat64.iter().flat_map(|n| &n.clat) {
         lines.push(format!(
             "latencylab: clat on {}.{}: {} ↔ {} with prefix {} ({}); {} packets 4→6, {} 6→4",
