@@ -234,13 +234,13 @@ pub struct Args {
     pub seed: u64,
     /// No progress bar.
     pub quiet: bool,
-    demo: &'static str,
+    demo: &'static Declaration,
     values: Vec<(&'static str, Value)>,
 }
 
 impl Args {
     /// The demo `d` with every parameter at its default, writing into `out_dir`.
-    pub fn new(d: &Declaration, out_dir: PathBuf) -> Args {
+    pub fn new(d: &'static Declaration, out_dir: PathBuf) -> Args {
         let values = d
             .params
             .iter()
@@ -258,7 +258,7 @@ impl Args {
             out_dir,
             seed: 1,
             quiet: false,
-            demo: d.name,
+            demo: d,
             values,
         }
     }
@@ -277,7 +277,7 @@ impl Args {
 
     /// Sets the parameter `name` (or the seed) from `text`.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
-        let d = find(self.demo).expect("an Args is made from a declared demo");
+        let d = self.demo;
         let v = d.read(name, text)?;
         if name == "seed" {
             self.seed = match v {
@@ -295,11 +295,10 @@ impl Args {
     /// The value of `name`; `None` when it has no default and was not given. A name the
     /// demo does not declare is a bug in the demo.
     fn value(&self, name: &str) -> Option<&Value> {
-        let declared = find(self.demo).is_some_and(|d| d.param(name).is_some());
         assert!(
-            declared,
+            self.demo.param(name).is_some(),
             "demo {} reads its undeclared parameter '{name}'",
-            self.demo
+            self.demo.name
         );
         self.values.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
@@ -318,7 +317,7 @@ impl Args {
     pub fn count(&self, name: &str) -> u64 {
         match self.value(name) {
             Some(Value::Count(n)) => *n,
-            v => panic!("demo {}: '{name}' is not a count: {v:?}", self.demo),
+            v => panic!("demo {}: '{name}' is not a count: {v:?}", self.demo.name),
         }
     }
 
@@ -327,7 +326,7 @@ impl Args {
         match self.value(name) {
             Some(Value::Number(x)) => Some(*x),
             None => None,
-            v => panic!("demo {}: '{name}' is not a number: {v:?}", self.demo),
+            v => panic!("demo {}: '{name}' is not a number: {v:?}", self.demo.name),
         }
     }
 
@@ -336,7 +335,7 @@ impl Args {
         match self.value(name) {
             Some(Value::Text(t)) => Some(t),
             None => None,
-            v => panic!("demo {}: '{name}' is not text: {v:?}", self.demo),
+            v => panic!("demo {}: '{name}' is not text: {v:?}", self.demo.name),
         }
     }
 
