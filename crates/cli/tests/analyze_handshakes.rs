@@ -99,7 +99,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn check_against_tshark(pcap: &Path, part: Part, at: &str) {
+/// `late_ms`: the longest the lab delivered a packet after its time (summary.json), which a busy
+/// machine adds to a sample on top of the path's delay.
+fn check_against_tshark(pcap: &Path, part: Part, at: &str, late_ms: f64) {
     let v = analyze(pcap);
     let h = &v["handshakes"];
     let theirs = tshark_handshakes(pcap, part);
@@ -129,8 +131,8 @@ fn check_against_tshark(pcap: &Path, part: Part, at: &str) {
     close("under_100ms_pct", under);
     // The path was told 80 ms ± 40 ms per direction's share: the samples spread across it.
     assert!(
-        theirs[0] >= 40.0 && theirs[theirs.len() - 1] <= 125.0,
-        "{theirs:?}"
+        theirs[0] >= 40.0 && theirs[theirs.len() - 1] <= 125.0 + late_ms,
+        "{theirs:?} (the lab was up to {late_ms} ms late)"
     );
     assert!(
         theirs[theirs.len() - 1] - theirs[0] > 10.0,
@@ -171,8 +173,9 @@ fn handshake_times_over_many_connections_match_tshark_at_the_client_and_the_serv
         captures.join("client-eth0.pcap"),
         captures.join("server-eth0.pcap"),
     );
-    check_against_tshark(&cp, Part::SynToSynack, "measured_at_client");
-    check_against_tshark(&sp, Part::SynackToAck, "measured_at_server");
+    let late_ms = lab_lateness_ms(&dir, "max");
+    check_against_tshark(&cp, Part::SynToSynack, "measured_at_client", late_ms);
+    check_against_tshark(&sp, Part::SynackToAck, "measured_at_server", late_ms);
 
     // The text report's line names what was measured.
     let o = run(&["analyze", cp.to_str().unwrap()]);
