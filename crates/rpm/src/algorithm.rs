@@ -263,7 +263,8 @@ pub struct IntervalRecord {
     /// Goodput in the interval, bits per second, down and up.
     pub down_bps: f64,
     pub up_bps: f64,
-    /// Moving averages of the goodput (bits per second), down and up.
+    /// Moving average aggregate goodput (bits per second), down and up: the values the
+    /// stability rule compares.
     pub down_avg_bps: f64,
     pub up_avg_bps: f64,
     pub flows_down: usize,
@@ -280,7 +281,7 @@ pub struct Outcome {
     pub responsiveness: Option<Responsiveness>,
     pub rpm_confidence: Confidence,
     pub goodput_confidence: Confidence,
-    /// Moving averages of the goodput at the end, bits per second.
+    /// Goodput over the last MAD intervals (or all, if fewer ran), bits per second.
     pub down_bps: f64,
     pub up_bps: f64,
     pub flows_down: usize,
@@ -405,10 +406,23 @@ impl RpmTest {
         &self.records
     }
 
-    /// Moving average of the goodput of `dir` over the last MAD intervals, bytes per second
-    /// ("the number of total bytes of data transferred within interval p and the MAD - 1
-    /// immediately preceding intervals, divided by MAD times ID", draft section 5.4).
+    /// Moving average aggregate goodput of `dir` at the latest interval, bytes per second:
+    /// "the number of total bytes of data transferred within interval p and the MAD - 1
+    /// immediately preceding intervals, divided by MAD times ID" (draft section 5.4). Before
+    /// MAD intervals have run, the missing ones count as no bytes, so the first MAD - 1
+    /// averages climb and stability cannot be declared until MAD averages over whole windows
+    /// agree (at the end of interval 2 MAD - 2 at the earliest).
     fn moving_goodput(&self, dir: Dir) -> f64 {
+        let v = &self.bytes_per_interval[dir.index()];
+        let sum: u64 = v[v.len().saturating_sub(self.p.mad)..].iter().sum();
+        sum as f64 / (self.p.mad.max(1) as f64 * self.p.interval.as_secs_f64())
+    }
+
+    /// The goodput of `dir` over the intervals run so far, at most the last MAD, bytes per
+    /// second: the best estimate of the capacity early in the test, for pacing the probes
+    /// and for the reported goodput (unlike [`Self::moving_goodput`], not diluted by
+    /// intervals that have not run).
+    fn recent_goodput(&self, dir: Dir) -> f64 {
         let v = &self.bytes_per_interval[dir.index()];
         let n = v.len().min(self.p.mad).max(1);
         let sum: u64 = v[v.len().saturating_sub(n)..].iter().sum();
@@ -463,7 +477,7 @@ impl RpmTest {
         }
         // Section 5.3: at most MPS pairs per second, and the probes' bytes at most PTC of
         // the measured goodput.
-        let goodput_bytes_per_s = down + up;
+        let goodput_bytes_per_s = self.recent_goodput(Dir::Down) + self.recent_goodput(Dir::Up);
         self.probes_per_s = (self.p.probe_capacity_share * goodput_bytes_per_s / PROBE_PAIR_BYTES)
             .clamp(
                 FIRST_PROBES_PER_S,
@@ -512,8 +526,8 @@ impl RpmTest {
             responsiveness: window,
             rpm_confidence: confidence(rpm_ran, rpm_stable),
             goodput_confidence: confidence(goodput_ran, goodput_stable),
-            down_bps: self.moving_goodput(Dir::Down) * 8.0,
-            up_bps: self.moving_goodput(Dir::Up) * 8.0,
+            down_bps: self.recent_goodput(Dir::Down) * 8.0,
+            up_bps: self.recent_goodput(Dir::Up) * 8.0,
             flows_down: self.flows[0],
             flows_up: self.flows[1],
             duration_s: now.saturating_duration_since(self.start).as_secs_f64(),
@@ -648,9 +662,26 @@ mod tests {
         assert_eq!(o.goodput_confidence, Confidence::High);
         let r = o.responsiveness.unwrap();
         assert!((r.rpm - 600.0).abs() < 1.0, "{r:?}");
-        // Goodput stable after MAD intervals, RPM after MAD more: 8 s, well before 20 s.
-        assert!(o.duration_s < 10.0, "{}", o.duration_s);
+        // Goodput stable once MAD whole-window averages agree (the end of interval 2 MAD - 2,
+        // 7 s), RPM after MAD more: 11 s, well before 20 s.
+        assert!((o.duration_s - 11.0).abs() < 0.05, "{}", o.duration_s);
         assert!((o.down_bps - 20e6).abs() < 1e5, "{}", o.down_bps);
+    }
+
+    #[test]
+    fn the_moving_average_counts_intervals_not_yet_run_as_empty() {
+        // A path that is full from the first millisecond: the draft's moving average divides
+        // by MAD x ID from the start, so it climbs for MAD intervals and saturation cannot be
+        // declared before MAD averages over whole windows agree.
+        let (_, rec) = drive(Params::default(), 2_500_000, 10_000_000, |_| ms(100));
+        let avg: Vec<f64> = rec.iter().map(|r| r.down_avg_bps / 1e6).collect();
+        for (i, want) in [5.0, 10.0, 15.0, 20.0, 20.0].iter().enumerate() {
+            assert!((avg[i] - want).abs() < 0.1, "interval {i}: {avg:?}");
+        }
+        let first_stable = rec.iter().position(|r| r.goodput_stable);
+        assert_eq!(first_stable, Some(6), "{rec:#?}");
+        // The goodput reported beside it is the rate itself, not the climbing average.
+        assert!((rec[0].down_bps - 20e6).abs() < 1e5);
     }
 
     #[test]
