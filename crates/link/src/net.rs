@@ -194,7 +194,7 @@ impl Network {
         obs: &mut dyn FnMut(LinkId, &Event),
     ) {
         let Some(dst) = packet.flow_key().map(|k| k.dst) else {
-            self.no_route += 1;
+            self.no_route += packet.segments();
             return;
         };
         match self.nodes[node].lookup(dst) {
@@ -218,7 +218,7 @@ impl Network {
                 }
             }
             Some(Hop::Deliver(e)) => out.push((e, now, packet)),
-            None => self.no_route += 1,
+            None => self.no_route += packet.segments(),
         }
     }
 
