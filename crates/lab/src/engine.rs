@@ -132,7 +132,10 @@ impl Forwarder {
                     fd: ns.tuns[ii].as_raw_fd(),
                     pcap,
                     vnet: sys::tun_offload() != sys::Offload::Off,
-                    coalesce: sys::tun_offload() == sys::Offload::Full,
+                    coalesce: matches!(
+                        sys::tun_offload(),
+                        sys::Offload::Coalesce | sys::Offload::Full
+                    ),
                 });
             }
         }
@@ -178,9 +181,12 @@ impl Forwarder {
         // segments and joined again, when the network can carry it so (no translation, no
         // link log) and nothing here needs its segments: no captures (which show the
         // datagrams as the wire carries them), and devices that take super-packets in (full
-        // offloads). Each link still cuts one it would treat segment by segment.
-        f.whole =
-            f.captures.is_none() && f.core.carries_whole() && f.ifaces.iter().all(|i| i.coalesce);
+        // offloads; `LATENCYLAB_OFFLOAD=coalesce` cuts them all). Each link still cuts one it
+        // would treat segment by segment.
+        f.whole = sys::tun_offload() == sys::Offload::Full
+            && f.captures.is_none()
+            && f.core.carries_whole()
+            && f.ifaces.iter().all(|i| i.coalesce);
         Ok(f)
     }
 

@@ -36,8 +36,11 @@ pub enum Offload {
     /// over TCP and UDP super-packets of up to 64 KB with partial checksums, which
     /// `wire::gso` cuts back into the datagrams it would have sent; one datagram per write.
     Segment,
-    /// `on`, the default: as `Segment`, and consecutive TCP segments of one flow written at
-    /// once go into the receiving host as one super-packet (`wire::gso::Coalescer`).
+    /// `coalesce`: as `Segment`, and consecutive TCP segments of one flow written at once go
+    /// into the receiving host as one super-packet (`wire::gso::Coalescer`).
+    Coalesce,
+    /// `on`, the default: as `Coalesce`, and a TCP super-packet crosses the lab whole where
+    /// nothing treats its segments apart (`engine::Forwarder::build` says when).
     Full,
 }
 
@@ -47,6 +50,7 @@ pub fn tun_offload() -> Offload {
     *MODE.get_or_init(|| match std::env::var("LATENCYLAB_OFFLOAD").as_deref() {
         Ok("off" | "0" | "no") => Offload::Off,
         Ok("segment") => Offload::Segment,
+        Ok("coalesce") => Offload::Coalesce,
         _ => Offload::Full,
     })
 }
