@@ -272,6 +272,10 @@ impl Forwarder {
         let Some(whole) = Whole::of(&hdr, &self.packet) else {
             return false;
         };
+        // One that a link on its way would cut is cut here, into pooled buffers.
+        if !self.core.path_carries_whole(i, &self.packet) {
+            return false;
+        }
         let next = self
             .big
             .pop()

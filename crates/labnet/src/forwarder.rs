@@ -316,6 +316,14 @@ impl Forwarder {
         self.translator.is_none() && self.clats.is_empty() && !self.keep_events
     }
 
+    /// Whether a super-packet `data` from host interface `iface` would reach its host whole
+    /// (every link on its way carries it so): the caller cuts any other itself.
+    pub fn path_carries_whole(&self, iface: usize, data: &[u8]) -> bool {
+        self.carries_whole()
+            && wire::packet::flow_key(data)
+                .is_some_and(|k| self.net.carries_whole(self.ifaces[iface].node, k.dst))
+    }
+
     /// A TCP super-packet `data` sent by host interface `iface` at `now`, standing for the
     /// segments `whole` describes: the network counts and times it as those segments and
     /// cuts it where a link would treat them apart; what reaches a host whole comes out of
@@ -736,7 +744,7 @@ mod tests {
         let cfg = shell_config(&ShellOptions::default(), &no_files).unwrap();
         let (data, whole, segments) = super_packet();
         let mut f = Forwarder::new(&cfg, false).unwrap();
-        assert!(f.carries_whole());
+        assert!(f.path_carries_whole(0, &data));
         f.handle_whole(Instant::ZERO, 0, data.clone(), whole);
         let (got, links) = outcome(f);
         assert_eq!(got, [(1, data.len(), true)]);
@@ -760,6 +768,7 @@ mod tests {
             };
             paced.set_params(Instant::ZERO, d, params);
         }
+        assert!(!paced.path_carries_whole(0, &data));
         paced.handle_whole(Instant::ZERO, 0, data, whole);
         assert_eq!(outcome(paced).0, cut);
     }

@@ -326,6 +326,11 @@ impl Link {
             && p.impair == Impairments::default();
     }
 
+    /// Whether a super-packet crosses this link whole (see `refresh_carries_whole`).
+    pub fn carries_whole(&self) -> bool {
+        self.carries_whole
+    }
+
     /// Cuts `packet`, a super-packet, into its segments as the sending host's kernel would
     /// have, each with the super-packet's id; `None` when it cannot be cut (not reached:
     /// [`wire::gso::Whole::of`] checked what the cut checks).
