@@ -1,6 +1,8 @@
 #![no_main]
 //! Any virtio header and packet through the segmenter: never a panic, and every datagram cut
-//! from a super-packet fits its MSS, parses, and carries a transport checksum that verifies.
+//! from a super-packet fits its MSS, parses, and carries a transport checksum that verifies. A
+//! super-packet that may cross the lab whole is cut into as many datagrams, of as many bytes,
+//! as it says it stands for.
 use libfuzzer_sys::fuzz_target;
 use wire::gso::{self, VnetHdr, GSO_ECN, GSO_NONE, VNET_HDR_LEN};
 
@@ -9,9 +11,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut packet = data[VNET_HDR_LEN..].to_vec();
+    let whole = gso::Whole::of(&hdr, &packet);
+    let len = packet.len();
     let mut scratch = Vec::new();
     let mut out = Vec::new();
-    let Ok(n) = gso::segment(&hdr, &mut packet, &mut scratch, |s| out.push(s.to_vec())) else {
+    let cut = gso::segment(&hdr, &mut packet, &mut scratch, |s| out.push(s.to_vec()));
+    if let Some(w) = whole {
+        assert!(cut.is_ok(), "a whole super-packet that cannot be cut: {cut:?}");
+        assert_eq!(w.segments as usize, out.len());
+        let bytes: usize = out.iter().map(Vec::len).sum();
+        assert_eq!(w.wire_bytes(len), bytes as u64);
+    }
+    let Ok(n) = cut else {
         return;
     };
     assert_eq!(n, out.len());

@@ -112,6 +112,63 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
     assert_nothing_left();
 }
 
+#[test]
+fn a_lab_without_a_rate_counts_the_hosts_super_packets_as_the_datagrams_they_carry() {
+    // No rate, no impairment, no capture: the hosts' TSO super-packets cross whole; the
+    // transfer must arrive, and the links must count datagrams of at most the MTU.
+    let _g = lock();
+    let dir = out_dir("whole");
+    let client_out = dir.join("client.jsonl");
+    let o = run(&[
+        "shell",
+        "--rtt",
+        "10ms",
+        "-o",
+        dir.to_str().unwrap(),
+        "--no-capture",
+        "--server",
+        "latencylab bulk-server",
+        "--",
+        "latencylab",
+        "bulk-client",
+        "server",
+        "--duration",
+        "3s",
+        "--out",
+        client_out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines = json_lines(&client_out);
+    let received = lines
+        .iter()
+        .find(|v| v["type"] == "total" && v["role"] == "receiver")
+        .unwrap_or_else(|| panic!("no receiver total in {lines:?}"))["bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(received > 10_000_000, "only {received} bytes in 3 s");
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let down = summary["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["direction"] == "down")
+        .unwrap();
+    let (bytes, packets) = (
+        down["bytes_out"].as_u64().unwrap(),
+        down["packets_out"].as_u64().unwrap(),
+    );
+    assert!(
+        bytes >= received,
+        "{bytes} IP bytes carried {received}: {down}"
+    );
+    assert!(
+        bytes <= packets * 1500,
+        "{bytes} bytes in {packets} packets: more than 1500 bytes a datagram: {down}"
+    );
+    assert_nothing_left();
+}
+
 /// (time of SYN, time of SYN-ACK) per connection in a LINKTYPE_RAW pcap, in seconds.
 fn syn_synack_times(pcap: &Path) -> Vec<(f64, f64)> {
     use std::collections::HashMap;

@@ -10,7 +10,7 @@ use labnet::forwarder::{self, DirInfo};
 use labnet::run_dir::{CaptureLimits, RunDir};
 use labnet::spec::LabConfig;
 use link::LinkParams;
-use wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN, VNET_HDR_NONE};
+use wire::gso::{self, Coalescer, VnetHdr, Whole, VNET_HDR_LEN, VNET_HDR_NONE};
 use wire::Instant;
 
 use crate::netns::HostNs;
@@ -27,6 +27,9 @@ const TRANSLATION_HEADROOM: usize = 28;
 /// Packet buffers kept for reuse once written into a host, so that reading a packet does not
 /// allocate; beyond this many the rest are freed.
 const POOL_BUFFERS: usize = 4096;
+/// Buffers of [`MAX_PACKET`] bytes kept for reuse: each super-packet carried whole is read
+/// into one and travels in it.
+const BIG_BUFFERS: usize = 256;
 
 /// A host interface's device and capture.
 pub struct IfaceRt {
@@ -60,6 +63,14 @@ pub struct Forwarder {
     /// The latest `now` the network was run to.
     last_now: Instant,
     buf: Vec<u8>,
+    /// The virtio header and the packet of the last read from a device with offloads (the
+    /// packet's buffer of [`MAX_PACKET`] bytes' capacity).
+    vnet_hdr: [u8; VNET_HDR_LEN],
+    packet: Vec<u8>,
+    /// Super-packets may cross the lab whole ([`Forwarder::build`]).
+    whole: bool,
+    /// Buffers of [`MAX_PACKET`] bytes' capacity, for the next reads.
+    big: Vec<Vec<u8>>,
     /// Where a super-packet's segments are built, one at a time.
     scratch: Vec<u8>,
     /// The segments of the last super-packet read, in order.
@@ -121,7 +132,10 @@ impl Forwarder {
                     fd: ns.tuns[ii].as_raw_fd(),
                     pcap,
                     vnet: sys::tun_offload() != sys::Offload::Off,
-                    coalesce: sys::tun_offload() == sys::Offload::Full,
+                    coalesce: matches!(
+                        sys::tun_offload(),
+                        sys::Offload::Coalesce | sys::Offload::Full
+                    ),
                 });
             }
         }
@@ -144,6 +158,10 @@ impl Forwarder {
             warnings: Vec::new(),
             last_now: Instant::ZERO,
             buf: vec![0; MAX_PACKET],
+            vnet_hdr: [0; VNET_HDR_LEN],
+            packet: Vec::with_capacity(MAX_PACKET),
+            whole: false,
+            big: Vec::new(),
             scratch: Vec::new(),
             segments: Vec::new(),
             pool: Vec::new(),
@@ -159,6 +177,16 @@ impl Forwarder {
             host_checksum_bad: false,
         };
         f.trust_checksums();
+        // A super-packet read from a host crosses the lab whole, without being cut into its
+        // segments and joined again, when the network can carry it so (no translation, no
+        // link log) and nothing here needs its segments: no captures (which show the
+        // datagrams as the wire carries them), and devices that take super-packets in (full
+        // offloads; `LATENCYLAB_OFFLOAD=coalesce` cuts them all). Each link still cuts one it
+        // would treat segment by segment.
+        f.whole = sys::tun_offload() == sys::Offload::Full
+            && f.captures.is_none()
+            && f.core.carries_whole()
+            && f.ifaces.iter().all(|i| i.coalesce);
         Ok(f)
     }
 
@@ -200,12 +228,17 @@ impl Forwarder {
             if k > 0 {
                 now = clock().max(now);
             }
-            let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
-                self.flush(now, real);
-                return Ok(false);
-            };
-            self.reads += 1;
             if self.ifaces[i].vnet {
+                let fd = self.ifaces[i].fd;
+                let Some(n) = sys::read_packet_vnet(fd, &mut self.vnet_hdr, &mut self.packet)?
+                else {
+                    self.flush(now, real);
+                    return Ok(false);
+                };
+                self.reads += 1;
+                if self.take_whole(i, n, now) {
+                    continue;
+                }
                 self.cut(i, n, now);
                 let mut segments = std::mem::take(&mut self.segments);
                 for data in segments.drain(..) {
@@ -213,6 +246,11 @@ impl Forwarder {
                 }
                 self.segments = segments;
             } else {
+                let Some(n) = sys::read_packet(self.ifaces[i].fd, &mut self.buf)? else {
+                    self.flush(now, real);
+                    return Ok(false);
+                };
+                self.reads += 1;
                 let data = take_pooled(&mut self.pool, &self.buf[..n]);
                 self.take_packet(i, now, data);
             }
@@ -221,11 +259,39 @@ impl Forwarder {
         Ok(true)
     }
 
+    /// Sends the super-packet just read from interface `i` (`n` bytes with its header) into
+    /// the network whole, in the buffer it was read into, if it may cross so; false when it is
+    /// to be cut.
+    fn take_whole(&mut self, i: usize, n: usize, now: Instant) -> bool {
+        if !self.whole || n < VNET_HDR_LEN {
+            return false;
+        }
+        let Ok(hdr) = VnetHdr::parse(&self.vnet_hdr) else {
+            return false;
+        };
+        let Some(whole) = Whole::of(&hdr, &self.packet) else {
+            return false;
+        };
+        // One that a link on its way would cut is cut here, into pooled buffers.
+        if !self.core.path_carries_whole(i, &self.packet) {
+            return false;
+        }
+        let next = self
+            .big
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(MAX_PACKET));
+        let data = std::mem::replace(&mut self.packet, next);
+        self.packets_read += u64::from(whole.segments);
+        self.core.handle_whole(now, i, data, whole);
+        true
+    }
+
     /// Cuts the `n` bytes read from interface `i` (a virtio header and a packet, maybe a
     /// super-packet) into the datagrams the host would have sent, into `self.segments`. One
     /// that cannot be cut is dropped, counted, and the first such named in a warning.
     fn cut(&mut self, i: usize, n: usize, now: Instant) {
-        let (head, packet) = self.buf[..n].split_at_mut(n.min(VNET_HDR_LEN));
+        let head = &self.vnet_hdr[..n.min(VNET_HDR_LEN)];
+        let packet = &mut self.packet[..];
         let pool = &mut self.pool;
         let segments = &mut self.segments;
         let mut host_bad = self.host_checksum_bad;
@@ -294,8 +360,24 @@ impl Forwarder {
             } else {
                 t.at - real
             };
-            self.lateness.record(error);
             self.late_max_ns = self.late_max_ns.max(error.as_nanos() as u64);
+            if let Some(w) = t.whole {
+                // Its segments, each delivered this late, after what is being joined.
+                for _ in 0..w.segments {
+                    self.lateness.record(error);
+                }
+                if let Some(j) = open.take() {
+                    self.write_coalesced(j);
+                }
+                let fd = self.ifaces[t.iface].fd;
+                if sys::write_packet_vnet(fd, &w.hdr.emit(), &t.data).is_err() {
+                    self.write_errors += u64::from(w.segments);
+                }
+                self.writes += 1;
+                self.recycle(t.data);
+                continue;
+            }
+            self.lateness.record(error);
             if let (Some(c), Some(f)) = (&mut self.captures, self.ifaces[t.iface].pcap) {
                 c.pcap(f, now, &t.data);
             }
@@ -348,7 +430,11 @@ impl Forwarder {
 
     /// Keeps a written packet's buffer for a packet to come.
     fn recycle(&mut self, data: Vec<u8>) {
-        if self.pool.len() < POOL_BUFFERS {
+        if data.capacity() >= MAX_PACKET {
+            if self.big.len() < BIG_BUFFERS {
+                self.big.push(data);
+            }
+        } else if self.pool.len() < POOL_BUFFERS {
             self.pool.push(data);
         }
     }

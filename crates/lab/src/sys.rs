@@ -36,8 +36,11 @@ pub enum Offload {
     /// over TCP and UDP super-packets of up to 64 KB with partial checksums, which
     /// `wire::gso` cuts back into the datagrams it would have sent; one datagram per write.
     Segment,
-    /// `on`, the default: as `Segment`, and consecutive TCP segments of one flow written at
-    /// once go into the receiving host as one super-packet (`wire::gso::Coalescer`).
+    /// `coalesce`: as `Segment`, and consecutive TCP segments of one flow written at once go
+    /// into the receiving host as one super-packet (`wire::gso::Coalescer`).
+    Coalesce,
+    /// `on`, the default: as `Coalesce`, and a TCP super-packet crosses the lab whole where
+    /// nothing treats its segments apart (`engine::Forwarder::build` says when).
     Full,
 }
 
@@ -47,6 +50,7 @@ pub fn tun_offload() -> Offload {
     *MODE.get_or_init(|| match std::env::var("LATENCYLAB_OFFLOAD").as_deref() {
         Ok("off" | "0" | "no") => Offload::Off,
         Ok("segment") => Offload::Segment,
+        Ok("coalesce") => Offload::Coalesce,
         _ => Offload::Full,
     })
 }
@@ -124,6 +128,42 @@ pub fn read_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
         return Err(e);
     }
     Ok(Some(n as usize))
+}
+
+/// Reads one packet from a device opened with offloads: its virtio header into `hdr`, the
+/// packet into `data` (cleared first, and filled up to its capacity at most), in one `readv`;
+/// `Ok(None)` when none is waiting. Returns the bytes read, header included.
+pub fn read_packet_vnet(
+    fd: RawFd,
+    hdr: &mut [u8; wire::gso::VNET_HDR_LEN],
+    data: &mut Vec<u8>,
+) -> io::Result<Option<usize>> {
+    data.clear();
+    let spare = data.spare_capacity_mut();
+    let iov = [
+        libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: hdr.len(),
+        },
+        libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: spare.len(),
+        },
+    ];
+    // SAFETY: both iovecs point at live, writable buffers of their lengths.
+    let n = unsafe { libc::readv(fd, iov.as_ptr(), iov.len() as libc::c_int) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    let n = n as usize;
+    let body = n.saturating_sub(hdr.len());
+    // SAFETY: readv filled the first `body` bytes of the spare capacity (at most its length).
+    unsafe { data.set_len(body) };
+    Ok(Some(n))
 }
 
 /// Writes one packet.

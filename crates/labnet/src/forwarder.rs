@@ -55,6 +55,8 @@ pub struct Transmit {
     /// When the links delivered it: the caller writes it at `now`, this late.
     pub at: Instant,
     pub data: Vec<u8>,
+    /// A TCP super-packet that crossed the lab whole, to be written with this header.
+    pub whole: Option<wire::gso::Whole>,
 }
 
 pub struct Forwarder {
@@ -306,6 +308,70 @@ impl Forwarder {
         })
     }
 
+    /// Whether [`Forwarder::handle_whole`] may carry super-packets whole: in a lab without a
+    /// translator or a CLAT (which translate single datagrams) and without link logs (a line
+    /// per packet). Each link decides again for itself (`link::Link`), cutting what it cannot
+    /// carry whole.
+    pub fn carries_whole(&self) -> bool {
+        self.translator.is_none() && self.clats.is_empty() && !self.keep_events
+    }
+
+    /// Whether a super-packet `data` from host interface `iface` would reach its host whole
+    /// (every link on its way carries it so): the caller cuts any other itself.
+    pub fn path_carries_whole(&self, iface: usize, data: &[u8]) -> bool {
+        self.carries_whole()
+            && wire::packet::flow_key(data)
+                .is_some_and(|k| self.net.carries_whole(self.ifaces[iface].node, k.dst))
+    }
+
+    /// A TCP super-packet `data` sent by host interface `iface` at `now`, standing for the
+    /// segments `whole` describes: the network counts and times it as those segments and
+    /// cuts it where a link would treat them apart; what reaches a host whole comes out of
+    /// [`Forwarder::poll_transmit`] with its `whole`. In a lab that cannot carry it whole
+    /// ([`Forwarder::carries_whole`]) it is cut here and each segment sent in turn.
+    pub fn handle_whole(
+        &mut self,
+        now: Instant,
+        iface: usize,
+        mut data: Vec<u8>,
+        whole: wire::gso::Whole,
+    ) {
+        if !self.carries_whole() {
+            let mut segments = Vec::new();
+            let mut scratch = Vec::new();
+            let cut = wire::gso::segment(&whole.hdr, &mut data, &mut scratch, |s| {
+                segments.push(s.to_vec())
+            });
+            if cut.is_ok() {
+                for s in segments {
+                    self.handle_packet(now, iface, s);
+                }
+                return;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let packet = Packet {
+            id,
+            whole: Some(whole),
+            ..Packet::new(data)
+        };
+        let (events, keep) = (&mut self.events, self.keep_events);
+        let mut obs = |l: LinkId, e: &Event| {
+            if keep {
+                events.push_back((l, e.clone()));
+            }
+        };
+        self.net.inject(
+            now,
+            self.ifaces[iface].node,
+            packet,
+            &mut self.out,
+            &mut obs,
+        );
+        self.deliver(now);
+    }
+
     /// A packet sent by host interface `iface` at `now`.
     pub fn handle_packet(&mut self, now: Instant, iface: usize, data: Vec<u8>) {
         // An IPv4 packet from a host with a CLAT: translated on the host's side (a reply, an
@@ -320,6 +386,7 @@ impl Forwarder {
                             iface,
                             at: now,
                             data: out,
+                            whole: None,
                         });
                         return;
                     }
@@ -493,7 +560,12 @@ impl Forwarder {
                             nat64::Verdict::Drop(_) => continue,
                         }
                     }
-                    self.transmit.push_back(Transmit { iface: e, at, data });
+                    self.transmit.push_back(Transmit {
+                        iface: e,
+                        at,
+                        data,
+                        whole: p.whole,
+                    });
                     continue;
                 }
                 let Some((t, node)) = &mut self.translator else {
@@ -642,6 +714,72 @@ mod tests {
         );
         assert_eq!(s.clat[0].translated_4to6, 0);
         assert_eq!(s.clat[0].drops.get("not-ours"), Some(&1));
+    }
+
+    /// A TSO super-packet from the shell lab's client to its server (7 segments), with the
+    /// segments a cut gives.
+    fn super_packet() -> (Vec<u8>, wire::gso::Whole, Vec<Vec<u8>>) {
+        let client = crate::spec::iface_addrs(1).0;
+        let d = Ip::v4(client, SERVER).tcp(&wire::build::Tcp::new(40000, 5201, 1), &[9; 10_000]);
+        let (hdr, data) = wire::gso::tso(d, 1448);
+        let whole = wire::gso::Whole::of(&hdr, &data).unwrap();
+        let mut segments = Vec::new();
+        wire::gso::segment(&hdr, &mut data.clone(), &mut Vec::new(), |s| {
+            segments.push(s.to_vec())
+        })
+        .unwrap();
+        (data, whole, segments)
+    }
+
+    /// What reached the hosts by 1 s, as (interface, length, whole), and the links' summaries.
+    fn outcome(mut f: Forwarder) -> (Vec<(usize, usize, bool)>, Vec<LinkSummary>) {
+        let got = std::iter::from_fn(|| f.poll_transmit(Instant::from_secs(1)))
+            .map(|t| (t.iface, t.data.len(), t.whole.is_some()))
+            .collect();
+        (got, f.link_summaries())
+    }
+
+    #[test]
+    fn a_super_packet_reaches_the_host_whole_through_plain_links_counted_as_its_segments() {
+        let cfg = shell_config(&ShellOptions::default(), &no_files).unwrap();
+        let (data, whole, segments) = super_packet();
+        let mut f = Forwarder::new(&cfg, false).unwrap();
+        assert!(f.path_carries_whole(0, &data));
+        f.handle_whole(Instant::ZERO, 0, data.clone(), whole);
+        let (got, links) = outcome(f);
+        assert_eq!(got, [(1, data.len(), true)]);
+        let mut g = Forwarder::new(&cfg, false).unwrap();
+        for s in &segments {
+            g.handle_packet(Instant::ZERO, 0, s.clone());
+        }
+        let (cut, cut_links) = outcome(g);
+        assert_eq!(cut.len(), 7);
+        assert_eq!(links, cut_links, "the links count it as its segments");
+        // With link logs, or a rate on the way, the host gets the segments.
+        let mut logged = Forwarder::new(&cfg, true).unwrap();
+        assert!(!logged.carries_whole());
+        logged.handle_whole(Instant::ZERO, 0, data.clone(), whole);
+        assert_eq!(outcome(logged).0, cut);
+        let mut paced = Forwarder::new(&cfg, false).unwrap();
+        for d in 0..paced.dirs.len() {
+            let params = LinkParams {
+                capacity: link::Capacity::Rate(wire::Rate::from_mbit(100)),
+                ..LinkParams::default()
+            };
+            paced.set_params(Instant::ZERO, d, params);
+        }
+        assert!(!paced.path_carries_whole(0, &data));
+        paced.handle_whole(Instant::ZERO, 0, data, whole);
+        assert_eq!(outcome(paced).0, cut);
+    }
+
+    #[test]
+    fn a_lab_that_translates_cuts_super_packets_before_they_enter() {
+        let f = clat_lab();
+        assert!(
+            !f.carries_whole(),
+            "the clat and the nat64 translate datagrams"
+        );
     }
 
     #[test]

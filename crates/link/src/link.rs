@@ -202,6 +202,9 @@ pub struct Link {
     stats: LinkStats,
     /// Whether events carry the flow (see [`Link::set_event_detail`]).
     event_detail: bool,
+    /// Whether a super-packet crosses whole ([`Link::carries_whole`]), kept up to date at
+    /// every change of parameters or event detail.
+    carries_whole: bool,
 }
 
 /// Buffers a duplicating link keeps for its copies. A burst of copies beyond this allocates.
@@ -298,13 +301,58 @@ impl Link {
             events: Vec::new(),
             stats: LinkStats::default(),
             event_detail: true,
+            carries_whole: false,
         }
+    }
+
+    /// Whether the link treats each segment of a super-packet ([`wire::gso::Whole`]) exactly as
+    /// it treats the others, so that the super-packet can cross it whole, counted as its
+    /// segments: no rate and no trace (the segments, offered together, leave together), the
+    /// default discipline (a FIFO of packets: an unlimited link dequeues each packet as it is
+    /// queued, so a FIFO's packet limit never binds), no loss, no impairment (jitter, reordering,
+    /// duplication, corruption, slots, a packet-rate ceiling, filters, a narrow MTU all act on
+    /// single packets), no ECN bleaching, up, and no event log (whose lines are per packet).
+    /// The delay is the same for every segment. Any other link cuts a super-packet into its
+    /// segments at its entry.
+    fn refresh_carries_whole(&mut self) {
+        let p = &self.params;
+        self.carries_whole = !self.event_detail
+            && p.capacity == Capacity::Unlimited
+            && self.qdisc.kind() == "fifo"
+            && p.loss == LossModel::None
+            && p.up
+            && !p.blackhole
+            && !p.bleach_ecn
+            && p.impair == Impairments::default();
+    }
+
+    /// Whether a super-packet crosses this link whole (see `refresh_carries_whole`).
+    pub fn carries_whole(&self) -> bool {
+        self.carries_whole
+    }
+
+    /// Cuts `packet`, a super-packet, into its segments as the sending host's kernel would
+    /// have, each with the super-packet's id; `None` when it cannot be cut (not reached:
+    /// [`wire::gso::Whole::of`] checked what the cut checks).
+    fn cut(packet: &mut Packet) -> Option<Vec<Packet>> {
+        let w = packet.whole?;
+        let mut segments = Vec::with_capacity(w.segments as usize);
+        let mut scratch = Vec::new();
+        wire::gso::segment(&w.hdr, &mut packet.data, &mut scratch, |s| {
+            segments.push(Packet {
+                id: packet.id,
+                ..Packet::new(s.to_vec())
+            })
+        })
+        .ok()?;
+        Some(segments)
     }
 
     /// With `false`, events leave out the flow (`Event::flow` is `None`): for a caller that logs
     /// nothing, so the hot path does not parse every packet's 5-tuple. On by default.
     pub fn set_event_detail(&mut self, detail: bool) {
         self.event_detail = detail;
+        self.refresh_carries_whole();
     }
 
     pub fn params(&self) -> &LinkParams {
@@ -334,6 +382,7 @@ impl Link {
         self.overtaking.fit(out_of_line_span(&params));
         self.jitter = params.impair.jitter.as_ref().map(Jitter::sampler);
         self.params = params;
+        self.refresh_carries_whole();
         if trace_changed {
             self.trace_epoch = now;
             self.trace_next = None;
@@ -346,10 +395,18 @@ impl Link {
 
     /// Offers a packet to the link at `now`. Afterwards, [`Link::take_bounced`] has what the
     /// router in front of a narrow link sent instead of an oversized packet.
-    pub fn enqueue(&mut self, now: Instant, packet: Packet, obs: &mut dyn Observer) {
+    pub fn enqueue(&mut self, now: Instant, mut packet: Packet, obs: &mut dyn Observer) {
+        if packet.whole.is_some() && !self.carries_whole {
+            if let Some(segments) = Link::cut(&mut packet) {
+                for p in segments {
+                    self.enqueue(now, p, obs);
+                }
+                return;
+            }
+        }
         self.advance(now, obs);
-        self.stats.packets_in += 1;
-        self.stats.bytes_in += packet.len() as u64;
+        self.stats.packets_in += packet.segments();
+        self.stats.bytes_in += packet.wire_bytes();
         self.stats.first_in.get_or_insert(now);
         let impair = &self.params.impair;
         let entry_drop = if !self.params.up {
@@ -370,7 +427,7 @@ impl Link {
             None
         };
         if let Some(cause) = entry_drop {
-            *self.stats.drops.entry(cause.name()).or_default() += 1;
+            *self.stats.drops.entry(cause.name()).or_default() += packet.segments();
             obs.event(&Event {
                 cause: Some(cause),
                 ..event_of(now, EventKind::Drop, &packet, self.event_detail)
@@ -438,6 +495,7 @@ impl Link {
             id: p.id,
             enqueued_at: p.enqueued_at,
             class: p.class,
+            whole: p.whole,
         }
     }
 
@@ -474,7 +532,7 @@ impl Link {
             match e {
                 QdiscEvent::Dropped { packet, cause } => {
                     let cause = DropCause::Qdisc(cause);
-                    *self.stats.drops.entry(cause.name()).or_default() += 1;
+                    *self.stats.drops.entry(cause.name()).or_default() += packet.segments();
                     let sojourn = now - packet.enqueued_at;
                     obs.event(&Event {
                         sojourn: Some(sojourn),
@@ -528,9 +586,13 @@ impl Link {
         let p = self.qdisc.dequeue(t, &mut self.events);
         let cur = p.as_ref().map(|p| {
             let sojourn_ns = t.as_nanos().saturating_sub(p.enqueued_at.as_nanos());
-            self.stats.queue_delay.record_nanos(sojourn_ns);
-            self.stats.queue_delay_sum_ns += sojourn_ns;
-            self.stats.queue_delay_by_class[usize::from(p.class.min(1))].record_nanos(sojourn_ns);
+            // A super-packet's segments each waited as long.
+            for _ in 0..p.segments() {
+                self.stats.queue_delay.record_nanos(sojourn_ns);
+                self.stats.queue_delay_sum_ns += sojourn_ns;
+                self.stats.queue_delay_by_class[usize::from(p.class.min(1))]
+                    .record_nanos(sojourn_ns);
+            }
             Event {
                 sojourn: Some(Duration::from_nanos(sojourn_ns)),
                 ..event_of(t, EventKind::Dequeue, p, self.event_detail)
@@ -593,11 +655,13 @@ impl Link {
             Some(w) if w.filter.matches(&p.data) => (at + w.extra, false),
             _ => (at, in_line),
         };
-        self.stats
-            .added_delay
-            .record_nanos(at.as_nanos().saturating_sub(done.as_nanos()));
-        self.stats.packets_out += 1;
-        self.stats.bytes_out += p.len() as u64;
+        for _ in 0..p.segments() {
+            self.stats
+                .added_delay
+                .record_nanos(at.as_nanos().saturating_sub(done.as_nanos()));
+        }
+        self.stats.packets_out += p.segments();
+        self.stats.bytes_out += p.wire_bytes();
         let copy = match &impair.duplicate {
             Some(d) if self.rngs.duplicate.gen::<f64>() < d.probability => {
                 let (late_by, copy) = (d.late_by, self.copy_of(&p));
@@ -671,7 +735,9 @@ impl Link {
                     let Some(p) = self.dequeue_at(t, obs) else {
                         break;
                     };
-                    let bytes = p.len() as u64 + u64::from(self.params.overhead_bytes);
+                    // A super-packet (only on an unlimited link) is its segments' bytes.
+                    let bytes =
+                        p.wire_bytes() + p.segments() * u64::from(self.params.overhead_bytes);
                     let tx = match &self.params.capacity {
                         Capacity::Rate(r) => r.serialization_time(bytes),
                         _ => Duration::ZERO,
@@ -878,6 +944,101 @@ pub(crate) mod tests {
             got.extend(out.drain(..).map(|(at, p)| (at, p.id)));
         }
         got
+    }
+
+    /// A TSO super-packet of 10 000 payload bytes (7 segments), and its segments as a cut gives
+    /// them.
+    fn super_packet(id: u64) -> (Packet, Vec<Packet>) {
+        let d = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .tcp(&wire::build::Tcp::new(1, 2, 3), &vec![7; 10_000]);
+        let (hdr, data) = wire::gso::tso(d, 1448);
+        let whole = wire::gso::Whole::of(&hdr, &data).expect("a plain TSO packet");
+        let mut p = Packet {
+            id,
+            whole: Some(whole),
+            ..Packet::new(data)
+        };
+        let segments = Link::cut(&mut p).expect("cut");
+        (p, segments)
+    }
+
+    /// What a link did with `packets`, each offered at its id less one in ms: (arrival, id,
+    /// length, whole) in order, and its counters as printed.
+    fn through(
+        params: &LinkParams,
+        packets: Vec<Packet>,
+    ) -> (Vec<(Instant, u64, usize, bool)>, String) {
+        let mut l = Link::new(Instant::ZERO, params.clone(), fifo(1000), 1);
+        l.set_event_detail(false);
+        for p in packets {
+            l.enqueue(Instant::from_millis(p.id - 1), p, &mut ());
+        }
+        let mut got = Vec::new();
+        let mut out = Vec::new();
+        while let Some(t) = l.next_wakeup() {
+            l.poll(t, &mut out, &mut ());
+            got.extend(
+                out.drain(..)
+                    .map(|(at, p)| (at, p.id, p.len(), p.whole.is_some())),
+            );
+        }
+        (got, format!("{:?}", l.stats()))
+    }
+
+    #[test]
+    fn a_super_packet_crosses_an_unimpaired_unlimited_link_whole_counted_as_its_segments() {
+        let delay = LinkParams {
+            delay: Duration::from_millis(5),
+            ..LinkParams::default()
+        };
+        let (p, segments) = super_packet(1);
+        let (q, more) = super_packet(2);
+        let (whole, whole_stats) = through(&delay, vec![p.clone(), q]);
+        let (cut, cut_stats) = through(&delay, segments.iter().chain(&more).cloned().collect());
+        assert_eq!(
+            whole,
+            [
+                (Instant::from_millis(5), 1, p.len(), true),
+                (Instant::from_millis(6), 2, p.len(), true)
+            ]
+        );
+        assert_eq!(cut.len(), 14);
+        assert!(cut[..7].iter().all(|c| c.0 == Instant::from_millis(5)));
+        assert_eq!(whole_stats, cut_stats, "the same counters as its segments'");
+        // With a log of every packet, it is cut.
+        let mut l = Link::new(Instant::ZERO, delay.clone(), fifo(1000), 1);
+        l.enqueue(Instant::ZERO, p, &mut ());
+        assert_eq!(drain(&mut l, &mut ()).len(), 7);
+    }
+
+    #[test]
+    fn a_link_that_treats_segments_apart_cuts_a_super_packet_at_its_entry() {
+        let rate = LinkParams {
+            capacity: Capacity::Rate(Rate::from_mbit(100)),
+            delay: Duration::from_millis(5),
+            ..LinkParams::default()
+        };
+        let lossy = LinkParams {
+            loss: LossModel::Bernoulli { p: 0.3 },
+            ..LinkParams::default()
+        };
+        let jitter = LinkParams {
+            impair: Impairments {
+                jitter: Some(crate::Jitter::parse("2ms").unwrap()),
+                ..Impairments::default()
+            },
+            delay: Duration::from_millis(5),
+            ..LinkParams::default()
+        };
+        for params in [rate, lossy, jitter] {
+            let (p, segments) = super_packet(1);
+            let (q, more) = super_packet(2);
+            let (whole, whole_stats) = through(&params, vec![p, q]);
+            let (cut, cut_stats) = through(&params, segments.into_iter().chain(more).collect());
+            assert_eq!(whole, cut, "{params:?}");
+            assert!(whole.iter().all(|w| !w.3));
+            assert_eq!(whole_stats, cut_stats);
+        }
     }
 
     #[test]

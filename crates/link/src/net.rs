@@ -183,6 +183,22 @@ impl Network {
         }
     }
 
+    /// Whether a super-packet for `dst` appearing at `node` would cross every link on its way
+    /// whole ([`Link::carries_whole`]) to the endpoint it reaches: false when some link would
+    /// cut it (the caller may as well cut it first) or when it has no route.
+    pub fn carries_whole(&self, node: NodeId, dst: IpAddr) -> bool {
+        let mut at = node;
+        // A route loop would revisit a link: a path longer than every link is one.
+        for _ in 0..=self.links.len() {
+            match self.nodes[at].lookup(dst) {
+                Some(Hop::Link(l)) if self.links[l].0.carries_whole() => at = self.links[l].1,
+                Some(Hop::Deliver(_)) => return true,
+                Some(Hop::Link(_)) | None => return false,
+            }
+        }
+        false
+    }
+
     /// A packet appears at `node` at `now` (read from a host's interface). Deliveries straight
     /// to an endpoint (no link in between) are appended to `out`.
     pub fn inject(
@@ -194,7 +210,7 @@ impl Network {
         obs: &mut dyn FnMut(LinkId, &Event),
     ) {
         let Some(dst) = packet.flow_key().map(|k| k.dst) else {
-            self.no_route += 1;
+            self.no_route += packet.segments();
             return;
         };
         match self.nodes[node].lookup(dst) {
@@ -218,7 +234,7 @@ impl Network {
                 }
             }
             Some(Hop::Deliver(e)) => out.push((e, now, packet)),
-            None => self.no_route += 1,
+            None => self.no_route += packet.segments(),
         }
     }
 
@@ -293,6 +309,45 @@ mod tests {
             net.poll(t, &mut out, &mut |_, _| {});
         }
         out.into_iter().map(|(e, t, p)| (e, t, p.id)).collect()
+    }
+
+    #[test]
+    fn a_path_carries_a_super_packet_whole_only_if_every_link_on_it_does() {
+        // a --(unlimited)--> r --(unlimited or 10 mbit)--> b
+        let mut net = Network::new();
+        let (a, r, b) = (net.add_node(), net.add_node(), net.add_node());
+        let plain = || {
+            let mut l = Link::new(
+                Instant::ZERO,
+                LinkParams::default(),
+                Box::new(Fifo::new(Limit::Packets(100))),
+                1,
+            );
+            l.set_event_detail(false);
+            l
+        };
+        let first = net.add_link(plain(), r);
+        let second = net.add_link(plain(), b);
+        let dst: IpAddr = "10.0.0.2".parse().unwrap();
+        net.add_route(a, dst, 32, Hop::Link(first));
+        net.add_route(r, dst, 32, Hop::Link(second));
+        net.add_route(b, dst, 32, Hop::Deliver(0));
+        assert!(net.carries_whole(a, dst));
+        assert!(
+            !net.carries_whole(a, "10.0.0.3".parse().unwrap()),
+            "no route"
+        );
+        let paced = LinkParams {
+            capacity: Capacity::Rate(Rate::from_mbit(10)),
+            ..LinkParams::default()
+        };
+        net.link_mut(second)
+            .set_params(Instant::ZERO, paced, &mut ());
+        assert!(
+            !net.carries_whole(a, dst),
+            "the second hop paces its segments"
+        );
+        assert!(net.link(first).carries_whole());
     }
 
     #[test]

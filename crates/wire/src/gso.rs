@@ -244,31 +244,26 @@ fn fix_l4_checksum(seg: &mut [u8], v4: bool, l4: usize, proto: u8, field_off: us
     seg[f..f + 2].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Splits `packet`, read from a TUN device with virtio header `hdr`, into the datagrams the
-/// kernel would have sent without offloads, and hands each to `each` (built in `scratch`, so
-/// that no segment allocates). A packet that needs no segmentation is handed over as it is,
-/// its checksum finished when partial. Returns the number of datagrams.
-///
-/// TCP (RFC 9293): each segment carries `gso_size` payload bytes (the last the rest), its
-/// sequence number advanced by the payload before it, FIN and PSH only on the last and CWR only
-/// on the first (as `tcp_gso_segment`), options copied. UDP (`GSO_UDP_L4`): each datagram its
-/// own UDP header and length. IPv4 identification: the first segment's, plus one per segment.
-/// Every checksum is computed whole.
-pub fn segment(
-    hdr: &VnetHdr,
-    packet: &mut [u8],
-    scratch: &mut Vec<u8>,
-    mut each: impl FnMut(&[u8]),
-) -> Result<usize, GsoError> {
+/// Where a GSO super-packet's parts lie, checked against its virtio header.
+struct Layout {
+    proto: u8,
+    v4: bool,
+    /// Offset of the transport header, and of its checksum field within it.
+    l4: usize,
+    field_off: usize,
+    /// Bytes of IP and transport headers every segment carries.
+    headers: usize,
+    /// Payload bytes per segment (the last may carry fewer), and the number of segments.
+    mss: usize,
+    count: usize,
+}
+
+/// Checks a super-packet (`hdr.gso_type` not `GSO_NONE`) for segmentation: the GSO type
+/// known, a partial checksum where the transport header's checksum lies, IP and transport
+/// headers whole, segments that fit the IP length field.
+fn layout(hdr: &VnetHdr, packet: &[u8]) -> Result<Layout, GsoError> {
     let kind = hdr.gso_type & !GSO_ECN;
     let proto = match kind {
-        GSO_NONE => {
-            if hdr.flags & F_NEEDS_CSUM != 0 {
-                finish_checksum(hdr, packet)?;
-            }
-            each(packet);
-            return Ok(1);
-        }
         GSO_TCPV4 | GSO_TCPV6 => PROTO_TCP,
         GSO_UDP_L4 => PROTO_UDP,
         t => return Err(GsoError::UnsupportedType(t)),
@@ -306,10 +301,53 @@ pub fn segment(
             "segments would exceed the ip length field",
         ));
     }
+    Ok(Layout {
+        proto,
+        v4: ip.v4,
+        l4: ip.l4,
+        field_off,
+        headers,
+        mss,
+        count,
+    })
+}
+
+/// Splits `packet`, read from a TUN device with virtio header `hdr`, into the datagrams the
+/// kernel would have sent without offloads, and hands each to `each` (built in `scratch`, so
+/// that no segment allocates). A packet that needs no segmentation is handed over as it is,
+/// its checksum finished when partial. Returns the number of datagrams.
+///
+/// TCP (RFC 9293): each segment carries `gso_size` payload bytes (the last the rest), its
+/// sequence number advanced by the payload before it, FIN and PSH only on the last and CWR only
+/// on the first (as `tcp_gso_segment`), options copied. UDP (`GSO_UDP_L4`): each datagram its
+/// own UDP header and length. IPv4 identification: the first segment's, plus one per segment.
+/// Every checksum is computed whole.
+pub fn segment(
+    hdr: &VnetHdr,
+    packet: &mut [u8],
+    scratch: &mut Vec<u8>,
+    mut each: impl FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    if hdr.gso_type & !GSO_ECN == GSO_NONE {
+        if hdr.flags & F_NEEDS_CSUM != 0 {
+            finish_checksum(hdr, packet)?;
+        }
+        each(packet);
+        return Ok(1);
+    }
+    let Layout {
+        proto,
+        v4,
+        l4,
+        field_off,
+        headers,
+        mss,
+        count,
+    } = layout(hdr, packet)?;
     let id0 = u16::from_be_bytes([packet[4], packet[5]]);
     // For TCP (whose header is at least 20 bytes, checked above): sequence number and flags.
     let (seq0, flags0) = if proto == PROTO_TCP {
-        let t = &packet[ip.l4..];
+        let t = &packet[l4..];
         (u32::from_be_bytes([t[4], t[5], t[6], t[7]]), t[13])
     } else {
         (0, 0)
@@ -321,14 +359,14 @@ pub fn segment(
         scratch.extend_from_slice(&packet[..headers]);
         scratch.extend_from_slice(&packet[from..to]);
         let seg = &mut scratch[..];
-        if ip.v4 {
+        if v4 {
             fix_ip(seg, true, id0, i);
         } else {
             fix_ip(seg, false, 0, 0);
         }
         if proto == PROTO_TCP {
             let seq = seq0.wrapping_add((i * mss) as u32);
-            seg[ip.l4 + 4..ip.l4 + 8].copy_from_slice(&seq.to_be_bytes());
+            seg[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
             let mut flags = flags0;
             if i + 1 < count {
                 flags &= !(TCP_FIN | TCP_PSH);
@@ -336,15 +374,82 @@ pub fn segment(
             if i > 0 {
                 flags &= !TCP_CWR;
             }
-            seg[ip.l4 + 13] = flags;
+            seg[l4 + 13] = flags;
         } else {
-            let udp_len = (seg.len() - ip.l4) as u16;
-            seg[ip.l4 + 4..ip.l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+            let udp_len = (seg.len() - l4) as u16;
+            seg[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
         }
-        fix_l4_checksum(seg, ip.v4, ip.l4, proto, field_off);
+        fix_l4_checksum(seg, v4, l4, proto, field_off);
         each(seg);
     }
     Ok(count)
+}
+
+/// A TCP super-packet that may cross the lab whole rather than cut into its segments: what
+/// [`segment`] would cut into `segments` datagrams of `header_bytes` of headers each, the
+/// virtio header it was read with kept to write it into the receiving host as it came (the
+/// TCP checksum left partial, `F_NEEDS_CSUM`). A link that would treat its segments apart
+/// cuts it with [`segment`] at its entry; one that treats every segment alike counts it as
+/// its segments ([`Whole::wire_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Whole {
+    pub hdr: VnetHdr,
+    /// The datagrams it stands for (at least 2).
+    pub segments: u32,
+    /// Bytes of IP and TCP headers that each of them carries.
+    pub header_bytes: u16,
+}
+
+impl Whole {
+    /// `packet`, read with `hdr`, as a super-packet that may travel whole: TCP segmentation
+    /// (`GSO_TCPV4`/`GSO_TCPV6`) into at least two segments, the headers as [`segment`] checks
+    /// them, and what [`Coalescer`] would join again from its segments: no CWR (`GSO_ECN`, on
+    /// the first segment only), no SYN, RST or URG (FIN and PSH, on the last segment only, the
+    /// coalescer gives back to the super-packet). `None` for anything else, which is to be
+    /// cut (or passed as it is).
+    pub fn of(hdr: &VnetHdr, packet: &[u8]) -> Option<Whole> {
+        if hdr.gso_type & GSO_ECN != 0 || hdr.gso_type == GSO_NONE {
+            return None;
+        }
+        let l = layout(hdr, packet).ok()?;
+        if l.proto != PROTO_TCP || l.count < 2 {
+            return None;
+        }
+        if packet[l.l4 + 13] & TCP_NEVER != 0 {
+            return None;
+        }
+        Some(Whole {
+            hdr: *hdr,
+            segments: u32::try_from(l.count).ok()?,
+            header_bytes: u16::try_from(l.headers).ok()?,
+        })
+    }
+
+    /// The bytes of the datagrams it stands for, `len` being the super-packet's: its payload
+    /// once, its headers once per segment.
+    pub fn wire_bytes(&self, len: usize) -> u64 {
+        len as u64 + u64::from(self.segments - 1) * u64::from(self.header_bytes)
+    }
+}
+
+/// What a host's kernel hands over, with TSO, for the TCP datagram `datagram` (IPv4 without
+/// options or IPv6 with TCP after the fixed header, its checksum whatever it is): the virtio
+/// header that asks for segments of `mss` payload bytes, and the datagram with its checksum
+/// left partial (the pseudo-header's sum). For tests and simulations of the offload path.
+pub fn tso(mut datagram: Vec<u8>, mss: u16) -> (VnetHdr, Vec<u8>) {
+    let v4 = datagram.first().is_some_and(|b| b >> 4 == 4);
+    let l4 = if v4 { 20 } else { 40 };
+    let pseudo = !checksum::finish(pseudo_sum(&datagram, v4, PROTO_TCP, datagram.len() - l4));
+    datagram[l4 + 16..l4 + 18].copy_from_slice(&pseudo.to_be_bytes());
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: if v4 { GSO_TCPV4 } else { GSO_TCPV6 },
+        hdr_len: (l4 + usize::from(datagram[l4 + 12] >> 4) * 4) as u16,
+        gso_size: mss,
+        csum_start: l4 as u16,
+        csum_offset: 16,
+    };
+    (hdr, datagram)
 }
 
 /// The most bytes a coalesced super-packet holds: IPv4's total length field.
@@ -818,6 +923,72 @@ mod tests {
         let mut got = None;
         c.take(|h, b| got = Some((*h, b.to_vec())));
         got.expect("something was built")
+    }
+
+    #[test]
+    fn a_whole_super_packet_stands_for_the_segments_a_cut_gives() {
+        for v6 in [false, true] {
+            let ip = if v6 { Ip::v6(A6, B6) } else { Ip::v4(A4, B4) };
+            let seg = Tcp::new(40000, 80, 1).ack(77).flags(TcpHeader::PSH);
+            let (hdr, mut p) = tso(ip.tcp(&seg, &payload(5000)), 1448);
+            let w = Whole::of(&hdr, &p).expect("a plain TSO packet travels whole");
+            let out = run(&hdr, &mut p.clone());
+            assert_eq!(w.segments as usize, out.len());
+            assert_eq!(usize::from(w.header_bytes), if v6 { 60 } else { 40 });
+            let bytes: usize = out.iter().map(Vec::len).sum();
+            assert_eq!(w.wire_bytes(p.len()), bytes as u64);
+            // The coalescer joins the cut segments back into the same super-packet.
+            let mut c = Coalescer::default();
+            for s in &out {
+                assert!(c.push(s));
+            }
+            let (joined_hdr, joined) = take(&mut c);
+            assert_eq!(joined_hdr.gso_size, hdr.gso_size);
+            assert_eq!(
+                joined[l4_of(&joined)..],
+                p[l4_of(&p)..],
+                "tcp header and payload"
+            );
+            let (a, b) = (parse(&joined).unwrap(), parse(&p).unwrap());
+            assert_eq!(
+                (a.ip.total_len, a.ip.src, a.ip.dst),
+                (b.ip.total_len, b.ip.src, b.ip.dst)
+            );
+            // What a cut would change beyond lengths and checksums keeps it to be cut.
+            let mut cwr = hdr;
+            cwr.gso_type |= GSO_ECN;
+            assert_eq!(Whole::of(&cwr, &p), None, "cwr on the first segment only");
+            let l4 = l4_of(&p);
+            p[l4 + 13] |= 0x20;
+            assert_eq!(Whole::of(&hdr, &p), None, "urg");
+        }
+        let (hdr, p) = tso(Ip::v4(A4, B4).tcp(&Tcp::new(1, 2, 3), &payload(1000)), 1448);
+        assert_eq!(
+            Whole::of(&hdr, &p),
+            None,
+            "one segment: nothing to carry whole"
+        );
+        let mut none = hdr;
+        none.gso_type = GSO_NONE;
+        assert_eq!(Whole::of(&none, &p), None);
+        let (udp, _) = partial(Ip::v4(A4, B4).udp(1, 2, &payload(3000)), PROTO_UDP);
+        let uh = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_UDP_L4,
+            hdr_len: 28,
+            gso_size: 1000,
+            csum_start: 20,
+            csum_offset: 6,
+        };
+        assert_eq!(Whole::of(&uh, &udp), None, "udp is cut");
+    }
+
+    fn l4_of(p: &[u8]) -> usize {
+        if p[0] >> 4 == 4 {
+            20
+        } else {
+            40
+        }
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Packet {
     /// Which sub-queue a discipline put the packet in (DualPI2: 0 = classic, 1 = L4S); zero
     /// for single-queue disciplines.
     pub class: u8,
+    /// A TCP super-packet carried whole, standing for its segments (`None`: one datagram).
+    pub whole: Option<crate::gso::Whole>,
 }
 
 impl Packet {
@@ -70,6 +72,19 @@ impl Packet {
     }
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
+    }
+
+    /// The datagrams this packet stands for: one, or a whole super-packet's segments.
+    pub fn segments(&self) -> u64 {
+        self.whole.map_or(1, |w| u64::from(w.segments))
+    }
+
+    /// The bytes of the datagrams it stands for: its length, or a super-packet's segments'.
+    pub fn wire_bytes(&self) -> u64 {
+        match &self.whole {
+            None => self.data.len() as u64,
+            Some(w) => w.wire_bytes(self.data.len()),
+        }
     }
 
     /// The IP version nibble (4 or 6), if there is a first byte.
