@@ -187,6 +187,16 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &c.export {
         return export(dir, d, (d.runs)(&a)?);
     }
+    if !crate::without_web::BUILT {
+        let runs = (d.runs)(&a)?;
+        let programs = runs.iter().flat_map(|r| &r.config.programs);
+        if programs
+            .into_iter()
+            .any(|p| crate::without_web::runs_web_program(&p.run))
+        {
+            return Err(crate::without_web::not_built(&format!("`demo {}`", d.name)).into());
+        }
+    }
     let o = (d.run)(&a)?;
     // Under sudo, the report and every run's files are the user's.
     if let Err(e) = lab::owner::hand_over(&c.out) {

@@ -17,6 +17,7 @@ mod shell;
 mod sweep_cmd;
 mod watch;
 mod watch_web;
+mod without_web;
 
 use std::process::ExitCode;
 
@@ -46,10 +47,16 @@ enum Command {
     Sweep(sweep_cmd::SweepArgs),
     #[command(flatten)]
     App(apps::AppCommand),
+    #[cfg(feature = "web")]
     #[command(flatten)]
     Web(web::WebCommand),
+    #[cfg(feature = "web")]
     #[command(flatten)]
     Rpm(rpm::RpmCommand),
+    /// A build without the web programs: one of them, or a command that does not exist.
+    #[cfg(not(feature = "web"))]
+    #[command(external_subcommand)]
+    Missing(Vec<String>),
     /// List the named networks of --profile, with their figures and sources
     Profiles(rpm_cmd::ProfilesArgs),
 }
@@ -148,8 +155,12 @@ fn main() -> ExitCode {
         Command::Report(a) => report_cmd::run(&a),
         Command::Sweep(a) => sweep_cmd::run(&a),
         Command::App(a) => apps::run(a),
+        #[cfg(feature = "web")]
         Command::Web(a) => web::run(a),
+        #[cfg(feature = "web")]
         Command::Rpm(a) => rpm::run(a),
+        #[cfg(not(feature = "web"))]
+        Command::Missing(words) => Err(without_web::missing(&words[0]).into()),
         Command::Profiles(a) => rpm_cmd::profiles(&a),
     };
     match result {

@@ -28,6 +28,9 @@ pub fn in_lab(
     no_capture: bool,
     capture: CaptureLimits,
 ) -> Result<ExitCode> {
+    if !crate::without_web::BUILT {
+        return Err(crate::without_web::not_built("--rpm").into());
+    }
     if no_capture {
         return Err(UsageError(
             "--rpm needs the link logs to say where the time went: drop --no-capture".into(),

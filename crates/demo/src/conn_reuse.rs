@@ -30,7 +30,7 @@ use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
-use web::client::HtmlScan;
+use web::page::HtmlScan;
 use web::WebRecord;
 
 use crate::common::{self, Check};

@@ -10,13 +10,16 @@
 
 pub mod algorithm;
 pub mod attribution;
+#[cfg(feature = "net")]
 pub mod client;
 pub mod config;
 pub mod report;
+#[cfg(feature = "net")]
 pub mod server;
 
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+#[cfg(feature = "net")]
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -135,6 +138,7 @@ mod tests {
     }
 }
 
+#[cfg(feature = "net")]
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum RpmCommand {
     /// Serve the responsiveness test (draft-ietf-ippm-responsiveness): /.well-known/nq,
@@ -150,6 +154,7 @@ pub enum RpmCommand {
     Rpm(client::RpmArgs),
 }
 
+#[cfg(feature = "net")]
 pub fn run(cmd: RpmCommand) -> anyhow::Result<ExitCode> {
     let r = match &cmd {
         RpmCommand::RpmServer(a) => server::run(a),

@@ -104,14 +104,7 @@ pub struct PageLoadArgs {
     pub html_scan: HtmlScan,
 }
 
-/// When the managed load looks for the HTML's references.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum HtmlScan {
-    /// After each read of the body: what has arrived so far
-    Stream,
-    /// Once the whole body has arrived
-    Whole,
-}
+pub use crate::page::HtmlScan;
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
     let (num, mul) = if let Some(v) = s.strip_suffix("ms") {

@@ -28,27 +28,7 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// The response header that tells the client the server's stream scheduling.
 pub const SCHEDULING_HEADER: &str = "x-latencylab-scheduling";
 
-/// The order in which the server sends the responses that are ready at once.
-#[derive(
-    Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Scheduling {
-    /// One response after another, in the order they were written (quinn without fair
-    /// queueing): what Chrome asks for with non-incremental priorities (RFC 9218 section 4).
-    Sequential,
-    /// A packet's worth of each ready response in turn (quinn's fair queueing).
-    RoundRobin,
-}
-
-impl Scheduling {
-    pub fn name(self) -> &'static str {
-        match self {
-            Scheduling::Sequential => "sequential",
-            Scheduling::RoundRobin => "round-robin",
-        }
-    }
-}
+pub use crate::records::Scheduling;
 
 /// The transport settings both ends share. Streams: a page's worth at once (RFC 9000 section
 /// 4.6; browsers allow 100 or more, as HTTP/2's `max_concurrent_streams` here does).

@@ -12,19 +12,27 @@
 //! - [`http3`]: HTTP/3 over QUIC (quinn, h3) for both programs.
 //! - [`server`], [`client`]: the programs (tokio, one thread each).
 
+#[cfg(feature = "net")]
 pub mod client;
 pub mod connmgr;
+#[cfg(feature = "net")]
 pub mod http3;
 pub mod page;
 pub mod records;
+#[cfg(feature = "net")]
 pub mod server;
+#[cfg(feature = "net")]
 pub mod tls;
 
 use std::fmt;
+#[cfg(feature = "net")]
 use std::io::Write;
+#[cfg(feature = "net")]
 use std::path::PathBuf;
+#[cfg(feature = "net")]
 use std::process::ExitCode;
 
+#[cfg(feature = "net")]
 use anyhow::Context;
 
 pub use records::{read_records, WebRecord};
@@ -41,6 +49,7 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+#[cfg(feature = "net")]
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum WebCommand {
     /// Serve a page description over HTTP/1.1 and HTTP/2 (h2c, or h2 over TLS), and HTTP/3
@@ -57,6 +66,7 @@ pub enum WebCommand {
     PageLoad(client::PageLoadArgs),
 }
 
+#[cfg(feature = "net")]
 pub fn run(cmd: WebCommand) -> anyhow::Result<ExitCode> {
     let r = match &cmd {
         WebCommand::WebServer(a) => server::run(a),
@@ -76,8 +86,10 @@ pub fn run(cmd: WebCommand) -> anyhow::Result<ExitCode> {
 
 /// Where the JSON lines go: a file, or stdout. Every line is flushed, so that a server
 /// stopped by a signal has written all it said.
+#[cfg(feature = "net")]
 pub struct Output(Box<dyn Write + Send>);
 
+#[cfg(feature = "net")]
 impl Output {
     pub fn open(path: Option<&PathBuf>) -> anyhow::Result<Output> {
         Ok(Output(match path {

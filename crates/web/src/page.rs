@@ -36,6 +36,15 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+/// When the managed load looks for the HTML's references.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HtmlScan {
+    /// After each read of the body: what has arrived so far
+    Stream,
+    /// Once the whole body has arrived
+    Whole,
+}
+
 /// Upper bounds that keep a mistyped number from asking the server for gigabytes.
 pub const MAX_BYTES: u64 = 64 << 20;
 pub const MAX_THINK_MS: u64 = 60_000;

@@ -16,7 +16,7 @@ pub enum WebRecord {
         resources: usize,
         /// With HTTP/3 on the same port in UDP: its stream scheduling.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        http3: Option<crate::http3::Scheduling>,
+        http3: Option<Scheduling>,
     },
     /// One TCP connection of the client: when it started connecting, when TCP was up, and
     /// when TLS was (equal to `tcp_ms` without TLS).
@@ -104,6 +104,28 @@ pub fn parse_records(text: &str) -> Result<Vec<WebRecord>, String> {
 pub fn read_records(path: &Path) -> Result<Vec<WebRecord>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_records(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The order in which the server sends the responses that are ready at once.
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduling {
+    /// One response after another, in the order they were written (quinn without fair
+    /// queueing): what Chrome asks for with non-incremental priorities (RFC 9218 section 4).
+    Sequential,
+    /// A packet's worth of each ready response in turn (quinn's fair queueing).
+    RoundRobin,
+}
+
+impl Scheduling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduling::Sequential => "sequential",
+            Scheduling::RoundRobin => "round-robin",
+        }
+    }
 }
 
 #[cfg(test)]
