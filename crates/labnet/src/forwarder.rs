@@ -349,27 +349,11 @@ impl Forwarder {
                 return;
             }
         }
-        let id = self.next_id;
-        self.next_id += 1;
         let packet = Packet {
-            id,
             whole: Some(whole),
             ..Packet::new(data)
         };
-        let (events, keep) = (&mut self.events, self.keep_events);
-        let mut obs = |l: LinkId, e: &Event| {
-            if keep {
-                events.push_back((l, e.clone()));
-            }
-        };
-        self.net.inject(
-            now,
-            self.ifaces[iface].node,
-            packet,
-            &mut self.out,
-            &mut obs,
-        );
-        self.deliver(now);
+        self.inject(now, iface, packet);
     }
 
     /// A packet sent by host interface `iface` at `now`.
@@ -395,6 +379,11 @@ impl Forwarder {
             }
             _ => data,
         };
+        self.inject(now, iface, Packet::new(data));
+    }
+
+    /// `packet`, numbered here, into the network at host interface `iface`'s node.
+    fn inject(&mut self, now: Instant, iface: usize, packet: Packet) {
         let id = self.next_id;
         self.next_id += 1;
         let (events, keep) = (&mut self.events, self.keep_events);
@@ -406,10 +395,7 @@ impl Forwarder {
         self.net.inject(
             now,
             self.ifaces[iface].node,
-            Packet {
-                id,
-                ..Packet::new(data)
-            },
+            Packet { id, ..packet },
             &mut self.out,
             &mut obs,
         );
