@@ -549,7 +549,7 @@ fn connections_chart(run: &RunData) -> Chart {
     ))
     .with(Series::new("page", PAGE, Marks::Segments(seg(false))).stroke(6))
     .with(Series::new("click (25 kB)", color(m), Marks::Segments(seg(true))).stroke(6))
-    .with(Series::new("", Rgb(0, 0, 0), Marks::Text(labels)))
+    .with(Series::new("", Rgb(0, 0, 0), Marks::Labels(labels)))
 }
 
 /// Every click's response as the server sent it, `oldest` against `largest-burst`, for the
@@ -667,7 +667,7 @@ fn fetch_chart(runs: &[RunData], rtt_ms: f64) -> Chart {
             seeds.push((seed, y(i), format!("seed: {seed:.0} ms")));
         }
     }
-    chart.push(Series::new("", Rgb(0, 0, 0), Marks::Text(labels)));
+    chart.push(Series::new("", Rgb(0, 0, 0), Marks::Labels(labels)));
     chart.push(Series::new("", SEED, Marks::Text(seeds)));
     chart
 }

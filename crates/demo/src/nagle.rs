@@ -568,7 +568,7 @@ fn ladder_chart(r: &RunData) -> Chart {
     .with(Series::new(
         "",
         Rgb(0, 0, 0),
-        Marks::Text(vec![
+        Marks::Labels(vec![
             (0.0, CLIENT_Y + 0.12, "client".into()),
             (0.0, SERVER_Y - 0.2, "server".into()),
             (end, CLIENT_Y + 0.12, "response complete".into()),

@@ -553,7 +553,7 @@ fn parts_chart(r: &Results) -> Chart {
                 .keep_in_legend(),
         );
     }
-    chart.push(Series::new("", Rgb(0, 0, 0), Marks::Text(labels)));
+    chart.push(Series::new("", Rgb(0, 0, 0), Marks::Labels(labels)));
     chart
 }
 

@@ -125,8 +125,11 @@ pub enum Marks {
     Segments(Vec<((f64, f64), (f64, f64))>),
     /// A short vertical tick just below each point (duplicate ACKs in the time-sequence graph).
     Ticks(Vec<(f64, f64)>),
-    /// Text centred just above each point.
+    /// Text centred just above each point, with a dot at the point (marks on a graph: every
+    /// one shows, and text that would print over an earlier one is left out).
     Text(Vec<(f64, f64, String)>),
+    /// Text centred just above each point, every one, and nothing else (labels on a chart).
+    Labels(Vec<(f64, f64, String)>),
 }
 
 impl Marks {
@@ -135,7 +138,7 @@ impl Marks {
             Marks::Line(v) | Marks::Step(v) | Marks::Points(v) | Marks::Ticks(v) => v.is_empty(),
             Marks::IBeams(v) => v.is_empty(),
             Marks::Segments(v) => v.is_empty(),
-            Marks::Text(v) => v.is_empty(),
+            Marks::Text(v) | Marks::Labels(v) => v.is_empty(),
         }
     }
 
@@ -161,7 +164,7 @@ impl Marks {
                     ys.extend([y1, y2]);
                 }
             }
-            Marks::Text(v) => {
+            Marks::Text(v) | Marks::Labels(v) => {
                 for (x, y, _) in v {
                     xs.push(*x);
                     ys.push(*y);
@@ -368,7 +371,7 @@ impl Chart {
                 name: s.name.clone(),
                 color: s.color,
                 swatch: match &s.marks {
-                    Marks::Text(v) => {
+                    Marks::Text(v) | Marks::Labels(v) => {
                         Swatch::Text(v.first().map_or(String::new(), |t| t.2.clone()))
                     }
                     Marks::Points(_) => Swatch::Dot,
@@ -719,6 +722,18 @@ fn draw_series<DB: DrawingBackend>(
             }
             chart.draw_series(labels).map_err(draw_err)?;
         }
+        Marks::Labels(v) => {
+            let ts = TextStyle::from((FAMILY, 13).into_font())
+                .color(&c)
+                .pos(Pos::new(HPos::Center, VPos::Bottom));
+            chart
+                .draw_series(
+                    v.into_iter().map(|(x, y, t)| {
+                        EmptyElement::at((x, y)) + Text::new(t, (0, -3), ts.clone())
+                    }),
+                )
+                .map_err(draw_err)?;
+        }
     }
     Ok(())
 }
@@ -753,6 +768,7 @@ fn clip_marks(m: &Marks, xr: (f64, f64), yr: (f64, f64)) -> Marks {
                 .collect(),
         ),
         Marks::Text(v) => Marks::Text(v.iter().filter(|t| inside(t.0, t.1)).cloned().collect()),
+        Marks::Labels(v) => Marks::Labels(v.iter().filter(|t| inside(t.0, t.1)).cloned().collect()),
     }
 }
 
