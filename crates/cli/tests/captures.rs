@@ -49,27 +49,21 @@ fn snaplen_cuts_every_packet_and_file_size_keeps_the_newest_files_each_readable_
     let _g = lock();
     let dir = out_dir("rotate");
     let client_out = scratch_root().join("rotate-client.jsonl");
-    let o = run(&[
-        "shell",
-        "-o",
-        dir.to_str().unwrap(),
-        "--snaplen",
-        "96",
-        "-C",
-        "1",
-        "-W",
-        "3",
-        "--server",
+    let o = bulk_shell(
+        &[
+            "-o",
+            dir.to_str().unwrap(),
+            "--snaplen",
+            "96",
+            "-C",
+            "1",
+            "-W",
+            "3",
+        ],
         "latencylab bulk-server -o /dev/null",
-        "--",
-        "latencylab",
-        "bulk-client",
-        "server",
-        "--duration",
         "3s",
-        "--out",
-        client_out.to_str().unwrap(),
-    ]);
+        &client_out,
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let run_dir = RunDir::new(&dir);
     for (host, first) in [

@@ -53,27 +53,21 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
     let _g = lock();
     let dir = out_dir("bulk");
     let client_out = dir.join("client.jsonl");
-    let o = run(&[
-        "shell",
-        "--rate",
-        "10mbit",
-        "--rtt",
-        "40ms",
-        "--queue",
-        "fifo limit 1000",
-        "-o",
-        dir.to_str().unwrap(),
-        "--server",
+    let o = bulk_shell(
+        &[
+            "--rate",
+            "10mbit",
+            "--rtt",
+            "40ms",
+            "--queue",
+            "fifo limit 1000",
+            "-o",
+            dir.to_str().unwrap(),
+        ],
         "latencylab bulk-server",
-        "--",
-        "latencylab",
-        "bulk-client",
-        "server",
-        "--duration",
         "10s",
-        "--out",
-        client_out.to_str().unwrap(),
-    ]);
+        &client_out,
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let goodput = total_goodput_mbps(&json_lines(&client_out), "receiver");
     let limit = payload_mbps(10.0);
@@ -119,24 +113,12 @@ fn a_lab_without_a_rate_counts_the_hosts_super_packets_as_the_datagrams_they_car
     let _g = lock();
     let dir = out_dir("whole");
     let client_out = dir.join("client.jsonl");
-    let o = run(&[
-        "shell",
-        "--rtt",
-        "10ms",
-        "-o",
-        dir.to_str().unwrap(),
-        "--no-capture",
-        "--server",
+    let o = bulk_shell(
+        &["--rtt", "10ms", "-o", dir.to_str().unwrap(), "--no-capture"],
         "latencylab bulk-server",
-        "--",
-        "latencylab",
-        "bulk-client",
-        "server",
-        "--duration",
         "3s",
-        "--out",
-        client_out.to_str().unwrap(),
-    ]);
+        &client_out,
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let lines = json_lines(&client_out);
     let received = lines

@@ -152,6 +152,23 @@ pub fn lock() -> MutexGuard<'static, ()> {
     LAB.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A bulk download through a lab, run to its end: `latencylab shell OPTIONS --server SERVER --
+/// latencylab bulk-client server --duration DURATION --out OUT`.
+pub fn bulk_shell(options: &[&str], server: &str, duration: &str, out: &Path) -> Output {
+    let mut args = vec!["shell"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[
+        "--server",
+        server,
+        "--",
+        "latencylab",
+        "bulk-client",
+        "server",
+    ]);
+    args.extend_from_slice(&["--duration", duration, "--out", out.to_str().unwrap()]);
+    run(&args)
+}
+
 /// The JSON lines of a traffic program's output file.
 pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(path)
