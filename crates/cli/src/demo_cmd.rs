@@ -189,11 +189,8 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     }
     if !crate::without_web::BUILT {
         let runs = (d.runs)(&a)?;
-        let programs = runs.iter().flat_map(|r| &r.config.programs);
-        if programs
-            .into_iter()
-            .any(|p| crate::without_web::runs_web_program(&p.run))
-        {
+        let mut programs = runs.iter().flat_map(|r| &r.config.programs);
+        if programs.any(|p| crate::without_web::runs_web_program(&p.run)) {
             return Err(crate::without_web::not_built(&format!("`demo {}`", d.name)).into());
         }
     }

@@ -79,8 +79,7 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
         goodput <= limit * 1.005,
         "goodput {goodput:.3} Mbit/s above the link's {limit:.3}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let summary = read_json(&dir.join("summary.json"));
     let down = summary["links"]
         .as_array()
         .unwrap()
@@ -128,8 +127,7 @@ fn a_lab_without_a_rate_counts_the_hosts_super_packets_as_the_datagrams_they_car
         .as_u64()
         .unwrap();
     assert!(received > 10_000_000, "only {received} bytes in 3 s");
-    let summary: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let summary = read_json(&dir.join("summary.json"));
     let down = summary["links"]
         .as_array()
         .unwrap()

@@ -637,6 +637,13 @@ fn draw_series<DB: DrawingBackend>(
 ) -> Result<(), ReportError> {
     let c = s.color.plotters();
     let style = c.stroke_width(s.stroke_px);
+    // Text centred just above a point, in the series' colour (`Text` and `Labels`).
+    let text_style = TextStyle::from((FAMILY, 13).into_font())
+        .color(&c)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    let label = |at: (f64, f64), t: String| {
+        EmptyElement::at(at) + Text::new(t, (0, -3), text_style.clone())
+    };
     match clip_marks(&s.marks, xr, yr) {
         Marks::Line(_) | Marks::Step(_) => unreachable!("clip_marks turns lines into segments"),
         Marks::Segments(v) => {
@@ -692,9 +699,6 @@ fn draw_series<DB: DrawingBackend>(
                 .map_err(draw_err)?;
         }
         Marks::Text(v) => {
-            let ts = TextStyle::from((FAMILY, 13).into_font())
-                .color(&c)
-                .pos(Pos::new(HPos::Center, VPos::Bottom));
             // Every mark gets a dot, so none is lost; the text only where it does not land
             // on an earlier label of the same series (bursts of CE or ECE would otherwise
             // print over each other into a blot).
@@ -718,20 +722,13 @@ fn draw_series<DB: DrawingBackend>(
                     continue;
                 }
                 placed.push((px, py));
-                labels.push(EmptyElement::at((x, y)) + Text::new(t, (0, -3), ts.clone()));
+                labels.push(label((x, y), t));
             }
             chart.draw_series(labels).map_err(draw_err)?;
         }
         Marks::Labels(v) => {
-            let ts = TextStyle::from((FAMILY, 13).into_font())
-                .color(&c)
-                .pos(Pos::new(HPos::Center, VPos::Bottom));
             chart
-                .draw_series(
-                    v.into_iter().map(|(x, y, t)| {
-                        EmptyElement::at((x, y)) + Text::new(t, (0, -3), ts.clone())
-                    }),
-                )
+                .draw_series(v.into_iter().map(|(x, y, t)| label((x, y), t)))
                 .map_err(draw_err)?;
         }
     }
