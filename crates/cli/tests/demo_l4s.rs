@@ -92,12 +92,15 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     // the call processes waiting for a CPU (docs/demos.md); the demo prints it with ok or NOT.
     let min = f(&r, "l4s", "path_rtt_min_ms");
     assert!(min >= base && min <= base + 2.4, "{r}");
-    // The lab's own lateness (its engine waiting for a CPU on a busy machine) adds to every
-    // round trip; it is measured, and allowed on top of the bound.
-    let late = f(&r, "l4s", "delivery_lateness_p99_ms");
+    // The lab's own lateness (its engine waiting for a CPU on a busy machine) adds to the
+    // round trips it falls on; it is measured, and allowed on top of the bound. Its worst
+    // case, not its p99: one stall of the engine holds every packet in flight at once, a
+    // handful of the call's round trips among the downloads' thousands of packets.
+    let late = lab_lateness_ms(&dir.join("l4s"), "max");
     assert!(
         f(&r, "l4s", "path_rtt_p99_ms") < min + 5.0 + 2.0 * late,
-        "{r}"
+        "lab lateness max {late} ms, engine {}\n{r}",
+        read_json(&dir.join("l4s").join("summary.json"))["engine"]
     );
     assert!(f(&r, "l4s", "call_loss_pct") < 1.0, "{r}");
     // A second at 24 frames is a frame the call's processes sent or decoded late on a busy
