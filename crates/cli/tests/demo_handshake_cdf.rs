@@ -44,7 +44,9 @@ fn handshakes_follow_the_servers_round_trips_and_about_half_are_under_100ms() {
 
     // Each handshake at the client is its server's round trip: never shorter, and longer only
     // by the forwarding's own time (a few ms on a loaded machine; the servers are 10 ms or
-    // more apart, so a handshake matched to the wrong server still shows).
+    // more apart, so a handshake matched to the wrong server still shows), and by the lab's
+    // lateness when its engine waited for a CPU (measured, its worst case allowed on top).
+    let late_ms = lab_lateness_ms(&dir.join("browsing"), "max");
     let analysis = run(&[
         "analyze",
         "--json",
@@ -68,8 +70,8 @@ fn handshakes_follow_the_servers_round_trips_and_about_half_are_under_100ms() {
     want.sort_by(f64::total_cmp);
     for (o, w) in ours.iter().zip(&want) {
         assert!(
-            *o >= w - 0.5 && *o <= w + 10.0,
-            "handshakes {ours:?}\nround trips {want:?}"
+            *o >= w - 0.5 && *o <= w + 10.0 + late_ms,
+            "handshakes {ours:?}\nround trips {want:?}\nlab lateness max {late_ms} ms"
         );
     }
 
