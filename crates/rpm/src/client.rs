@@ -61,7 +61,8 @@ pub struct RpmArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
     /// TCP_NOTSENT_LOWAT of the client's connections at first, bytes; an upload then keeps it
-    /// at 5 ms of its own rate (0: the system's default throughout)
+    /// at 5 ms of its own rate and writes only below it (0: the system's default, and writes
+    /// whenever the socket takes data)
     #[arg(long, value_name = "BYTES", default_value_t = crate::NOTSENT_LOWAT_BYTES)]
     pub notsent_lowat: u32,
 }
@@ -78,26 +79,22 @@ pub use crate::monotonic_ns;
 
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
 
-/// An endless upload body of zeros that counts what it hands to HTTP/2 and keeps its
-/// connection's TCP_NOTSENT_LOWAT at 5 ms of that rate.
+/// An endless upload body of zeros that counts what it hands to HTTP/2 (its connection
+/// keeps its own unsent bytes at 5 ms of the rate: [`crate::socket::Paced`]).
 struct Upload {
     chunk: Bytes,
     counter: Arc<AtomicU64>,
-    lowat: Option<crate::PacedLowat>,
 }
 
 impl Body for Upload {
     type Data = Bytes;
     type Error = std::convert::Infallible;
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         _cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let n = self.chunk.len() as u64;
         self.counter.fetch_add(n, Ordering::Relaxed);
-        if let Some(l) = &mut self.lowat {
-            l.sent(n);
-        }
         Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
     }
     fn is_end_stream(&self) -> bool {
@@ -116,8 +113,6 @@ struct Conn {
     tcp: std::time::Duration,
     /// Per round trip of the TLS handshake (one for TLS 1.3, two for 1.2).
     tls: Option<std::time::Duration>,
-    /// A second descriptor of the socket, for its low-water mark.
-    fd: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 /// A load-generating connection that self probes may use.
@@ -160,11 +155,8 @@ impl Ctx {
             .with_context(|| format!("connecting to {}", self.target))?;
         let tcp_time = t0.elapsed();
         tcp.set_nodelay(true)?;
-        crate::set_notsent_lowat(&tcp, self.notsent_lowat);
-        let fd = (self.notsent_lowat > 0)
-            .then(|| crate::dup_fd(&tcp))
-            .flatten();
         let (local, remote) = (tcp.local_addr()?, tcp.peer_addr()?);
+        let tcp = crate::socket::Paced::new(tcp, self.notsent_lowat);
         let (io, tls): (Box<dyn Io>, _) = match &self.tls {
             Some(c) => {
                 let name = rustls::pki_types::ServerName::try_from(self.host.clone())
@@ -205,7 +197,6 @@ impl Ctx {
             remote,
             tcp: tcp_time,
             tls,
-            fd,
         })
     }
 
@@ -346,9 +337,8 @@ async fn load(ctx: Arc<Ctx>, dir: Dir) {
                     .header("user-agent", "latencylab-rpm")
                     .body(
                         Upload {
-                            chunk: Bytes::from(vec![0u8; 16 * 1024]),
+                            chunk: Bytes::from(vec![0u8; crate::H2_SEND_BUFFER_BYTES]),
                             counter,
-                            lowat: c.fd.clone().map(crate::PacedLowat::new),
                         }
                         .boxed(),
                     )

@@ -7,6 +7,7 @@
 //! - [`attribution`]: a lab run's loaded round trip taken apart by queue (pure).
 //! - [`server`], [`client`]: `latencylab rpm-server` and `latencylab rpm` (tokio, hyper,
 //!   rustls; one thread each).
+//! - [`socket`]: their TCP connections, kept to a few milliseconds of unsent data.
 
 pub mod algorithm;
 pub mod attribution;
@@ -16,13 +17,13 @@ pub mod config;
 pub mod report;
 #[cfg(feature = "net")]
 pub mod server;
+#[cfg(feature = "net")]
+pub mod socket;
 
 use std::fmt;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 #[cfg(feature = "net")]
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// A bad option: `run` prints it and exits with status 2.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,61 +50,26 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// TCP_NOTSENT_LOWAT of the test's connections at the start; a connection that sends load
-/// then keeps it at 5 ms of its own rate ([`PacedLowat`]).
+/// then keeps it at 5 ms of its own rate ([`socket::Paced`]).
 pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 
-/// Bytes of a stream's data HTTP/2 may hold above the socket, at either end. hyper's default
-/// (400 KB) is seconds of data for one of sixteen flows sharing a few Mbit/s.
-pub const H2_SEND_BUFFER_BYTES: usize = 16 * 1024;
+/// Bytes of a stream's data HTTP/2 may hold above the socket, at either end, and the size of
+/// the chunks the load's bodies hand it. hyper's default (400 KB) is seconds of data for one of
+/// sixteen flows sharing a few Mbit/s; 4 KiB is 18 ms of such a flow's 230 kB/s (draft section
+/// 6.1.1: keep what a request waits behind in the sender to a few milliseconds).
+pub const H2_SEND_BUFFER_BYTES: usize = 4 * 1024;
 
 /// Bytes of TLS records rustls may hold above the socket, at either end. Its default (64 KiB)
-/// sits between HTTP/2 and TCP_NOTSENT_LOWAT's small socket buffer, so that a self probe's
-/// answer waited behind up to 64 KiB of a download in the server: a second for one of
-/// sixteen flows sharing 20 Mbit/s (draft section 6.1.1: keep the sender's buffers small).
-pub const TLS_BUFFER_BYTES: usize = 16 * 1024;
+/// sits between HTTP/2 and the socket, which [`socket::Paced`] keeps to 5 ms of data, so that
+/// the rest of a sender's backlog would pile up here instead: a second for one of sixteen
+/// flows sharing 20 Mbit/s.
+pub const TLS_BUFFER_BYTES: usize = 4 * 1024;
 
 /// TCP_NOTSENT_LOWAT for a connection sending `bytes_per_s`: 5 ms of it (draft section
 /// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least 2 KiB (so a
 /// slow connection still writes whole packets) and at most 4 MiB.
 pub fn lowat_for_rate(bytes_per_s: f64) -> u32 {
     (bytes_per_s * 0.005).clamp(2048.0, 4.0 * 1024.0 * 1024.0) as u32
-}
-
-/// Keeps a sending connection's TCP_NOTSENT_LOWAT at 5 ms of the rate it sends at, measured
-/// over windows of 100 ms, so that what a self probe queues behind in the sender is a few
-/// milliseconds, whatever the rate (draft section 6.1.1).
-pub struct PacedLowat {
-    fd: Arc<OwnedFd>,
-    window_bytes: u64,
-    window_start: Instant,
-}
-
-impl PacedLowat {
-    pub fn new(fd: Arc<OwnedFd>) -> PacedLowat {
-        PacedLowat {
-            fd,
-            window_bytes: 0,
-            window_start: Instant::now(),
-        }
-    }
-
-    /// `n` more bytes handed to the connection.
-    pub fn sent(&mut self, n: u64) {
-        self.window_bytes += n;
-        let elapsed = self.window_start.elapsed();
-        if elapsed >= Duration::from_millis(100) {
-            let rate = self.window_bytes as f64 / elapsed.as_secs_f64();
-            set_notsent_lowat(&self.fd.as_fd(), lowat_for_rate(rate));
-            self.window_bytes = 0;
-            self.window_start = Instant::now();
-        }
-    }
-}
-
-/// A second descriptor of a socket, for [`PacedLowat`]: it stays valid while the body that
-/// holds it lives, whatever happens to the connection's own.
-pub fn dup_fd(s: &impl AsFd) -> Option<Arc<OwnedFd>> {
-    s.as_fd().try_clone_to_owned().ok().map(Arc::new)
 }
 
 /// Sets TCP_NOTSENT_LOWAT (0 leaves the system's default). A failure only costs

@@ -11,8 +11,9 @@
 //! - `/upload` and `/slurp`: a sink that reads a POST body of any length and throws it away
 //!   (item 3).
 //!
-//! A download keeps its connection's TCP_NOTSENT_LOWAT at 5 ms of its rate (section 6.1.1),
-//! so that a self probe's answer waits behind little of the bulk data still in the server.
+//! Every connection keeps its unsent bytes at 5 ms of its rate (section 6.1.1,
+//! [`crate::socket::Paced`]), so that a self probe's answer waits behind little of the bulk
+//! data still in the server.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -52,29 +53,25 @@ pub struct RpmServerArgs {
     #[arg(long, value_name = "NAME")]
     pub name: Vec<String>,
     /// TCP_NOTSENT_LOWAT of accepted connections at first, bytes; a download then keeps it at
-    /// 5 ms of its own rate (0: the system's default throughout)
+    /// 5 ms of its own rate and writes only below it (0: the system's default, and writes whenever
+    /// the socket takes data)
     #[arg(long, value_name = "BYTES", default_value_t = crate::NOTSENT_LOWAT_BYTES)]
     pub notsent_lowat: u32,
 }
 
-/// A body of zeros that never ends, keeping its connection's TCP_NOTSENT_LOWAT at 5 ms of
-/// the rate it is taken at.
+/// A body of zeros that never ends (its connection keeps its own unsent bytes at 5 ms of
+/// the rate: [`crate::socket::Paced`]).
 struct Endless {
     chunk: Bytes,
-    lowat: Option<crate::PacedLowat>,
 }
 
 impl Body for Endless {
     type Data = Bytes;
     type Error = Infallible;
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         _cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let n = self.chunk.len() as u64;
-        if let Some(l) = &mut self.lowat {
-            l.sent(n);
-        }
         Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
     }
     fn is_end_stream(&self) -> bool {
@@ -110,12 +107,7 @@ fn authority(req: &Request<Incoming>) -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-async fn answer(
-    req: Request<Incoming>,
-    scheme: &'static str,
-    zeros: Bytes,
-    fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
-) -> Response<RespBody> {
+async fn answer(req: Request<Incoming>, scheme: &'static str, zeros: Bytes) -> Response<RespBody> {
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, WELL_KNOWN_PATH | "/config") => {
@@ -140,13 +132,7 @@ async fn answer(
         (&Method::GET, LARGE_PATH) => Response::builder()
             .header("content-type", "application/octet-stream")
             .header("cache-control", "no-store")
-            .body(
-                Endless {
-                    chunk: zeros,
-                    lowat: fd.map(crate::PacedLowat::new),
-                }
-                .boxed(),
-            )
+            .body(Endless { chunk: zeros }.boxed())
             .expect("constant headers"),
         (&Method::POST | &Method::PUT, UPLOAD_PATH | SLURP_PATH) => {
             let mut body = req.into_body();
@@ -209,7 +195,7 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
     );
     // A download's body is handed to HTTP/2 in chunks of this size, each held whole in its
     // buffer: a small one keeps what a self probe's answer waits behind small too.
-    let zeros = Bytes::from(vec![0u8; 16 * 1024]);
+    let zeros = Bytes::from(vec![0u8; crate::H2_SEND_BUFFER_BYTES]);
     loop {
         let (tcp, _) = match listener.accept().await {
             Ok(c) => c,
@@ -220,8 +206,7 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
             }
         };
         let _ = tcp.set_nodelay(true);
-        crate::set_notsent_lowat(&tcp, a.notsent_lowat);
-        let fd = (a.notsent_lowat > 0).then(|| crate::dup_fd(&tcp)).flatten();
+        let tcp = crate::socket::Paced::new(tcp, a.notsent_lowat);
         let tls = tls.clone();
         let zeros = zeros.clone();
         tokio::spawn(async move {
@@ -231,21 +216,17 @@ async fn serve(a: &RpmServerArgs) -> Result<()> {
                         s.get_mut()
                             .1
                             .set_buffer_limit(Some(crate::TLS_BUFFER_BYTES));
-                        serve_conn(TokioIo::new(s), scheme, zeros, fd).await;
+                        serve_conn(TokioIo::new(s), scheme, zeros).await;
                     }
                 }
-                None => serve_conn(TokioIo::new(tcp), scheme, zeros, fd).await,
+                None => serve_conn(TokioIo::new(tcp), scheme, zeros).await,
             }
         });
     }
 }
 
-async fn serve_conn<I>(
-    io: I,
-    scheme: &'static str,
-    zeros: Bytes,
-    fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
-) where
+async fn serve_conn<I>(io: I, scheme: &'static str, zeros: Bytes)
+where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut b = auto::Builder::new(TokioExecutor::new());
@@ -261,8 +242,7 @@ async fn serve_conn<I>(
         .max_send_buf_size(crate::H2_SEND_BUFFER_BYTES);
     let svc = hyper::service::service_fn(move |req| {
         let zeros = zeros.clone();
-        let fd = fd.clone();
-        async move { Ok::<_, Infallible>(answer(req, scheme, zeros, fd).await) }
+        async move { Ok::<_, Infallible>(answer(req, scheme, zeros).await) }
     });
     // A client that goes away mid-response is no error of the server's.
     let _ = b.serve_connection(io, svc).await;
