@@ -65,11 +65,18 @@ pub const H2_SEND_BUFFER_BYTES: usize = 4 * 1024;
 /// flows sharing 20 Mbit/s.
 pub const TLS_BUFFER_BYTES: usize = 4 * 1024;
 
+/// The least low-water mark: four full-size TCP segments of a 1500-byte MTU. A connection
+/// writes when less than half its mark is unsent ([`socket::Paced`]), so this keeps two full
+/// segments ready for each acknowledgement that opens the window; with less, a slow connection
+/// (with TCP_NODELAY, as the test's are) sends the short remainders as packets of their own,
+/// half its packets under full size on a 1 Mbit/s uplink shared by four.
+pub const MIN_LOWAT_BYTES: u32 = 4 * 1448;
+
 /// TCP_NOTSENT_LOWAT for a connection sending `bytes_per_s`: 5 ms of it (draft section
-/// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least 2 KiB (so a
-/// slow connection still writes whole packets) and at most 4 MiB.
+/// 6.1.1: "multiply this by 5 ms to get the desired buffer size"), at least
+/// [`MIN_LOWAT_BYTES`] and at most 4 MiB.
 pub fn lowat_for_rate(bytes_per_s: f64) -> u32 {
-    (bytes_per_s * 0.005).clamp(2048.0, 4.0 * 1024.0 * 1024.0) as u32
+    (bytes_per_s * 0.005).clamp(MIN_LOWAT_BYTES as f64, 4.0 * 1024.0 * 1024.0) as u32
 }
 
 /// Sets TCP_NOTSENT_LOWAT (0 leaves the system's default). A failure only costs
@@ -99,7 +106,7 @@ mod tests {
     fn the_low_water_mark_is_five_ms_of_the_rate_within_bounds() {
         // 100 Mbit/s: 62 500 bytes, the draft's own example.
         assert_eq!(lowat_for_rate(12_500_000.0), 62_500);
-        assert_eq!(lowat_for_rate(125_000.0), 2048);
+        assert_eq!(lowat_for_rate(125_000.0), MIN_LOWAT_BYTES);
         assert_eq!(lowat_for_rate(1e12), 4 * 1024 * 1024);
     }
 }
