@@ -167,6 +167,8 @@ pub(crate) struct Lab<'a> {
     pub server: Option<usize>,
     /// Whether the server listened when COMMAND started.
     pub server_listened: Option<bool>,
+    /// Looks for the server's listening socket while COMMAND waits for it.
+    pub listen_watch: Option<process::ListenWatch>,
     pub stalls: StallMeter,
     /// When the current loop turn began (the end of the last wait).
     pub turn_start: Instant,
@@ -231,23 +233,24 @@ impl Lab<'_> {
         // Requests the launcher had no room for yet (it answers, and so makes room, at its pace).
         self.starter.launcher.flush()?;
         let server = self.server.map(|s| self.progs.get(s));
-        let due = self.life.command_due(now, || match server {
-            Some(p) => ServerState {
-                listening: p.pid.is_some_and(|pid| process::has_listener(pid as u32)),
-                exited: p.status.is_some(),
-            },
-            None => ServerState {
-                listening: false,
-                exited: false,
-            },
+        let (server_pid, server_exited) = match server {
+            Some(p) => (p.pid, p.status.is_some()),
+            None => (None, false),
+        };
+        if let (Some(pid), None, false) =
+            (server_pid, &self.listen_watch, self.life.command_settled())
+        {
+            let cpus = self.starter.launcher.cpus().map(|c| c.start.clone());
+            self.listen_watch = Some(process::ListenWatch::start(pid as u32, cpus));
+        }
+        let listening = self.listen_watch.as_ref().is_some_and(|w| w.listening());
+        let due = self.life.command_due(now, || ServerState {
+            listening,
+            exited: server_exited,
         });
         if due {
-            self.server_listened = self.server.map(|s| {
-                self.progs
-                    .get(s)
-                    .pid
-                    .is_some_and(|pid| process::has_listener(pid as u32))
-            });
+            self.server_listened = self.server.map(|_| listening);
+            self.listen_watch = None;
             let (host, argv) = self.opts.command.clone().context("a command is due")?;
             self.starter.start(&host, argv, false, "command", true)?;
             self.progs.asked("COMMAND", false, true, true);

@@ -65,7 +65,13 @@ pub fn kill_all_in_namespaces(inodes: &[u64]) {
 
 /// True once the process has a listening TCP socket or a bound UDP socket in its namespace
 /// (read from /proc/PID/net, which shows the process's namespace).
+///
+/// Slow: the kernel walks its whole table of TCP connections, every namespace's, for each
+/// read of /proc/PID/net/tcp (about a millisecond per read on a machine with much memory), so
+/// each file is read in one call into a large buffer, and the engine asks a [`ListenWatch`]
+/// rather than this.
 pub fn has_listener(pid: u32) -> bool {
+    use std::io::Read;
     [
         ("tcp", true),
         ("tcp6", true),
@@ -74,9 +80,67 @@ pub fn has_listener(pid: u32) -> bool {
     ]
     .iter()
     .any(|(file, tcp)| {
-        fs::read_to_string(format!("/proc/{pid}/net/{file}"))
-            .is_ok_and(|t| labnet::system::has_listener(&t, *tcp))
+        let mut text = String::with_capacity(64 * 1024);
+        fs::File::open(format!("/proc/{pid}/net/{file}"))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .is_ok_and(|_| labnet::system::has_listener(&text, *tcp))
     })
+}
+
+/// Whether a process listens yet ([`has_listener`]), asked every [`LISTEN_POLL`] from a
+/// thread of its own at ordinary priority, where the engine's loop is not held up by it.
+/// Dropping it tells the thread to stop after its current look; nothing waits for that.
+pub struct ListenWatch {
+    listening: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How often a [`ListenWatch`] looks.
+pub const LISTEN_POLL: Duration = Duration::from_millis(5);
+
+impl ListenWatch {
+    /// Starts watching `pid`, on `cpus` when given (where programs start, away from the
+    /// engine's CPU).
+    pub fn start(pid: u32, cpus: Option<Vec<usize>>) -> ListenWatch {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let listening = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, st) = (listening.clone(), stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name("listen-watch".into())
+            .spawn(move || {
+                // Not the engine's real-time policy nor its CPU, which a thread inherits.
+                crate::sys::normal_policy();
+                if let Some(c) = cpus {
+                    set_affinity(0, &c);
+                }
+                while !st.load(Ordering::Relaxed) {
+                    if has_listener(pid) {
+                        l.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    std::thread::sleep(LISTEN_POLL);
+                }
+            });
+        if spawned.is_err() {
+            // No thread to spare: the server is taken as listening, as when it has had its
+            // time to start, rather than the command never starting.
+            listening.store(true, Ordering::Relaxed);
+        }
+        ListenWatch { listening, stop }
+    }
+
+    /// Whether the process was seen listening.
+    pub fn listening(&self) -> bool {
+        self.listening.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for ListenWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Sends a signal to a process group, ignoring "no such process".
@@ -91,5 +155,64 @@ pub fn signal(pid: i32, sig: libc::c_int) {
     // SAFETY: kill takes plain integers.
     unsafe {
         libc::kill(pid, sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process in a network namespace of its own (`unshare -n`, which needs root), running
+    /// `script` in Python.
+    fn isolated(script: &str) -> Option<std::process::Child> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: unshare -n needs root");
+            return None;
+        }
+        let child = std::process::Command::new("unshare")
+            .args(["-n", "python3", "-c", script])
+            .spawn()
+            .ok()?;
+        // Until `unshare` has made its namespace, /proc/PID/net is this process's own.
+        let ns = |pid: &str| fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+        let t0 = StdInstant::now();
+        while ns(&child.id().to_string()) == ns("self") && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(child)
+    }
+
+    fn seen_within(w: &ListenWatch, limit: Duration) -> bool {
+        let t0 = StdInstant::now();
+        while t0.elapsed() < limit {
+            if w.listening() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn a_listen_watch_sees_a_listener_only_in_its_namespace_once_it_listens() {
+        let listen = "import socket,time\ntime.sleep(0.5)\ns=socket.socket()\ns.bind(('127.0.0.1',4999))\ns.listen()\ntime.sleep(10)";
+        let idle = "import time\ntime.sleep(10)";
+        let (Some(mut a), Some(mut b)) = (isolated(listen), isolated(idle)) else {
+            return;
+        };
+        // `unshare` execs python3 in place: the child's pid is the process to watch.
+        let wa = ListenWatch::start(a.id(), None);
+        let wb = ListenWatch::start(b.id(), None);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!wa.listening(), "seen listening before it bound its socket");
+        assert!(
+            seen_within(&wa, Duration::from_secs(5)),
+            "never seen listening"
+        );
+        assert!(!wb.listening(), "a process with no socket seen listening");
+        for c in [&mut a, &mut b] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

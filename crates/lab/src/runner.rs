@@ -300,6 +300,7 @@ fn run_blocked(
         progs: Programs::default(),
         server: None,
         server_listened: None,
+        listen_watch: None,
         stalls: StallMeter::default(),
         turn_start: Instant::ZERO,
         live: None,
