@@ -208,6 +208,26 @@ pub fn run_lab_live(
     result
 }
 
+/// The name of the claim on the engine's CPUs (an abstract Unix socket: bound by one process
+/// at a time, released when it ends however it ends, and no file to leave behind).
+const ENGINE_CPUS_CLAIM: &[u8] = b"latencylab-engine-cpus";
+
+/// Claims the CPUs a lab keeps for its engine ([`process::CpuPlan`]), for as long as the
+/// returned socket lives; `None` when another lab on the machine holds them. Two labs pinning
+/// their engines to the same CPU at the same real-time priority take turns on it, each stalled
+/// while the other works (two-core machines have one such CPU); the second lab's engine is
+/// better left free to run on any CPU.
+fn claim_engine_cpus() -> Option<std::os::unix::net::UnixDatagram> {
+    claim(ENGINE_CPUS_CLAIM)
+}
+
+/// Binds the abstract Unix socket `name`: `None` while another socket has it.
+fn claim(name: &[u8]) -> Option<std::os::unix::net::UnixDatagram> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
+    std::os::unix::net::UnixDatagram::bind_addr(&addr).ok()
+}
+
 fn run_blocked(
     cfg: &LabConfig,
     opts: &RunOptions,
@@ -216,9 +236,12 @@ fn run_blocked(
     live: Option<SyncSender<labnet::live::Snapshot>>,
 ) -> Result<RunResult> {
     // First, while this process is small: forking it later would copy the engine.
-    // `LATENCYLAB_PIN=off` leaves starts and the engine on every CPU, to compare.
-    let split_cpus = std::env::var("LATENCYLAB_PIN").as_deref() != Ok("off");
-    let launcher = Launcher::start(split_cpus)?;
+    // `LATENCYLAB_PIN=off` leaves starts and the engine on every CPU, to compare; so does a lab
+    // started while another keeps the engine's CPUs.
+    let engine_cpus = (std::env::var("LATENCYLAB_PIN").as_deref() != Ok("off"))
+        .then(claim_engine_cpus)
+        .flatten();
+    let launcher = Launcher::start(engine_cpus.is_some())?;
     // A host holds two descriptors (its namespace, its TUN device) and, with `-o`, a capture and
     // two link logs: a 1000-host lab needs more than the usual soft limit of 1024. Raised after
     // the launcher's fork, so programs keep the limit they would have had.
@@ -378,5 +401,23 @@ fn raise_fd_limit(need: u64) -> Result<()> {
     match system::fd_soft_limit(soft, hard, need).map_err(|e| anyhow!(e))? {
         Some(s) => setrlimit(Resource::RLIMIT_NOFILE, s, hard).context("setrlimit(RLIMIT_NOFILE)"),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_is_held_by_one_socket_at_a_time_and_freed_with_it() {
+        // A name of this test's own: labs running beside it hold the engine's.
+        let name = format!("latencylab-claim-test-{}", std::process::id());
+        let first = claim(name.as_bytes()).expect("a free name is claimed");
+        assert!(claim(name.as_bytes()).is_none(), "claimed twice");
+        drop(first);
+        assert!(
+            claim(name.as_bytes()).is_some(),
+            "not freed with its socket"
+        );
     }
 }
