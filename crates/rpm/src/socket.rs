@@ -39,6 +39,9 @@ pub struct Paced {
     adapt: bool,
     /// When the mark was last set.
     marked: Instant,
+    /// At least the bytes the socket holds unsent: what it said when last asked, plus what was
+    /// written since.
+    unsent_at_most: u32,
 }
 
 impl Paced {
@@ -50,11 +53,22 @@ impl Paced {
             lowat_bytes,
             adapt: true,
             marked: Instant::now(),
+            unsent_at_most: 0,
         }
     }
 
     pub fn tcp(&self) -> &TcpStream {
         &self.tcp
+    }
+
+    /// Writes `buf` to the socket, counting it as unsent.
+    fn write_counted(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let r = ready!(Pin::new(&mut self.tcp).poll_write(cx, buf));
+        if let Ok(k) = r {
+            self.unsent_at_most = self.unsent_at_most.saturating_add(k as u32);
+            self.remark();
+        }
+        Poll::Ready(r)
     }
 
     /// Every 100 ms the mark moves to 5 ms of the rate the congestion window allows.
@@ -105,15 +119,16 @@ fn unsent_bytes(fd: RawFd) -> io::Result<u32> {
     Ok(n.max(0) as u32)
 }
 
-/// How many bytes may be written now under the mark, or `WouldBlock`.
+/// How many bytes may be written now under the mark and how many the socket holds unsent, or
+/// `WouldBlock`.
 ///
 /// Writable when the unsent bytes are below half the mark, the rule of `tcp_poll`, so that a
 /// write is at least half the mark (whole packets) and the kernel's wake-up comes at the same
 /// point. Before it says `WouldBlock` it polls the socket once: that is what marks it as
 /// having a waiting writer (SOCK_NOSPACE), without which the kernel wakes nobody when the
 /// unsent bytes fall.
-fn room(fd: RawFd, lowat_bytes: u32, wanted: usize) -> io::Result<usize> {
-    let free = |unsent: u32| (lowat_bytes - unsent.min(lowat_bytes)) as usize;
+fn room(fd: RawFd, lowat_bytes: u32, wanted: usize) -> io::Result<(usize, u32)> {
+    let free = |unsent: u32| ((lowat_bytes - unsent.min(lowat_bytes)) as usize, unsent);
     let unsent = unsent_bytes(fd)?;
     if unsent.saturating_mul(2) < lowat_bytes {
         return Ok(free(unsent));
@@ -130,7 +145,7 @@ fn room(fd: RawFd, lowat_bytes: u32, wanted: usize) -> io::Result<usize> {
     }
     // A connection that failed or was shut down will never drain: let the write say so.
     if p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-        return Ok(wanted);
+        return Ok((wanted, 0));
     }
     let unsent = unsent_bytes(fd)?;
     if unsent.saturating_mul(2) < lowat_bytes {
@@ -150,6 +165,15 @@ impl AsyncWrite for Paced {
             return Pin::new(&mut this.tcp).poll_write(cx, buf);
         }
         loop {
+            // What the socket said it held, plus what was written since, is more than it holds
+            // now (TCP can only have sent some of it): while that is under half the mark, the
+            // socket need not be asked. At high rates, where the mark is large, that spares
+            // an ioctl per write.
+            let lowat = this.lowat_bytes;
+            if this.unsent_at_most.saturating_mul(2) < lowat {
+                let n = ((lowat - this.unsent_at_most) as usize).clamp(1, buf.len());
+                return this.write_counted(cx, &buf[..n]);
+            }
             ready!(this.tcp.poll_write_ready(cx))?;
             let (fd, lowat) = (this.tcp.as_fd().as_raw_fd(), this.lowat_bytes);
             // Through `try_io`, so that a `WouldBlock` clears the socket's write readiness and
@@ -159,13 +183,9 @@ impl AsyncWrite for Paced {
                 .tcp
                 .try_io(Interest::WRITABLE, || room(fd, lowat, buf.len()))
             {
-                Ok(n) => {
-                    let n = n.clamp(1, buf.len());
-                    let r = ready!(Pin::new(&mut this.tcp).poll_write(cx, &buf[..n]));
-                    if r.is_ok() {
-                        this.remark();
-                    }
-                    return Poll::Ready(r);
+                Ok((n, unsent)) => {
+                    this.unsent_at_most = unsent;
+                    return this.write_counted(cx, &buf[..n.clamp(1, buf.len())]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
