@@ -44,6 +44,16 @@ fn link_log(dir: &Path, link: &str, side: Side) -> Vec<LogLine> {
     .unwrap()
 }
 
+/// The downlink's entry in a summary.json.
+fn down_link(summary: &serde_json::Value) -> &serde_json::Value {
+    summary["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["direction"] == "down")
+        .unwrap_or_else(|| panic!("no downlink in {summary}"))
+}
+
 fn cause(l: &LogLine) -> &str {
     l.cause.as_deref().unwrap_or("-")
 }
@@ -80,12 +90,7 @@ fn bulk_download_fills_the_link_but_never_exceeds_it_and_pcaps_open_in_tcpdump()
         "goodput {goodput:.3} Mbit/s above the link's {limit:.3}"
     );
     let summary = read_json(&dir.join("summary.json"));
-    let down = summary["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["direction"] == "down")
-        .unwrap();
+    let down = down_link(&summary);
     assert!(
         down["throughput_bps"].as_f64().unwrap() <= 10e6 * 1.001,
         "{down}"
@@ -128,12 +133,7 @@ fn a_lab_without_a_rate_counts_the_hosts_super_packets_as_the_datagrams_they_car
         .unwrap();
     assert!(received > 10_000_000, "only {received} bytes in 3 s");
     let summary = read_json(&dir.join("summary.json"));
-    let down = summary["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["direction"] == "down")
-        .unwrap();
+    let down = down_link(&summary);
     let (bytes, packets) = (
         down["bytes_out"].as_u64().unwrap(),
         down["packets_out"].as_u64().unwrap(),

@@ -4,6 +4,8 @@
 
 use std::fs;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 pub use launcher::{
@@ -91,8 +93,8 @@ pub fn has_listener(pid: u32) -> bool {
 /// thread of its own at ordinary priority, where the engine's loop is not held up by it.
 /// Dropping it tells the thread to stop after its current look; nothing waits for that.
 pub struct ListenWatch {
-    listening: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    listening: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
 }
 
 /// How often a [`ListenWatch`] looks.
@@ -102,8 +104,6 @@ impl ListenWatch {
     /// Starts watching `pid`, on `cpus` when given (where programs start, away from the
     /// engine's CPU).
     pub fn start(pid: u32, cpus: Option<Vec<usize>>) -> ListenWatch {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
         let listening = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, st) = (listening.clone(), stop.clone());
@@ -133,13 +133,13 @@ impl ListenWatch {
 
     /// Whether the process was seen listening.
     pub fn listening(&self) -> bool {
-        self.listening.load(std::sync::atomic::Ordering::Relaxed)
+        self.listening.load(Ordering::Relaxed)
     }
 }
 
 impl Drop for ListenWatch {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -22,7 +22,7 @@
 //! survivor makes up for, the downloads fell to a tenth of the line that way).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
@@ -55,10 +55,6 @@ impl Paced {
             marked: Instant::now(),
             unsent_at_most: 0,
         }
-    }
-
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
     }
 
     /// Writes `buf` to the socket, counting it as unsent.
@@ -175,7 +171,7 @@ impl AsyncWrite for Paced {
                 return this.write_counted(cx, &buf[..n]);
             }
             ready!(this.tcp.poll_write_ready(cx))?;
-            let (fd, lowat) = (this.tcp.as_fd().as_raw_fd(), this.lowat_bytes);
+            let (fd, lowat) = (this.tcp.as_raw_fd(), this.lowat_bytes);
             // Through `try_io`, so that a `WouldBlock` clears the socket's write readiness and
             // the next `poll_write_ready` waits for the kernel's wake-up (unless one came
             // meanwhile: tokio then keeps the readiness, and the loop looks again).
