@@ -285,9 +285,8 @@ pub fn socket_pool(log: &Value, hosts: &HashSet<String>) -> Result<PoolStats, Ne
 mod tests {
     use super::*;
 
-    /// A log in Chromium's layout: event types 1.., source types, and events as
-    /// (time, source type, source id, event, phase, params).
-    fn log(events: &[(u64, &str, u64, &str, u64, Value)]) -> Value {
+    /// A log in Chromium's layout: event types 1.., source types, and the events.
+    fn log(events: &[Event]) -> Value {
         let kinds = [
             "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
             "SOCKET_POOL",
@@ -329,15 +328,31 @@ mod tests {
         })
     }
 
-    fn group(host: &str) -> Value {
-        serde_json::json!({"group_id": format!("http://{host} <http://{host} same_site>")})
+    /// One event of [`log`]: (time, source type, source id, event, phase, params).
+    type Event = (u64, &'static str, u64, &'static str, u64, Value);
+
+    fn group_id(host: &str) -> String {
+        format!("http://{host} <http://{host} same_site>")
     }
 
-    fn created(host: &str, backup: bool) -> Value {
-        serde_json::json!({
-            "group_id": format!("http://{host} <http://{host} same_site>"),
-            "backup_job": backup,
-        })
+    /// Request `id` asks the pool for a socket to `host` at `t_ms`.
+    fn requested(t_ms: u64, id: u64, host: &str) -> Event {
+        let params = serde_json::json!({"group_id": group_id(host)});
+        let e = "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET";
+        (t_ms, "HTTP_STREAM_JOB", id, e, 0, params)
+    }
+
+    /// The pool creates connect job `id` for `host` at `t_ms` (a backup job or not).
+    fn job_created(t_ms: u64, id: u64, host: &str, backup: bool) -> Event {
+        let params = serde_json::json!({"group_id": group_id(host), "backup_job": backup});
+        let e = "SOCKET_POOL_CONNECT_JOB_CREATED";
+        (t_ms, "TCP_CONNECT_JOB", id, e, 0, params)
+    }
+
+    /// Request `id` finds its group full at `t_ms`.
+    fn stalled(t_ms: u64, id: u64) -> Event {
+        let e = "SOCKET_POOL_STALLED_MAX_SOCKETS_PER_GROUP";
+        (t_ms, "HTTP_STREAM_JOB", id, e, 0, Value::Null)
     }
 
     fn dep(id: u64) -> Value {
@@ -352,56 +367,21 @@ mod tests {
         let cj = "TCP_CONNECT_JOB";
         let l = log(&[
             // Request 10 opens job 11, which it is served by.
-            (
-                100,
-                hs,
-                10,
-                "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
-                0,
-                group("img1"),
-            ),
+            requested(100, 10, "img1"),
             (100, hs, 10, "SOCKET_POOL", 1, N),
             (100, cj, 11, "CONNECT_JOB", 1, N),
-            (
-                100,
-                cj,
-                11,
-                "SOCKET_POOL_CONNECT_JOB_CREATED",
-                0,
-                created("img1", false),
-            ),
+            job_created(100, 11, "img1", false),
             // Request 20 opens job 21 ...
-            (
-                120,
-                hs,
-                20,
-                "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
-                0,
-                group("img1"),
-            ),
+            requested(120, 20, "img1"),
             (120, hs, 20, "SOCKET_POOL", 1, N),
             (120, cj, 21, "CONNECT_JOB", 1, N),
-            (
-                120,
-                cj,
-                21,
-                "SOCKET_POOL_CONNECT_JOB_CREATED",
-                0,
-                created("img1", false),
-            ),
+            job_created(120, 21, "img1", false),
             (350, cj, 11, "CONNECT_JOB", 2, N),
             (350, hs, 10, "SOCKET_POOL_BOUND_TO_CONNECT_JOB", 0, dep(11)),
             (350, hs, 10, "SOCKET_POOL_BOUND_TO_SOCKET", 0, dep(12)),
             (350, hs, 10, "SOCKET_POOL", 2, N),
             // A backup job for the group: no request opened it.
-            (
-                360,
-                cj,
-                31,
-                "SOCKET_POOL_CONNECT_JOB_CREATED",
-                0,
-                created("img1", true),
-            ),
+            job_created(360, 31, "img1", true),
             // ... but request 10's response ends at 400 ms and 20 gets its socket, 70 ms
             // before job 21 is ready.
             (400, hs, 20, "SOCKET_POOL_REUSED_AN_EXISTING_SOCKET", 0, N),
@@ -409,45 +389,17 @@ mod tests {
             (400, hs, 20, "SOCKET_POOL", 2, N),
             (470, cj, 21, "CONNECT_JOB", 2, N),
             // Request 40 finds the group full: it stalls and opens nothing.
-            (
-                480,
-                hs,
-                40,
-                "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
-                0,
-                group("img1"),
-            ),
+            requested(480, 40, "img1"),
             (480, hs, 40, "SOCKET_POOL", 1, N),
-            (
-                480,
-                hs,
-                40,
-                "SOCKET_POOL_STALLED_MAX_SOCKETS_PER_GROUP",
-                0,
-                N,
-            ),
+            stalled(480, 40),
             (490, "SOCKET", 12, "TCP_CONNECT", 0, N),
             (500, hs, 40, "SOCKET_POOL_REUSED_AN_EXISTING_SOCKET", 0, N),
             (500, hs, 40, "SOCKET_POOL_BOUND_TO_SOCKET", 0, dep(22)),
             (500, hs, 40, "SOCKET_POOL", 2, N),
             // Another name, not asked about.
-            (
-                510,
-                hs,
-                50,
-                "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
-                0,
-                group("other"),
-            ),
+            requested(510, 50, "other"),
             (510, hs, 50, "SOCKET_POOL", 1, N),
-            (
-                510,
-                cj,
-                51,
-                "SOCKET_POOL_CONNECT_JOB_CREATED",
-                0,
-                created("other", false),
-            ),
+            job_created(510, 51, "other", false),
         ]);
         let hosts: HashSet<String> = ["img1".to_string()].into();
         let s = socket_pool(&l, &hosts).unwrap();
@@ -471,34 +423,13 @@ mod tests {
         let hs = "HTTP_STREAM_JOB";
         let cj = "TCP_CONNECT_JOB";
         let l = log(&[
-            (
-                100,
-                hs,
-                10,
-                "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
-                0,
-                group("www"),
-            ),
+            requested(100, 10, "www"),
             (100, hs, 10, "SOCKET_POOL", 1, N),
-            (
-                100,
-                hs,
-                10,
-                "SOCKET_POOL_STALLED_MAX_SOCKETS_PER_GROUP",
-                0,
-                N,
-            ),
+            stalled(100, 10),
             // A slot frees up later and the pool opens a job for the waiting request: not
             // inside the request's call (something else logged between).
             (200, "SOCKET", 5, "TCP_CONNECT", 0, N),
-            (
-                200,
-                cj,
-                11,
-                "SOCKET_POOL_CONNECT_JOB_CREATED",
-                0,
-                created("www", false),
-            ),
+            job_created(200, 11, "www", false),
             (450, cj, 11, "CONNECT_JOB", 2, N),
             (450, hs, 10, "SOCKET_POOL_BOUND_TO_CONNECT_JOB", 0, dep(11)),
             (450, hs, 10, "SOCKET_POOL_BOUND_TO_SOCKET", 0, dep(12)),
