@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::RunDir;
 use report::tsg::TimeSequence;
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common;
@@ -796,9 +796,6 @@ fn page(
     codel: &RunData,
     charts: &Charts,
 ) -> Result<Page> {
-    let fig = |id: &str, c: &Chart, zoomable: bool| -> Result<Figure> {
-        Figure::from_chart(id, c, zoomable).with_context(|| format!("drawing {id}"))
-    };
     let mut page = Page::new("Bufferbloat: a FIFO against CoDel + ECN on a home line");
     page.subtitle = format!(
         "10 Mbit/s down, 1 Mbit/s up, {BASE_RTT_MS:.0} ms base RTT; an 8 Mbit/s video stream \
@@ -824,23 +821,23 @@ fn page(
                     .into(),
             ))
             .with(Block::Row(vec![
-                fig("tsg-fifo", &charts.tsg_page[0], true)?,
-                fig("tsg-codel", &charts.tsg_page[1], true)?,
+                common::figure("tsg-fifo", &charts.tsg_page[0], true)?,
+                common::figure("tsg-codel", &charts.tsg_page[1], true)?,
             ])),
     );
     page.push(
         Section::new("A loss episode up close").with(Block::Row(vec![
-            fig("zoom-fifo", &charts.zoom[0], true)?,
-            fig("zoom-codel", &charts.zoom[1], true)?,
+            common::figure("zoom-fifo", &charts.zoom[0], true)?,
+            common::figure("zoom-codel", &charts.zoom[1], true)?,
         ])),
     );
     page.push(
         Section::new("Delay over time")
             .with(Block::Row(vec![
-                fig("delay-fifo", &charts.delay[0], false)?,
-                fig("delay-codel", &charts.delay[1], false)?,
+                common::figure("delay-fifo", &charts.delay[0], false)?,
+                common::figure("delay-codel", &charts.delay[1], false)?,
             ]))
-            .with(Block::Figure(fig(
+            .with(Block::Figure(common::figure(
                 "rtt-over-time",
                 &charts.rtt_both,
                 false,
@@ -848,8 +845,8 @@ fn page(
     );
     page.push(
         Section::new("Throughput and the probe's RTT distribution").with(Block::Row(vec![
-            fig("throughput", &charts.throughput, false)?,
-            fig("rtt-cdf", &charts.cdf, false)?,
+            common::figure("throughput", &charts.throughput, false)?,
+            common::figure("rtt-cdf", &charts.cdf, false)?,
         ])),
     );
     let mut findings = Vec::new();

@@ -729,6 +729,11 @@ pub fn results_section(
         .with(findings)
 }
 
+/// A chart as a report's figure (`zoomable`: the reader can zoom into it); an error names it.
+pub fn figure(id: &str, chart: &report::Chart, zoomable: bool) -> Result<report::Figure> {
+    report::Figure::from_chart(id, chart, zoomable).with_context(|| format!("drawing {id}"))
+}
+
 /// The section of what the analyzer found: which captures it read and what to see (`about`),
 /// then its diagnoses (`findings`).
 pub fn analyzer_section(about: &str, findings: report::Block) -> report::Section {
@@ -834,7 +839,9 @@ pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
 
 /// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
 /// any), as a report's findings block.
-pub fn analyzer_findings(runs: &[(&str, &analyze::Analysis)]) -> report::Block {
+pub fn analyzer_findings<'a>(
+    runs: impl IntoIterator<Item = (&'a str, &'a analyze::Analysis)>,
+) -> report::Block {
     let mut findings = Vec::new();
     for (label, analysis) in runs {
         let mut any = false;

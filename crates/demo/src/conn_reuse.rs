@@ -28,7 +28,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::page::HtmlScan;
 use web::WebRecord;
@@ -928,9 +928,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         .collect();
     let mut charts: Vec<(&str, &Chart)> = ids.iter().map(String::as_str).zip(wf.iter()).collect();
     charts.push(("saved-ms", &cdf));
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
     let mut page =
         Page::new("Connection reuse: a request takes whichever connection frees up first");
     let m = &results.pool;

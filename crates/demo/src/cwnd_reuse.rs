@@ -23,7 +23,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -691,9 +691,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     if let Some(f) = flights.get(1) {
         charts.push(("flights-ssai1", f));
     }
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
     let mut page =
         Page::new("Connection choice: a click on the idle connection with the biggest window");
     page.subtitle = format!(

@@ -23,9 +23,9 @@
 use std::path::Path;
 
 use analyze::{Analysis, Connection};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -556,21 +556,17 @@ fn page(
     let mut sec = Section::new("The sender's view");
     for (chart, run) in tsg.iter().zip(runs) {
         let name = format!("tsg-{}", run.variant.name());
-        sec = sec.with(Block::Figure(
-            Figure::from_chart(&name, chart, false).with_context(|| format!("drawing {name}"))?,
-        ));
+        sec = sec.with(Block::Figure(common::figure(&name, chart, false)?));
     }
-    sec = sec.with(Block::Figure(
-        Figure::from_chart("ack-intervals", intervals, false).context("drawing ack-intervals")?,
-    ));
+    sec = sec.with(Block::Figure(common::figure(
+        "ack-intervals",
+        intervals,
+        false,
+    )?));
     page.push(sec);
-    let analyses: Vec<(&str, &Analysis)> = runs
-        .iter()
-        .map(|r| (r.variant.name(), &r.analysis))
-        .collect();
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's client capture.",
-        common::analyzer_findings(&analyses),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -26,11 +26,11 @@
 use std::path::Path;
 
 use analyze::Analysis;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::{iface_addrs, Change, EcnMode, Family, Host, HostSettings, Interface};
 use lab::config::{LabConfig, LinkSpec};
 use labnet::setting::{LinkState, Setting};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -507,20 +507,14 @@ fn page(
     ));
     let mut timeline = Section::new("Timeline");
     for (name, chart) in names.iter().zip(charts) {
-        timeline = timeline.with(Block::Figure(
-            Figure::from_chart(name, chart, false).with_context(|| format!("drawing {name}"))?,
-        ));
+        timeline = timeline.with(Block::Figure(common::figure(name, chart, false)?));
     }
     page.push(timeline);
-    let analyses: Vec<(&str, &Analysis)> = runs
-        .iter()
-        .map(|r| (r.variant.name(), &r.analysis))
-        .collect();
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
          interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
          went unanswered (`syn_timeout`).",
-        common::analyzer_findings(&analyses),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

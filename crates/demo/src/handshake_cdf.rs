@@ -25,7 +25,7 @@
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
-use report::{Block, Figure, Page, Section};
+use report::{Block, Page, Section};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -310,9 +310,13 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
          line.",
         common::findings(checks),
     ));
-    page.push(Section::new("Handshake CDF").with(Block::Figure(
-        Figure::from_chart("handshake-cdf", &chart, true).context("drawing handshake-cdf")?,
-    )));
+    page.push(
+        Section::new("Handshake CDF").with(Block::Figure(common::figure(
+            "handshake-cdf",
+            &chart,
+            true,
+        )?)),
+    );
     let rtts: Vec<String> = r.server_rtt_ms.iter().map(|x| format!("{x:.0}")).collect();
     page.push(
         Section::new("Where the spread comes from").with(Block::Paragraph(format!(
@@ -333,7 +337,7 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
          `app_limited` line, where there is one, is a client or server program that \
          the machine scheduled late between the handshake and the request or the \
          answer: it is not in the handshake times.",
-        common::analyzer_findings(&[("browsing", a)]),
+        common::analyzer_findings([("browsing", a)]),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

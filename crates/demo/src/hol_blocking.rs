@@ -17,10 +17,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::LabConfig;
 use labnet::setting::Direction;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -772,9 +772,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         })
         .collect();
     report::same_scale(&mut waterfalls);
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
     let mut page = Page::new("Head-of-line blocking: HTTP/1.1, HTTP/2 and HTTP/3 under loss");
     page.subtitle = format!(
         "examples/pages/article.toml: 60 resources, about 740 kB, from one host; {DOWN} down / \

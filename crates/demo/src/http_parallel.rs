@@ -16,9 +16,9 @@
 use std::fs;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -426,9 +426,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         .collect();
     files.push(("page-load".into(), &plt));
     files.push(("queue-delay".into(), &qd));
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
     let mut page = Page::new("Parallel connections, sharding and HTTP/2: a portal page");
     page.subtitle = format!(
         "examples/pages/portal.toml: 193 resources over 6 host names naming one server; \

@@ -25,7 +25,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
 use labnet::run_dir::RunDir;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
 
 use crate::common;
@@ -1159,9 +1159,7 @@ impl Charts {
 }
 
 fn page(a: &Args, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page> {
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, false);
     let mut page = Page::new("L4S: a video call beside busy downloads");
     page.subtitle = format!(
         "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \

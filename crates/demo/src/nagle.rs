@@ -23,7 +23,7 @@ use analyze::{Analysis, Connection};
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::RunDir;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use wire::Instant;
 
@@ -621,9 +621,7 @@ fn page(
     runs: &[RunData],
     files: &[(String, &Chart)],
 ) -> Result<Page> {
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, false);
     let mut page = Page::new("Nagle's algorithm: a message in two writes over a satellite");
     page.subtitle = format!(
         "{CAPACITY} each way, {BASE_RTT_MS:.0} ms base RTT; each 70-byte message written as \

@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use analyze::Analysis;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
 use serde::Serialize;
@@ -431,7 +431,7 @@ fn page(
             .find(|(n, _)| *n == id)
             .expect("a chart of this demo")
             .1;
-        Figure::from_chart(id, c, false).with_context(|| format!("drawing {id}"))
+        common::figure(id, c, false)
     };
     let mut page = Page::new("TCP_NOTSENT_LOWAT: stale frames in the sender's socket buffer");
     page.subtitle = format!(
@@ -458,15 +458,11 @@ fn page(
         fig("click-to-frame-cdf")?,
     ])));
     page.push(Section::new("Where the frames wait").with(Block::Figure(fig("unsent-bytes")?)));
-    let analyses: Vec<(&str, &Analysis)> = runs
-        .iter()
-        .map(|r| (r.variant.short(), &r.analysis))
-        .collect();
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
          shows the network, not the socket buffer: the delay of the unbounded run is \
          not in it.",
-        common::analyzer_findings(&analyses),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.short(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -13,9 +13,9 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -297,9 +297,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         vec![(100.0, 1697.0), (100.0, 626.0)],
     ));
     charts.push(("ttfb-vs-rtt".into(), ttfb));
-    let fig = |id: &str, c: &Chart| -> Result<Figure> {
-        Figure::from_chart(id, c, true).with_context(|| format!("drawing {id}"))
-    };
+    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
     let mut page = Page::new("HTTP/1.1 pipelining: the newsletter page over 6 connections");
     page.subtitle = format!(
         "159 resources from one host (examples/pages/newsletter.toml), 6 persistent \

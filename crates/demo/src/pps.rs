@@ -15,9 +15,9 @@
 use std::path::Path;
 
 use analyze::Analysis;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::{Direction, EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -433,20 +433,12 @@ fn page(
     ));
     page.push(
         Section::new("Goodput and packet rate")
-            .with(Block::Figure(
-                Figure::from_chart("goodput", goodput, false).context("drawing goodput")?,
-            ))
-            .with(Block::Figure(
-                Figure::from_chart("packets", packets, false).context("drawing packets")?,
-            )),
+            .with(Block::Figure(common::figure("goodput", goodput, false)?))
+            .with(Block::Figure(common::figure("packets", packets, false)?)),
     );
-    let analyses: Vec<(&str, &Analysis)> = runs
-        .iter()
-        .map(|r| (r.variant.name(), &r.analysis))
-        .collect();
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's client capture.",
-        common::analyzer_findings(&analyses),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::{parse_link_log, RunDir};
 use labnet::spec::Side;
-use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use rpm::attribution::{attribute, Attribution, LinkLog};
 use rpm::report::RpmReport;
 use serde::Serialize;
@@ -584,9 +584,8 @@ fn write_outputs(a: &Args, r: &Results, checks: &[Check]) -> Result<()> {
         common::findings(checks),
     ));
     page.push(
-        Section::new("Where the round trips went").with(Block::Figure(
-            Figure::from_chart("parts", &chart, false).context("drawing parts")?,
-        )),
+        Section::new("Where the round trips went")
+            .with(Block::Figure(common::figure("parts", &chart, false)?)),
     );
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table, with every part of each attribution".into(),

@@ -358,7 +358,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
         for f in budget {
             s.push(Block::Figure(f));
         }
-        s.push(common::analyzer_findings(&[("run", a)]));
+        s.push(common::analyzer_findings([("run", a)]));
         page.push(s);
     }
     let html = dir.join("report.html");

@@ -24,9 +24,9 @@
 use std::path::Path;
 
 use analyze::Analysis;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -445,9 +445,13 @@ fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart
          at the server. Actions are the server's, per request id.",
         common::findings(checks),
     ));
-    page.push(Section::new("Request time").with(Block::Figure(
-        Figure::from_chart("request-time", chart, false).context("drawing request-time")?,
-    )));
+    page.push(
+        Section::new("Request time").with(Block::Figure(common::figure(
+            "request-time",
+            chart,
+            false,
+        )?)),
+    );
     let d = &r.duplicate;
     page.push(
         Section::new("Late duplicate SYNs: why only idempotent requests").with(Block::Paragraph(
@@ -470,14 +474,10 @@ fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart
             ),
         )),
     );
-    let analyses: Vec<(&str, &Analysis)> = runs
-        .iter()
-        .map(|r| (r.variant.name(), &r.analysis))
-        .collect();
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
          tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line.",
-        common::analyzer_findings(&analyses),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
