@@ -25,7 +25,7 @@ pub mod output;
 pub mod process;
 pub mod runner;
 mod starter;
-mod sys;
+pub mod sys;
 pub mod userns;
 
 /// Who owns the files written for the user (the `owner` crate, under its old name here).
