@@ -258,22 +258,40 @@ pub fn two_hosts(
     (name, up, down): (&str, Direction, Direction),
     programs: Vec<Program>,
 ) -> LabConfig {
+    let path = link(name, (&a.name, &b.name), up, down);
+    lab(seed, vec![a, b], &[], vec![path], programs)
+}
+
+/// A lab of `hosts` and `routers` joined by `links`, which nothing changes while it runs. It
+/// ends with its waited-for program; the others then get SIGTERM and write their summaries.
+pub fn lab(
+    seed: u64,
+    hosts: Vec<Host>,
+    routers: &[&str],
+    links: Vec<LinkSpec>,
+    programs: Vec<Program>,
+) -> LabConfig {
     LabConfig {
         seed,
         duration_s: None,
-        links: vec![LinkSpec {
-            name: name.into(),
-            a: a.name.clone(),
-            b: b.name.clone(),
-            up,
-            down,
-        }],
-        hosts: vec![a, b],
-        routers: vec![],
+        links,
+        hosts,
+        routers: routers.iter().map(|r| r.to_string()).collect(),
         changes: vec![],
         programs,
         nat64: None,
         precision: Default::default(),
+    }
+}
+
+/// The link `name` between the nodes `a` and `b`: `up` is its direction from `a`, `down` back.
+pub fn link(name: &str, (a, b): (&str, &str), up: Direction, down: Direction) -> LinkSpec {
+    LinkSpec {
+        name: name.into(),
+        a: a.into(),
+        b: b.into(),
+        up,
+        down,
     }
 }
 

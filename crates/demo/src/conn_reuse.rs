@@ -27,7 +27,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig};
 use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::page::HtmlScan;
@@ -312,63 +312,40 @@ pub fn lab_config(
 ) -> LabConfig {
     let one_way = format!("{}ms", line.rtt_ms / 2.0);
     let mut hosts = vec![common::host("client", 1, EcnMode::Passive)];
-    let mut links = vec![LinkSpec {
-        name: "access".into(),
-        a: "client".into(),
-        b: "isp".into(),
-        up: common::direction(
-            &Line::rate(line.up_mbit),
-            &one_way,
-            &line.queue(line.up_mbit),
-        ),
-        down: common::direction(
-            &Line::rate(line.down_mbit),
-            &one_way,
-            &line.queue(line.down_mbit),
-        ),
-    }];
+    let access = |mbit: f64| common::direction(&Line::rate(mbit), &one_way, &line.queue(mbit));
+    let mut links = vec![common::link(
+        "access",
+        ("client", "isp"),
+        access(line.up_mbit),
+        access(line.down_mbit),
+    )];
     let mut programs = Vec::new();
     for (i, (name, aliases)) in SERVERS.iter().enumerate() {
         let mut h = common::host(name, i + 2, EcnMode::Passive);
         h.aliases = aliases.iter().map(|a| a.to_string()).collect();
         hosts.push(h);
-        links.push(LinkSpec {
-            name: (*name).into(),
-            a: "isp".into(),
-            b: (*name).into(),
-            up: common::direction("1gbit", "0ms", SERVER_QUEUE),
-            down: common::direction("1gbit", "0ms", SERVER_QUEUE),
-        });
-        programs.push(Program {
-            name: format!("web-server-{name}"),
-            host: (*name).into(),
-            at_s: 0.0,
-            run: format!("exec latencylab web-server --page {}", page_file.display()),
-            wait: false,
-        });
+        let server = || common::direction("1gbit", "0ms", SERVER_QUEUE);
+        links.push(common::link(name, ("isp", name), server(), server()));
+        programs.push(common::program(
+            &format!("web-server-{name}"),
+            name,
+            0.0,
+            format!("exec latencylab web-server --page {}", page_file.display()),
+            false,
+        ));
     }
-    programs.push(Program {
-        name: "page-load".into(),
-        host: "client".into(),
-        at_s: CLIENT_START_S,
-        run: format!(
+    programs.push(common::program(
+        "page-load",
+        "client",
+        CLIENT_START_S,
+        format!(
             "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design} \
              --html-scan {}",
             scan_name(scan)
         ),
-        wait: true,
-    });
-    LabConfig {
-        seed,
-        duration_s: None,
-        hosts,
-        routers: vec!["isp".into()],
-        links,
-        changes: vec![],
-        programs,
-        nat64: None,
-        precision: Default::default(),
-    }
+        true,
+    ));
+    common::lab(seed, hosts, &["isp"], links, programs)
 }
 
 struct RunData {

@@ -27,8 +27,8 @@ use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Result};
+use lab::config::LabConfig;
 use lab::config::{iface_addrs, Change, EcnMode, Family, Host, HostSettings, Interface};
-use lab::config::{LabConfig, LinkSpec};
 use labnet::setting::{LinkState, Setting};
 use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
@@ -142,12 +142,9 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         interfaces: vec![iface(WIFI, 1), iface(CELL, 2)],
         aliases: vec![],
     };
-    let link = |name: &str, a: &str, b: &str, rate: &str, delay: &str| LinkSpec {
-        name: name.into(),
-        a: a.into(),
-        b: b.into(),
-        up: common::direction(rate, delay, &queue),
-        down: common::direction(rate, delay, &queue),
+    let link = |name: &str, a: &str, b: &str, rate: &str, delay: &str| {
+        let dir = || common::direction(rate, delay, &queue);
+        common::link(name, (a, b), dir(), dir())
     };
     let state = |at_s: f64, s: LinkState| Change {
         at_s,
@@ -176,27 +173,27 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
     } else {
         (client, "exec latencylab fallback-server --no-mptcp".into())
     };
-    LabConfig {
+    // The lab ends with the client; the server then gets SIGTERM.
+    let lab = common::lab(
         seed,
-        // The lab ends with the client; the server then gets SIGTERM.
-        duration_s: None,
-        hosts: vec![phone, common::host("server", 3, EcnMode::Passive)],
-        routers: vec!["net".into()],
-        links: vec![
+        vec![phone, common::host("server", 3, EcnMode::Passive)],
+        &["net"],
+        vec![
             link("wifi", "phone.wlan0", "net", "50mbit", "2ms"),
             link("cell", "phone.rmnet0", "net", "10mbit", "30ms"),
             link("core", "net", "server", "1gbit", "2.5ms"),
         ],
+        vec![
+            common::program("fallback-server", "server", 0.0, server, false),
+            common::program("fallback-client", "phone", CLIENT_START_S, client, true),
+        ],
+    );
+    LabConfig {
         changes: vec![
             state(OUTAGE_START_S, LinkState::Blackhole),
             state(OUTAGE_END_S, LinkState::On),
         ],
-        programs: vec![
-            common::program("fallback-server", "server", 0.0, server, false),
-            common::program("fallback-client", "phone", CLIENT_START_S, client, true),
-        ],
-        nat64: None,
-        precision: Default::default(),
+        ..lab
     }
 }
 

@@ -24,7 +24,7 @@
 
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Program};
+use lab::config::{EcnMode, LabConfig};
 use report::{Block, Page, Section};
 use serde::Serialize;
 
@@ -99,13 +99,13 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
     let queue = lab::config::Direction::default().queue.to_string();
     let half_access_us = (ACCESS_RTT_MS * 500.0).round() as u64;
     let mut hosts = vec![common::host("client", 1, EcnMode::Passive)];
-    let mut links = vec![LinkSpec {
-        name: "home".into(),
-        a: "client".into(),
-        b: "isp".into(),
-        up: common::direction("10mbit", &format!("{half_access_us}us"), &queue),
-        down: common::direction("50mbit", &format!("{half_access_us}us"), &queue),
-    }];
+    let half_access = format!("{half_access_us}us");
+    let mut links = vec![common::link(
+        "home",
+        ("client", "isp"),
+        common::direction("10mbit", &half_access, &queue),
+        common::direction("50mbit", &half_access, &queue),
+    )];
     let mut programs = Vec::new();
     let mut client = Vec::new();
     for (i, rtt) in server_rtts_ms(servers).into_iter().enumerate() {
@@ -114,44 +114,29 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
         // Each way: half of what the server's round trip adds to the home line's.
         let one_way_us = ((rtt - ACCESS_RTT_MS).max(0.0) * 500.0).round() as u64;
         let delay = format!("{one_way_us}us");
-        links.push(LinkSpec {
-            name: name.clone(),
-            a: "isp".into(),
-            b: name.clone(),
-            up: common::direction("1gbit", &delay, &queue),
-            down: common::direction("1gbit", &delay, &queue),
-        });
-        programs.push(Program {
-            name: format!("server-{name}"),
-            host: name.clone(),
-            at_s: 0.0,
-            run: format!("exec latencylab tfo-server --no-fastopen --port {PORT}"),
-            wait: false,
-        });
+        let server = || common::direction("1gbit", &delay, &queue);
+        links.push(common::link(&name, ("isp", &name), server(), server()));
+        programs.push(common::program(
+            &format!("server-{name}"),
+            &name,
+            0.0,
+            format!("exec latencylab tfo-server --no-fastopen --port {PORT}"),
+            false,
+        ));
         client.push(format!(
             "(sleep {:.3}; exec latencylab tfo-client {name}:{PORT} --count {per_server} --interval {INTERVAL_MS}ms > /dev/null) &",
             i as f64 * STAGGER_MS as f64 / 1000.0
         ));
     }
     client.push("wait".into());
-    programs.push(Program {
-        name: "browser".into(),
-        host: "client".into(),
-        at_s: CLIENT_START_S,
-        run: client.join(" "),
-        wait: true,
-    });
-    LabConfig {
-        seed,
-        duration_s: None,
-        hosts,
-        routers: vec!["isp".into()],
-        links,
-        changes: vec![],
-        programs,
-        nat64: None,
-        precision: Default::default(),
-    }
+    programs.push(common::program(
+        "browser",
+        "client",
+        CLIENT_START_S,
+        client.join(" "),
+        true,
+    ));
+    common::lab(seed, hosts, &["isp"], links, programs)
 }
 
 /// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and

@@ -23,7 +23,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use lab::config::{EcnMode, LabConfig, LinkSpec, Side};
+use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
@@ -228,14 +228,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         // The home LAN is fast and short: the line is the only bottleneck.
         let mut up = common::direction("1gbit", "0ms", "fifo limit 1000");
         up.params.bleach_ecn = bleach;
-        let down = up.clone();
-        LinkSpec {
-            name: name.into(),
-            a: host.into(),
-            b: "home".into(),
-            up,
-            down,
-        }
+        common::link(name, (host, "home"), up.clone(), up)
     };
     let call = |end: &str, mode: &str, duration_s: f64| {
         format!(
@@ -289,34 +282,24 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         ));
     }
     let line = |queue: &str| common::direction(&format!("{LINE_MBPS:.0}mbit"), "10ms", queue);
-    LabConfig {
+    common::lab(
         seed,
-        duration_s: None,
-        hosts: vec![
+        vec![
             common::host("caller", 1, EcnMode::Passive),
             common::host("others", 2, EcnMode::Passive),
             common::host("remote", 3, EcnMode::Passive),
         ],
-        routers: vec!["home".into()],
-        links: vec![
+        &["home"],
+        vec![
             // Run C: the caller's access hop clears the ECN field both ways (an old access
             // point or home router rewriting the TOS byte), before the line on the way out
             // and after it on the way in.
             lan("wifi", "caller", v == Variant::Bleached),
             lan("lan", "others", false),
-            LinkSpec {
-                name: "line".into(),
-                a: "home".into(),
-                b: "remote".into(),
-                up: line(queue),
-                down: line(queue),
-            },
+            common::link("line", ("home", "remote"), line(queue), line(queue)),
         ],
-        changes: vec![],
         programs,
-        nat64: None,
-        precision: Default::default(),
-    }
+    )
 }
 
 /// The three runs: what [`run`] runs and `--export` writes.

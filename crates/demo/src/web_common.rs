@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use lab::config::{EcnMode, LabConfig, Program};
+use lab::config::{EcnMode, LabConfig};
 use report::{Axis, Chart, Marks, Rgb, Series};
 use web::WebRecord;
 
@@ -44,20 +44,14 @@ pub fn web_lab(
             common::direction(line.down, &one_way, line.queue),
         ),
         vec![
-            Program {
-                name: "web-server".into(),
-                host: "server".into(),
-                at_s: 0.0,
-                run: format!("exec latencylab web-server --page {}", page_file.display()),
-                wait: false,
-            },
-            Program {
-                name: loader.0.into(),
-                host: "client".into(),
-                at_s: CLIENT_START_S,
-                run: loader.1,
-                wait: true,
-            },
+            common::program(
+                "web-server",
+                "server",
+                0.0,
+                format!("exec latencylab web-server --page {}", page_file.display()),
+                false,
+            ),
+            common::program(loader.0, "client", CLIENT_START_S, loader.1, true),
         ],
     )
 }
