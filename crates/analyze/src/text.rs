@@ -403,18 +403,49 @@ pub fn summary(a: &Analysis) -> String {
     s
 }
 
-/// The warnings, one line each, for standard error.
+/// Warnings printed in full per capture; the rest of that capture's are summed up in one line.
+const WARNINGS_SHOWN_PER_CAPTURE: usize = 5;
+
+/// The warnings for standard error: the first [`WARNINGS_SHOWN_PER_CAPTURE`] of each capture one
+/// line each, then one line that counts the rest of that capture's (those kept, which `--json`
+/// lists, and those beyond the cap) and the packets they span.
 pub fn warnings(a: &Analysis) -> String {
     let mut s = String::new();
-    for w in &a.warnings {
-        // Some messages already start with the packet number.
-        let prefix = format!("packet {}: ", w.packet);
-        let _ = writeln!(
-            s,
-            "latencylab: warning: {}: {prefix}{}",
-            a.captures.get(w.capture).map_or("", |c| c.name.as_str()),
-            w.message.strip_prefix(&prefix).unwrap_or(&w.message)
-        );
+    let name = |capture: usize| a.captures.get(capture).map_or("", |c| c.name.as_str());
+    for capture in 0..a.captures.len() {
+        let of_capture: Vec<_> = a.warnings.iter().filter(|w| w.capture == capture).collect();
+        for w in of_capture.iter().take(WARNINGS_SHOWN_PER_CAPTURE) {
+            // Some messages already start with the packet number.
+            let prefix = format!("packet {}: ", w.packet);
+            let _ = writeln!(
+                s,
+                "latencylab: warning: {}: {prefix}{}",
+                name(capture),
+                w.message.strip_prefix(&prefix).unwrap_or(&w.message)
+            );
+        }
+        let rest = &of_capture[of_capture.len().min(WARNINGS_SHOWN_PER_CAPTURE)..];
+        let beyond_cap = a.captures.get(capture).map_or(0, |c| c.warnings_dropped);
+        if !rest.is_empty() || beyond_cap > 0 {
+            let more = rest.len() as u64 + beyond_cap;
+            let span = match (rest.first(), rest.last()) {
+                (Some(first), Some(last)) if beyond_cap == 0 => {
+                    format!(", packets {} to {}", first.packet, last.packet)
+                }
+                (Some(first), _) => format!(", from packet {}", first.packet),
+                _ => String::new(),
+            };
+            let listed = if rest.is_empty() {
+                String::new()
+            } else {
+                format!("; `--json` lists {} of them", rest.len())
+            };
+            let _ = writeln!(
+                s,
+                "latencylab: warning: {}: {more} more warning(s){span}{listed}",
+                name(capture)
+            );
+        }
     }
     s
 }
@@ -430,5 +461,63 @@ mod handshake_words_tests {
         assert_eq!(yes_no(true), "yes");
         assert_eq!(ecn_words(EcnSetup::None), "not asked");
         assert_eq!(ecn_words(EcnSetup::Classic), "classic");
+    }
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::*;
+    use crate::model::{CaptureSummary, Warning};
+
+    fn analysis(per_capture: &[(u64, u64)]) -> Analysis {
+        let mut a = Analysis::default();
+        for (capture, &(kept, dropped)) in per_capture.iter().enumerate() {
+            a.captures.push(CaptureSummary {
+                name: format!("c{capture}.pcap"),
+                warnings_dropped: dropped,
+                ..CaptureSummary::default()
+            });
+            for packet in 1..=kept {
+                a.warnings.push(Warning {
+                    capture,
+                    packet: packet * 10,
+                    message: format!("packet {}: the capture kept only part of it", packet * 10),
+                });
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn each_capture_shows_its_first_warnings_and_sums_up_the_rest_in_one_line() {
+        let text = warnings(&analysis(&[(12, 0), (2, 0)]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), WARNINGS_SHOWN_PER_CAPTURE + 1 + 2, "{text}");
+        assert_eq!(
+            lines[0],
+            "latencylab: warning: c0.pcap: packet 10: the capture kept only part of it"
+        );
+        assert_eq!(
+            lines[WARNINGS_SHOWN_PER_CAPTURE],
+            "latencylab: warning: c0.pcap: 7 more warning(s), packets 60 to 120; `--json` lists 7 of them"
+        );
+        assert!(lines[WARNINGS_SHOWN_PER_CAPTURE + 1]
+            .starts_with("latencylab: warning: c1.pcap: packet 10:"));
+    }
+
+    #[test]
+    fn warnings_beyond_the_cap_are_counted_in_the_summary_line() {
+        let text = warnings(&analysis(&[(100, 40)]));
+        let last = text.lines().last().unwrap();
+        assert_eq!(
+            last,
+            "latencylab: warning: c0.pcap: 135 more warning(s), from packet 60; `--json` lists 95 of them"
+        );
+        // Only counted, none kept beyond the ones shown.
+        let text = warnings(&analysis(&[(3, 9)]));
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "latencylab: warning: c0.pcap: 9 more warning(s)"
+        );
     }
 }
