@@ -219,7 +219,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let mut charts: Vec<(String, Chart)> = Vec::new();
+    let mut waterfalls = Vec::new();
     for r in runs {
         let m = &r.metrics;
         let caption = format!(
@@ -240,21 +240,25 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                  the same connection, not idle round trips."
             }
         );
-        charts.push((
-            format!("waterfall-{}", r.label),
-            waterfall(&format!("Waterfall, {}", r.label), &r.bars, caption),
+        waterfalls.push(waterfall(
+            &format!("Waterfall, {}", r.label),
+            &r.bars,
+            caption,
         ));
     }
-    let mut same = [charts[0].1.clone(), charts[1].1.clone()];
-    report::same_scale(&mut same);
-    let mut same_slow = [charts[2].1.clone(), charts[3].1.clone()];
-    report::same_scale(&mut same_slow);
-    charts[0].1 = same[0].clone();
-    charts[1].1 = same[1].clone();
-    charts[2].1 = same_slow[0].clone();
-    charts[3].1 = same_slow[1].clone();
-    let pts = |f: &dyn Fn(&RunMetrics) -> f64, a: &RunMetrics, b: &RunMetrics| {
-        vec![(a.rtt_ms, f(a)), (b.rtt_ms, f(b))]
+    // Each RTT's two waterfalls on one scale.
+    for pair in waterfalls.chunks_mut(2) {
+        report::same_scale(pair);
+    }
+    let mut charts: Vec<(String, Chart)> = runs
+        .iter()
+        .map(|r| format!("waterfall-{}", r.label))
+        .zip(waterfalls)
+        .collect();
+    // One design's mean TTFB at both RTTs.
+    let ttfb_line = |name: &str, color: Rgb, a: &RunMetrics, b: &RunMetrics| {
+        let points = vec![(a.rtt_ms, a.ttfb_ms_mean), (b.rtt_ms, b.ttfb_ms_mean)];
+        Series::line(name, color, points).stroke(3)
     };
     let ttfb = Chart::new(
         "Mean time to first byte against RTT",
@@ -267,30 +271,18 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
          together and it grows by a few times the added RTT. Black dots: the seed's Firefox \
          at 100 ms RTT.",
     )
-    .with(
-        Series::line(
-            "no pipelining",
-            Rgb(213, 94, 0),
-            pts(
-                &|m| m.ttfb_ms_mean,
-                &results.no_pipelining,
-                &results.no_pipelining_slow,
-            ),
-        )
-        .stroke(3),
-    )
-    .with(
-        Series::line(
-            "pipelining",
-            Rgb(0, 114, 178),
-            pts(
-                &|m| m.ttfb_ms_mean,
-                &results.pipelining,
-                &results.pipelining_slow,
-            ),
-        )
-        .stroke(3),
-    )
+    .with(ttfb_line(
+        "no pipelining",
+        Rgb(213, 94, 0),
+        &results.no_pipelining,
+        &results.no_pipelining_slow,
+    ))
+    .with(ttfb_line(
+        "pipelining",
+        Rgb(0, 114, 178),
+        &results.pipelining,
+        &results.pipelining_slow,
+    ))
     .with(Series::scatter(
         "seed, 100 ms RTT",
         Rgb(0, 0, 0),
