@@ -307,6 +307,18 @@ fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
     };
     let window = |t: Instant| t >= t0 && t.as_nanos() <= t_end.as_nanos() + 5_000_000;
     let mut arrows = Vec::new();
+    // A packet that left at `depart` and arrived at `arrive`, kept when the client saw it
+    // (sent or received) during the exchange.
+    let mut arrow = |from_client: bool, depart: Instant, arrive: Instant, label: String| {
+        if window(if from_client { depart } else { arrive }) {
+            arrows.push(Arrow {
+                from_client,
+                depart_s: rel(depart),
+                arrive_s: rel(arrive),
+                label,
+            });
+        }
+    };
     // Data: leaves at the sender's capture, arrives at the receiver's.
     for (from_client, sent, recvd) in [
         (true, &c.a2b.series.segments, &s.a2b.series.segments),
@@ -319,15 +331,7 @@ fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
             else {
                 continue;
             };
-            let client_time = if from_client { g.time } else { r.time };
-            if window(client_time) {
-                arrows.push(Arrow {
-                    from_client,
-                    depart_s: rel(g.time),
-                    arrive_s: rel(r.time),
-                    label: format!("{} B", g.len),
-                });
-            }
+            arrow(from_client, g.time, r.time, format!("{} B", g.len));
         }
     }
     // Pure ACKs: the receiver of the data sends them (its capture), the sender gets them.
@@ -353,15 +357,7 @@ fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
             let Some(r) = recvd.iter().find(|r| r.seq == p.seq && r.time >= p.time) else {
                 continue;
             };
-            let client_time = if from_client { p.time } else { r.time };
-            if window(client_time) {
-                arrows.push(Arrow {
-                    from_client,
-                    depart_s: rel(p.time),
-                    arrive_s: rel(r.time),
-                    label: "ACK".into(),
-                });
-            }
+            arrow(from_client, p.time, r.time, "ACK".into());
         }
     }
     arrows.sort_by(|x, y| x.depart_s.total_cmp(&y.depart_s));
