@@ -35,7 +35,7 @@ use web::WebRecord;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, resource_bars, waterfall};
+use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
@@ -545,8 +545,7 @@ pub fn page_for_servers(path: &Path) -> Result<String> {
 
 fn collect(label: &'static str, line: &Line, scan: HtmlScan, dir: &Path) -> Result<RunData> {
     let (bars, connections) = resource_bars(dir)?;
-    let path = dir.join("programs").join("page-load.out");
-    let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
+    let (path, recs) = page_load_records(dir)?;
     let Some((needed, served, saved_ms)) = recs.iter().find_map(|r| match r {
         WebRecord::ConnManager {
             new_connections_needed,

@@ -29,7 +29,7 @@ use web::WebRecord;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, web_lab, Line};
+use crate::web_common::{analyzer_section, page_load_records, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const GALLERY: &str = include_str!("../../../examples/pages/gallery.toml");
@@ -242,8 +242,7 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn collect(label: &'static str, choice: &str, ssai: bool, a: &Args, dir: &Path) -> Result<RunData> {
-    let path = dir.join("programs").join("page-load.out");
-    let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
+    let (path, recs) = page_load_records(dir)?;
     let clicks: Vec<String> = CLICKS[..clicks_of(a)]
         .iter()
         .map(|p| format!("http://{HOST}{p}"))

@@ -26,7 +26,7 @@ use web::WebRecord;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{waterfall, web_lab, Line};
+use crate::web_common::{page_load_records, resource_bar, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const ARTICLE: &str = include_str!("../../../examples/pages/article.toml");
@@ -261,9 +261,8 @@ fn collect(
     dir: &Path,
     result: &lab::RunResult,
 ) -> Result<RunData> {
-    let path = dir.join("programs").join("page-load.out");
-    let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
-    let mut bars = Vec::new();
+    let (path, recs) = page_load_records(dir)?;
+    let bars: Vec<[f64; 4]> = recs.iter().filter_map(resource_bar).collect();
     let mut metrics = None;
     let mut handshake_ms_client = Vec::new();
     for r in &recs {
@@ -274,13 +273,6 @@ fn collect(
                 protocol,
                 ..
             } if protocol == "h3" => handshake_ms_client.push(ready_ms - start_ms),
-            WebRecord::Resource {
-                queued_ms,
-                sent_ms,
-                first_byte_ms,
-                last_byte_ms,
-                ..
-            } => bars.push([*queued_ms, *sent_ms, *first_byte_ms, *last_byte_ms]),
             WebRecord::Page {
                 page_load_ms,
                 ttfb_ms_mean,

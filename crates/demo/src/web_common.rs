@@ -2,7 +2,7 @@
 //! `web-server` and loaded by a waited-for program), reading the page-load client's lines back,
 //! and the waterfall chart.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
@@ -56,23 +56,35 @@ pub fn web_lab(
     )
 }
 
-/// The page-load client's resource lines of a run.
-pub fn resource_bars(dir: &Path) -> Result<(Vec<[f64; 4]>, u64)> {
+/// The page-load client's lines of the run in `dir`, and the file they are in.
+pub fn page_load_records(dir: &Path) -> Result<(PathBuf, Vec<WebRecord>)> {
     let path = dir.join("programs").join("page-load.out");
     let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
-    let mut bars = Vec::new();
+    Ok((path, recs))
+}
+
+/// A resource line's times, ms: queued, request sent, first byte, last byte (a waterfall's bar).
+pub fn resource_bar(r: &WebRecord) -> Option<[f64; 4]> {
+    match r {
+        WebRecord::Resource {
+            queued_ms,
+            sent_ms,
+            first_byte_ms,
+            last_byte_ms,
+            ..
+        } => Some([*queued_ms, *sent_ms, *first_byte_ms, *last_byte_ms]),
+        _ => None,
+    }
+}
+
+/// The page-load client's resource bars of a run, and its connections.
+pub fn resource_bars(dir: &Path) -> Result<(Vec<[f64; 4]>, u64)> {
+    let (path, recs) = page_load_records(dir)?;
+    let bars: Vec<[f64; 4]> = recs.iter().filter_map(resource_bar).collect();
     let mut conns = 0;
     for r in &recs {
-        match r {
-            WebRecord::Resource {
-                queued_ms,
-                sent_ms,
-                first_byte_ms,
-                last_byte_ms,
-                ..
-            } => bars.push([*queued_ms, *sent_ms, *first_byte_ms, *last_byte_ms]),
-            WebRecord::Page { connections, .. } => conns = *connections,
-            _ => {}
+        if let WebRecord::Page { connections, .. } = r {
+            conns = *connections;
         }
     }
     if bars.is_empty() {
