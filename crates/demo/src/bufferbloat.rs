@@ -426,14 +426,9 @@ pub const NEARLY_NO_DROPS: u64 = 5;
 
 /// The side-by-side table: header and rows, for the terminal and the page alike.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let header = vec![
-        String::new(),
-        format!("FIFO ({})", r.fifo.queue),
-        "CoDel + ECN".to_string(),
-    ];
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        vec![name.to_string(), f(&r.fifo), f(&r.codel)]
-    };
+    let fifo = format!("FIFO ({})", r.fifo.queue);
+    let runs = [(fifo.as_str(), &r.fifo), ("CoDel + ECN", &r.codel)];
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("stream goodput (Mbit/s)", &|m| {
             format!("{:.2}", m.goodput_mbps)

@@ -458,18 +458,23 @@ pub fn queue_delay_series_of(
         .collect())
 }
 
-/// The header of a table with one column per run: an empty corner, then the run names.
-pub fn run_header<M>(runs: &[(&str, &M)]) -> Vec<String> {
-    std::iter::once(String::new())
-        .chain(runs.iter().map(|(n, _)| n.to_string()))
-        .collect()
-}
+/// What a run shows in a row of a table with one column per run.
+pub type Cell<'c, M> = &'c dyn Fn(&M) -> String;
 
-/// One row of such a table: its label, then `cell` of each run.
-pub fn run_row<M>(runs: &[(&str, &M)], label: &str, cell: &dyn Fn(&M) -> String) -> Vec<String> {
-    std::iter::once(label.to_string())
-        .chain(runs.iter().map(|(_, m)| cell(m)))
-        .collect()
+/// A table with one column per run (`runs`: each run's name and numbers): its header (an empty
+/// corner, then the run names), and a maker of its rows, each a label and `cell` of each run.
+pub fn run_columns<'a, M>(
+    runs: &'a [(&'a str, &'a M)],
+) -> (Vec<String>, impl Fn(&str, Cell<'_, M>) -> Vec<String> + 'a) {
+    let header = std::iter::once(String::new())
+        .chain(runs.iter().map(|(n, _)| n.to_string()))
+        .collect();
+    let row = move |label: &str, cell: Cell<'_, M>| {
+        std::iter::once(label.to_string())
+            .chain(runs.iter().map(|(_, m)| cell(m)))
+            .collect()
+    };
+    (header, row)
 }
 
 /// A plain-text table: the first column left-aligned, the others right-aligned.
@@ -712,6 +717,15 @@ mod tests {
             );
         }
         fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn run_columns_give_a_column_per_run_under_its_name() {
+        let (fifo, codel) = (7_u32, 0_u32);
+        let runs = [("fifo", &fifo), ("codel", &codel)];
+        let (header, row) = run_columns(&runs);
+        assert_eq!(header, ["", "fifo", "codel"]);
+        assert_eq!(row("drops", &|m| m.to_string()), ["drops", "7", "0"]);
     }
 
     #[test]

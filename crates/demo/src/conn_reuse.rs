@@ -720,12 +720,12 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("Chromium", r.chromium.as_ref()),
         ("Chromium, consolidated", r.chromium_consolidated.as_ref()),
     ];
-    let mut header = common::run_header(&runs);
+    let (mut header, run_row) = common::run_columns(&runs);
     header.extend(chromium.iter().map(|(n, _)| n.to_string()));
     header.push("seed (NYT)".into());
     type Cr<'a> = &'a dyn Fn(&ChromiumMetrics) -> String;
     let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String, cr: Option<Cr>, seed: &str| {
-        let mut v = common::run_row(&runs, name, f);
+        let mut v = run_row(name, f);
         for (_, m) in &chromium {
             v.push(match (m, &cr) {
                 (Some(m), Some(cr)) => cr(m),

@@ -433,10 +433,10 @@ fn median_u64(v: &[u64]) -> u64 {
 
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let runs = r.runs();
-    let mut header = common::run_header(&runs);
+    let (mut header, run_row) = common::run_columns(&runs);
     header.push("seed (FF 4)".into());
     let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String, seed: &str| {
-        let mut v = common::run_row(&runs, name, f);
+        let mut v = run_row(name, f);
         v.push(seed.into());
         v
     };

@@ -408,8 +408,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let runs: Vec<(&str, &RunMetrics)> =
         Variant::ALL.iter().map(|v| (v.name(), r.get(*v))).collect();
-    let row = |label: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, label, f);
-    let header = common::run_header(&runs);
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("goodput (Mbit/s)", &|m| format!("{:.1}", m.goodput_mbps)),
         row("ACK interval, median (ms)", &|m| {

@@ -377,19 +377,17 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("mptcp", &r.mptcp),
     ];
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
-    let header = common::run_header(&runs);
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
-        common::run_row(&runs, "request p50 (ms)", &|m| ms(m.request_ms_p50)),
-        common::run_row(&runs, "request max (ms)", &|m| ms(m.request_ms_max)),
-        common::run_row(&runs, "worst during the outage (ms)", &|m| {
+        row("request p50 (ms)", &|m| ms(m.request_ms_p50)),
+        row("request max (ms)", &|m| ms(m.request_ms_max)),
+        row("worst during the outage (ms)", &|m| {
             ms(m.outage_request_ms_max)
         }),
-        common::run_row(&runs, "requests", &|m| m.requests.to_string()),
-        common::run_row(&runs, "failed", &|m| m.failed.to_string()),
-        common::run_row(&runs, "on cellular (%)", &|m| {
-            format!("{:.0}", m.on_cellular_pct)
-        }),
-        common::run_row(&runs, "back on Wi-Fi after (s)", &|m| {
+        row("requests", &|m| m.requests.to_string()),
+        row("failed", &|m| m.failed.to_string()),
+        row("on cellular (%)", &|m| format!("{:.0}", m.on_cellular_pct)),
+        row("back on Wi-Fi after (s)", &|m| {
             m.back_on_wifi_s
                 .map_or("never".to_string(), |s| format!("{s:.1}"))
         }),

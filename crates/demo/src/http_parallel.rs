@@ -272,8 +272,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("h2", &r.h2),
         ("h2-coalesced", &r.h2_coalesced),
     ];
-    let header = common::run_header(&runs);
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
+    let (header, row) = common::run_columns(&runs);
     let mut rows = vec![
         row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
         row("mean time to first byte (ms)", &|m| {

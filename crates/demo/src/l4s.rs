@@ -879,14 +879,13 @@ fn late_engine_note(b: &RunMetrics) -> Option<String> {
 
 /// The side-by-side table: header and rows, for the terminal and the page alike.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [&r.classic, &r.l4s, &r.bleached];
-    let mut header = vec![String::new()];
-    header.extend(Variant::ALL.iter().map(|v| v.label().to_string()));
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(runs.iter().map(|m| f(m)));
-        v
-    };
+    let [classic, l4s, bleached] = Variant::ALL.map(Variant::label);
+    let runs = [
+        (classic, &r.classic),
+        (l4s, &r.l4s),
+        (bleached, &r.bleached),
+    ];
+    let (header, row) = common::run_columns(&runs);
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let rows = vec![
         row("call RTT min (ms)", &|m| {

@@ -416,14 +416,13 @@ fn list(v: &[String]) -> String {
 
 /// The side-by-side table: header and rows, for the terminal and the page alike.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [&r.nagle, &r.nodelay, &r.writev];
-    let mut header = vec![String::new()];
-    header.extend(Variant::ALL.iter().map(|v| v.label().to_string()));
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(runs.iter().map(|m| f(m)));
-        v
-    };
+    let [nagle, nodelay, writev] = Variant::ALL.map(Variant::label);
+    let runs = [
+        (nagle, &r.nagle),
+        (nodelay, &r.nodelay),
+        (writev, &r.writev),
+    ];
+    let (header, row) = common::run_columns(&runs);
     let base = r.base_rtt_ms;
     let rows = vec![
         row("exchanges", &|m| m.exchanges.to_string()),

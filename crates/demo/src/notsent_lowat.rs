@@ -302,10 +302,8 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let header = vec![String::new(), "unbounded".into(), "lowat".into()];
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        vec![name.to_string(), f(&r.unbounded), f(&r.lowat)]
-    };
+    let runs = [("unbounded", &r.unbounded), ("lowat", &r.lowat)];
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("click-to-frame p50 (ms)", &|m| {
             format!("{:.0}", m.click_to_frame_ms_p50)

@@ -194,8 +194,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ("no-pipelining-300ms", &r.no_pipelining_slow),
         ("pipelining-300ms", &r.pipelining_slow),
     ];
-    let header = common::run_header(&runs);
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| common::run_row(&runs, name, f);
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms)),
         row("requests outstanding per connection", &|m| {

@@ -294,10 +294,8 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let header = vec![String::new(), "mtu1500".into(), "mtu9000".into()];
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        vec![name.to_string(), f(&r.mtu1500), f(&r.mtu9000)]
-    };
+    let runs = [("mtu1500", &r.mtu1500), ("mtu9000", &r.mtu9000)];
+    let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("MTU (bytes)", &|m| m.mtu.to_string()),
         row("goodput (Mbit/s)", &|m| format!("{:.1}", m.goodput_mbps)),

@@ -387,13 +387,8 @@ fn rpm_text(m: &RunMetrics) -> String {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut header = vec![String::new()];
-    header.extend(r.runs.iter().map(|m| m.label.clone()));
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(r.runs.iter().map(f));
-        v
-    };
+    let runs: Vec<(&str, &RunMetrics)> = r.runs.iter().map(|m| (m.label.as_str(), m)).collect();
+    let (header, row) = common::run_columns(&runs);
     // A cell of the attribution, "-" for a test without an RPM.
     fn att(m: &RunMetrics, f: impl Fn(&Attribution) -> String) -> String {
         m.attribution.as_ref().map_or_else(|| "-".into(), f)

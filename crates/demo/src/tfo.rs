@@ -355,10 +355,8 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let header = vec![String::new(), "plain".into(), "tfo".into()];
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String| {
-        vec![name.to_string(), f(&r.plain), f(&r.tfo)]
-    };
+    let runs = [("plain", &r.plain), ("tfo", &r.tfo)];
+    let (header, row) = common::run_columns(&runs);
     let mut rows = vec![
         row("request p50 (ms)", &|m| format!("{:.1}", m.request_ms_p50)),
         row("request p95 (ms)", &|m| format!("{:.1}", m.request_ms_p95)),
@@ -373,9 +371,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("double actions", &|m| m.double_actions.to_string()),
     ];
     let d = &r.duplicate;
-    let dup_row = |name: &str, f: &dyn Fn(&DuplicateMetrics) -> String| {
-        vec![name.to_string(), f(&d.plain), f(&d.tfo)]
-    };
+    let dup_runs = [("plain", &d.plain), ("tfo", &d.tfo)];
+    let (_, dup_row) = common::run_columns(&dup_runs);
     rows.extend([
         dup_row("late copies: requests", &|m| m.requests.to_string()),
         dup_row("late copies: server actions", &|m| {
