@@ -56,13 +56,8 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// The run's directory, and its name in the table and the charts.
     pub fn name(self) -> &'static str {
-        match self {
-            Variant::Unbounded => "unbounded",
-            Variant::Lowat => "lowat",
-        }
-    }
-    fn short(self) -> &'static str {
         match self {
             Variant::Unbounded => "unbounded",
             Variant::Lowat => "lowat",
@@ -163,7 +158,7 @@ pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
         .map(|v| {
             let run = common::Run {
                 dir: v.name().into(),
-                msg: format!("{}, {:.0} s", v.short(), a.seconds("duration")),
+                msg: format!("{}, {:.0} s", v.name(), a.seconds("duration")),
                 expected_s: lab_s,
                 config: lab_config(v, a.seconds("duration"), a.seed),
             };
@@ -353,7 +348,7 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     ));
     for run in runs {
         clicks.push(
-            Series::scatter(run.variant.short(), run.variant.color(), run.clicks.clone())
+            Series::scatter(run.variant.name(), run.variant.color(), run.clicks.clone())
                 .keep_in_legend(),
         );
     }
@@ -389,7 +384,7 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     for run in runs {
         unsent.push(
             Series::line(
-                run.variant.short(),
+                run.variant.name(),
                 run.variant.color(),
                 run.unsent_kb.clone(),
             )
@@ -407,7 +402,7 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     );
     for run in runs {
         let v: Vec<f64> = run.clicks.iter().map(|p| p.1).collect();
-        cdf.push(Series::cdf(run.variant.short(), run.variant.color(), &v));
+        cdf.push(Series::cdf(run.variant.name(), run.variant.color(), &v));
     }
     vec![
         ("click-to-frame", clicks),
@@ -460,7 +455,7 @@ fn page(
         "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
          shows the network, not the socket buffer: the delay of the unbounded run is \
          not in it.",
-        common::analyzer_findings(runs.iter().map(|r| (r.variant.short(), &r.analysis))),
+        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),
