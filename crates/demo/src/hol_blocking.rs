@@ -648,31 +648,31 @@ pub fn checks(r: &Results) -> Vec<Check> {
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let mut header = vec!["page load, s (mean of seeds)".to_string()];
     header.extend(LOSSES.iter().map(|l| format!("loss {}", l.0)));
+    // A protocol's row: `cell` of each loss setting, "-" where there is none.
+    let row = |label: String, proto: &str, cell: &dyn Fn(&Cell) -> String| {
+        let cells = LOSSES
+            .iter()
+            .map(|(loss, ..)| r.cell(proto, loss).map_or("-".into(), cell));
+        std::iter::once(label).chain(cells).collect::<Vec<String>>()
+    };
     let mut rows = Vec::new();
     for (proto, label, ..) in PROTOCOLS {
-        let mut row = vec![format!("{label} ({proto})")];
-        for (loss, ..) in LOSSES {
-            row.push(
-                r.cell(proto, loss)
-                    .map_or("-".into(), |c| format!("{:.2}", c.page_load_s_mean)),
-            );
-        }
-        rows.push(row);
+        rows.push(row(format!("{label} ({proto})"), proto, &|c| {
+            format!("{:.2}", c.page_load_s_mean)
+        }));
     }
     for (proto, label, ..) in PROTOCOLS {
-        let mut row = vec![format!("{label}: longest gap mid-response, ms")];
-        for (loss, ..) in LOSSES {
-            row.push(
-                r.cell(proto, loss)
-                    .map_or("-".into(), |c| format!("{:.0}", c.longest_gap_ms_mean)),
-            );
-        }
-        rows.push(row);
+        rows.push(row(
+            format!("{label}: longest gap mid-response, ms"),
+            proto,
+            &|c| format!("{:.0}", c.longest_gap_ms_mean),
+        ));
     }
     for (proto, label, ..) in PROTOCOLS.iter().filter(|p| p.0.starts_with("h3")) {
-        let mut row = vec![format!("{label}: packets the server declared lost")];
-        for (loss, ..) in LOSSES {
-            row.push(r.cell(proto, loss).map_or("-".into(), |c| {
+        rows.push(row(
+            format!("{label}: packets the server declared lost"),
+            proto,
+            &|c| {
                 let v: Vec<u64> = c
                     .runs
                     .iter()
@@ -683,9 +683,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
                 } else {
                     format!("{:.1}", v.iter().sum::<u64>() as f64 / v.len() as f64)
                 }
-            }));
-        }
-        rows.push(row);
+            },
+        ));
     }
     let mut cr = vec!["headless Chromium over QUIC (s)".to_string()];
     cr.push(match (r.chromium_quic_page_load_s, &r.chromium_note) {
