@@ -35,7 +35,7 @@ use web::WebRecord;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall};
+use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall, CHROMIUM};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
@@ -395,7 +395,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
             bail!("{what}: {v} Mbit/s is outside 0.1 to 1000");
         }
     }
-    let with_chromium = Path::new(crate::http_parallel::CHROMIUM).exists();
+    let with_chromium = Path::new(CHROMIUM).exists();
     let chromium_s = if with_chromium {
         2.0 * (expect + 6.0)
     } else {
@@ -421,10 +421,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
             }
         }
     } else {
-        chromium_note = Some(format!(
-            "{} is not installed",
-            crate::http_parallel::CHROMIUM
-        ));
+        chromium_note = Some(format!("{} is not installed", CHROMIUM));
     }
     let [chromium, chromium_consolidated] = chromium;
     let results = Results {
@@ -453,7 +450,7 @@ pub fn chromium_command(profile: &Path, netlog: &Path) -> String {
         "exec {} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
          --disable-background-networking --disable-component-update --disable-sync \
          --user-data-dir={} --log-net-log={} --dump-dom http://www/",
-        crate::http_parallel::CHROMIUM,
+        CHROMIUM,
         profile.display(),
         netlog.display()
     )

@@ -26,7 +26,10 @@ use web::WebRecord;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{page_load_records, resource_bar, waterfall, web_lab, Line};
+use crate::web_common::{
+    chromium_seconds, chromium_skipped, page_load_records, resource_bar, waterfall, web_lab, Line,
+    CHROMIUM,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const ARTICLE: &str = include_str!("../../../examples/pages/article.toml");
@@ -34,7 +37,6 @@ pub const RTT_MS: f64 = 40.0;
 pub const DOWN: &str = "20mbit";
 pub const UP: &str = "5mbit";
 const QUEUE: &str = "fifo limit 1000";
-pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// The protocols: run-name prefix, label, page-load options, server scheduling.
 pub const PROTOCOLS: [(&str, &str, &str, &str); 4] = [
@@ -427,19 +429,16 @@ fn cells(runs: &[RunData]) -> Vec<Cell> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    let chromium = !a.flag("no-chromium") && Path::new(CHROMIUM).exists();
+    let skipped = chromium_skipped(a);
     let labs = runs(a)?;
-    let total: f64 =
-        labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 8.0 } else { 0.0 };
+    let chromium_s = if skipped.is_none() { 8.0 } else { 0.0 };
+    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
     let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
     let page_file = a.out_dir.join("article.toml").canonicalize()?;
     let data = series.run(labs, None, collect)?;
-    let (chromium_quic_page_load_s, chromium_used_quic, chromium_note) = if chromium {
-        run_chromium(a, &page_file, &mut series)?
-    } else if a.flag("no-chromium") {
-        (None, None, Some("--no-chromium".into()))
-    } else {
-        (None, None, Some(format!("{CHROMIUM} is not installed")))
+    let (chromium_quic_page_load_s, chromium_used_quic, chromium_note) = match skipped {
+        None => run_chromium(a, &page_file, &mut series)?,
+        Some(why) => (None, None, Some(why)),
     };
     let _ = fs::remove_dir_all(a.out_dir.join("tls"));
     let results = Results {
@@ -687,11 +686,10 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         ));
     }
     let mut cr = vec!["headless Chromium over QUIC (s)".to_string()];
-    cr.push(match (r.chromium_quic_page_load_s, &r.chromium_note) {
-        (Some(s), _) => format!("{s:.2}"),
-        (None, Some(n)) => format!("not run: {n}"),
-        (None, None) => "not run".into(),
-    });
+    cr.push(chromium_seconds(
+        r.chromium_quic_page_load_s,
+        r.chromium_note.as_deref(),
+    ));
     cr.resize(header.len(), String::new());
     rows.push(cr);
     (header, rows)

@@ -23,7 +23,9 @@ use serde::Serialize;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+use crate::web_common::{
+    chromium_seconds, chromium_skipped, resource_bars, waterfall, web_lab, Line, CHROMIUM,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const PORTAL: &str = include_str!("../../../examples/pages/portal.toml");
@@ -33,7 +35,6 @@ pub const UP: &str = "2mbit";
 const QUEUE: &str = "fifo limit 300";
 /// The image hosts, aliases of `server`.
 pub const SHARDS: [&str; 5] = ["img1", "img2", "img3", "img4", "img5"];
-pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// The runs: name, page-load options.
 pub const RUNS: [(&str, &str); 5] = [
@@ -135,14 +136,14 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    let chromium = !a.flag("no-chromium") && Path::new(CHROMIUM).exists();
+    let skipped = chromium_skipped(a);
     let labs = runs(a)?;
-    let total: f64 =
-        labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + if chromium { 10.0 } else { 0.0 };
+    let chromium_s = if skipped.is_none() { 10.0 } else { 0.0 };
+    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
     let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
     let page_file = a.out_dir.join("portal.toml").canonicalize()?;
     let runs = series.run(labs, None, collect)?;
-    let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if chromium {
+    let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if skipped.is_none() {
         let dir = a.out_dir.join("chromium");
         let profile = a.out_dir.join("chromium-profile");
         let _ = fs::remove_dir_all(&profile);
@@ -169,10 +170,8 @@ pub fn run(a: &Args) -> Result<Outcome> {
                 )),
             ),
         }
-    } else if a.flag("no-chromium") {
-        (None, None, Some("--no-chromium".into()))
     } else {
-        (None, None, Some(format!("{CHROMIUM} is not installed")))
+        (None, None, skipped)
     };
     let m = |i: usize| runs[i].metrics.clone();
     let results = Results {
@@ -286,11 +285,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     ];
     let mut cr = vec![
         "headless Chromium, 6 per host: last response (s)".to_string(),
-        match (r.chromium_page_load_s, &r.chromium_note) {
-            (Some(s), _) => format!("{s:.2}"),
-            (None, Some(n)) => format!("not run: {n}"),
-            (None, None) => "not run".into(),
-        },
+        chromium_seconds(r.chromium_page_load_s, r.chromium_note.as_deref()),
     ];
     cr.resize(runs.len() + 1, String::new());
     rows.push(cr);

@@ -10,6 +10,10 @@ use report::{Axis, Chart, Marks, Rgb, Series};
 use web::WebRecord;
 
 use crate::common;
+use crate::params::Args;
+
+/// Where the web demos find headless Chromium.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// When the loader starts, s after the lab: the server is listening by then.
 const CLIENT_START_S: f64 = 0.5;
@@ -54,6 +58,27 @@ pub fn web_lab(
             common::program(loader.0, "client", CLIENT_START_S, loader.1, true),
         ],
     )
+}
+
+/// Why a demo with `--no-chromium` leaves headless Chromium out (that option, or Chromium not
+/// installed); `None` when Chromium loads the page too.
+pub fn chromium_skipped(a: &Args) -> Option<String> {
+    if a.flag("no-chromium") {
+        Some("--no-chromium".into())
+    } else if !Path::new(CHROMIUM).exists() {
+        Some(format!("{CHROMIUM} is not installed"))
+    } else {
+        None
+    }
+}
+
+/// A table cell of Chromium's page load, s: the time, or that it did not run and why.
+pub fn chromium_seconds(s: Option<f64>, note: Option<&str>) -> String {
+    match (s, note) {
+        (Some(s), _) => format!("{s:.2}"),
+        (None, Some(n)) => format!("not run: {n}"),
+        (None, None) => "not run".into(),
+    }
 }
 
 /// The page-load client's lines of the run in `dir`, and the file they are in.
