@@ -868,14 +868,11 @@ fn page(
          on fifo/captures/server-eth0.pcap for the whole analysis).",
         Block::Findings(findings),
     ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "fifo/, codel/: each run's lab output: captures/*.pcap (tcpdump, Wireshark, \
          latencylab analyze), links/*.log (every packet's queue events), summary.json, lab.json, \
-         programs/*.out (the programs' JSON lines)"
-            .into(),
-    ])));
+         programs/*.out (the programs' JSON lines)",
+    ]));
     Ok(page)
 }
 

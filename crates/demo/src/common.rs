@@ -774,6 +774,17 @@ pub fn analyzer_section(about: &str, findings: report::Block) -> report::Section
         .with(findings)
 }
 
+/// The report's last section, of the files the demo leaves: `results.json`, the charts, then
+/// `more` (each run's directory and what is in it).
+pub fn files_section(more: &[&str]) -> report::Section {
+    let mut files = vec![
+        "results.json: the numbers of the table".to_string(),
+        "*.png: every chart of this page".to_string(),
+    ];
+    files.extend(more.iter().map(|f| f.to_string()));
+    report::Section::new("Files").with(report::Block::List(files))
+}
+
 /// The criteria as the report's findings block: "as expected" or "NOT as expected", each with
 /// what was checked.
 pub fn findings(checks: &[Check]) -> report::Block {

@@ -948,18 +948,14 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     page.push(Section::new("Time saved").with(Block::Figure(fig("saved-ms", &cdf)?)));
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
     page.push(analyzer_section(dir, &labels)?);
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
-        "page.toml, page-consolidated.toml: the two pages".into(),
+    page.push(common::files_section(&[
+        "page.toml, page-consolidated.toml: the two pages",
         "bound/, pool/, bound-consolidated/, pool-consolidated/: each run's lab output: \
          captures/*.pcap, programs/page-load.out (a JSON line per connection and per \
-         resource, and the conn_manager line)"
-            .into(),
+         resource, and the conn_manager line)",
         "chromium/, chromium-consolidated/: Chromium's runs: netlog.json (its network log; \
-         open it in netlog-viewer), programs/chromium.out (the DOM after the load event)"
-            .into(),
-    ])));
+         open it in netlog-viewer), programs/chromium.out (the DOM after the load event)",
+    ]));
     common::write_report_files(dir, results, &charts, &page)
 }
 

@@ -738,15 +738,11 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                 .into(),
         )),
     );
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
-        format!(
-            "{}: each run's lab output: captures/*.pcap, programs/page-load.out (a JSON line per \
-             connection and per response, the clicks' too)",
-            labels.join("/, ") + "/"
-        ),
-    ])));
+    page.push(common::files_section(&[&format!(
+        "{}: each run's lab output: captures/*.pcap, programs/page-load.out (a JSON line per \
+         connection and per response, the clicks' too)",
+        labels.join("/, ") + "/"
+    )]));
     common::write_report_files(dir, results, &charts, &page)
 }
 

@@ -447,13 +447,10 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     page.push(s);
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
     page.push(crate::web_common::analyzer_section(dir, &labels)?);
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "36-conns/, 6-conns/, 1-conn/, h2/, h2-coalesced/, chromium/: each run's lab output \
-         (captures/*.pcap, links/*.log, programs/*.out)"
-            .into(),
-    ])));
+         (captures/*.pcap, links/*.log, programs/*.out)",
+    ]));
     let files: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
     common::write_report_files(dir, results, &files, &page)
 }

@@ -1188,14 +1188,11 @@ fn page(a: &Args, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page
     page.push(
         Section::new("The other devices' share").with(Block::Figure(fig("share", &charts.share)?)),
     );
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "classic/, l4s/, bleached/: each run's lab output: captures/*.pcap, links/*.log (every \
          packet's queue events, with its ECN field), summary.json, lab.json, programs/*.out \
-         (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)"
-            .into(),
-    ])));
+         (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)",
+    ]));
     Ok(page)
 }
 

@@ -659,14 +659,11 @@ fn page(
          responses.",
         Block::Findings(findings),
     ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "nagle/, nodelay/, writev/: each run's lab output: captures/*.pcap (tcpdump, \
          Wireshark, latencylab analyze), links/*.log, summary.json, lab.json, programs/*.out \
-         (rr-client's exchange lines)"
-            .into(),
-    ])));
+         (rr-client's exchange lines)",
+    ]));
     Ok(page)
 }
 

@@ -457,14 +457,11 @@ fn page(
          not in it.",
         common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "unbounded/, lowat/: each run's lab output: captures/*.pcap, links/*.log, \
          summary.json, lab.json, programs/*.out (screen-viewer.out has every click, \
-         screen-server.out every send-queue sample)"
-            .into(),
-    ])));
+         screen-server.out every send-queue sample)",
+    ]));
     Ok(page)
 }
 

@@ -319,13 +319,10 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     );
     let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     page.push(analyzer_section(dir, &labels)?);
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "*.png: every chart of this page".into(),
+    page.push(common::files_section(&[
         "no-pipelining/, pipelining/, ...: each run's lab output: captures/*.pcap, \
-         programs/page-load.out (a JSON line per connection and per resource)"
-            .into(),
-    ])));
+         programs/page-load.out (a JSON line per connection and per resource)",
+    ]));
     let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (n.as_str(), c)).collect();
     common::write_report_files(dir, results, &files, &page)
 }
