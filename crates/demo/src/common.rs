@@ -511,233 +511,6 @@ pub fn text_table(header: &[String], rows: &[Vec<String>]) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {
-        let dir = std::env::temp_dir().join(format!("demo-qd-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("l.log");
-        fs::write(
-            &log,
-            "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n\
-             10000000\tenqueue\t1\t1500\t-\t-\tnot-ect\t-\n\
-             20000000\tdequeue\t1\t1500\t3000000\t-\tnot-ect\t-\n\
-             30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
-             40000000\tdrop\t3\t1500\t9000000\t-\tnot-ect\toverlimit\n\
-             250000000\tdequeue\t4\t1500\t1000000\t-\tnot-ect\t-\n",
-        )
-        .unwrap();
-        let s = queue_delay_series(&log, 0.1).unwrap();
-        fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
-    }
-
-    #[test]
-    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
-        let dir = std::env::temp_dir().join(format!("demo-qd-bad-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("l.log");
-        fs::write(&log, "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n").unwrap();
-        let e = queue_delay_series(&log, 0.1).unwrap_err();
-        fs::remove_dir_all(&dir).unwrap();
-        assert!(
-            format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
-            "{e:#}"
-        );
-    }
-
-    #[test]
-    fn a_series_draws_its_report_last_from_the_numbers_and_says_where_it_is() {
-        let out = std::env::temp_dir().join(format!("demo-series-{}", std::process::id()));
-        let series = Series::new(&out, 1.0, true).unwrap();
-        assert!(out.is_dir());
-        let check = Check {
-            what: "x".into(),
-            passed: true,
-        };
-        let mut drawn = None;
-        let o = series
-            .finish(
-                0.0,
-                7_u32,
-                vec![check],
-                (
-                    vec!["".into(), "run".into()],
-                    vec![vec!["x".into(), "1".into()]],
-                ),
-                |r, c| {
-                    drawn = Some((*r, c.len()));
-                    Ok(())
-                },
-            )
-            .unwrap();
-        fs::remove_dir_all(&out).unwrap();
-        assert_eq!(drawn, Some((7, 1)));
-        assert_eq!(
-            (o.results, o.table.as_str()),
-            (7, "    run\n-------\nx     1\n")
-        );
-        assert_eq!(o.report, out.join("report.html"));
-    }
-
-    #[test]
-    fn a_runs_warnings_reach_the_outcome_naming_the_run() {
-        let summary = |p99_ms: f64, warnings: Vec<String>| labnet::run_dir::Summary {
-            links: vec![],
-            no_route: 0,
-            engine: serde_json::from_value(serde_json::json!({
-                "packets": 1,
-                "delivery_lateness_ms": {"p50": 0.0, "p95": 0.0, "p99": p99_ms, "max": p99_ms},
-                "write_errors": 0, "cpu_s": 0.1
-            }))
-            .unwrap(),
-            nat64: None,
-            warnings,
-        };
-        let out = std::env::temp_dir().join(format!("demo-warn-{}", std::process::id()));
-        let mut series = Series::new(&out, 1.0, true).unwrap();
-        let ran = |s| RunResult {
-            exit_code: 0,
-            summary: s,
-            server_listened: None,
-        };
-        series.warn_of("quiet", &ran(summary(0.2, vec![])));
-        series.warn_of(
-            "busy",
-            &ran(summary(12.0, vec!["a capture stopped".into()])),
-        );
-        let o = series
-            .finish(0.0, (), vec![], (vec![], vec![]), |_, _| Ok(()))
-            .unwrap();
-        fs::remove_dir_all(&out).unwrap();
-        assert_eq!(o.warnings.len(), 2, "{:?}", o.warnings);
-        assert!(
-            o.warnings[0]
-                .starts_with("warning (busy): the emulator delivered packets 12.0 ms late"),
-            "{:?}",
-            o.warnings
-        );
-        assert_eq!(o.warnings[1], "warning (busy): a capture stopped");
-    }
-
-    #[test]
-    fn a_series_whose_output_directory_cannot_be_made_names_the_option_and_the_path() {
-        let file = std::env::temp_dir().join(format!("demo-series-file-{}", std::process::id()));
-        fs::write(&file, "").unwrap();
-        let under = file.join("out");
-        let e = Series::new(&under, 1.0, true)
-            .err()
-            .expect("a file is in the way");
-        fs::remove_file(&file).unwrap();
-        let e = format!("{e:#}");
-        assert!(
-            e.starts_with("-o: cannot create ") && e.contains("demo-series-file"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn findings_of_one_label_beyond_three_fold_into_the_first_and_a_count() {
-        let f = |l: &str, t: &str| (l.to_string(), t.to_string());
-        let mut many = vec![f("a: app_limited", "once")];
-        for i in 0..5 {
-            many.push(f("a: path_delay", &format!("conn {i}")));
-        }
-        many.push(f("b: nothing", "none"));
-        many.push(f("a: app_limited", "twice"));
-        let g = grouped_findings(many);
-        assert_eq!(
-            g,
-            vec![
-                f("a: app_limited", "once"),
-                f("a: app_limited", "twice"),
-                f(
-                    "a: path_delay ×5",
-                    "conn 0 (and the same diagnosis on 4 more connections: `latencylab analyze` on \
-                     the capture lists each)"
-                ),
-                f("b: nothing", "none"),
-            ]
-        );
-        let three: Vec<_> = (0..3).map(|i| f("x", &i.to_string())).collect();
-        assert_eq!(grouped_findings(three.clone()), three);
-    }
-
-    /// Each demo's runs with its defaults (Chromium left out), by name.
-    fn every_demos_runs(out: &Path) -> Vec<(&'static str, Vec<Run>)> {
-        crate::params::DEMOS
-            .iter()
-            .map(|d| {
-                let mut a = crate::params::Args::new(d, out.to_path_buf());
-                if d.param("no-chromium").is_some() {
-                    a.set("no-chromium", "true").unwrap();
-                }
-                if d.param("runs").is_some() {
-                    a.set("runs", "1").unwrap();
-                }
-                let runs = (d.runs)(&a).unwrap_or_else(|e| panic!("{}: {e:#}", d.name));
-                (d.name, runs)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn every_demos_runs_export_as_run_files_that_read_back_as_the_labs_the_demo_runs() {
-        let out = std::env::temp_dir().join(format!("demo-export-{}", std::process::id()));
-        let all = every_demos_runs(&out);
-        assert_eq!(all.len(), crate::params::DEMOS.len());
-        for (name, runs) in all {
-            let dir = out.join(name);
-            let files = export(&dir, name, "what it compares", &runs)
-                .unwrap_or_else(|e| panic!("{name}: {e:#}"));
-            assert_eq!(files.len(), runs.len(), "{name}");
-            for (file, run) in files.iter().zip(&runs) {
-                let text = fs::read_to_string(file).unwrap();
-                let back = labnet::run_file::parse_run_file(
-                    "x.toml",
-                    &text,
-                    Path::new(""),
-                    None,
-                    &labnet::setting::no_files,
-                )
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-                assert_eq!(back, run.config, "{}", file.display());
-                assert!(
-                    text.contains("# Replace `run` with your own command"),
-                    "{text}"
-                );
-            }
-            let readme = fs::read_to_string(dir.join("README.md")).unwrap();
-            assert!(
-                readme.contains(&format!("latencylab demo {name}`")),
-                "{readme}"
-            );
-        }
-        fs::remove_dir_all(&out).unwrap();
-    }
-
-    #[test]
-    fn run_columns_give_a_column_per_run_under_its_name() {
-        let (fifo, codel) = (7_u32, 0_u32);
-        let runs = [("fifo", &fifo), ("codel", &codel)];
-        let (header, row) = run_columns(&runs);
-        assert_eq!(header, ["", "fifo", "codel"]);
-        assert_eq!(row("drops", &|m| m.to_string()), ["drops", "7", "0"]);
-    }
-
-    #[test]
-    fn text_table_aligns_numbers_right_under_their_header() {
-        let t = text_table(
-            &["".into(), "fifo".into()],
-            &[vec!["drops".into(), "7".into()]],
-        );
-        assert_eq!(t, "        fifo\n------------\ndrops      7\n");
-    }
-}
-
 /// One criterion of an experiment, evaluated on a demo's numbers: printed as `ok` or `NOT`.
 #[derive(Clone, Debug)]
 pub struct Check {
@@ -1140,4 +913,231 @@ pub fn page_file(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     path.canonicalize()
         .with_context(|| format!("finding {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {
+        let dir = std::env::temp_dir().join(format!("demo-qd-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("l.log");
+        fs::write(
+            &log,
+            "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n\
+             10000000\tenqueue\t1\t1500\t-\t-\tnot-ect\t-\n\
+             20000000\tdequeue\t1\t1500\t3000000\t-\tnot-ect\t-\n\
+             30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
+             40000000\tdrop\t3\t1500\t9000000\t-\tnot-ect\toverlimit\n\
+             250000000\tdequeue\t4\t1500\t1000000\t-\tnot-ect\t-\n",
+        )
+        .unwrap();
+        let s = queue_delay_series(&log, 0.1).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
+        let dir = std::env::temp_dir().join(format!("demo-qd-bad-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("l.log");
+        fs::write(&log, "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n").unwrap();
+        let e = queue_delay_series(&log, 0.1).unwrap_err();
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn a_series_draws_its_report_last_from_the_numbers_and_says_where_it_is() {
+        let out = std::env::temp_dir().join(format!("demo-series-{}", std::process::id()));
+        let series = Series::new(&out, 1.0, true).unwrap();
+        assert!(out.is_dir());
+        let check = Check {
+            what: "x".into(),
+            passed: true,
+        };
+        let mut drawn = None;
+        let o = series
+            .finish(
+                0.0,
+                7_u32,
+                vec![check],
+                (
+                    vec!["".into(), "run".into()],
+                    vec![vec!["x".into(), "1".into()]],
+                ),
+                |r, c| {
+                    drawn = Some((*r, c.len()));
+                    Ok(())
+                },
+            )
+            .unwrap();
+        fs::remove_dir_all(&out).unwrap();
+        assert_eq!(drawn, Some((7, 1)));
+        assert_eq!(
+            (o.results, o.table.as_str()),
+            (7, "    run\n-------\nx     1\n")
+        );
+        assert_eq!(o.report, out.join("report.html"));
+    }
+
+    #[test]
+    fn a_runs_warnings_reach_the_outcome_naming_the_run() {
+        let summary = |p99_ms: f64, warnings: Vec<String>| labnet::run_dir::Summary {
+            links: vec![],
+            no_route: 0,
+            engine: serde_json::from_value(serde_json::json!({
+                "packets": 1,
+                "delivery_lateness_ms": {"p50": 0.0, "p95": 0.0, "p99": p99_ms, "max": p99_ms},
+                "write_errors": 0, "cpu_s": 0.1
+            }))
+            .unwrap(),
+            nat64: None,
+            warnings,
+        };
+        let out = std::env::temp_dir().join(format!("demo-warn-{}", std::process::id()));
+        let mut series = Series::new(&out, 1.0, true).unwrap();
+        let ran = |s| RunResult {
+            exit_code: 0,
+            summary: s,
+            server_listened: None,
+        };
+        series.warn_of("quiet", &ran(summary(0.2, vec![])));
+        series.warn_of(
+            "busy",
+            &ran(summary(12.0, vec!["a capture stopped".into()])),
+        );
+        let o = series
+            .finish(0.0, (), vec![], (vec![], vec![]), |_, _| Ok(()))
+            .unwrap();
+        fs::remove_dir_all(&out).unwrap();
+        assert_eq!(o.warnings.len(), 2, "{:?}", o.warnings);
+        assert!(
+            o.warnings[0]
+                .starts_with("warning (busy): the emulator delivered packets 12.0 ms late"),
+            "{:?}",
+            o.warnings
+        );
+        assert_eq!(o.warnings[1], "warning (busy): a capture stopped");
+    }
+
+    #[test]
+    fn a_series_whose_output_directory_cannot_be_made_names_the_option_and_the_path() {
+        let file = std::env::temp_dir().join(format!("demo-series-file-{}", std::process::id()));
+        fs::write(&file, "").unwrap();
+        let under = file.join("out");
+        let e = Series::new(&under, 1.0, true)
+            .err()
+            .expect("a file is in the way");
+        fs::remove_file(&file).unwrap();
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("-o: cannot create ") && e.contains("demo-series-file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn findings_of_one_label_beyond_three_fold_into_the_first_and_a_count() {
+        let f = |l: &str, t: &str| (l.to_string(), t.to_string());
+        let mut many = vec![f("a: app_limited", "once")];
+        for i in 0..5 {
+            many.push(f("a: path_delay", &format!("conn {i}")));
+        }
+        many.push(f("b: nothing", "none"));
+        many.push(f("a: app_limited", "twice"));
+        let g = grouped_findings(many);
+        assert_eq!(
+            g,
+            vec![
+                f("a: app_limited", "once"),
+                f("a: app_limited", "twice"),
+                f(
+                    "a: path_delay ×5",
+                    "conn 0 (and the same diagnosis on 4 more connections: `latencylab analyze` on \
+                     the capture lists each)"
+                ),
+                f("b: nothing", "none"),
+            ]
+        );
+        let three: Vec<_> = (0..3).map(|i| f("x", &i.to_string())).collect();
+        assert_eq!(grouped_findings(three.clone()), three);
+    }
+
+    /// Each demo's runs with its defaults (Chromium left out), by name.
+    fn every_demos_runs(out: &Path) -> Vec<(&'static str, Vec<Run>)> {
+        crate::params::DEMOS
+            .iter()
+            .map(|d| {
+                let mut a = crate::params::Args::new(d, out.to_path_buf());
+                if d.param("no-chromium").is_some() {
+                    a.set("no-chromium", "true").unwrap();
+                }
+                if d.param("runs").is_some() {
+                    a.set("runs", "1").unwrap();
+                }
+                let runs = (d.runs)(&a).unwrap_or_else(|e| panic!("{}: {e:#}", d.name));
+                (d.name, runs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_demos_runs_export_as_run_files_that_read_back_as_the_labs_the_demo_runs() {
+        let out = std::env::temp_dir().join(format!("demo-export-{}", std::process::id()));
+        let all = every_demos_runs(&out);
+        assert_eq!(all.len(), crate::params::DEMOS.len());
+        for (name, runs) in all {
+            let dir = out.join(name);
+            let files = export(&dir, name, "what it compares", &runs)
+                .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert_eq!(files.len(), runs.len(), "{name}");
+            for (file, run) in files.iter().zip(&runs) {
+                let text = fs::read_to_string(file).unwrap();
+                let back = labnet::run_file::parse_run_file(
+                    "x.toml",
+                    &text,
+                    Path::new(""),
+                    None,
+                    &labnet::setting::no_files,
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                assert_eq!(back, run.config, "{}", file.display());
+                assert!(
+                    text.contains("# Replace `run` with your own command"),
+                    "{text}"
+                );
+            }
+            let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+            assert!(
+                readme.contains(&format!("latencylab demo {name}`")),
+                "{readme}"
+            );
+        }
+        fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn run_columns_give_a_column_per_run_under_its_name() {
+        let (fifo, codel) = (7_u32, 0_u32);
+        let runs = [("fifo", &fifo), ("codel", &codel)];
+        let (header, row) = run_columns(&runs);
+        assert_eq!(header, ["", "fifo", "codel"]);
+        assert_eq!(row("drops", &|m| m.to_string()), ["drops", "7", "0"]);
+    }
+
+    #[test]
+    fn text_table_aligns_numbers_right_under_their_header() {
+        let t = text_table(
+            &["".into(), "fifo".into()],
+            &[vec!["drops".into(), "7".into()]],
+        );
+        assert_eq!(t, "        fifo\n------------\ndrops      7\n");
+    }
 }

@@ -139,8 +139,6 @@ pub fn lab_config(servers: usize, per_server: u64, seed: u64) -> LabConfig {
     common::lab(seed, hosts, &["isp"], links, programs)
 }
 
-/// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and
-/// `report.html`.
 /// The one run: what [`run`] runs and `--export` writes.
 pub fn runs(a: &Args) -> [((), common::Run); 1] {
     let lab_s = CLIENT_START_S
@@ -160,6 +158,8 @@ pub fn runs(a: &Args) -> [((), common::Run); 1] {
     [((), run)]
 }
 
+/// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and
+/// `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
     let [((), run)] = runs(a);
     let mut series = common::Series::new(&a.out_dir, run.expected_s + 4.0, a.quiet)?;
