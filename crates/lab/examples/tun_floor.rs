@@ -5,15 +5,18 @@
 //! capture. The same iperf3 download then runs over a plain veth pair, alternated round by
 //! round, so the forwarder's rate is given as a share of the kernel's own path.
 //!
-//! Two forwarders:
+//! Three forwarders:
 //! - `one`: one thread waits on both devices and writes each packet as soon as it is read, as
 //!   the lab's engine does.
 //! - `pipeline`: per direction a reader thread and a writer thread joined by a bounded queue,
 //!   so that the copy out of one device and the copy into the other run on two cores at once
 //!   (the most a second engine thread could overlap).
+//! - `napi`: as `one`, with the devices opened `IFF_NAPI`, so that what is written enters the
+//!   receiving host through NAPI and GRO.
 //!
 //! Usage (as root, iperf3 on the PATH):
-//! `cargo run --release -p lab --example tun_floor [SECONDS] [ROUNDS]` (default 8 s, 2 rounds).
+//! `cargo run --release -p lab --example tun_floor [SECONDS] [ROUNDS] [one]` (default 8 s, 2
+//! rounds; `one`: that forwarder alone, no veth pair, to profile it).
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -23,7 +26,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use lab::sys::{open_tun, read_packet_vnet, write_packet_vnet};
+use lab::sys::{open_tun_with, read_packet_vnet, write_packet_vnet, IFF_NAPI};
 use wire::gso::VNET_HDR_LEN;
 
 /// Room for the largest super-packet a host hands over (64 KiB of IP packet).
@@ -78,14 +81,15 @@ fn ip(args: &[&str]) {
     sh(&all);
 }
 
-/// Opens a TUN device named `tun0` inside namespace `ns` (on a thread that enters it).
-fn tun_in(ns: &str) -> OwnedFd {
+/// Opens a TUN device named `tun0` inside namespace `ns` (on a thread that enters it), with
+/// `extra_flags` beside the lab's own.
+fn tun_in(ns: &str, extra_flags: libc::c_short) -> OwnedFd {
     let path = format!("/run/netns/{ns}");
     thread::scope(|s| {
         s.spawn(|| {
             let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-            open_tun("tun0").expect("open TUN")
+            open_tun_with("tun0", extra_flags).expect("open TUN")
         })
         .join()
         .expect("TUN thread")
@@ -241,8 +245,9 @@ fn cpu_seconds_of_process() -> f64 {
 /// (Gbit/s, forwarder CPU seconds per Gbit, packets per wake-up or read).
 fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
     let ns = Namespaces::new(&["a", "b"]);
-    let a = tun_in(&ns.0[0]);
-    let b = tun_in(&ns.0[1]);
+    let extra = if mode == "napi" { IFF_NAPI } else { 0 };
+    let a = tun_in(&ns.0[0], extra);
+    let b = tun_in(&ns.0[1], extra);
     for (name, addr) in [(&ns.0[0], "10.233.0.1/24"), (&ns.0[1], "10.233.0.2/24")] {
         ip(&["-n", name, "addr", "add", addr, "dev", "tun0"]);
         ip(&["-n", name, "link", "set", "tun0", "up"]);
@@ -250,7 +255,7 @@ fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
     let counters = Arc::new(Counters::default());
     let (ra, rb) = (a.as_raw_fd(), b.as_raw_fd());
     let handles = match mode {
-        "one" => vec![forward_one(ra, rb, counters.clone())],
+        "one" | "napi" => vec![forward_one(ra, rb, counters.clone())],
         _ => {
             set_blocking(ra);
             set_blocking(rb);
@@ -297,16 +302,24 @@ fn main() {
     let rounds: u32 = args
         .next()
         .map_or(2, |s| s.parse().expect("ROUNDS: a whole number"));
-    println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per poll | `pipeline` (Gbit/s) | share | CPU (s per Gbit) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per poll | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // `one` alone, to profile it.
+    let only_one = args.next().as_deref() == Some("one");
     for round in 1..=rounds {
-        let veth = run_veth(secs);
+        let veth = if only_one { 1.0 } else { run_veth(secs) };
         let (one, one_cpu, one_per) = run_tun("one", secs);
+        if only_one {
+            println!("`one`: {one:.2} Gbit/s, {one_cpu:.3} s per Gbit");
+            continue;
+        }
         let (pipe, pipe_cpu, _) = run_tun("pipeline", secs);
+        let (napi, napi_cpu, _) = run_tun("napi", secs);
         println!(
-            "| {round} | {veth:.2} | {one:.2} | {:.0} % | {one_cpu:.3} | {one_per:.1} | {pipe:.2} | {:.0} % | {pipe_cpu:.3} |",
+            "| {round} | {veth:.2} | {one:.2} | {:.0} % | {one_cpu:.3} | {one_per:.1} | {pipe:.2} | {:.0} % | {pipe_cpu:.3} | {napi:.2} | {:.0} % | {napi_cpu:.3} |",
             100.0 * one / veth,
             100.0 * pipe / veth,
+            100.0 * napi / veth,
         );
     }
 }

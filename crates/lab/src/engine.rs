@@ -363,9 +363,8 @@ impl Forwarder {
             self.late_max_ns = self.late_max_ns.max(error.as_nanos() as u64);
             if let Some(w) = t.whole {
                 // Its segments, each delivered this late, after what is being joined.
-                for _ in 0..w.segments {
-                    self.lateness.record(error);
-                }
+                self.lateness
+                    .record_nanos_times(wire::time::duration_nanos(error), u64::from(w.segments));
                 if let Some(j) = open.take() {
                     self.write_coalesced(j);
                 }

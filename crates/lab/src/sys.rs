@@ -61,6 +61,15 @@ pub fn tun_offload() -> Offload {
 /// (`wire::gso::VNET_HDR_LEN` bytes), and the device takes checksum offload, TSO for IPv4 and
 /// IPv6, and USO where the kernel has it (Linux 6.2).
 pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
+    open_tun_with(name, 0)
+}
+
+/// `IFF_NAPI` from linux/if_tun.h: packets written into the device enter the host's stack
+/// through NAPI and GRO, as a network card's do, instead of one by one in the writer's call.
+pub const IFF_NAPI: libc::c_short = 0x0010;
+
+/// As [`open_tun`], with `extra_flags` (such as [`IFF_NAPI`]) added to the device's flags.
+pub fn open_tun_with(name: &str, extra_flags: libc::c_short) -> io::Result<OwnedFd> {
     let path = CString::new("/dev/net/tun").expect("no NUL");
     // SAFETY: path is a valid C string; the returned descriptor is owned below.
     let fd = cvt(unsafe {
@@ -84,7 +93,8 @@ pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
         *d = *s as libc::c_char;
     }
     let offload = tun_offload() != Offload::Off;
-    ifr.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 };
+    ifr.ifr_ifru.ifru_flags =
+        IFF_TUN | IFF_NO_PI | extra_flags | if offload { IFF_VNET_HDR } else { 0 };
     // SAFETY: TUNSETIFF reads a struct ifreq, which ifr is, for the duration of the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut ifr) })?;
     if offload {

@@ -587,12 +587,13 @@ impl Link {
         let cur = p.as_ref().map(|p| {
             let sojourn_ns = t.as_nanos().saturating_sub(p.enqueued_at.as_nanos());
             // A super-packet's segments each waited as long.
-            for _ in 0..p.segments() {
-                self.stats.queue_delay.record_nanos(sojourn_ns);
-                self.stats.queue_delay_sum_ns += sojourn_ns;
-                self.stats.queue_delay_by_class[usize::from(p.class.min(1))]
-                    .record_nanos(sojourn_ns);
-            }
+            let segments = p.segments();
+            self.stats
+                .queue_delay
+                .record_nanos_times(sojourn_ns, segments);
+            self.stats.queue_delay_sum_ns += sojourn_ns * segments;
+            self.stats.queue_delay_by_class[usize::from(p.class.min(1))]
+                .record_nanos_times(sojourn_ns, segments);
             Event {
                 sojourn: Some(Duration::from_nanos(sojourn_ns)),
                 ..event_of(t, EventKind::Dequeue, p, self.event_detail)
@@ -655,11 +656,9 @@ impl Link {
             Some(w) if w.filter.matches(&p.data) => (at + w.extra, false),
             _ => (at, in_line),
         };
-        for _ in 0..p.segments() {
-            self.stats
-                .added_delay
-                .record_nanos(at.as_nanos().saturating_sub(done.as_nanos()));
-        }
+        self.stats
+            .added_delay
+            .record_nanos_times(at.as_nanos().saturating_sub(done.as_nanos()), p.segments());
         self.stats.packets_out += p.segments();
         self.stats.bytes_out += p.wire_bytes();
         let copy = match &impair.duplicate {

@@ -137,12 +137,12 @@ impl Sparse {
         (bucket.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cells - 1)
     }
 
-    /// Counts one more of `us` µs; false, counting nothing, when its bucket is new and
+    /// Counts `n` more of `us` µs; false, counting nothing, when its bucket is new and
     /// [`SPARSE_BUCKETS`] have been seen already. Inlined where a packet is recorded: a steady
     /// delay (the bucket counted last) or one in the window is counted here, anything else out
     /// of line.
     #[inline]
-    fn count<const DIGITS: u8>(&mut self, us: u64) -> bool {
+    fn count<const DIGITS: u8>(&mut self, us: u64, n: u64) -> bool {
         if let Some(w) = &mut self.window {
             // Below `base`, the difference wraps far beyond the window.
             let i = index_of::<DIGITS>(us).wrapping_sub(w.base);
@@ -153,26 +153,26 @@ impl Sparse {
                     }
                     self.buckets += 1;
                 }
-                *c += 1;
-                self.total += 1;
+                *c += n;
+                self.total += n;
                 return true;
             }
         }
         let bucket = lowest_equivalent::<DIGITS>(us);
         if let Some(last) = self.cells.get_mut(self.last) {
             if last.0 == bucket && last.1 > 0 {
-                last.1 += 1;
-                self.total += 1;
+                last.1 += n;
+                self.total += n;
                 return true;
             }
         }
-        self.count_hashed::<DIGITS>(bucket)
+        self.count_hashed::<DIGITS>(bucket, n)
     }
 
     /// [`Sparse::count`] for a bucket that is not the last one counted, nor in the window.
     #[inline(never)]
-    fn count_hashed<const DIGITS: u8>(&mut self, bucket: u64) -> bool {
-        if !self.add(bucket) {
+    fn count_hashed<const DIGITS: u8>(&mut self, bucket: u64, n: u64) -> bool {
+        if !self.add(bucket, n) {
             return false;
         }
         if self.window.is_none() && self.used >= WINDOW_AFTER {
@@ -222,17 +222,17 @@ impl Sparse {
         j
     }
 
-    /// Counts one more in `bucket` of the hash table, which is not the cell counted last
+    /// Counts `n` more in `bucket` of the hash table, which is not the cell counted last
     /// ([`Sparse::count`] looked there first); false, counting nothing, when it is a new
     /// bucket and [`SPARSE_BUCKETS`] have been seen already.
-    fn add(&mut self, bucket: u64) -> bool {
+    fn add(&mut self, bucket: u64, n: u64) -> bool {
         let mask = self.cells.len() - 1;
         let mut i = Self::home(bucket, self.cells.len());
         loop {
             let cell = &mut self.cells[i];
             if cell.0 == bucket && cell.1 > 0 {
-                cell.1 += 1;
-                self.total += 1;
+                cell.1 += n;
+                self.total += n;
                 self.last = i;
                 return true;
             }
@@ -244,11 +244,11 @@ impl Sparse {
         if self.buckets == SPARSE_BUCKETS {
             return false;
         }
-        self.cells[i] = (bucket, 1);
+        self.cells[i] = (bucket, n);
         self.last = i;
         self.used += 1;
         self.buckets += 1;
-        self.total += 1;
+        self.total += n;
         if self.used * 2 > self.cells.len() {
             let grown = vec![(0, 0); self.cells.len() * 2];
             let old = std::mem::replace(&mut self.cells, grown);
@@ -328,39 +328,50 @@ impl<const DIGITS: u8> DelayHistogram<DIGITS> {
     /// large frame for them.
     #[inline]
     pub fn record_nanos(&mut self, ns: u64) {
+        self.record_nanos_times(ns, 1);
+    }
+
+    /// Records `times` delays of `ns` nanoseconds each, at the cost of one: the segments of a
+    /// super-packet, which all waited as long.
+    #[inline]
+    pub fn record_nanos_times(&mut self, ns: u64, times: u64) {
+        if times == 0 {
+            return;
+        }
         let us = (ns / 1000).clamp(1, MAX_US);
         match &mut self.0 {
             Counts::Sparse(sparse) => {
-                if !sparse.count::<DIGITS>(us) {
-                    self.take_full_table(us);
+                if !sparse.count::<DIGITS>(us, times) {
+                    self.take_full_table(us, times);
                 }
             }
-            Counts::Full(full) => full.count::<DIGITS>(us, 1),
-            Counts::Empty => self.record_first(us),
+            Counts::Full(full) => full.count::<DIGITS>(us, times),
+            Counts::Empty => self.record_first(us, times),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn record_first(&mut self, us: u64) {
+    fn record_first(&mut self, us: u64, n: u64) {
         let mut sparse = Sparse::new();
-        sparse.count::<DIGITS>(us);
+        sparse.count::<DIGITS>(us, n);
         self.0 = Counts::Sparse(sparse);
     }
 
-    /// Counts `us` in a full table made from the sparse counts.
+    /// Counts `n` of `us` in a full table made from the sparse counts.
     #[cold]
     #[inline(never)]
-    fn take_full_table(&mut self, us: u64) {
+    fn take_full_table(&mut self, us: u64, n: u64) {
         let mut full = Full::new::<DIGITS>();
         if let Counts::Sparse(sparse) = &self.0 {
-            for (v, n) in sparse.counts::<DIGITS>() {
-                full.count::<DIGITS>(v, n);
+            for (v, seen) in sparse.counts::<DIGITS>() {
+                full.count::<DIGITS>(v, seen);
             }
         }
-        full.count::<DIGITS>(us, 1);
+        full.count::<DIGITS>(us, n);
         self.0 = Counts::Full(full);
     }
+
     pub fn len(&self) -> u64 {
         match &self.0 {
             Counts::Empty => 0,
@@ -778,6 +789,30 @@ mod tests {
         let h3 = recorded::<3>(&values);
         assert!(h3.is_full_table());
         assert_eq!(h3.percentiles(), reference(&values, 3));
+    }
+
+    #[test]
+    fn a_delay_recorded_for_several_segments_at_once_counts_as_each_recorded_alone() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        // Super-packets of 0 to 45 segments, the delays spread wide enough at 3 digits to
+        // pass from the short list through the window to the full table.
+        let packets: Vec<(u64, u64)> = (0..20_000)
+            .map(|_| (rng.gen_range(1..2_000_000), rng.gen_range(0..46)))
+            .collect();
+        for n in [3, 50, 2_000, 20_000] {
+            let mut at_once = DelayHistogram::<3>::default();
+            let mut one_by_one = DelayHistogram::<3>::default();
+            for &(us, segments) in &packets[..n] {
+                at_once.record_nanos_times(us * 1000, segments);
+                for _ in 0..segments {
+                    one_by_one.record_nanos(us * 1000);
+                }
+            }
+            assert_eq!(at_once.len(), one_by_one.len(), "{n} packets");
+            assert_eq!(at_once.percentiles(), one_by_one.percentiles(), "{n} packets");
+            assert_eq!(at_once.is_full_table(), one_by_one.is_full_table(), "{n} packets");
+        }
     }
 
     #[test]
