@@ -85,7 +85,8 @@ fn server_with(name: &str, tls: bool, extra: &[&str]) -> Server {
     let t0 = Instant::now();
     loop {
         if let Ok(s) = std::fs::read_to_string(&out) {
-            if let Some(l) = s.lines().next() {
+            // Only a whole line: the server may be halfway through writing it.
+            if let Some((l, _)) = s.split_once('\n') {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
                 assert_eq!(v["type"], "listening");
                 let addr = v["addr"].as_str().unwrap();
