@@ -810,8 +810,16 @@ mod tests {
                 }
             }
             assert_eq!(at_once.len(), one_by_one.len(), "{n} packets");
-            assert_eq!(at_once.percentiles(), one_by_one.percentiles(), "{n} packets");
-            assert_eq!(at_once.is_full_table(), one_by_one.is_full_table(), "{n} packets");
+            assert_eq!(
+                at_once.percentiles(),
+                one_by_one.percentiles(),
+                "{n} packets"
+            );
+            assert_eq!(
+                at_once.is_full_table(),
+                one_by_one.is_full_table(),
+                "{n} packets"
+            );
         }
     }
 
