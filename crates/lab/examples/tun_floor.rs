@@ -14,9 +14,14 @@
 //! - `napi`: as `one`, with the devices opened `IFF_NAPI`, so that what is written enters the
 //!   receiving host through NAPI and GRO.
 //!
+//! And two to run alone: `pinned` (as `one`, its thread on the last CPU, where the lab pins its
+//! engine) and `rps` (as `pinned`, with each device's received packets steered to the other
+//! CPUs by Receive Packet Steering).
+//!
 //! Usage (as root, iperf3 on the PATH):
-//! `cargo run --release -p lab --example tun_floor [SECONDS] [ROUNDS] [one]` (default 8 s, 2
-//! rounds; `one`: that forwarder alone, no veth pair, to profile it).
+//! `cargo run --release -p lab --example tun_floor [SECONDS] [ROUNDS] [FORWARDER]` (default 8 s,
+//! 2 rounds; FORWARDER: that one alone, no veth pair, to profile it or alternate it with
+//! another).
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -125,8 +130,18 @@ fn read_one(fd: RawFd, hdr: &mut [u8; VNET_HDR_LEN], data: &mut Vec<u8>) -> Opti
 }
 
 /// `one`: a single thread polls both devices and writes each packet as it is read.
-fn forward_one(a: RawFd, b: RawFd, counters: Arc<Counters>) -> thread::JoinHandle<()> {
+fn forward_one(
+    a: RawFd,
+    b: RawFd,
+    counters: Arc<Counters>,
+    pin: Option<usize>,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
+        if let Some(cpu) = pin {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu).expect("a CPU of this machine");
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("pinning");
+        }
         let mut hdr = [0u8; VNET_HDR_LEN];
         let mut data = Vec::with_capacity(PACKET_CAPACITY_BYTES);
         let mut fds = [
@@ -252,10 +267,29 @@ fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
         ip(&["-n", name, "addr", "add", addr, "dev", "tun0"]);
         ip(&["-n", name, "link", "set", "tun0", "up"]);
     }
+    // The lab's engine runs on the last CPU; `rps` steers what is written into each device to
+    // the others (Receive Packet Steering), so that the hosts' stacks run beside their
+    // programs rather than on the forwarder's CPU.
+    let last_cpu = thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    if mode == "rps" {
+        let others = (1u64 << last_cpu) - 1;
+        for name in &ns.0 {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                name,
+                "sh",
+                "-c",
+                &format!("echo {others:x} > /sys/class/net/tun0/queues/rx-0/rps_cpus"),
+            ]);
+        }
+    }
     let counters = Arc::new(Counters::default());
     let (ra, rb) = (a.as_raw_fd(), b.as_raw_fd());
     let handles = match mode {
-        "one" | "napi" => vec![forward_one(ra, rb, counters.clone())],
+        "one" | "napi" => vec![forward_one(ra, rb, counters.clone(), None)],
+        "pinned" | "rps" => vec![forward_one(ra, rb, counters.clone(), Some(last_cpu))],
         _ => {
             set_blocking(ra);
             set_blocking(rb);
@@ -304,15 +338,17 @@ fn main() {
         .map_or(2, |s| s.parse().expect("ROUNDS: a whole number"));
     println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per poll | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    // `one` alone, to profile it.
-    let only_one = args.next().as_deref() == Some("one");
+    // One forwarder alone (`one`, `pipeline`, `napi`, `pinned`, `rps`), to profile it or to
+    // alternate two of them.
+    let alone = args.next();
     for round in 1..=rounds {
-        let veth = if only_one { 1.0 } else { run_veth(secs) };
-        let (one, one_cpu, one_per) = run_tun("one", secs);
-        if only_one {
-            println!("`one`: {one:.2} Gbit/s, {one_cpu:.3} s per Gbit");
+        if let Some(mode) = &alone {
+            let (gbps, cpu, _) = run_tun(mode, secs);
+            println!("`{mode}`: {gbps:.2} Gbit/s, {cpu:.3} s per Gbit");
             continue;
         }
+        let veth = run_veth(secs);
+        let (one, one_cpu, one_per) = run_tun("one", secs);
         let (pipe, pipe_cpu, _) = run_tun("pipeline", secs);
         let (napi, napi_cpu, _) = run_tun("napi", secs);
         println!(
