@@ -13,7 +13,8 @@ use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 
-/// Runs `latencylab demo responsiveness --duration 15s -o DIR` once; returns DIR and stdout.
+/// Runs `latencylab demo responsiveness --duration 15s -o DIR` (the default duration) once;
+/// returns DIR and stdout.
 /// Under FIFO a foreign probe's SYN is often dropped by the full queue and waits out its
 /// retransmission timeouts (1 s, then 3 s): in a 10 s test as few as two foreign probes
 /// completed, none in the window that gives the RPM.
