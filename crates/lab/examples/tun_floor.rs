@@ -336,7 +336,7 @@ fn main() {
     let rounds: u32 = args
         .next()
         .map_or(2, |s| s.parse().expect("ROUNDS: a whole number"));
-    println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per poll | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
+    println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per device and wake-up | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // One forwarder alone (`one`, `pipeline`, `napi`, `pinned`, `rps`), to profile it or to
     // alternate two of them.
