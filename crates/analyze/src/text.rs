@@ -411,8 +411,7 @@ const WARNINGS_SHOWN_PER_CAPTURE: usize = 5;
 /// lists, and those beyond the cap) and the packets they span.
 pub fn warnings(a: &Analysis) -> String {
     let mut s = String::new();
-    let name = |capture: usize| a.captures.get(capture).map_or("", |c| c.name.as_str());
-    for capture in 0..a.captures.len() {
+    for (capture, c) in a.captures.iter().enumerate() {
         let of_capture: Vec<_> = a.warnings.iter().filter(|w| w.capture == capture).collect();
         for w in of_capture.iter().take(WARNINGS_SHOWN_PER_CAPTURE) {
             // Some messages already start with the packet number.
@@ -420,12 +419,12 @@ pub fn warnings(a: &Analysis) -> String {
             let _ = writeln!(
                 s,
                 "latencylab: warning: {}: {prefix}{}",
-                name(capture),
+                c.name,
                 w.message.strip_prefix(&prefix).unwrap_or(&w.message)
             );
         }
         let rest = &of_capture[of_capture.len().min(WARNINGS_SHOWN_PER_CAPTURE)..];
-        let beyond_cap = a.captures.get(capture).map_or(0, |c| c.warnings_dropped);
+        let beyond_cap = c.warnings_dropped;
         if !rest.is_empty() || beyond_cap > 0 {
             let more = rest.len() as u64 + beyond_cap;
             let span = match (rest.first(), rest.last()) {
@@ -443,7 +442,7 @@ pub fn warnings(a: &Analysis) -> String {
             let _ = writeln!(
                 s,
                 "latencylab: warning: {}: {more} more warning(s){span}{listed}",
-                name(capture)
+                c.name
             );
         }
     }
