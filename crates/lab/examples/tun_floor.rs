@@ -31,7 +31,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use lab::sys::{open_tun_with, read_packet_vnet, write_packet_vnet, IFF_NAPI};
+use lab::sys::{cpu_seconds, open_tun_with, read_packet_vnet, write_packet_vnet, IFF_NAPI};
 use wire::gso::VNET_HDR_LEN;
 
 /// Room for the largest super-packet a host hands over (64 KiB of IP packet).
@@ -49,8 +49,7 @@ impl Namespaces {
         for name in &names {
             ip(&["netns", "add", name]);
             // The machine's default congestion control must not decide the comparison.
-            sh(&[
-                "ip",
+            ip(&[
                 "netns",
                 "exec",
                 name,
@@ -72,18 +71,13 @@ impl Drop for Namespaces {
     }
 }
 
-fn sh(args: &[&str]) {
-    let status = Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", args[0]));
-    assert!(status.success(), "{args:?} failed");
-}
-
+/// Runs `ip ARGS`, which must succeed.
 fn ip(args: &[&str]) {
-    let mut all = vec!["ip"];
-    all.extend_from_slice(args);
-    sh(&all);
+    let status = Command::new("ip")
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run ip: {e}"));
+    assert!(status.success(), "ip {args:?} failed");
 }
 
 /// Opens a TUN device named `tun0` inside namespace `ns` (on a thread that enters it), with
@@ -247,15 +241,6 @@ fn iperf_gbps(server_ns: &str, client_ns: &str, server_addr: &str, secs: u32) ->
     rate / 1e9
 }
 
-fn cpu_seconds_of_process() -> f64 {
-    // SAFETY: rusage is plain old data; getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is valid for writes.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
-}
-
 /// One download through a fresh pair of namespaces joined by TUN devices and `mode`'s forwarder:
 /// (Gbit/s, forwarder CPU seconds per Gbit, packets per wake-up or read).
 fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
@@ -274,8 +259,7 @@ fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
     if mode == "rps" {
         let others = (1u64 << last_cpu) - 1;
         for name in &ns.0 {
-            sh(&[
-                "ip",
+            ip(&[
                 "netns",
                 "exec",
                 name,
@@ -298,9 +282,9 @@ fn run_tun(mode: &str, secs: u32) -> (f64, f64, f64) {
             h
         }
     };
-    let cpu_before = cpu_seconds_of_process();
+    let cpu_before = cpu_seconds();
     let gbps = iperf_gbps(&ns.0[1], &ns.0[0], "10.233.0.2", secs);
-    let cpu = cpu_seconds_of_process() - cpu_before;
+    let cpu = cpu_seconds() - cpu_before;
     counters.stop.store(true, Ordering::Relaxed);
     // Deleting the namespaces removes the devices, which ends the blocking reads.
     drop(ns);
@@ -336,11 +320,13 @@ fn main() {
     let rounds: u32 = args
         .next()
         .map_or(2, |s| s.parse().expect("ROUNDS: a whole number"));
-    println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per device and wake-up | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // One forwarder alone (`one`, `pipeline`, `napi`, `pinned`, `rps`), to profile it or to
     // alternate two of them.
     let alone = args.next();
+    if alone.is_none() {
+        println!("| round | veth pair (Gbit/s) | `one` (Gbit/s) | share | CPU (s per Gbit) | packets per device and wake-up | `pipeline` (Gbit/s) | share | CPU (s per Gbit) | `napi` (Gbit/s) | share | CPU (s per Gbit) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
     for round in 1..=rounds {
         if let Some(mode) = &alone {
             let (gbps, cpu, _) = run_tun(mode, secs);

@@ -10,20 +10,12 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use lab::sys::monotonic_ns;
+
 /// A 1500-byte packet at 100 Mbit/s: 1500 · 8 / 100e6 s.
 const DATA_PERIOD_NS: u64 = 120_000;
 /// Data packets in a forwarded gigabit of 1500-byte IP packets: 1e9 / (1500 · 8).
 const PACKETS_PER_GBIT: f64 = 1e9 / 12_000.0;
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// User plus system CPU nanoseconds of this thread.
 fn cpu_ns() -> u64 {
