@@ -331,7 +331,7 @@ const EXAMPLES: &[Example] = &[
         check: Check::Parses { run_by: "demo_hol_blocking.rs" },
     },
     Example {
-        cmd: "latencylab demo responsiveness -o out/responsiveness --duration 10s",
+        cmd: "latencylab demo responsiveness -o out/responsiveness --duration 30s",
         check: Check::Parses {
             run_by: "demo_responsiveness.rs",
         },

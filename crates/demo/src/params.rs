@@ -749,7 +749,7 @@ pub const DEMOS: &[Declaration] = &[
         about: "Responsiveness under working conditions (RPM) on the bufferbloat demo's home \
                 line under FIFO, CoDel, FQ-CoDel, PIE and DualPI2, each loaded round trip taken \
                 apart queue by queue (about 80 s with the default duration)",
-        example: "--duration 10s",
+        example: "--duration 30s",
         leaves: "DIR/report.html, DIR/parts.png, DIR/results.json, and each run's captures and \
                  logs in DIR/fifo, DIR/codel, DIR/fq-codel, DIR/pie and DIR/dualpi2",
         params: &[time(
