@@ -1,9 +1,10 @@
-//! End-to-end test of `latencylab demo hol-blocking`, shortened to one run (seed) per setting (about
-//! a minute): the page over HTTP/1.1, HTTP/2 and HTTP/3 (both scheduling orders) at every loss
-//! setting in real namespaces, and in headless Chromium forced onto QUIC. `results.json` must
-//! hold every run, each HTTP/3 run with the scheduling its server stated, the loss model must
-//! have dropped packets where asked, the analyzer must have found each QUIC handshake in the
-//! client's capture, just before the client's own timing, and Chromium must have used QUIC.
+//! End-to-end test of `latencylab demo hol-blocking`, shortened to one run (seed) per setting
+//! (about a minute): the page over HTTP/1.1, HTTP/2 and HTTP/3 (both scheduling orders) at
+//! every loss setting in real namespaces, and in headless Chromium over HTTP/1.1, HTTP/2 and
+//! QUIC. `results.json` must hold every run, each HTTP/3 run with the scheduling its server
+//! stated, the loss model must have dropped packets where asked, the analyzer must have found
+//! each QUIC handshake in the client's capture, just before the client's own timing, and
+//! Chromium must have used QUIC, and several connections over HTTP/1.1.
 //! Needs root, /dev/net/tun and /usr/bin/chromium.
 
 mod common;
@@ -71,6 +72,18 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
         .as_f64()
         .expect("Chromium ran");
     assert!(cr > 0.05 && cr < 30.0, "{r:#}");
+    // Chromium over HTTP/1.1 and HTTP/2 (QUIC off): a page load each, HTTP/1.1 on several
+    // TCP connections at once, HTTP/2 multiplexed (Chromium may open a second pool's).
+    for k in ["chromium_h1_page_load_s", "chromium_h2_page_load_s"] {
+        let s = r[k].as_f64().unwrap_or_else(|| panic!("{k}: {r:#}"));
+        assert!(s > 0.05 && s < 30.0, "{r:#}");
+    }
+    assert!(r["chromium_h1_connections"].as_u64().unwrap() >= 4, "{r:#}");
+    assert!(r["chromium_h2_connections"].as_u64().unwrap() <= 2, "{r:#}");
+    assert!(
+        stdout.contains("headless Chromium over HTTP/1.1"),
+        "{stdout}"
+    );
     assert!(stdout.contains("HTTP/3 round-robin"), "{stdout}");
     for png in ["page-load", "waterfall-h2", "waterfall-h3-seq"] {
         assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");

@@ -4,8 +4,9 @@
 //! bursty loss setting, a few seeds each. HTTP/2 puts every response in one ordered byte
 //! stream, so one lost packet holds up every response behind it until it is retransmitted
 //! (head-of-line blocking); QUIC orders bytes per stream, so a loss holds up only the streams
-//! whose data it carried. Where Chromium is installed, it loads the page over QUIC too (forced
-//! onto QUIC for the lab's origin, pinned to the server's key) at 0 % loss, beside the model.
+//! whose data it carried. Where Chromium is installed, it loads the page at 0 % loss too, over
+//! HTTP/1.1, over HTTP/2 and over QUIC (forced onto QUIC for the lab's origin), trusting the
+//! server by its key's pin: a real browser's figure beside each of the model's.
 //!
 //! The line: 20 Mbit/s down, 5 Mbit/s up, 20 ms each way, a 1000-packet FIFO (deep enough
 //! that the queue drops nothing: the loss is the loss model's alone), the loss on both
@@ -49,6 +50,18 @@ pub const PROTOCOLS: [(&str, &str, &str, &str); 4] = [
     ("h2", "HTTP/2", "--http 2", "round-robin"),
     ("h3-seq", "HTTP/3 sequential", "--http 3", "sequential"),
     ("h3-rr", "HTTP/3 round-robin", "--http 3", "round-robin"),
+];
+
+/// Chromium's runs at 0 % loss: run directory, label, the flags that choose its protocol
+/// (`--disable-http2` leaves HTTP/1.1 over TLS, with Chromium's own six connections per host).
+pub const CHROMIUM_RUNS: [(&str, &str, &str); 3] = [
+    ("chromium-h1", "HTTP/1.1", "--disable-quic --disable-http2"),
+    ("chromium-h2", "HTTP/2", "--disable-quic"),
+    (
+        "chromium-h3",
+        "QUIC",
+        "--enable-quic --origin-to-force-quic-on=server:443",
+    ),
 ];
 
 /// The loss settings: name, netem loss spec (none for 0 %), mean loss %.
@@ -114,6 +127,12 @@ pub struct Results {
     pub chromium_quic_page_load_s: Option<f64>,
     /// Whether Chromium's capture shows QUIC to the server and no TCP connection to it.
     pub chromium_used_quic: Option<bool>,
+    /// Chromium over HTTP/1.1 and over HTTP/2 (QUIC off) at 0 % loss, timed the same way.
+    pub chromium_h1_page_load_s: Option<f64>,
+    pub chromium_h2_page_load_s: Option<f64>,
+    /// The TCP connections to the server in Chromium's HTTP/1.1 and HTTP/2 captures.
+    pub chromium_h1_connections: Option<u64>,
+    pub chromium_h2_connections: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chromium_note: Option<String>,
 }
@@ -190,15 +209,14 @@ fn wait_for(file: &Path) -> String {
     )
 }
 
-/// Chromium's command: headless, QUIC forced for the lab's origin and the server's key
-/// pinned (its documented way to trust a test server over QUIC), a fresh profile, nothing but
-/// the page on the network, printing the DOM after the load event.
-pub fn chromium_command(profile: &Path, spki: &Path) -> String {
+/// Chromium's command: headless, its protocol chosen by `flags` (one of [`CHROMIUM_RUNS`]),
+/// the server's key pinned (its documented way to trust a test server, over QUIC too), a
+/// fresh profile, nothing but the page on the network, printing the DOM after the load event.
+pub fn chromium_command(profile: &Path, spki: &Path, flags: &str) -> String {
     format!(
         "{wait}exec {CHROMIUM} --headless --no-sandbox --disable-gpu --no-first-run \
          --disable-background-networking --disable-component-update --disable-sync \
-         --enable-quic --origin-to-force-quic-on=server:443 \
-         --ignore-certificate-errors-spki-list=$(cat {spki}) \
+         {flags} --ignore-certificate-errors-spki-list=$(cat {spki}) \
          --user-data-dir={profile} --dump-dom https://server/",
         wait = wait_for(spki),
         spki = spki.display(),
@@ -431,23 +449,44 @@ fn cells(runs: &[RunData]) -> Vec<Cell> {
 pub fn run(a: &Args) -> Result<Outcome> {
     let skipped = chromium_skipped(a);
     let labs = runs(a)?;
-    let chromium_s = if skipped.is_none() { 8.0 } else { 0.0 };
+    let chromium_s = if skipped.is_none() {
+        CHROMIUM_SECONDS * CHROMIUM_RUNS.len() as f64
+    } else {
+        0.0
+    };
     let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
     let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
     let page_file = a.out_dir.join("article.toml").canonicalize()?;
     let data = series.run(labs, None, collect)?;
-    let (chromium_quic_page_load_s, chromium_used_quic, chromium_note) = match skipped {
-        None => run_chromium(a, &page_file, &mut series)?,
-        Some(why) => (None, None, Some(why)),
+    let chromium = match skipped {
+        None => CHROMIUM_RUNS
+            .iter()
+            .map(|c| run_chromium(a, &page_file, &mut series, c))
+            .collect::<Result<Vec<_>>>()?,
+        Some(why) => CHROMIUM_RUNS
+            .iter()
+            .map(|_| ChromiumRun::skipped(why.clone()))
+            .collect(),
     };
     let _ = fs::remove_dir_all(a.out_dir.join("tls"));
+    let [h1, h2, h3] = [&chromium[0], &chromium[1], &chromium[2]];
+    let notes: Vec<&str> = chromium.iter().filter_map(|c| c.note.as_deref()).collect();
     let results = Results {
         rtt_ms: RTT_MS,
         seeds: a.count("runs"),
         cells: cells(&data),
-        chromium_quic_page_load_s,
-        chromium_used_quic,
-        chromium_note,
+        chromium_quic_page_load_s: h3.page_load_s,
+        chromium_used_quic: h3.pcap.as_deref().and_then(|p| quic_only(p).ok()),
+        chromium_h1_page_load_s: h1.page_load_s,
+        chromium_h2_page_load_s: h2.page_load_s,
+        chromium_h1_connections: h1.pcap.as_deref().and_then(|p| tcp_connections(p).ok()),
+        chromium_h2_connections: h2.pcap.as_deref().and_then(|p| tcp_connections(p).ok()),
+        // One reason where all three were skipped for the same one.
+        chromium_note: match notes.first() {
+            Some(first) if notes.iter().all(|n| n == first) => Some(first.to_string()),
+            _ if notes.is_empty() => None,
+            _ => Some(notes.join("; ")),
+        },
     };
     let checks = checks(&results);
     let rows = table_rows(&results);
@@ -456,47 +495,80 @@ pub fn run(a: &Args) -> Result<Outcome> {
     })
 }
 
-type ChromiumOutcome = (Option<f64>, Option<bool>, Option<String>);
+/// A Chromium run's expected length, s, for the progress bar.
+const CHROMIUM_SECONDS: f64 = 8.0;
+
+/// One Chromium run at 0 % loss: its page load, its client's capture (none where it did not
+/// run), and why it has no time.
+struct ChromiumRun {
+    page_load_s: Option<f64>,
+    pcap: Option<PathBuf>,
+    note: Option<String>,
+}
+
+impl ChromiumRun {
+    fn skipped(why: String) -> Self {
+        ChromiumRun {
+            page_load_s: None,
+            pcap: None,
+            note: Some(why),
+        }
+    }
+}
 
 fn run_chromium(
     a: &Args,
     page_file: &Path,
     series: &mut common::Series<'_>,
-) -> Result<ChromiumOutcome> {
-    let dir = a.out_dir.join("chromium-h3");
+    (name, label, flags): &(&str, &str, &str),
+) -> Result<ChromiumRun> {
+    let dir = a.out_dir.join(name);
     let profile = a.out_dir.join("chromium-profile");
     let _ = fs::remove_dir_all(&profile);
     fs::create_dir_all(&profile)?;
     let profile = profile.canonicalize()?;
-    let (_, spki) = tls_files(&a.out_dir, "chromium-h3");
+    let (_, spki) = tls_files(&a.out_dir, name);
     let cfg = lab_config(
         &a.out_dir,
-        "chromium-h3",
+        name,
         page_file,
         "sequential",
         None,
-        ("chromium", chromium_command(&profile, &spki)),
+        ("chromium", chromium_command(&profile, &spki, flags)),
         a.seed,
     );
-    series
-        .progress()
-        .phase("headless Chromium over QUIC", 8.0, || {
-            common::run_lab_in(&cfg, &dir)
-        })?;
+    series.progress().phase(
+        &format!("headless Chromium over {label}"),
+        CHROMIUM_SECONDS,
+        || common::run_lab_in(&cfg, &dir),
+    )?;
     let _ = fs::remove_dir_all(&profile);
-    let used_quic = quic_only(&dir.join("captures").join("client-eth0.pcap")).ok();
+    let pcap = Some(dir.join("captures").join("client-eth0.pcap"));
     let dom = fs::read_to_string(dir.join("programs").join("chromium.out")).unwrap_or_default();
     Ok(match web::page::response_end_from_dom(&dom) {
-        Some(ms) => (Some(ms / 1e3), used_quic, None),
-        None => (
-            None,
-            used_quic,
-            Some(format!(
-                "Chromium ran but its DOM had no last response time (see {})",
+        Some(ms) => ChromiumRun {
+            page_load_s: Some(ms / 1e3),
+            pcap,
+            note: None,
+        },
+        None => ChromiumRun {
+            page_load_s: None,
+            pcap,
+            note: Some(format!(
+                "Chromium over {label} ran but its DOM had no last response time (see {})",
                 dir.join("programs").join("chromium.err").display()
             )),
-        ),
+        },
     })
+}
+
+/// The TCP connections to port 443 in a capture.
+fn tcp_connections(pcap: &Path) -> Result<u64> {
+    let a = common::analyze_captures(&[pcap.to_path_buf()], false)?;
+    Ok(a.connections
+        .iter()
+        .filter(|c| c.a.port() == 443 || c.b.port() == 443)
+        .count() as u64)
 }
 
 /// Whether a capture holds UDP to port 443 and no TCP connection to port 443.
@@ -641,6 +713,34 @@ pub fn checks(r: &Results) -> Vec<Check> {
             q,
         ));
     }
+    if let (Some(h1), Some(h2), Some(h3)) = (
+        r.chromium_h1_page_load_s,
+        r.chromium_h2_page_load_s,
+        r.chromium_quic_page_load_s,
+    ) {
+        // Without pipelining (which browsers never turned on by default) an HTTP/1.1
+        // connection carries one request at a time (RFC 9112 section 9.3.2), so 60 resources
+        // over a browser's six connections per host take ten round trips each.
+        let fastest = h2.min(h3);
+        let model_fastest = ["h2", "h3-seq", "h3-rr"]
+            .iter()
+            .map(|p| r.load(p, "0%"))
+            .fold(f64::INFINITY, f64::min);
+        let conns = r
+            .chromium_h1_connections
+            .map_or_else(|| "its".to_string(), |n| n.to_string());
+        v.push(c(
+            format!(
+                "Chromium too loads the page over HTTP/1.1 more than 20 % slower than over one \
+                 multiplexed connection at 0 % loss: {h1:.2} s on {conns} connections against \
+                 {fastest:.2} s (× {:.2}; the model × {:.2}): one request at a time per \
+                 connection costs a round trip per request, in a browser as in the model",
+                h1 / fastest,
+                r.load("h1", "0%") / model_fastest
+            ),
+            h1 > 1.2 * fastest,
+        ));
+    }
     v
 }
 
@@ -685,13 +785,17 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
             },
         ));
     }
-    let mut cr = vec!["headless Chromium over QUIC (s)".to_string()];
-    cr.push(chromium_seconds(
+    let chromium = [
+        r.chromium_h1_page_load_s,
+        r.chromium_h2_page_load_s,
         r.chromium_quic_page_load_s,
-        r.chromium_note.as_deref(),
-    ));
-    cr.resize(header.len(), String::new());
-    rows.push(cr);
+    ];
+    for ((_, label, _), s) in CHROMIUM_RUNS.iter().zip(chromium) {
+        let mut cr = vec![format!("headless Chromium over {label} (s)")];
+        cr.push(chromium_seconds(s, r.chromium_note.as_deref()));
+        cr.resize(header.len(), String::new());
+        rows.push(cr);
+    }
     (header, rows)
 }
 
@@ -787,7 +891,8 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         "results.json: every run's figures and the means of the table".into(),
         "*.png: every chart of this page".into(),
         "PROTOCOL-lossL-sS/: each run's lab output (captures/*.pcap, links/*.log, \
-         programs/*.out); chromium-h3/: Chromium's"
+         programs/*.out); chromium-h1/, chromium-h2/, chromium-h3/: Chromium's over \
+         HTTP/1.1, HTTP/2 and QUIC"
             .into(),
     ])));
     let mut files: Vec<(String, &Chart)> = vec![("page-load".into(), &plt)];
@@ -843,6 +948,10 @@ mod tests {
             cells,
             chromium_quic_page_load_s: None,
             chromium_used_quic: None,
+            chromium_h1_page_load_s: None,
+            chromium_h2_page_load_s: None,
+            chromium_h1_connections: None,
+            chromium_h2_connections: None,
             chromium_note: Some("x".into()),
         }
     }
@@ -890,6 +999,32 @@ mod tests {
         assert!(checks(&r)
             .iter()
             .any(|c| !c.passed && c.what.contains("35 %")));
+    }
+
+    #[test]
+    fn chromium_over_http1_is_judged_against_its_own_fastest_multiplexed_load() {
+        let mut r = results(3.0, 2.6, 2.0);
+        r.cells[0].page_load_s_mean = 1.4;
+        r.chromium_quic_page_load_s = Some(1.2);
+        r.chromium_h2_page_load_s = Some(1.0);
+        r.chromium_h1_connections = Some(6);
+        let line = |r: &Results| {
+            checks(r)
+                .into_iter()
+                .find(|c| c.what.contains("over HTTP/1.1 more than 20 %"))
+        };
+        // Only with all three of Chromium's times.
+        assert!(line(&r).is_none());
+        r.chromium_h1_page_load_s = Some(1.25);
+        let l = line(&r).unwrap();
+        assert!(l.passed, "{l:?}");
+        assert!(
+            l.what
+                .contains("1.25 s on 6 connections against 1.00 s (× 1.25; the model × 1.40)"),
+            "{l:?}"
+        );
+        r.chromium_h1_page_load_s = Some(1.15);
+        assert!(!line(&r).unwrap().passed);
     }
 
     #[test]

@@ -636,11 +636,11 @@ pub const DEMOS: &[Declaration] = &[
         name: "hol-blocking",
         about: "One page over HTTP/1.1 (6 connections), HTTP/2 and HTTP/3 (sequential and \
                 round-robin scheduling) at 40 ms RTT under 0, 1, 2, 5 % and bursty loss, and in \
-                headless Chromium over QUIC where installed (about 2 minutes)",
+                headless Chromium over each where installed (about 2 minutes)",
         example: "--runs 2",
         leaves: "DIR/report.html, DIR/*.png, DIR/results.json, and each run's captures and logs \
                  in DIR/PROTOCOL-lossL-sS (PROTOCOL: h1, h2, h3-seq, h3-rr; L: 0, 1, 2, 5, \
-                 bursty) and DIR/chromium-h3",
+                 bursty) and DIR/chromium-h1, DIR/chromium-h2, DIR/chromium-h3",
         params: &[
             count(
                 "runs",
