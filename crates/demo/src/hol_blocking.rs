@@ -160,9 +160,11 @@ fn direction(rate: &str, one_way: &str, loss: Option<&str>) -> Direction {
     Direction::parse(&pairs).unwrap_or_else(|e| panic!("the demo's link direction: {e}"))
 }
 
-/// The files the server writes for the client: the CA it signs with, and its key's pin.
+/// The files the server writes for the client: the CA it signs with, and its key's pin. Their
+/// paths are absolute, so that a run file written by `--export` runs from any directory.
 fn tls_files(out_dir: &Path, run: &str) -> (PathBuf, PathBuf) {
     let d = out_dir.join("tls");
+    let d = std::path::absolute(&d).unwrap_or(d);
     (
         d.join(format!("{run}.ca.pem")),
         d.join(format!("{run}.spki")),
@@ -1025,6 +1027,24 @@ mod tests {
         );
         r.chromium_h1_page_load_s = Some(1.15);
         assert!(!line(&r).unwrap().passed);
+    }
+
+    #[test]
+    fn the_runs_name_their_tls_files_by_absolute_paths_whatever_the_output_directory() {
+        // A relative output directory, as `--export d` gives: the run files must still run
+        // from another directory.
+        let rel = Path::new("../../target/hol-blocking-relative-unit");
+        let opts = Args::of("hol-blocking", rel.to_path_buf(), &[("runs", "1")]).unwrap();
+        let runs = runs(&opts).unwrap();
+        for (_, r) in &runs {
+            for p in &r.config.programs {
+                for word in p.run.split_whitespace().filter(|w| w.contains("tls/")) {
+                    let path = word.trim_end_matches(']').trim_end_matches(';');
+                    assert!(path.starts_with('/'), "{path} in {}", p.run);
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(rel);
     }
 
     #[test]
