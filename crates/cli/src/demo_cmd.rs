@@ -211,7 +211,7 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 fn print_outcome(o: &demo::Outcome<()>, d: &Declaration, out: &Path) {
     print!("{}", o.table);
     println!();
-    for w in &o.warnings {
+    for w in warning_lines(&o.warnings) {
         println!("{w}");
     }
     for c in &o.checks {
@@ -230,6 +230,34 @@ fn print_outcome(o: &demo::Outcome<()>, d: &Declaration, out: &Path) {
     println!("also: {}", rest.replace("DIR", &dir));
 }
 
+/// Warnings printed in full; the rest are counted in one line.
+const WARNINGS_SHOWN: usize = 6;
+
+/// The runs' warnings as printed: up to [`WARNINGS_SHOWN`] in full, then one line counting the
+/// rest and naming their runs (a demo of many runs on a busy machine would otherwise print a
+/// screenful of one kind of warning before its checks).
+fn warning_lines(warnings: &[String]) -> Vec<String> {
+    if warnings.len() <= WARNINGS_SHOWN + 1 {
+        return warnings.to_vec();
+    }
+    let (shown, rest) = warnings.split_at(WARNINGS_SHOWN);
+    let mut runs: Vec<&str> = rest
+        .iter()
+        .filter_map(|w| w.strip_prefix("warning (")?.split_once("): "))
+        .map(|(run, _)| run)
+        .collect();
+    runs.dedup();
+    let mut lines = shown.to_vec();
+    lines.push(format!(
+        "warning: {} more like these, of the run{} {}: each run's summary.json holds its \
+         engine's figures",
+        rest.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        runs.join(", ")
+    ));
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +272,24 @@ mod tests {
 
     fn demo_commands_root() -> clap::Command {
         DemoArgs::augment_args(clap::Command::new("demo"))
+    }
+
+    #[test]
+    fn many_warnings_are_shown_in_part_and_the_rest_counted_by_run() {
+        let w = |run: &str, i: usize| format!("warning ({run}): the emulator stalled for {i} ms");
+        let few: Vec<String> = (0..WARNINGS_SHOWN + 1).map(|i| w("a", i)).collect();
+        assert_eq!(warning_lines(&few), few);
+        let mut many: Vec<String> = (0..WARNINGS_SHOWN).map(|i| w("a", i)).collect();
+        many.extend([w("b", 1), w("b", 2), w("c-loss2-s1", 3)]);
+        let lines = warning_lines(&many);
+        assert_eq!(lines.len(), WARNINGS_SHOWN + 1);
+        assert_eq!(lines[..WARNINGS_SHOWN], many[..WARNINGS_SHOWN]);
+        assert!(
+            lines[WARNINGS_SHOWN]
+                .starts_with("warning: 3 more like these, of the runs b, c-loss2-s1:"),
+            "{}",
+            lines[WARNINGS_SHOWN]
+        );
     }
 
     #[test]

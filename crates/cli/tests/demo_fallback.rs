@@ -51,10 +51,11 @@ fn the_race_hides_the_outage_that_stalls_the_ordinary_app() {
     let cell = f(&r, "fallback", "on_cellular_pct");
     assert!(cell > 50.0 && cell < 100.0, "{r}");
     assert!(f(&r, "fallback", "back_on_wifi_s") <= 5.0, "{r}");
-    // The demo's own check says the same, unless it warned that the machine stalled the run.
+    // The demo's own check says the same, unless the machine stalled the run (which the demo
+    // warns of).
     assert!(
         stdout.contains("ok  fallback: every request answered within about 1 s")
-            || stdout.contains("warning (fallback): the emulator stalled"),
+            || stall_ms > labnet::lifecycle::STALL_WORTH_SAYING.as_secs_f64() * 1e3,
         "{stdout}"
     );
     assert!(dir.join("timeline-fallback.png").exists());
