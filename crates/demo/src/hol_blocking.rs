@@ -819,7 +819,9 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     .caption(format!(
         "Mean of {} seed{} per point. Lines: random loss 0, 1, 2 and 5 %; the lone points at \
          {:.2} % are the bursty (Gilbert-Elliott) setting, with about the mean loss of 2 % in \
-         bursts of 3 packets. 40 ms RTT, {DOWN} down, {UP} up.",
+         bursts of 3 packets. 40 ms RTT, {DOWN} down, {UP} up. Where two lines lie on one \
+         another (HTTP/3's two orders often do), the one drawn last hides the other: the \
+         table has each.",
         results.seeds,
         if results.seeds == 1 { "" } else { "s" },
         LOSSES[4].2
