@@ -180,3 +180,48 @@ fn rpm_under_fq_codel_is_far_higher_and_its_foreign_probes_hardly_queue() {
     );
     assert_nothing_left();
 }
+
+#[test]
+fn a_test_of_the_uplink_alone_loads_only_uploads_and_probes_on_them() {
+    let _g = lock();
+    let dir = out_dir("rpm-up");
+    let o = run(&[
+        "shell",
+        "--down",
+        "20mbit",
+        "--up",
+        "20mbit",
+        "--rtt",
+        "20ms",
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+        "--server",
+        "latencylab rpm-server --port 4043",
+        "--",
+        "latencylab",
+        "rpm",
+        "https://server:4043",
+        "--load",
+        "up",
+        "--max-duration",
+        "4s",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: RpmReport =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stdout)));
+    assert_eq!(r.load, rpm::algorithm::Load::Up);
+    assert_eq!((r.flows_down, r.down_bps), (0, 0.0), "{:?}", r.intervals);
+    assert!(r.flows_up >= 1 && r.up_bps > 5e6, "{:?}", r.intervals);
+    let on: Vec<Option<&str>> = r
+        .self_probes
+        .probes
+        .iter()
+        .map(|p| p.on.as_deref())
+        .collect();
+    assert!(
+        !on.is_empty() && on.iter().all(|o| *o == Some("up")),
+        "{on:?}"
+    );
+}

@@ -42,6 +42,8 @@ pub struct Params {
     /// `Some(n)`: exactly `n` load-generating connections per direction from the start, none
     /// added (to compare with tools that load a path with a fixed number of flows).
     pub fixed_flows: Option<usize>,
+    /// The directions that carry load-generating connections.
+    pub load: Load,
 }
 
 impl Default for Params {
@@ -61,6 +63,7 @@ impl Default for Params {
             probe_capacity_share: 0.05,
             max_duration: Duration::from_secs(20),
             fixed_flows: None,
+            load: Load::Both,
         }
     }
 }
@@ -93,6 +96,50 @@ impl Dir {
         match self {
             Dir::Down => "down",
             Dir::Up => "up",
+        }
+    }
+}
+
+/// Which directions a test loads. The draft's test loads both at once (section 5.4: "the
+/// load-generating connections ... in both directions"); `networkQuality -s` and Cloudflare's
+/// `mach` load one direction at a time and report each direction's responsiveness, which
+/// [`Load::Down`] and [`Load::Up`] measure.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Load {
+    /// Downloads and uploads at once.
+    #[default]
+    Both,
+    /// Downloads only: self probes go on download connections.
+    Down,
+    /// Uploads only: self probes go on upload connections.
+    Up,
+}
+
+impl Load {
+    /// The directions loaded.
+    pub fn dirs(self) -> &'static [Dir] {
+        match self {
+            Load::Both => &Dir::BOTH,
+            Load::Down => &[Dir::Down],
+            Load::Up => &[Dir::Up],
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Load::Both => "both",
+            Load::Down => "down",
+            Load::Up => "up",
         }
     }
 }
@@ -323,6 +370,10 @@ impl RpmTest {
     /// number) are asked for by the first polls, and the first probe pair at once.
     pub fn new(p: Params, now: Instant) -> RpmTest {
         let first = p.fixed_flows.unwrap_or(p.initial_flows).max(1);
+        let mut to_add = [0; 2];
+        for d in p.load.dirs() {
+            to_add[d.index()] = first;
+        }
         RpmTest {
             next_interval: now + p.interval,
             start: now,
@@ -334,7 +385,7 @@ impl RpmTest {
             rpm: Stability::default(),
             samples: vec![],
             flows: [0; 2],
-            to_add: [first; 2],
+            to_add,
             next_probe: now,
             probes_per_s: FIRST_PROBES_PER_S,
             records: vec![],
@@ -456,7 +507,8 @@ impl RpmTest {
         self.goodput[0].push(down);
         self.goodput[1].push(up);
         let (mad, sdt) = (self.p.mad, self.p.sdt);
-        let goodput_stable = self.goodput.iter().all(|g| g.is_stable(mad, sdt));
+        let goodput_stable =
+            (self.p.load.dirs().iter()).all(|d| self.goodput[d.index()].is_stable(mad, sdt));
         let window = self.window_rpm();
         let mut rpm_stable = false;
         if self.saturated_at.is_some() {
@@ -470,7 +522,7 @@ impl RpmTest {
         // Section 5.4: "At each interval: Create INC additional load-generating connections",
         // up to MNP.
         if self.p.fixed_flows.is_none() {
-            for d in Dir::BOTH {
+            for &d in self.p.load.dirs() {
                 let room = self.p.max_flows.saturating_sub(self.flows[d.index()]);
                 self.to_add[d.index()] = self.p.flows_increment.min(room);
             }
@@ -734,6 +786,34 @@ mod tests {
         let (o, rec) = drive(p, 2_500_000, 10_000_000, |_| ms(100));
         assert_eq!((o.flows_down, o.flows_up), (4, 4));
         assert!(rec.iter().all(|r| r.flows_down == 4));
+    }
+
+    #[test]
+    fn a_test_of_one_direction_loads_only_that_way_and_settles_on_its_goodput() {
+        for (load, dir) in [(Load::Down, Dir::Down), (Load::Up, Dir::Up)] {
+            let p = Params {
+                load,
+                ..Params::default()
+            };
+            let (o, rec) = drive(p, 2_500_000, 10_000_000, |_| ms(100));
+            let (loaded, idle) = match dir {
+                Dir::Down => ((o.flows_down, o.down_bps), (o.flows_up, o.up_bps)),
+                Dir::Up => ((o.flows_up, o.up_bps), (o.flows_down, o.down_bps)),
+            };
+            assert_eq!(idle, (0, 0.0), "{load:?}: {rec:#?}");
+            assert!(
+                loaded.0 >= 1 && (loaded.1 - 20e6).abs() < 1e5,
+                "{load:?}: {o:?}"
+            );
+            // The idle direction's goodput never settles; it must not hold the test back.
+            assert_eq!(o.goodput_confidence, Confidence::High, "{load:?}");
+            assert_eq!(o.rpm_confidence, Confidence::High, "{load:?}");
+            assert!(
+                (o.duration_s - 11.0).abs() < 0.05,
+                "{load:?}: {}",
+                o.duration_s
+            );
+        }
     }
 
     #[test]

@@ -785,6 +785,7 @@ mod tests {
         let r = RpmReport {
             config_url: String::new(),
             protocol: "h2".into(),
+            load: crate::algorithm::Load::Both,
             rpm: Some(300.0),
             rpm_confidence: Confidence::High,
             down_bps: 0.0,
@@ -860,6 +861,7 @@ mod tests {
         RpmReport {
             config_url: String::new(),
             protocol: "h2".into(),
+            load: crate::algorithm::Load::Both,
             rpm: Some(rpm),
             rpm_confidence: Confidence::High,
             down_bps: 0.0,
@@ -1141,6 +1143,7 @@ mod tests {
         let r = RpmReport {
             config_url: String::new(),
             protocol: "h2".into(),
+            load: crate::algorithm::Load::Both,
             rpm: Some(300.0),
             rpm_confidence: Confidence::High,
             down_bps: 0.0,

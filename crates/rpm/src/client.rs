@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use web::client::Url;
 use wire::{Duration, Instant};
 
-use crate::algorithm::{Action, Dir, Params, RpmTest, Sample};
+use crate::algorithm::{Action, Dir, Load, Params, RpmTest, Sample};
 use crate::config::NqConfig;
 use crate::report::{ProbeRecord, ProbeSummary, RpmReport};
 use crate::UsageError;
@@ -40,6 +40,11 @@ pub struct RpmArgs {
     /// Flent's tests load a path); default: one more each interval, up to 16
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub flows: Option<u16>,
+    /// Which directions load the path: both at once (the draft's test, and networkQuality's
+    /// default), or downloads or uploads alone (networkQuality -s and Cloudflare's mach measure
+    /// each direction in turn: run `--load down`, then `--load up`)
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = Load::Both)]
+    pub load: Load,
     /// Print the whole report as JSON (every probe, foreign and self apart) instead of text
     #[arg(long)]
     pub json: bool,
@@ -526,6 +531,7 @@ async fn test(a: &RpmArgs, url: &Url) -> Result<RpmReport> {
         interval: a.interval,
         max_duration: a.max_duration,
         fixed_flows: a.flows.map(usize::from),
+        load: a.load,
         ..Params::default()
     };
     let now = |c: &Ctx| Instant::from_nanos(monotonic_ns().saturating_sub(c.start_mono_ns));
@@ -604,6 +610,7 @@ async fn test(a: &RpmArgs, url: &Url) -> Result<RpmReport> {
     Ok(RpmReport {
         config_url,
         protocol: if url.tls { "h2" } else { "h2c" }.into(),
+        load: a.load,
         rpm: r.map(|r| r.rpm),
         rpm_confidence: o.rpm_confidence,
         down_bps: o.down_bps,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::algorithm::{Confidence, IntervalRecord};
+use crate::algorithm::{Confidence, IntervalRecord, Load};
 
 /// One probe, as measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,6 +81,10 @@ pub struct RpmReport {
     /// The configuration URL used.
     pub config_url: String,
     pub protocol: String,
+    /// The directions that carried load-generating connections (reports written before this
+    /// field existed loaded both).
+    #[serde(default)]
+    pub load: Load,
     pub rpm: Option<f64>,
     pub rpm_confidence: Confidence,
     /// Goodput at the end (moving averages), bits per second.
@@ -109,30 +113,40 @@ fn mbps(bps: f64) -> String {
 /// The summary as `networkQuality` prints it, with the probe kinds apart below.
 pub fn text(r: &RpmReport) -> String {
     let mut s = String::from("==== SUMMARY ====\n");
-    let _ = writeln!(
-        s,
-        "Uplink capacity: {} (Accuracy: {})",
-        mbps(r.up_bps),
-        r.goodput_confidence.name()
-    );
-    let _ = writeln!(
-        s,
-        "Downlink capacity: {} (Accuracy: {})",
-        mbps(r.down_bps),
-        r.goodput_confidence.name()
-    );
+    if r.load != Load::Down {
+        let _ = writeln!(
+            s,
+            "Uplink capacity: {} (Accuracy: {})",
+            mbps(r.up_bps),
+            r.goodput_confidence.name()
+        );
+    }
+    if r.load != Load::Up {
+        let _ = writeln!(
+            s,
+            "Downlink capacity: {} (Accuracy: {})",
+            mbps(r.down_bps),
+            r.goodput_confidence.name()
+        );
+    }
+    // networkQuality names a one-direction result after its direction.
+    let what = match r.load {
+        Load::Both => "Responsiveness",
+        Load::Down => "Downlink Responsiveness",
+        Load::Up => "Uplink Responsiveness",
+    };
     match r.rpm {
         Some(rpm) => {
             let _ = writeln!(
                 s,
-                "Responsiveness: {:.0} RPM ({:.0} milliseconds) (Accuracy: {})",
+                "{what}: {:.0} RPM ({:.0} milliseconds) (Accuracy: {})",
                 rpm,
                 60_000.0 / rpm,
                 r.rpm_confidence.name()
             );
         }
         None => {
-            let _ = writeln!(s, "Responsiveness: not measured (no probe finished)");
+            let _ = writeln!(s, "{what}: not measured (no probe finished)");
         }
     }
     let f = &r.foreign;
@@ -215,6 +229,7 @@ mod tests {
         let r = RpmReport {
             config_url: "https://server:4043/.well-known/nq".into(),
             protocol: "h2".into(),
+            load: Load::Both,
             rpm: Some(121.0),
             rpm_confidence: Confidence::Medium,
             down_bps: 19_500_000.0,
@@ -242,5 +257,17 @@ mod tests {
         assert!(!t.contains("Errors"));
         let back: RpmReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+        // One direction: its capacity alone, and the result named after it.
+        let down = text(&RpmReport {
+            load: Load::Down,
+            ..r.clone()
+        });
+        assert!(down.contains("Downlink Responsiveness: 121 RPM"), "{down}");
+        assert!(!down.contains("Uplink"), "{down}");
+        // A report written before `load` existed loaded both.
+        let mut old = serde_json::to_value(&r).unwrap();
+        old.as_object_mut().unwrap().remove("load");
+        let back: RpmReport = serde_json::from_value(old).unwrap();
+        assert_eq!(back.load, Load::Both);
     }
 }
