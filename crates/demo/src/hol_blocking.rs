@@ -193,12 +193,14 @@ pub fn lab_config(
     cfg.links[0].down = direction(DOWN, &one_way, loss);
     cfg.links[0].up = direction(UP, &one_way, loss);
     let (ca, spki) = tls_files(out_dir, run);
+    // The files an earlier run left are removed first, so that the client, which starts
+    // later and waits for them, reads this run's and not the last one's.
     cfg.programs[0].run = format!(
-        "exec latencylab web-server --page {} --port 443 --tls --http3 --scheduling {scheduling} \
-         --ca-out {} --spki-out {}",
+        "rm -f {ca} {spki}; exec latencylab web-server --page {} --port 443 --tls --http3 \
+         --scheduling {scheduling} --ca-out {ca} --spki-out {spki}",
         page_file.display(),
-        ca.display(),
-        spki.display()
+        ca = ca.display(),
+        spki = spki.display()
     );
     cfg
 }
@@ -1047,6 +1049,30 @@ mod tests {
             }
         }
         let _ = fs::remove_dir_all(rel);
+    }
+
+    #[test]
+    fn a_run_removes_the_tls_files_an_earlier_run_left_before_its_client_waits_for_them() {
+        // Run the same exported file twice into one directory: the second client must not
+        // find the first server's CA and start with it.
+        let dir = std::env::temp_dir().join(format!("hol-blocking-stale-{}", std::process::id()));
+        let opts = Args::of("hol-blocking", dir.clone(), &[("runs", "1")]).unwrap();
+        for (_, r) in runs(&opts).unwrap() {
+            let (ca, spki) = tls_files(&dir, &r.dir);
+            fs::write(&ca, "stale").unwrap();
+            fs::write(&spki, "stale").unwrap();
+            let server = &r.config.programs[0];
+            let (before, _) = server.run.split_once("exec ").unwrap();
+            let ok = std::process::Command::new("sh")
+                .args(["-c", before])
+                .status()
+                .unwrap();
+            assert!(ok.success(), "{}", server.run);
+            assert!(!ca.exists() && !spki.exists(), "{}", server.run);
+            let client = &r.config.programs[1];
+            assert!(client.at_s > server.at_s, "{}", r.dir);
+        }
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
