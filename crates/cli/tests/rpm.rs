@@ -224,4 +224,10 @@ fn a_test_of_the_uplink_alone_loads_only_uploads_and_probes_on_them() {
         !on.is_empty() && on.iter().all(|o| *o == Some("up")),
         "{on:?}"
     );
+    // The idle probes ran before the load, on the unloaded 20 ms path.
+    let idle = &r.idle;
+    assert_eq!(idle.probes.len(), 5, "{idle:?}");
+    assert!(idle.probes.iter().all(|p| p.end_s <= 0.0), "{idle:?}");
+    let rt = idle.round_trip_ms.unwrap();
+    assert!((19.0..40.0).contains(&rt), "{rt}");
 }

@@ -28,7 +28,7 @@ use wire::{Duration, Instant};
 
 use crate::algorithm::{Action, Dir, Load, Params, RpmTest, Sample};
 use crate::config::NqConfig;
-use crate::report::{ProbeRecord, ProbeSummary, RpmReport};
+use crate::report::{IdleSummary, ProbeRecord, ProbeSummary, RpmReport};
 use crate::UsageError;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -242,36 +242,62 @@ async fn fetch_small(
     Ok((t0.elapsed(), received))
 }
 
-async fn foreign_probe(ctx: Arc<Ctx>, tx: mpsc::UnboundedSender<ProbeRecord>) {
+/// A probe on a connection of its own: TCP and TLS handshakes, then the GET of the small
+/// object.
+async fn foreign_record(ctx: &Ctx) -> Result<ProbeRecord> {
     let start = monotonic_ns();
-    let r = async {
-        let mut c = ctx.connect().await?;
-        let (http, received) = fetch_small(&ctx, &mut c.sender).await?;
-        anyhow::Ok((c, http, received))
-    }
-    .await;
-    match r {
-        Ok((c, http, received)) => {
-            let end = monotonic_ns();
-            let _ = tx.send(ProbeRecord {
-                start_mono_ns: start,
-                end_mono_ns: end,
-                start_s: ctx.elapsed_s(start),
-                end_s: ctx.elapsed_s(end),
-                tcp_ms: Some(c.tcp.as_secs_f64() * 1e3),
-                tls_ms: c.tls.map(|t| t.as_secs_f64() * 1e3),
-                http_ms: http.as_secs_f64() * 1e3,
-                on: None,
-                local: c.local.to_string(),
-                remote: c.remote.to_string(),
-                interval: 0,
-                in_window: false,
-                server_received_mono_ns: received,
-            });
+    let mut c = ctx.connect().await?;
+    let (http, received) = fetch_small(ctx, &mut c.sender).await?;
+    let end = monotonic_ns();
+    Ok(ProbeRecord {
+        start_mono_ns: start,
+        end_mono_ns: end,
+        start_s: ctx.elapsed_s(start),
+        end_s: ctx.elapsed_s(end),
+        tcp_ms: Some(c.tcp.as_secs_f64() * 1e3),
+        tls_ms: c.tls.map(|t| t.as_secs_f64() * 1e3),
+        http_ms: http.as_secs_f64() * 1e3,
+        on: None,
+        local: c.local.to_string(),
+        remote: c.remote.to_string(),
+        interval: 0,
+        in_window: false,
+        server_received_mono_ns: received,
+    })
+}
+
+async fn foreign_probe(ctx: Arc<Ctx>, tx: mpsc::UnboundedSender<ProbeRecord>) {
+    match foreign_record(&ctx).await {
+        Ok(p) => {
+            let _ = tx.send(p);
         }
         Err(_) => {
             ctx.failed_probes.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Foreign probes before any load, all at once: the path's idle latency.
+const IDLE_PROBES: usize = 5;
+/// How long the idle probes may take before the test goes on without them.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The idle probes that finished within [`IDLE_TIMEOUT`] (none if any is still running then).
+async fn idle_records(ctx: &Ctx) -> Vec<ProbeRecord> {
+    let all = async {
+        let (a, b, c, d, e) = tokio::join!(
+            foreign_record(ctx),
+            foreign_record(ctx),
+            foreign_record(ctx),
+            foreign_record(ctx),
+            foreign_record(ctx)
+        );
+        let all: [_; IDLE_PROBES] = [a, b, c, d, e];
+        all
+    };
+    match tokio::time::timeout(IDLE_TIMEOUT, all).await {
+        Ok(rs) => rs.into_iter().filter_map(Result::ok).collect(),
+        Err(_) => vec![],
     }
 }
 
@@ -524,7 +550,14 @@ async fn test(a: &RpmArgs, url: &Url) -> Result<RpmReport> {
     ctx.small = uri(&cfg.small_download_url, "small_download_url")?;
     ctx.large = uri(&cfg.large_download_url, "large_download_url")?;
     ctx.upload = uri(&cfg.upload_url, "upload_url")?;
+    // The idle latency first, on an unloaded path (as networkQuality's "Idle Latency"); its
+    // probes' times are then given from the test's start, before which they ran.
+    let mut idle = idle_records(&ctx).await;
     ctx.start_mono_ns = monotonic_ns();
+    for p in &mut idle {
+        let since = |ns: u64| (ns as f64 - ctx.start_mono_ns as f64) / 1e9;
+        (p.start_s, p.end_s) = (since(p.start_mono_ns), since(p.end_mono_ns));
+    }
     let ctx = Arc::new(ctx);
 
     let params = Params {
@@ -633,6 +666,7 @@ async fn test(a: &RpmArgs, url: &Url) -> Result<RpmReport> {
             None,
             r.map(|r| r.loaded_ms),
         ),
+        idle: IdleSummary::of(idle),
         failed_probes: ctx.failed_probes.load(Ordering::Relaxed),
         failed_flows: ctx.failed_flows.load(Ordering::Relaxed),
         start_mono_ns: ctx.start_mono_ns,

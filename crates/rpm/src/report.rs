@@ -75,6 +75,33 @@ pub struct ProbeSummary {
     pub probes: Vec<ProbeRecord>,
 }
 
+/// The path before the load: foreign probes run at once before the first load-generating
+/// connection opened (what networkQuality prints as "Idle Latency").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdleSummary {
+    /// The median of their times per round trip, milliseconds; `None` when none finished.
+    pub round_trip_ms: Option<f64>,
+    /// Their `start_s` and `end_s` are negative: they ran before the test's start.
+    pub probes: Vec<ProbeRecord>,
+}
+
+impl IdleSummary {
+    pub fn of(probes: Vec<ProbeRecord>) -> IdleSummary {
+        let mut rts: Vec<f64> = probes.iter().map(ProbeRecord::round_trip_ms).collect();
+        rts.sort_by(f64::total_cmp);
+        let n = rts.len();
+        let round_trip_ms = match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(rts[n / 2]),
+            _ => Some((rts[n / 2 - 1] + rts[n / 2]) / 2.0),
+        };
+        IdleSummary {
+            round_trip_ms,
+            probes,
+        }
+    }
+}
+
 /// The whole report of one test.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RpmReport {
@@ -97,6 +124,10 @@ pub struct RpmReport {
     pub foreign: ProbeSummary,
     #[serde(rename = "self")]
     pub self_probes: ProbeSummary,
+    /// The idle latency, measured before the load (reports written before it was measured
+    /// have none).
+    #[serde(default)]
+    pub idle: IdleSummary,
     /// Probes that failed (a connection refused or reset).
     pub failed_probes: u64,
     /// Load-generating connections that ended with an error.
@@ -148,6 +179,13 @@ pub fn text(r: &RpmReport) -> String {
         None => {
             let _ = writeln!(s, "{what}: not measured (no probe finished)");
         }
+    }
+    if let Some(idle) = r.idle.round_trip_ms {
+        let _ = writeln!(
+            s,
+            "Idle Latency: {idle:.1} milliseconds (median round trip of {} probes before the load)",
+            r.idle.probes.len()
+        );
     }
     let f = &r.foreign;
     let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1} ms"));
@@ -240,6 +278,7 @@ mod tests {
             duration_s: 20.0,
             foreign: empty.clone(),
             self_probes: empty,
+            idle: Default::default(),
             failed_probes: 0,
             failed_flows: 0,
             start_mono_ns: 0,
@@ -257,6 +296,21 @@ mod tests {
         assert!(!t.contains("Errors"));
         let back: RpmReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+        assert!(!t.contains("Idle"), "no idle probes, no line: {t}");
+        let rt = |ms: f64| ProbeRecord {
+            tcp_ms: Some(ms),
+            tls_ms: Some(ms),
+            http_ms: ms,
+            ..probe(None, None, 0.0)
+        };
+        let idle = IdleSummary::of(vec![rt(21.0), rt(20.0), rt(40.0), rt(20.5)]);
+        assert_eq!(idle.round_trip_ms, Some(20.75), "the median of four");
+        assert_eq!(IdleSummary::of(vec![]).round_trip_ms, None);
+        let with_idle = text(&RpmReport { idle, ..r.clone() });
+        assert!(
+            with_idle.contains("Idle Latency: 20.8 milliseconds (median round trip of 4 probes"),
+            "{with_idle}"
+        );
         // One direction: its capacity alone, and the result named after it.
         let down = text(&RpmReport {
             load: Load::Down,
@@ -267,7 +321,9 @@ mod tests {
         // A report written before `load` existed loaded both.
         let mut old = serde_json::to_value(&r).unwrap();
         old.as_object_mut().unwrap().remove("load");
+        old.as_object_mut().unwrap().remove("idle");
         let back: RpmReport = serde_json::from_value(old).unwrap();
         assert_eq!(back.load, Load::Both);
+        assert_eq!(back.idle, IdleSummary::default());
     }
 }
