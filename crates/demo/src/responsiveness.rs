@@ -72,6 +72,8 @@ pub struct RunMetrics {
     pub flows_up: usize,
     pub down_mbps: f64,
     pub up_mbps: f64,
+    /// The idle latency: the median round trip of the foreign probes run before the load, ms.
+    pub idle_rtt_ms: Option<f64>,
     /// The loaded round trip `60000 / RPM` taken apart (with the RPM).
     pub attribution: Option<Attribution>,
 }
@@ -241,6 +243,7 @@ fn collect(label: &str, queue: &str, dir: &Path, result: &lab::RunResult) -> Res
         flows_up: report.flows_up,
         down_mbps: report.down_bps / 1e6,
         up_mbps: report.up_bps / 1e6,
+        idle_rtt_ms: report.idle.round_trip_ms,
         attribution,
     })
 }
@@ -417,6 +420,10 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
         row("self probes' round trip (ms)", &|m| {
             att(m, |a| format!("{:.0}", a.self_probes.round_trip_ms))
+        }),
+        row("idle round trip, before the load (ms)", &|m| {
+            m.idle_rtt_ms
+                .map_or_else(|| "-".into(), |ms| format!("{ms:.0}"))
         }),
         row("loaded round trip, 60000 / RPM (ms)", &|m| {
             att(m, |a| format!("{:.0}", a.loaded_rtt_ms))
@@ -636,6 +643,7 @@ mod tests {
             flows_up: 4,
             down_mbps: 9.5,
             up_mbps: 0.9,
+            idle_rtt_ms: Some(23.0),
             attribution: Some(Attribution {
                 rpm,
                 confidence: "High".into(),
