@@ -139,6 +139,55 @@ mod tests {
         assert_eq!(c.upload_url, "https://a.example/u");
     }
 
+    /// Values a document's URLs may have, right and wrong.
+    const URLS: &[&str] = &[
+        "https://a/s",
+        "https://a:4043/l",
+        "http://a/u",
+        "https://b/u",
+        "ftp://a/u",
+        "a/u",
+        "",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn any_document_parses_or_is_refused_and_a_parsed_one_prints_back(
+            version in proptest::option::of(0i64..3),
+            // Per URL: absent, under the draft's name or the older one, and its value.
+            keys in proptest::collection::vec((0u8..3, proptest::sample::select(URLS)), 3),
+            endpoint in proptest::option::of("[a-z.]{0,12}"),
+            noise in ".{0,60}",
+        ) {
+            let names = [
+                ("small_download_url", "small_https_download_url"),
+                ("large_download_url", "large_https_download_url"),
+                ("upload_url", "https_upload_url"),
+            ];
+            let mut urls = serde_json::Map::new();
+            for ((new, old), (which, url)) in names.iter().zip(&keys) {
+                match which {
+                    1 => { urls.insert(new.to_string(), json!(url)); }
+                    2 => { urls.insert(old.to_string(), json!(url)); }
+                    _ => {}
+                }
+            }
+            let mut doc = json!({ "urls": urls });
+            if let Some(v) = version {
+                doc["version"] = json!(v);
+            }
+            if let Some(e) = endpoint {
+                doc["test_endpoint"] = json!(e);
+            }
+            for text in [doc.to_string(), noise] {
+                match NqConfig::parse(&text) {
+                    Ok(c) => proptest::prop_assert_eq!(NqConfig::parse(&c.to_json()), Ok(c)),
+                    Err(e) => proptest::prop_assert!(!e.0.is_empty()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_documents_are_refused_saying_why() {
         let e = |t: &str| NqConfig::parse(t).unwrap_err().0;
