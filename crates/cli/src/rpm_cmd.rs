@@ -16,7 +16,7 @@ const PORT: u16 = 4043;
 
 /// The client's JSON report in the run directory.
 fn report_path(dir: &Path) -> PathBuf {
-    dir.join("rpm.json")
+    RunDir::new(dir).rpm_json()
 }
 
 /// Runs `rpm-server` in `server` and `rpm` in `client`, then prints where the probes' time
@@ -73,20 +73,61 @@ pub fn in_lab(
         let _ = std::fs::remove_dir_all(&dir);
     }
     let result = result?;
-    match line {
-        Some(Ok(Some(a))) => {
-            println!("{}", a.line());
-            println!("{}", a.kinds_line());
-        }
-        Some(Ok(None)) => {
-            eprintln!("latencylab: no probe left packets in the link logs to attribute")
-        }
-        Some(Err(e)) => eprintln!("latencylab: cannot attribute the round trips: {e:#}"),
-        None => {}
+    if let Some(line) = line {
+        print_attribution(line);
     }
     Ok(ExitCode::from(
         u8::try_from(result.exit_code.clamp(0, 255)).unwrap_or(1),
     ))
+}
+
+fn print_attribution(line: Result<Option<Attribution>>) {
+    match line {
+        Ok(Some(a)) => {
+            println!("{}", a.line());
+            println!("{}", a.kinds_line());
+        }
+        Ok(None) => eprintln!("latencylab: no probe left packets in the link logs to attribute"),
+        Err(e) => eprintln!("latencylab: cannot attribute the round trips: {e:#}"),
+    }
+}
+
+/// A run file with `[rpm]`: its report from an earlier run in the same directory is removed
+/// first, so that what is attributed after the run is this run's.
+pub fn before_run_file(cfg: &LabConfig, out: Option<&Path>) {
+    if let Some(dir) = out.filter(|_| has_rpm(cfg)) {
+        let _ = std::fs::remove_file(report_path(dir));
+    }
+}
+
+/// After a run file with `[rpm]` ran with `-o`: the client's summary, then where its round
+/// trips went, as `shell --rpm` prints them.
+pub fn after_run_file(cfg: &LabConfig, out: Option<&Path>, r: &lab::RunResult) {
+    let Some(dir) = out.filter(|_| has_rpm(cfg)) else {
+        return;
+    };
+    match std::fs::read_to_string(report_path(dir)) {
+        Ok(text) => match serde_json::from_str::<RpmReport>(&text) {
+            Ok(report) => print!("{}", rpm::report::text(&report)),
+            Err(e) => eprintln!("latencylab: reading {}: {e}", report_path(dir).display()),
+        },
+        Err(_) => {
+            eprintln!(
+                "latencylab: the rpm client wrote no report (see {})",
+                RunDir::new(dir)
+                    .program_err(labnet::run_file::RPM_PROGRAM)
+                    .display()
+            );
+            return;
+        }
+    }
+    print_attribution(explain(dir, r));
+}
+
+fn has_rpm(cfg: &LabConfig) -> bool {
+    cfg.programs
+        .iter()
+        .any(|p| p.name == labnet::run_file::RPM_PROGRAM)
 }
 
 /// The attribution of a finished run in `dir`.

@@ -218,8 +218,9 @@ fn parse_set(s: &str) -> Result<SetValue, String> {
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = run_file_config_set(&a.file, a.seed, &a.set)?;
+    crate::rpm_cmd::before_run_file(&cfg, a.out.as_deref());
     let run = RunOptions {
-        out_dir: a.out,
+        out_dir: a.out.clone(),
         command: None,
         server: None,
         quiet: a.quiet,
@@ -227,7 +228,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         capture: a.capture.limits(),
     };
     let title = format!("run {}", a.file.display());
-    Ok(exit(
-        watch::run_lab(&cfg, &run, &a.watch, &title)?.exit_code,
-    ))
+    let result = watch::run_lab(&cfg, &run, &a.watch, &title)?;
+    crate::rpm_cmd::after_run_file(&cfg, a.out.as_deref(), &result);
+    Ok(exit(result.exit_code))
 }

@@ -231,3 +231,66 @@ fn a_test_of_the_uplink_alone_loads_only_uploads_and_probes_on_them() {
     let rt = idle.round_trip_ms.unwrap();
     assert!((19.0..40.0).contains(&rt), "{rt}");
 }
+
+#[test]
+fn a_run_files_rpm_table_runs_the_test_between_its_hosts_and_names_the_queue() {
+    let _g = lock();
+    let dir = out_dir("rpm-run-file");
+    fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("home.toml");
+    fs::write(
+        &file,
+        r#"
+[[host]]
+name = "laptop"
+[[host]]
+name = "cdn"
+[[router]]
+name = "home"
+[[link]]
+name = "wifi"
+a = "laptop"
+b = "home"
+rate = "100mbit"
+[[link]]
+name = "dsl"
+a = "home"
+b = "cdn"
+rate = "10mbit"
+rtt = "20ms"
+[rpm]
+client = "laptop"
+server = "cdn"
+flows = 2
+max_duration = "4s"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    // A report left by an earlier run in the same directory: this run's replaces it.
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("rpm.json"), "stale").unwrap();
+    let o = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}\n{}", text(&o.stderr));
+    let report: RpmReport =
+        serde_json::from_str(&fs::read_to_string(out.join("rpm.json")).unwrap()).unwrap();
+    assert_eq!((report.flows_down, report.flows_up), (2, 2));
+    assert!(report.rpm.is_some(), "{stdout}");
+    assert!(stdout.contains("Idle Latency"), "{stdout}");
+    // The 10 Mbit/s hop's queues, both ways, hold the probes; the 100 Mbit/s Wi-Fi hop is
+    // named too, with what little it held.
+    for side in ["up", "down"] {
+        assert!(
+            stdout.contains(&format!("in `dsl` {side} FIFO queue")),
+            "{stdout}"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

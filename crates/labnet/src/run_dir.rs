@@ -78,6 +78,10 @@ impl RunDir {
     pub fn program_err(&self, program: &str) -> PathBuf {
         self.programs().join(format!("{program}.err"))
     }
+    /// The responsiveness test's JSON report (`shell --rpm`, a run file's `[rpm]`).
+    pub fn rpm_json(&self) -> PathBuf {
+        self.root.join("rpm.json")
+    }
 }
 
 impl RunDir {
@@ -135,6 +139,10 @@ pub const LAYOUT: &[(&str, &str)] = &[
     (
         "programs/NAME.out, .err",
         "a program's stdout and stderr (run files and demos)",
+    ),
+    (
+        "rpm.json",
+        "the responsiveness test's report, every probe kept (shell --rpm, [rpm])",
     ),
     (
         "results.json",
@@ -853,6 +861,7 @@ pub fn schema() -> serde_json::Value {
         "link_log": name(d.link_log("{link}", Side::Up)).replace("-up.", "-{direction}."),
         "program_out": name(d.program_out("{program}")),
         "program_err": name(d.program_err("{program}")),
+        "rpm_json": name(d.rpm_json()),
         "command_out": name(d.command_out()),
         "latencylab_err": name(d.latencylab_err()),
         "ray_node": name(d.ray_node()),

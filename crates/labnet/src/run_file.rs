@@ -91,6 +91,25 @@ struct RawNat64 {
     clat_prefix: Option<String>,
 }
 
+/// `[rpm]`: the responsiveness test between two of the lab's hosts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRpm {
+    client: Option<String>,
+    server: Option<String>,
+    at: Option<String>,
+    flows: Option<u16>,
+    load: Option<String>,
+    max_duration: Option<String>,
+}
+
+/// The names of the two programs a run file's `[rpm]` adds: `rpm-server` on its server host
+/// and `rpm` on its client host, whose report is the run directory's `rpm.json`.
+pub const RPM_SERVER_PROGRAM: &str = "rpm-server";
+pub const RPM_PROGRAM: &str = "rpm";
+/// The port `rpm-server` listens on in a lab.
+pub const RPM_PORT: u16 = 4043;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRunFile {
@@ -113,6 +132,7 @@ struct RawRunFile {
     #[serde(default)]
     program: Vec<RawProgram>,
     nat64: Option<RawNat64>,
+    rpm: Option<RawRpm>,
 }
 
 /// Parses run-file text; `name` is used in messages, `dir` resolves relative trace paths,
@@ -127,6 +147,69 @@ pub fn parse_run_file(
     parse_run_file_set(name, text, dir, seed_override, &[], files)
 }
 
+/// The two programs of `[rpm]`: the server from the start, the client (which the lab waits
+/// for) half a second later unless `at` says otherwise, writing its report into the run
+/// directory when there is one.
+fn rpm_programs(name: &str, r: &RawRpm, others: &[Program]) -> Result<Vec<Program>, UsageError> {
+    let what = format!("{name}: rpm");
+    for p in others {
+        if p.name == RPM_PROGRAM || p.name == RPM_SERVER_PROGRAM {
+            return usage(format!(
+                "{what}: a [[program]] is already named '{}', which [rpm] names its own (rename it)",
+                p.name
+            ));
+        }
+    }
+    let server = r.server.clone().unwrap_or_else(|| "server".into());
+    let client = r.client.clone().unwrap_or_else(|| "client".into());
+    let mut flags = String::new();
+    if let Some(n) = r.flows {
+        if !(1..=64).contains(&n) {
+            return usage(format!("{what}: flows = {n} (try 1 to 64)"));
+        }
+        flags.push_str(&format!(" --flows {n}"));
+    }
+    if let Some(l) = &r.load {
+        if !["both", "down", "up"].contains(&l.as_str()) {
+            return usage(format!("{what}: load = '{l}' (try both, down or up)"));
+        }
+        flags.push_str(&format!(" --load {l}"));
+    }
+    if let Some(d) = &r.max_duration {
+        let s = seconds(&format!("{what}: max_duration"), d)?;
+        if s < 0.1 {
+            return usage(format!("{what}: max_duration = '{d}' (at least 100ms)"));
+        }
+        flags.push_str(&format!(" --max-duration {s}s"));
+    }
+    let at_s = match &r.at {
+        Some(a) => seconds(&format!("{what}: at"), a)?,
+        None => 0.5,
+    };
+    Ok(vec![
+        Program {
+            name: RPM_SERVER_PROGRAM.into(),
+            host: server.clone(),
+            at_s: 0.0,
+            run: format!("exec latencylab rpm-server --port {RPM_PORT}"),
+            wait: false,
+        },
+        Program {
+            name: RPM_PROGRAM.into(),
+            host: client,
+            at_s,
+            run: format!(
+                "exec latencylab rpm https://{server}:{RPM_PORT}{flags} \
+                 ${{LATENCYLAB_OUT:+--out \"{report}\"}}",
+                report = crate::run_dir::RunDir::new("$LATENCYLAB_OUT")
+                    .rpm_json()
+                    .display()
+            ),
+            wait: true,
+        },
+    ])
+}
+
 /// One value set over a run file's own (`latencylab run --set`, a sweep's axis over a run
 /// file): `KEY` names where, `VALUE` is what a user would write there.
 ///
@@ -138,6 +221,7 @@ pub fn parse_run_file(
 /// | `host.NAME.KEY` | a key of `[[host]]` NAME |
 /// | `program.NAME.KEY` | a key of the `[[program]]` NAME (by `name`, or `HOST-N` as runs name it) |
 /// | `nat64.KEY` | a key of `[nat64]` |
+/// | `rpm.KEY` | a key of `[rpm]` |
 #[derive(Clone, Debug, PartialEq)]
 pub struct SetValue {
     pub key: String,
@@ -146,7 +230,7 @@ pub struct SetValue {
 
 /// The forms of [`SetValue`]'s key, for messages.
 pub const SET_KEYS: &str = "link.NAME.KEY, link.NAME.up.KEY, link.NAME.down.KEY, host.NAME.KEY, \
-     program.NAME.KEY, nat64.KEY or a top-level key such as seed";
+     program.NAME.KEY, nat64.KEY, rpm.KEY or a top-level key such as seed";
 
 impl SetValue {
     /// Reads `KEY=VALUE`. A value that reads as a whole number or `true`/`false` is one (a
@@ -177,7 +261,12 @@ impl SetValue {
         let v = self.value.clone();
         let bad = || format!("cannot read key '{}' (try {SET_KEYS})", self.key);
         match parts[..] {
-            [key] if !["host", "link", "router", "change", "program", "nat64"].contains(&key) => {
+            [key]
+                if ![
+                    "host", "link", "router", "change", "program", "nat64", "rpm",
+                ]
+                .contains(&key) =>
+            {
                 doc.insert(key.into(), v);
             }
             ["link", name, key] => {
@@ -197,6 +286,12 @@ impl SetValue {
             }
             ["program", name, key] => {
                 entry(doc, "program", name)?.insert(key.into(), v);
+            }
+            ["rpm", key] => {
+                doc.get_mut("rpm")
+                    .and_then(toml::Value::as_table_mut)
+                    .ok_or("the run file has no [rpm]")?
+                    .insert(key.into(), v);
             }
             ["nat64", key] => {
                 doc.get_mut("nat64")
@@ -435,6 +530,9 @@ pub fn parse_run_file_set(
             run: p.run.clone(),
             wait: p.wait.unwrap_or(false),
         });
+    }
+    if let Some(r) = &raw.rpm {
+        programs.extend(rpm_programs(name, r, &programs)?);
     }
     let nat64 = match &raw.nat64 {
         None => None,
@@ -783,6 +881,97 @@ mod tests {
             SetValue::parse("host.a.mtu=1400").unwrap().value,
             toml::Value::Integer(1400)
         );
+    }
+
+    /// Two hosts and a link, for `[rpm]`.
+    const TWO: &str = r#"
+        [[host]]
+        name = "laptop"
+        [[host]]
+        name = "cdn"
+        [[link]]
+        name = "path"
+        a = "laptop"
+        b = "cdn"
+        rate = "20mbit"
+    "#;
+
+    #[test]
+    fn an_rpm_table_adds_the_server_and_the_client_the_lab_waits_for() {
+        let text = format!(
+            "{TWO}\n[rpm]\nclient = \"laptop\"\nserver = \"cdn\"\nflows = 4\nload = \"down\"\n"
+        );
+        let c = parse_run_file("r.toml", &text, Path::new("."), None, &no_files).unwrap();
+        c.validate().unwrap();
+        let [server, client] = &c.programs[..] else {
+            panic!("{:?}", c.programs)
+        };
+        assert_eq!(
+            (server.name.as_str(), server.host.as_str()),
+            ("rpm-server", "cdn")
+        );
+        assert!(!server.wait && server.run.contains("rpm-server --port 4043"));
+        assert_eq!(
+            (client.name.as_str(), client.host.as_str()),
+            ("rpm", "laptop")
+        );
+        assert!(client.wait && client.at_s > server.at_s);
+        assert!(
+            client
+                .run
+                .contains("rpm https://cdn:4043 --flows 4 --load down"),
+            "{}",
+            client.run
+        );
+        // The report goes into the run directory when there is one, and the shell reads the
+        // line: the expansion is empty without a run directory.
+        for (out, want) in [
+            ("/tmp/x y", "|down|--out|/tmp/x y/rpm.json|"),
+            ("", "|down|"),
+        ] {
+            let line = client.run.replace("exec latencylab rpm", "printf '|%s'");
+            let o = std::process::Command::new("sh")
+                .args(["-c", &format!("{line}; echo '|'")])
+                .env("LATENCYLAB_OUT", out)
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&o.stdout);
+            assert!(printed.trim_end().ends_with(want), "{printed}");
+        }
+        // A sweep or `run --set` reaches its keys.
+        let sets = [SetValue::parse("rpm.flows=8").unwrap()];
+        let c =
+            parse_run_file_set("r.toml", &text, Path::new("."), None, &sets, &no_files).unwrap();
+        assert!(
+            c.programs[1].run.contains("--flows 8"),
+            "{}",
+            c.programs[1].run
+        );
+    }
+
+    #[test]
+    fn a_bad_rpm_table_says_what_would_be_accepted() {
+        let e = |extra: &str| {
+            let text = format!("{TWO}\n[rpm]\n{extra}\n");
+            parse_run_file("r.toml", &text, Path::new("."), None, &no_files)
+                .unwrap_err()
+                .0
+        };
+        assert!(e("load = \"sideways\"").contains("load = 'sideways' (try both, down or up)"));
+        assert!(e("flows = 0").contains("flows = 0 (try 1 to 64)"));
+        assert!(e("max_duration = \"10ms\"").contains("at least 100ms"));
+        assert!(e("colour = 1").contains("unknown field `colour`"));
+        let clash =
+            format!("{TWO}\n[[program]]\nname = \"rpm\"\nhost = \"cdn\"\nrun = \"true\"\n[rpm]\n");
+        let msg = parse_run_file("r.toml", &clash, Path::new("."), None, &no_files)
+            .unwrap_err()
+            .0;
+        assert!(msg.contains("already named 'rpm'"), "{msg}");
+        let sets = [SetValue::parse("rpm.flows=8").unwrap()];
+        let msg = parse_run_file_set("r.toml", TWO, Path::new("."), None, &sets, &no_files)
+            .unwrap_err()
+            .0;
+        assert!(msg.contains("no [rpm]"), "{msg}");
     }
 
     #[test]
