@@ -10,6 +10,11 @@ use std::fs;
 
 use rpm::report::RpmReport;
 
+/// `shell` over the 20 Mbit/s, 20 ms path of these tests, quiet.
+const LINE: &[&str] = &[
+    "shell", "--down", "20mbit", "--up", "20mbit", "--rtt", "20ms", "-q",
+];
+
 /// One `shell --rpm` over a 20 Mbit/s, 20 ms path with `queue`; the report, the two lines of
 /// attribution, and the run's summary.
 fn rpm_in_lab(
@@ -23,20 +28,10 @@ fn rpm_in_lab(
 ) {
     let dir = out_dir(name);
     let o = run(&[
-        "shell",
-        "--down",
-        "20mbit",
-        "--up",
-        "20mbit",
-        "--rtt",
-        "20ms",
-        "--queue",
-        queue,
-        "-q",
-        "-o",
-        dir.to_str().unwrap(),
-        "--rpm",
-    ]);
+        LINE,
+        &["--queue", queue, "-o", dir.to_str().unwrap(), "--rpm"],
+    ]
+    .concat());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let report: RpmReport =
         serde_json::from_str(&fs::read_to_string(dir.join("rpm.json")).unwrap()).unwrap();
@@ -186,28 +181,23 @@ fn a_test_of_the_uplink_alone_loads_only_uploads_and_probes_on_them() {
     let _g = lock();
     let dir = out_dir("rpm-up");
     let o = run(&[
-        "shell",
-        "--down",
-        "20mbit",
-        "--up",
-        "20mbit",
-        "--rtt",
-        "20ms",
-        "-q",
-        "-o",
-        dir.to_str().unwrap(),
-        "--server",
-        "latencylab rpm-server --port 4043",
-        "--",
-        "latencylab",
-        "rpm",
-        "https://server:4043",
-        "--load",
-        "up",
-        "--max-duration",
-        "4s",
-        "--json",
-    ]);
+        LINE,
+        &["-o", dir.to_str().unwrap()],
+        &[
+            "--server",
+            "latencylab rpm-server --port 4043",
+            "--",
+            "latencylab",
+            "rpm",
+            "https://server:4043",
+            "--load",
+            "up",
+            "--max-duration",
+            "4s",
+            "--json",
+        ],
+    ]
+    .concat());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let r: RpmReport =
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stdout)));
