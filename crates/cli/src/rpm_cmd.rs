@@ -1,5 +1,5 @@
-//! `latencylab shell --rpm` (the responsiveness test in a two-host lab, with where its round
-//! trips went) and `latencylab profiles` (the named networks of `--profile`).
+//! `latencylab shell --rpm` and a run file's `[rpm]` (the responsiveness test in a lab, with
+//! where its round trips went) and `latencylab profiles` (the named networks of `--profile`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,12 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use lab::{run_lab, LabConfig, RunOptions, UsageError};
 use labnet::run_dir::{parse_link_log, CaptureLimits, RunDir};
+use labnet::run_file::{RPM_PORT, RPM_PROGRAM};
 use labnet::spec::Side;
 use rpm::attribution::{attribute, Attribution, LinkLog};
 use rpm::report::RpmReport;
-
-/// The port `rpm-server` listens on in the lab, and the URL the client is given.
-const PORT: u16 = 4043;
 
 /// The client's JSON report in the run directory.
 fn report_path(dir: &Path) -> PathBuf {
@@ -54,14 +52,17 @@ pub fn in_lab(
             vec![
                 exe.clone(),
                 "rpm".into(),
-                format!("https://server:{PORT}"),
+                format!("https://server:{RPM_PORT}"),
                 "--out".into(),
                 report.to_string_lossy().to_string(),
             ],
         )),
         server: Some((
             "server".into(),
-            format!("'{}' rpm-server --port {PORT}", exe.replace('\'', "'\\''")),
+            format!(
+                "'{}' rpm-server --port {RPM_PORT}",
+                exe.replace('\'', "'\\''")
+            ),
         )),
         quiet,
         no_capture: false,
@@ -106,38 +107,35 @@ pub fn after_run_file(cfg: &LabConfig, out: Option<&Path>, r: &lab::RunResult) {
     let Some(dir) = out.filter(|_| has_rpm(cfg)) else {
         return;
     };
-    match std::fs::read_to_string(report_path(dir)) {
-        Ok(text) => match serde_json::from_str::<RpmReport>(&text) {
-            Ok(report) => print!("{}", rpm::report::text(&report)),
-            Err(e) => eprintln!("latencylab: reading {}: {e}", report_path(dir).display()),
-        },
-        Err(_) => {
+    let report = match read_report(dir) {
+        Ok(report) => report,
+        Err(e) => {
             eprintln!(
-                "latencylab: the rpm client wrote no report (see {})",
-                RunDir::new(dir)
-                    .program_err(labnet::run_file::RPM_PROGRAM)
-                    .display()
+                "latencylab: {e:#} (the client's errors: {})",
+                RunDir::new(dir).program_err(RPM_PROGRAM).display()
             );
             return;
         }
-    }
-    print_attribution(explain(dir, r));
+    };
+    print!("{}", rpm::report::text(&report));
+    print_attribution(attribution_of(dir, &report, &r.summary));
 }
 
 fn has_rpm(cfg: &LabConfig) -> bool {
-    cfg.programs
-        .iter()
-        .any(|p| p.name == labnet::run_file::RPM_PROGRAM)
+    cfg.programs.iter().any(|p| p.name == RPM_PROGRAM)
 }
 
 /// The attribution of a finished run in `dir`.
 fn explain(dir: &Path, r: &lab::RunResult) -> Result<Option<Attribution>> {
+    attribution_of(dir, &read_report(dir)?, &r.summary)
+}
+
+/// The client's report in the run directory `dir`.
+fn read_report(dir: &Path) -> Result<RpmReport> {
     let path = report_path(dir);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the client's report {}", path.display()))?;
-    let report: RpmReport =
-        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-    attribution_of(dir, &report, &r.summary)
+    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
 }
 
 /// Takes a run's loaded round trip apart from its link logs.
