@@ -38,9 +38,21 @@ pub struct CommonArgs {
     /// README.md of what to change
     #[arg(long, value_name = "DIR", display_order = 902)]
     pub export: Option<PathBuf>,
+    /// Run no lab: analyse the runs an earlier run of this demo left in the output directory
+    /// (with the same options) again, and write its table, results.json and report anew;
+    /// needs no root
+    #[arg(long, display_order = 903, conflicts_with = "export")]
+    pub reanalyse: bool,
     /// `--watch`, `--live FILE` and `--watch-web` follow each of the demo's labs in turn
     #[command(flatten)]
     pub watch: crate::watch::WatchArgs,
+}
+
+impl DemoArgs {
+    /// Whether this command builds labs (it neither exports them nor reads old ones back).
+    pub fn runs_labs(&self) -> bool {
+        self.common.export.is_none() && !self.common.reanalyse
+    }
 }
 
 impl CommonArgs {
@@ -155,9 +167,16 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let old = lab::block_stop_signals()?;
     // With `--watch`, `--live` or `--watch-web`, the demo's labs run watched (not when it
     // only exports them).
-    let web = match args.common.export {
-        Some(_) => None,
-        None => crate::watch::watch_every_lab(&args.common.watch, None)?,
+    if args.common.reanalyse {
+        if args.common.watch.any() {
+            let u = "--reanalyse runs no lab for --watch, --live or --watch-web to follow: give one or the other";
+            return Err(lab::UsageError(u.into()).into());
+        }
+        demo::set_reanalyse();
+    }
+    let web = match args.runs_labs() {
+        false => None,
+        true => crate::watch::watch_every_lab(&args.common.watch, None)?,
     };
     let r = run_demo(args);
     if let Some(v) = web {
@@ -311,6 +330,7 @@ mod tests {
             "seed",
             "quiet",
             "export",
+            "reanalyse",
             "help",
             "watch",
             "live",
@@ -399,7 +419,7 @@ mod tests {
             let (out, seed, quiet, h) = (at("--out"), at("--seed"), at("--quiet"), at("--help"));
             assert!(out < seed && seed < quiet && quiet < h, "{help}");
             for a in sub.get_arguments().filter_map(|a| a.get_long()) {
-                if !["out", "seed", "quiet", "export", "help"].contains(&a) {
+                if !["out", "seed", "quiet", "export", "reanalyse", "help"].contains(&a) {
                     let own = at(&format!("--{a} "));
                     assert!(out < own && own < seed, "--{a}: {help}");
                 }

@@ -117,16 +117,12 @@ fn one_line(text: &str) -> String {
 
 /// Whether this process builds labs itself, and so must enter a user namespace of its own
 /// when it is not root. `sweep` builds none: each of its runs is a `latencylab` child process
-/// that enters its own.
+/// that enters its own; nor does a demo that only exports its labs or reanalyses old ones.
 fn enters_user_namespace(c: &Command) -> bool {
     matches!(
         c,
-        Command::Shell(_)
-            | Command::Run(_)
-            | Command::Ipv6Check(_)
-            | Command::FallbackCheck(_)
-            | Command::Demo(_)
-    )
+        Command::Shell(_) | Command::Run(_) | Command::Ipv6Check(_) | Command::FallbackCheck(_)
+    ) || matches!(c, Command::Demo(d) if d.runs_labs())
 }
 
 fn main() -> ExitCode {

@@ -118,3 +118,64 @@ fn nagle_report_renders_in_headless_chromium_with_every_figure() {
     assert!(dom.contains("What the analyzer found"));
     assert!(dom.contains("nagle_delayed_ack"));
 }
+
+/// `--reanalyse` on a copy of the run: no lab, the same table, `results.json` and charts from
+/// the same captures; and a copy asked for with other options is refused, naming the option
+/// that differs.
+#[test]
+fn nagle_reanalysed_gives_the_same_table_and_files_and_refuses_other_options() {
+    let (dir, stdout) = demo();
+    let again = out_dir("demo-nagle-again");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(dir)
+        .arg(&again)
+        .status()
+        .expect("cp runs");
+    assert!(copied.success());
+    let capture = again.join("nagle/captures/client-eth0.pcap");
+    let pcap = std::fs::read(&capture).unwrap();
+    let out = run(&[
+        "demo",
+        "nagle",
+        "--duration",
+        "8s",
+        "--quiet",
+        "--reanalyse",
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = |s: &str| s.split("\nreport: ").next().unwrap_or_default().to_string();
+    assert_eq!(table(&text(&out.stdout)), table(stdout));
+    assert_eq!(
+        read_json(&again.join("results.json")),
+        read_json(&dir.join("results.json"))
+    );
+    for png in ["ladder-nagle.png", "exchanges.png"] {
+        let (a, b) = (std::fs::read(dir.join(png)), std::fs::read(again.join(png)));
+        assert!(a.unwrap() == b.unwrap(), "{png} differs when drawn again");
+    }
+    assert_eq!(
+        std::fs::read(&capture).unwrap(),
+        pcap,
+        "the capture was rewritten"
+    );
+    let other = run(&[
+        "demo",
+        "nagle",
+        "--duration",
+        "9s",
+        "--quiet",
+        "--reanalyse",
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(other.status.code(), Some(1), "{}", text(&other.stderr));
+    assert!(
+        text(&other.stderr).contains("--duration 8000ms"),
+        "{}",
+        text(&other.stderr)
+    );
+    assert_nothing_left();
+}

@@ -319,10 +319,27 @@ fn runner_owns_terminal() -> bool {
     RUNNER.get().is_some_and(|(_, t)| *t)
 }
 
-/// Runs a lab as this process runs its labs: through the runner of [`set_lab_runner`] (a
-/// watched run), which names it by the last two parts of its directory (`bufferbloat/fifo`),
-/// or plainly.
+static REANALYSE: AtomicBool = AtomicBool::new(false);
+
+/// From now on this process runs no lab: each lab a demo would run is read back from the run
+/// directory an earlier run of the demo left ([`saved_run`]), so that its analysis, table and
+/// report are made again from the same captures and logs.
+pub fn set_reanalyse() {
+    REANALYSE.store(true, Ordering::Relaxed);
+}
+
+/// Whether labs are read back rather than run ([`set_reanalyse`]).
+pub fn reanalysing() -> bool {
+    REANALYSE.load(Ordering::Relaxed)
+}
+
+/// Runs a lab as this process runs its labs: read back from its directory when reanalysing,
+/// else through the runner of [`set_lab_runner`] (a watched run), which names it by the last
+/// two parts of its directory (`bufferbloat/fifo`), or plainly.
 pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    if reanalysing() {
+        return saved_run(cfg, opts);
+    }
     let Some((run, _)) = RUNNER.get() else {
         return lab::run_lab(cfg, opts);
     };
@@ -341,12 +358,90 @@ pub fn run_lab(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
     run(cfg, opts, &title)
 }
 
+/// The lab `cfg` as an earlier run left it in its directory: its summary, once its `lab.json`
+/// shows it was this very lab (a run of other options would be analysed as if it were this
+/// one's). A run with a command is refused: its exit status is not kept.
+fn saved_run(cfg: &LabConfig, opts: &RunOptions) -> Result<RunResult> {
+    let dir = opts
+        .out_dir
+        .as_deref()
+        .context("--reanalyse: a lab without a directory cannot be read back")?;
+    let missing = |what: &str| {
+        format!(
+            "--reanalyse: {} has no {what} (run the demo there first, with the same options)",
+            dir.display()
+        )
+    };
+    if opts.command.is_some() {
+        bail!(
+            "--reanalyse: the run in {} judged a command by its exit status, which its run \
+             directory does not keep; run the demo again",
+            dir.display()
+        );
+    }
+    let run = RunDir::new(dir);
+    let text = fs::read_to_string(run.lab_json()).with_context(|| missing("lab.json"))?;
+    let saved: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--reanalyse: reading {}", run.lab_json().display()))?;
+    let now = serde_json::to_value(cfg).expect("plain data serializes");
+    if let Some(d) = first_difference(&saved, &now, String::new()) {
+        bail!(
+            "--reanalyse: the run in {} was made with other options than these ({d}); give \
+             the options it was run with, or run it again",
+            dir.display()
+        );
+    }
+    let text = fs::read_to_string(run.summary_json()).with_context(|| missing("summary.json"))?;
+    let summary = serde_json::from_str(&text)
+        .with_context(|| format!("--reanalyse: reading {}", run.summary_json().display()))?;
+    Ok(RunResult {
+        exit_code: 0,
+        summary,
+        server_listened: None,
+    })
+}
+
+/// Where two JSON documents first differ, as `KEY: was A, now B` (`KEY` a path such as
+/// `links[0].up.rate`), or `None` when they are equal.
+fn first_difference(
+    was: &serde_json::Value,
+    now: &serde_json::Value,
+    at: String,
+) -> Option<String> {
+    use serde_json::Value as V;
+    match (was, now) {
+        (V::Object(a), V::Object(b)) => {
+            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
+            keys.into_iter().find_map(|k| {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                let (x, y) = (a.get(k).unwrap_or(&V::Null), b.get(k).unwrap_or(&V::Null));
+                first_difference(x, y, path)
+            })
+        }
+        (V::Array(a), V::Array(b)) if a.len() != b.len() => {
+            Some(format!("{at}: was {} entries, now {}", a.len(), b.len()))
+        }
+        (V::Array(a), V::Array(b)) => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, format!("{at}[{i}]"))),
+        _ if was == now => None,
+        _ => Some(format!("{at}: was {was}, now {now}")),
+    }
+}
+
 /// Runs one lab with its output in `dir` (emptied first, so that no file of an earlier run
-/// can be mistaken for this one's), quietly.
+/// can be mistaken for this one's), quietly. When reanalysing, the run already in `dir` is read
+/// back instead.
 pub fn run_lab_in(cfg: &LabConfig, dir: &Path) -> Result<RunResult> {
     cfg.validate()
         .with_context(|| format!("the lab for {}", dir.display()))?;
-    if dir.exists() {
+    if dir.exists() && !reanalysing() {
         fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
     }
     let opts = RunOptions {

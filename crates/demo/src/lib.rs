@@ -68,5 +68,8 @@ pub mod tfo;
 mod web_common;
 
 pub use common::Progress;
-pub use common::{export, run_lab, set_lab_runner, Check, LabRunner, Outcome, Run, Unreproducible};
+pub use common::{
+    export, reanalysing, run_lab, set_lab_runner, set_reanalyse, Check, LabRunner, Outcome, Run,
+    Unreproducible,
+};
 pub use params::Args;

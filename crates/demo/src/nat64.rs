@@ -19,7 +19,7 @@
 use std::fs;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use apps::nat64_sample::SampleClass;
 use ipv6check::{Class, Evidence, Verdict};
 use lab::config::LabConfig;
@@ -232,6 +232,12 @@ pub fn runs(a: &Args) -> Vec<(SampleClass, common::Run)> {
 
 /// Runs every sample on every network, and writes `results.json` and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
+    if common::reanalysing() {
+        bail!(
+            "--reanalyse: demo nat64 judges each sample by its exit status, which a run \
+             directory does not keep; run it again"
+        );
+    }
     let nets = networks();
     let total = nets.len() * SampleClass::ALL.len();
     let mut series = common::Series::new(&a.out_dir, total as f64 * 3.0 + 1.0, a.quiet)?;
