@@ -129,6 +129,8 @@ pub struct Series<'a> {
     out: &'a Path,
     progress: Progress,
     warnings: Vec<String>,
+    /// What the bar expects drawing the report to take, s ([`run_series`]).
+    draw_s: f64,
 }
 
 impl<'a> Series<'a> {
@@ -140,6 +142,7 @@ impl<'a> Series<'a> {
             out,
             progress: Progress::new(total_s, quiet),
             warnings: Vec::new(),
+            draw_s: 0.0,
         })
     }
 
@@ -194,6 +197,19 @@ impl<'a> Series<'a> {
         Ok(data)
     }
 
+    /// [`Series::finish`] for a series that [`run_series`] started, which knows how long
+    /// drawing takes.
+    pub fn end<R>(
+        self,
+        results: R,
+        checks: Vec<Check>,
+        table: (Vec<String>, Vec<Vec<String>>),
+        draw: impl FnOnce(&R, &[Check]) -> Result<()>,
+    ) -> Result<Outcome<R>> {
+        let draw_s = self.draw_s;
+        self.finish(draw_s, results, checks, table, draw)
+    }
+
     /// The last phase: `draw` writes the report's files under the bar ("drawing the report",
     /// `draw_s` seconds); then the bar goes and the outcome comes back, with the side-by-side
     /// table (header and rows) as text for the terminal.
@@ -216,6 +232,95 @@ impl<'a> Series<'a> {
             warnings: self.warnings,
             report: self.out.join("report.html"),
         })
+    }
+}
+
+/// Starts a demo: its directory and bar (which expects each run's own time, `collect_s` to read
+/// each back, and `draw_s` for the report), then runs the labs in turn and reads each back with
+/// `collect` as [`Series::run`] does (outside the bar when `collect_s` is 0). Returns the series,
+/// to draw the report with [`Series::finish`], and what was read, in the order of `runs`.
+pub fn run_series<'a, K, T>(
+    a: &'a crate::params::Args,
+    runs: Vec<(K, Run)>,
+    (collect_s, draw_s): (f64, f64),
+    collect: impl FnMut(K, &Path, &RunResult) -> Result<T>,
+) -> Result<(Series<'a>, Vec<T>)> {
+    let total_s: f64 = runs.iter().map(|(_, r)| r.expected_s + collect_s).sum();
+    let mut series = Series::new(&a.out_dir, total_s + draw_s, a.quiet)?;
+    series.draw_s = draw_s;
+    let collect_s = (collect_s > 0.0).then_some(collect_s);
+    let data = series.run(runs, collect_s, collect)?;
+    Ok((series, data))
+}
+
+/// A demo's report as it is built: the page, and every chart on it, which [`Report::write`]
+/// writes as `ID.png` beside `report.html` and `results.json`. A chart reaches the page and the
+/// files by one call ([`Report::figure`]), so the two cannot differ.
+pub struct Report {
+    page: report::Page,
+    charts: Vec<(String, report::Chart)>,
+}
+
+impl Report {
+    /// The page `title` (`subtitle` under it), opening with the results section: the table,
+    /// what its numbers are (`caption`) and the checks (`findings`).
+    pub fn new(
+        title: &str,
+        subtitle: String,
+        table: (Vec<String>, Vec<Vec<String>>),
+        caption: &str,
+        findings: report::Block,
+    ) -> Report {
+        let mut page = report::Page::new(title);
+        page.subtitle = subtitle;
+        page.push(results_section(table, caption, findings));
+        Report {
+            page,
+            charts: Vec::new(),
+        }
+    }
+
+    /// `chart` as a figure of the page (`zoomable`: the reader can zoom into it), kept to be
+    /// written as `ID.png`.
+    pub fn figure(
+        &mut self,
+        id: &str,
+        chart: report::Chart,
+        zoomable: bool,
+    ) -> Result<report::Figure> {
+        let f = figure(id, &chart, zoomable)?;
+        self.charts.push((id.to_string(), chart));
+        Ok(f)
+    }
+
+    /// A section `heading`: `text` (when not empty) above `blocks`.
+    pub fn section(&mut self, heading: &str, text: &str, blocks: Vec<report::Block>) {
+        let mut s = report::Section::new(heading);
+        if !text.is_empty() {
+            s.push(report::Block::Paragraph(text.into()));
+        }
+        for b in blocks {
+            s.push(b);
+        }
+        self.page.push(s);
+    }
+
+    /// The section of what the analyzer found ([`analyzer_section`]).
+    pub fn analyzer(&mut self, about: &str, findings: report::Block) {
+        self.page.push(analyzer_section(about, findings));
+    }
+
+    /// The section of the files ([`files_section`]: `more` after `results.json` and the
+    /// charts).
+    pub fn files(&mut self, more: &[&str]) {
+        self.page.push(files_section(more));
+    }
+
+    /// Writes `results.json`, the charts and `report.html` into `dir`.
+    pub fn write(self, dir: &Path, results: &impl serde::Serialize) -> Result<()> {
+        let charts: Vec<(&str, &report::Chart)> =
+            self.charts.iter().map(|(n, c)| (n.as_str(), c)).collect();
+        write_report_files(dir, results, &charts, &self.page)
     }
 }
 

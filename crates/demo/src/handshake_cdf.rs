@@ -25,7 +25,7 @@
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Block, Page, Section};
+use report::Block;
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -161,24 +161,13 @@ pub fn runs(a: &Args) -> [((), common::Run); 1] {
 /// Runs the lab, analyses the client's capture and writes `results.json`, the PNG and
 /// `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let [((), run)] = runs(a);
-    let mut series = common::Series::new(&a.out_dir, run.expected_s + 4.0, a.quiet)?;
-    let dir = a.out_dir.join(&run.dir);
-    let msg = format!("{}: {}", run.dir, run.msg);
-    let result = series.progress().phase(&msg, run.expected_s, || {
-        common::run_lab_in(&run.config, &dir)
+    let (series, analysis) = common::run_series(a, runs(a).into(), (1.0, 2.0), |(), dir, _| {
+        common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
     })?;
-    series.warn_of(&run.dir, &result);
-    let analysis = series
-        .progress()
-        .phase("analysing the client's capture", 1.0, || {
-            common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
-        })?;
-    let results = results(&analysis, a)?;
-    let checks = checks(&results, a);
-    let rows = table_rows(&results);
-    series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &analysis)
+    let results = results(&analysis[0], a)?;
+    let (checks, rows) = (checks(&results, a), table_rows(&results));
+    series.end(results, checks, rows, |r, c| {
+        write_outputs(a, r, c, &analysis[0])
     })
 }
 
@@ -278,60 +267,52 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
     let chart = report::analysis::handshake_cdf(a)
         .context("no handshake to draw")?
         .size(900, 480);
-    let mut page = Page::new("TCP handshake times over a browsing session");
-    page.subtitle = format!(
-        "One client on a home line (50 Mbit/s down, 10 Mbit/s up, {ACCESS_RTT_MS:.0} ms round \
-         trip) and {} servers whose round trips from it span CAIDA Archipelago's measured \
-         spread; {} short connections to each; seed {}.",
-        args.count("servers") as usize,
-        args.count("per-server"),
-        args.seed
-    );
-    page.push(common::results_section(
+    let mut page = common::Report::new(
+        "TCP handshake times over a browsing session",
+        format!(
+            "One client on a home line (50 Mbit/s down, 10 Mbit/s up, {ACCESS_RTT_MS:.0} ms \
+             round trip) and {} servers whose round trips from it span CAIDA Archipelago's \
+             measured spread; {} short connections to each; seed {}.",
+            args.count("servers") as usize,
+            args.count("per-server"),
+            args.seed
+        ),
         table_rows(r),
-        "Handshake times are the analyzer's, on the client's capture: first SYN \
-         to the SYN-ACK, what connect() waited. The seed's column is the \
-         2011 post's Firefox histogram of 15,000 handshakes on a premium cable \
-         line.",
+        "Handshake times are the analyzer's, on the client's capture: first SYN to the \
+         SYN-ACK, what connect() waited. The seed's column is the 2011 post's Firefox \
+         histogram of 15,000 handshakes on a premium cable line.",
         common::findings(checks),
-    ));
-    page.push(
-        Section::new("Handshake CDF").with(Block::Figure(common::figure(
-            "handshake-cdf",
-            &chart,
-            true,
-        )?)),
     );
+    let cdf = page.figure("handshake-cdf", chart, true)?;
+    page.section("Handshake CDF", "", vec![Block::Figure(cdf)]);
     let rtts: Vec<String> = r.server_rtt_ms.iter().map(|x| format!("{x:.0}")).collect();
-    page.push(
-        Section::new("Where the spread comes from").with(Block::Paragraph(format!(
+    page.section(
+        "Where the spread comes from",
+        &format!(
             "Each server's round trip is one quantile of the RTTs CAIDA's Archipelago monitor \
-         dtw2-us (Merit, Ann Arbor, IPv6) measured to every destination it probes \
-         (https://www.caida.org/projects/ark/statistics/dtw2-us/dest_rtt_ccdf_v6.html: 10th, \
-         25th, 50th, 75th, 90th percentiles 27, 57, 113, 157, 232 ms), read linearly between \
-         them. Ark probes every routed prefix rather than the servers a browser visits, which \
-         content delivery networks bring closer; the demo shows the shape that such a spread \
-         gives, not one user's browsing. Servers' round trips (ms): {}.",
+             dtw2-us (Merit, Ann Arbor, IPv6) measured to every destination it probes \
+             (https://www.caida.org/projects/ark/statistics/dtw2-us/dest_rtt_ccdf_v6.html: \
+             10th, 25th, 50th, 75th, 90th percentiles 27, 57, 113, 157, 232 ms), read linearly \
+             between them. Ark probes every routed prefix rather than the servers a browser \
+             visits, which content delivery networks bring closer; the demo shows the shape \
+             that such a spread gives, not one user's browsing. Servers' round trips (ms): {}.",
             rtts.join(", ")
-        ))),
+        ),
+        vec![],
     );
-    page.push(common::analyzer_section(
-        "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or \
-         queued here, so the cause it names is the distance itself: `path_delay` on \
-         the connections to the far servers, whose time went to round trips. An \
-         `app_limited` line, where there is one, is a client or server program that \
-         the machine scheduled late between the handshake and the request or the \
-         answer: it is not in the handshake times.",
+    page.analyzer(
+        "Diagnoses of `latencylab analyze` on the client's capture. Nothing is lost or queued \
+         here, so the cause it names is the distance itself: `path_delay` on the connections \
+         to the far servers, whose time went to round trips. An `app_limited` line, where \
+         there is one, is a client or server program that the machine scheduled late between \
+         the handshake and the request or the answer: it is not in the handshake times.",
         common::analyzer_findings([("browsing", a)]),
-    ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "handshake-cdf.png: the chart of this page".into(),
-        "browsing/: the lab output: captures/*.pcap (client-eth0.pcap is the one analysed), \
-         summary.json, lab.json, programs/"
-            .into(),
-    ])));
-    common::write_report_files(&args.out_dir, r, &[("handshake-cdf", &chart)], &page)
+    );
+    page.files(&[
+        "browsing/: the lab output: captures/*.pcap (client-eth0.pcap is the one \
+         analysed), summary.json, lab.json, programs/",
+    ]);
+    page.write(&args.out_dir, r)
 }
 
 #[cfg(test)]

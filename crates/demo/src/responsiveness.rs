@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::{parse_link_log, RunDir};
 use labnet::spec::Side;
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use rpm::attribution::{attribute, Attribution, LinkLog};
 use rpm::report::RpmReport;
 use serde::Serialize;
@@ -170,11 +170,8 @@ pub fn runs(a: &Args) -> Vec<((&'static str, &'static str), common::Run)> {
 
 /// Runs the labs, reads them back and writes `results.json`, the PNG and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let per_run_s = a.seconds("duration") + CLIENT_START_S + 1.5 + 1.0;
-    let mut series =
-        common::Series::new(&a.out_dir, QUEUES.len() as f64 * per_run_s + 2.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(1.0), |(label, queue), dir, result| {
-        collect(label, queue, dir, result)
+    let (series, runs) = common::run_series(a, runs(a), (1.0, 2.0), |(label, queue), dir, r| {
+        collect(label, queue, dir, r)
     })?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
@@ -182,7 +179,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
         runs,
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(2.0, results, checks, rows, |r, c| write_outputs(a, r, c))
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c))
 }
 
 /// Reads one run back: the client's report and the attribution from the link logs.
@@ -560,44 +557,37 @@ fn parts_chart(r: &Results) -> Chart {
 }
 
 fn write_outputs(a: &Args, r: &Results, checks: &[Check]) -> Result<()> {
-    let chart = parts_chart(r);
-    let mut page = Page::new("Responsiveness under working conditions, queue by queue");
-    page.subtitle = format!(
-        "latencylab rpm (draft-ietf-ippm-responsiveness-09) against rpm-server over the \
-         bufferbloat demo's home line, 10 Mbit/s down and 1 Mbit/s up, 10 ms each way, the \
-         same queue discipline both ways: FIFO ({}), CoDel ({}), FQ-CoDel, PIE (pie ecn) and \
-         DualPI2, both hosts asking for ECN; {FLOWS} load-generating connections each way \
-         (Flent's RRUL load); each test ends at stable working conditions or after {:.0} s; \
-         seed {}.",
-        bufferbloat::FIFO_QUEUE,
-        bufferbloat::CODEL_QUEUE,
-        a.seconds("duration"),
-        a.seed
-    );
-    page.push(common::results_section(
+    let mut page = common::Report::new(
+        "Responsiveness under working conditions, queue by queue",
+        format!(
+            "latencylab rpm (draft-ietf-ippm-responsiveness-09) against rpm-server over the \
+             bufferbloat demo's home line, 10 Mbit/s down and 1 Mbit/s up, 10 ms each way, the \
+             same queue discipline both ways: FIFO ({}), CoDel ({}), FQ-CoDel, PIE (pie ecn) \
+             and DualPI2, both hosts asking for ECN; {FLOWS} load-generating connections each \
+             way (Flent's RRUL load); each test ends at stable working conditions or after \
+             {:.0} s; seed {}.",
+            bufferbloat::FIFO_QUEUE,
+            bufferbloat::CODEL_QUEUE,
+            a.seconds("duration"),
+            a.seed
+        ),
         table_rows(r),
-        "RPM is the mean of the foreign and the loaded responsiveness (draft \
-         section 5.3.1), so its round trip 60000 / RPM weighs foreign and \
-         self probes as the RPM does; each part below it is that round \
-         trip's share spent there. A self probe goes on a loaded connection: \
-         its request waits behind the upload in the client's own buffers, \
-         its answer behind the download in the server's (draft section \
-         6.1.1 asks both to keep them small).",
+        "RPM is the mean of the foreign and the loaded responsiveness (draft section 5.3.1), \
+         so its round trip 60000 / RPM weighs foreign and self probes as the RPM does; each \
+         part below it is that round trip's share spent there. A self probe goes on a loaded \
+         connection: its request waits behind the upload in the client's own buffers, its \
+         answer behind the download in the server's (draft section 6.1.1 asks both to keep \
+         them small).",
         common::findings(checks),
-    ));
-    page.push(
-        Section::new("Where the round trips went")
-            .with(Block::Figure(common::figure("parts", &chart, false)?)),
     );
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table, with every part of each attribution".into(),
-        "parts.png: the chart of this page".into(),
-        "fifo/, codel/, fq-codel/, pie/, dualpi2/: each run's lab output: captures/*.pcap, \
-         summary.json, lab.json, links/*.log, programs/rpm-client.out (the client's JSON \
-         report, every probe kept)"
-            .into(),
-    ])));
-    common::write_report_files(&a.out_dir, r, &[("parts", &chart)], &page)
+    let parts = page.figure("parts", parts_chart(r), false)?;
+    page.section("Where the round trips went", "", vec![Block::Figure(parts)]);
+    page.files(&[
+        "fifo/, codel/, fq-codel/, pie/, dualpi2/: each run's lab output: \
+         captures/*.pcap, summary.json, lab.json, links/*.log, programs/rpm-client.out (the \
+         client's JSON report, every probe kept)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 #[cfg(test)]
