@@ -293,6 +293,20 @@ impl Report {
         Ok(f)
     }
 
+    /// Charts side by side, each as [`Report::figure`] makes it: (id, chart, zoomable).
+    pub fn row(&mut self, charts: Vec<(&str, report::Chart, bool)>) -> Result<report::Block> {
+        let figures = charts
+            .into_iter()
+            .map(|(id, c, zoom)| self.figure(id, c, zoom))
+            .collect::<Result<_>>()?;
+        Ok(report::Block::Row(figures))
+    }
+
+    /// A section of the page, made by the demo.
+    pub fn push(&mut self, s: report::Section) {
+        self.page.push(s);
+    }
+
     /// A section `heading`: `text` (when not empty) above `blocks`.
     pub fn section(&mut self, heading: &str, text: &str, blocks: Vec<report::Block>) {
         let mut s = report::Section::new(heading);
@@ -1118,6 +1132,43 @@ pub fn page_file(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reports_charts_are_on_its_page_and_each_written_as_its_png() {
+        let dir = std::env::temp_dir().join(format!("demo-report-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let chart = |t: &str| {
+            report::Chart::new(t, report::Axis::new("x", "s"), report::Axis::new("y", "ms")).with(
+                report::Series::line("a", report::Rgb::GREY, vec![(0.0, 1.0), (1.0, 2.0)]),
+            )
+        };
+        let table = (
+            vec!["".into(), "run".into()],
+            vec![vec!["p50".into(), "3".into()]],
+        );
+        let mut r = Report::new("T", "sub".into(), table, "cap", findings(&[]));
+        let one = r.figure("one", chart("One"), false).unwrap();
+        let row = r.row(vec![
+            ("two", chart("Two"), true),
+            ("three", chart("Three"), false),
+        ]);
+        r.section("S", "words", vec![report::Block::Figure(one), row.unwrap()]);
+        r.files(&["run/: its files"]);
+        r.write(&dir, &serde_json::json!({"p50": 3})).unwrap();
+        let html = fs::read_to_string(dir.join("report.html")).unwrap();
+        let pngs: Vec<bool> = ["one", "two", "three"]
+            .iter()
+            .map(|id| dir.join(format!("{id}.png")).exists() && html.contains(id))
+            .collect();
+        let json = fs::read_to_string(dir.join("results.json")).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(pngs, [true, true, true]);
+        assert!(
+            html.contains("run/: its files") && html.contains("words"),
+            "{html}"
+        );
+        assert!(json.contains("\"p50\": 3"), "{json}");
+    }
 
     #[test]
     fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {

@@ -69,7 +69,7 @@ mod web_common;
 
 pub use common::Progress;
 pub use common::{
-    export, reanalysing, run_lab, set_lab_runner, set_reanalyse, Check, LabRunner, Outcome, Run,
-    Unreproducible,
+    export, reanalysing, run_lab, set_lab_runner, set_reanalyse, Check, LabRunner, Outcome, Report,
+    Run, Unreproducible,
 };
 pub use params::Args;
