@@ -23,7 +23,7 @@ use std::path::Path;
 use analyze::{Analysis, Connection, Dir};
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
-use labnet::run_dir::RunDir;
+use labnet::run_dir::{self, RunDir};
 use report::tsg::TimeSequence;
 use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
@@ -299,8 +299,12 @@ fn collect(
             .collect::<Vec<_>>(),
     );
 
-    let queue_delay =
-        common::queue_delay_series(&RunDir::new(dir).link_log("path", Side::Down), QUEUE_BIN_S)?;
+    let log = RunDir::new(dir).link_log("path", Side::Down);
+    let queue_delay = run_dir::queue_delay_series(
+        &log.display().to_string(),
+        common::open_link_log(&log)?,
+        QUEUE_BIN_S,
+    )?;
     Ok(RunData {
         label,
         metrics: RunMetrics {

@@ -4,7 +4,7 @@
 //! experiment it serves.
 
 use std::fs;
-use std::io::{BufRead, BufReader, IsTerminal};
+use std::io::{BufReader, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -17,8 +17,7 @@ use lab::config::{
 };
 use lab::output::LinkSummary;
 use lab::{LabConfig, RunOptions, RunResult};
-use labnet::run_dir::{LogLine, RunDir};
-use link::EventKind;
+use labnet::run_dir::RunDir;
 
 /// A progress bar on stderr measured in seconds of expected work. Each phase advances it with
 /// the wall clock (a lab's length is known in advance) and snaps to the phase's end when the
@@ -623,53 +622,11 @@ pub fn link_summary<'a>(r: &'a RunResult, link: &str, direction: &str) -> Result
         .with_context(|| format!("summary has no link {link} {direction}"))
 }
 
-/// Queue delay over time from a link log: for each `bin_s` of lab time, the longest sojourn
-/// of a packet dequeued in it, in ms. The maximum, not the mean, because the worst packet of
-/// each moment is what a delay-sensitive flow behind it waits for.
-pub fn queue_delay_series(log: &Path, bin_s: f64) -> Result<Vec<(f64, f64)>> {
-    queue_delay_series_of(log, bin_s, |_| true)
-}
-
-/// As [`queue_delay_series`], for the packets whose ECN field (as the log writes it:
-/// `not-ect`, `ect0`, `ect1`, `ce`) `keep` accepts: a dual queue's L or C side.
-pub fn queue_delay_series_of(
-    log: &Path,
-    bin_s: f64,
-    keep: impl Fn(&str) -> bool,
-) -> Result<Vec<(f64, f64)>> {
-    let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
-    let mut bins: Vec<f64> = Vec::new();
-    for (n, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("reading {}", log.display()))?;
-        let l = LogLine::parse(&line).with_context(|| format!("{}:{}", log.display(), n + 1))?;
-        let Some(LogLine {
-            time_ns,
-            event: EventKind::Dequeue,
-            sojourn_ns: Some(soj_ns),
-            ecn,
-            ..
-        }) = l
-        else {
-            continue;
-        };
-        if !keep(ecn.name()) {
-            continue;
-        }
-        let i = (time_ns as f64 / 1e9 / bin_s) as usize;
-        if bins.len() <= i {
-            bins.resize(i + 1, f64::NAN);
-        }
-        let ms = soj_ns as f64 / 1e6;
-        if bins[i].is_nan() || ms > bins[i] {
-            bins[i] = ms;
-        }
-    }
-    Ok(bins
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .map(|(i, v)| (i as f64 * bin_s, *v))
-        .collect())
+/// A run's link log, opened to be read a line at a time (by
+/// [`labnet::run_dir::queue_delay_series`]).
+pub fn open_link_log(path: &Path) -> Result<BufReader<fs::File>> {
+    let f = fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(BufReader::new(f))
 }
 
 /// What a run shows in a row of a table with one column per run.
@@ -1168,40 +1125,6 @@ mod tests {
             "{html}"
         );
         assert!(json.contains("\"p50\": 3"), "{json}");
-    }
-
-    #[test]
-    fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {
-        let dir = std::env::temp_dir().join(format!("demo-qd-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("l.log");
-        fs::write(
-            &log,
-            "# time_ns\tevent\tid\tbytes\tsojourn_ns\tflow\tecn\tcause\n\
-             10000000\tenqueue\t1\t1500\t-\t-\tnot-ect\t-\n\
-             20000000\tdequeue\t1\t1500\t3000000\t-\tnot-ect\t-\n\
-             30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
-             40000000\tdrop\t3\t1500\t9000000\t-\tnot-ect\toverlimit\n\
-             250000000\tdequeue\t4\t1500\t1000000\t-\tnot-ect\t-\n",
-        )
-        .unwrap();
-        let s = queue_delay_series(&log, 0.1).unwrap();
-        fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
-    }
-
-    #[test]
-    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
-        let dir = std::env::temp_dir().join(format!("demo-qd-bad-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("l.log");
-        fs::write(&log, "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n").unwrap();
-        let e = queue_delay_series(&log, 0.1).unwrap_err();
-        fs::remove_dir_all(&dir).unwrap();
-        assert!(
-            format!("{e:#}").contains("l.log:1: sojourn 'soon'"),
-            "{e:#}"
-        );
     }
 
     #[test]

@@ -24,9 +24,10 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
-use labnet::run_dir::RunDir;
+use labnet::run_dir::{self, RunDir};
 use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series, Table};
 use serde::Serialize;
+use wire::Ecn;
 
 use crate::common;
 
@@ -491,16 +492,23 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
             .map(|s| s.queue_delay_ms.p99)
     };
     let down_log = RunDir::new(dir).link_log("line", Side::Down);
-    let in_l = |ecn: &str| ecn == "ect1" || ecn == "ce";
+    let in_l = |ecn: Ecn| matches!(ecn, Ecn::Ect1 | Ecn::Ce);
     let to_call_time = |s: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
         s.into_iter()
             .map(|(t, y)| (t - CALL_START_S, y))
             .filter(|(t, _)| *t >= -CALL_START_S)
             .collect()
     };
-    let down_l_delay = to_call_time(common::queue_delay_series_of(&down_log, QUEUE_BIN_S, in_l)?);
-    let down_c_delay = to_call_time(common::queue_delay_series_of(
-        &down_log,
+    let name = down_log.display().to_string();
+    let down_l_delay = to_call_time(run_dir::queue_delay_series_of(
+        &name,
+        common::open_link_log(&down_log)?,
+        QUEUE_BIN_S,
+        in_l,
+    )?);
+    let down_c_delay = to_call_time(run_dir::queue_delay_series_of(
+        &name,
+        common::open_link_log(&down_log)?,
         QUEUE_BIN_S,
         |e| !in_l(e),
     )?);

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Dir};
 use anyhow::{bail, Context, Result};
-use labnet::run_dir::{RunDir, Summary};
+use labnet::run_dir::{self, RunDir, Summary};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
 
 use crate::common;
@@ -260,7 +260,8 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     ));
     let mut any_queue = false;
     for (k, log) in files(&run.links(), "log")?.iter().enumerate() {
-        let s = common::queue_delay_series(log, QUEUE_BIN_S)?;
+        let name = log.display().to_string();
+        let s = run_dir::queue_delay_series(&name, common::open_link_log(log)?, QUEUE_BIN_S)?;
         if s.iter().any(|p| p.1 > 0.0) {
             queue.push(Series::line(stem(log), Rgb::nth(k), s).keep_in_legend());
             any_queue = true;

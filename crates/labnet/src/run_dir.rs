@@ -1,5 +1,6 @@
 //! What a run leaves in its output directory, defined once: every path ([`LAYOUT`]), the
-//! link-log line (written and read here, nowhere else), the schema of `summary.json`, a demo's
+//! link-log line (written and read here, nowhere else, with the queue delay over time read
+//! from a log, [`queue_delay_series`]), the schema of `summary.json`, a demo's
 //! `results.json` ([`Results`]) and the columns tables make of them ([`LINK_COLUMNS`]). Users
 //! script against these (docs/run-dir.md, checked against [`LAYOUT`] by a test); the demos,
 //! `ipv6-check`, the sweep, the CLI, the Python package (through [`schema`]) and the tests read
@@ -14,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Write};
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use link::{Event, EventKind, LinkStats};
@@ -387,13 +388,72 @@ impl LogLine {
 pub fn parse_link_log(name: &str, text: &str) -> Result<Vec<LogLine>, LogError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        match LogLine::parse(line) {
-            Ok(Some(l)) => out.push(l),
-            Ok(None) => {}
-            Err(e) => return Err(LogError(format!("{name}:{}: {e}", i + 1))),
+        if let Some(l) = parse_numbered(name, i, line)? {
+            out.push(l);
         }
     }
     Ok(out)
+}
+
+/// Line `i` (from 0) of link log `name`, its error naming the file and line.
+fn parse_numbered(name: &str, i: usize, line: &str) -> Result<Option<LogLine>, LogError> {
+    LogLine::parse(line).map_err(|e| LogError(format!("{name}:{}: {e}", i + 1)))
+}
+
+/// Queue delay over time from a link log: for each `bin_s` of lab time, the longest sojourn
+/// of a packet dequeued in it, as (bin start s, ms), bins without a dequeue left out. The
+/// maximum, not the mean, because the worst packet of each moment is what a delay-sensitive
+/// flow behind it waits for. `name` is used in messages.
+pub fn queue_delay_series(
+    name: &str,
+    log: impl BufRead,
+    bin_s: f64,
+) -> Result<Vec<(f64, f64)>, LogError> {
+    queue_delay_series_of(name, log, bin_s, |_| true)
+}
+
+/// As [`queue_delay_series`], for the packets whose ECN field `keep` accepts: a dual queue's
+/// L or C side.
+///
+/// The log is read as a stream, a line at a time, rather than as one text: a long run's log
+/// is larger than what a report should hold in memory. The caller opens it.
+pub fn queue_delay_series_of(
+    name: &str,
+    log: impl BufRead,
+    bin_s: f64,
+    keep: impl Fn(Ecn) -> bool,
+) -> Result<Vec<(f64, f64)>, LogError> {
+    let mut bins_ms: Vec<f64> = Vec::new();
+    for (i, line) in log.lines().enumerate() {
+        let line = line.map_err(|e| LogError(format!("reading {name}: {e}")))?;
+        let Some(LogLine {
+            time_ns,
+            event: EventKind::Dequeue,
+            sojourn_ns: Some(sojourn_ns),
+            ecn,
+            ..
+        }) = parse_numbered(name, i, &line)?
+        else {
+            continue;
+        };
+        if !keep(ecn) {
+            continue;
+        }
+        let bin = (time_ns as f64 / 1e9 / bin_s) as usize;
+        if bins_ms.len() <= bin {
+            bins_ms.resize(bin + 1, f64::NAN);
+        }
+        let ms = sojourn_ns as f64 / 1e6;
+        if bins_ms[bin].is_nan() || ms > bins_ms[bin] {
+            bins_ms[bin] = ms;
+        }
+    }
+    Ok(bins_ms
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_nan())
+        .map(|(i, v)| (i as f64 * bin_s, *v))
+        .collect())
 }
 
 /// Queue delay percentiles as summary.json writes them.
@@ -1101,6 +1161,40 @@ mod tests {
         assert_eq!(c["fifo_rtt_p95_ms"], 372.5);
         assert!(!c.contains_key("fifo_deep_x") && !c.contains_key("runs"));
         assert!(Results::parse("results.json", "[1]").is_err());
+    }
+
+    #[test]
+    fn queue_delay_series_keeps_the_longest_dequeue_sojourn_per_bin() {
+        let log = format!(
+            "{LOG_HEADER}\
+             10000000\tenqueue\t1\t1500\t-\t-\tnot-ect\t-\n\
+             20000000\tdequeue\t1\t1500\t3000000\t-\tnot-ect\t-\n\
+             30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
+             40000000\tdrop\t3\t1500\t9000000\t-\tnot-ect\toverlimit\n\
+             250000000\tdequeue\t4\t1500\t1000000\t-\tnot-ect\t-\n"
+        );
+        let s = queue_delay_series("l.log", log.as_bytes(), 0.1).unwrap();
+        assert_eq!(s, vec![(0.0, 7.0), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn queue_delay_series_of_counts_only_the_packets_whose_ecn_it_keeps() {
+        let log = "20000000\tdequeue\t1\t1500\t3000000\t-\tect1\t-\n\
+                   30000000\tdequeue\t2\t1500\t7000000\t-\tnot-ect\t-\n\
+                   150000000\tdequeue\t3\t1500\t2000000\t-\tce\t-\n\
+                   160000000\tdequeue\t4\t1500\t9000000\t-\tect0\t-\n";
+        let l_side = |e: Ecn| matches!(e, Ecn::Ect1 | Ecn::Ce);
+        let l = queue_delay_series_of("l.log", log.as_bytes(), 0.1, l_side).unwrap();
+        assert_eq!(l, vec![(0.0, 3.0), (0.1, 2.0)]);
+        let c = queue_delay_series_of("l.log", log.as_bytes(), 0.1, |e| !l_side(e)).unwrap();
+        assert_eq!(c, vec![(0.0, 7.0), (0.1, 9.0)]);
+    }
+
+    #[test]
+    fn a_link_log_line_that_does_not_read_is_an_error_not_a_gap() {
+        let log = "10000000\tdequeue\t1\t1500\tsoon\t-\tnot-ect\t-\n";
+        let e = queue_delay_series("l.log", log.as_bytes(), 0.1).unwrap_err();
+        assert!(e.0.starts_with("l.log:1: sojourn 'soon'"), "{e}");
     }
 
     #[test]
