@@ -824,67 +824,6 @@ pub fn analyze_pcap(pcap: &Path) -> Result<analyze::Analysis> {
     analyze_captures(&[pcap.to_path_buf()], true)
 }
 
-/// What the analyzer named in each run, one line per diagnosis ("nothing" for a run without
-/// any), as a report's findings block.
-pub fn analyzer_findings<'a>(
-    runs: impl IntoIterator<Item = (&'a str, &'a analyze::Analysis)>,
-) -> report::Block {
-    let mut findings = Vec::new();
-    for (label, analysis) in runs {
-        let mut any = false;
-        for c in &analysis.connections {
-            for d in &c.diagnoses {
-                findings.push((
-                    format!("{label}: {}", d.kind.name()),
-                    format!("{} → {}: {}", c.a, c.b, d.summary),
-                ));
-                any = true;
-            }
-        }
-        if !any {
-            findings.push((
-                format!("{label}: nothing"),
-                "the analyzer named no cause of delay".into(),
-            ));
-        }
-    }
-    report::Block::Findings(grouped_findings(findings))
-}
-
-/// More lines of one label (run and diagnosis kind) than a reader scans.
-const FINDINGS_PER_LABEL: usize = 3;
-
-/// The findings with each label's lines beyond [`FINDINGS_PER_LABEL`] folded into one: a run
-/// of a hundred short connections that all went to round trips reads as the first of them and
-/// a count, not as a hundred nearly equal lines. Labels keep the order of their first line.
-pub fn grouped_findings(findings: Vec<(String, String)>) -> Vec<(String, String)> {
-    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for (label, text) in findings {
-        match groups.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, texts)) => texts.push(text),
-            None => groups.push((label, vec![text])),
-        }
-    }
-    let mut out = Vec::new();
-    for (label, texts) in groups {
-        if texts.len() <= FINDINGS_PER_LABEL {
-            out.extend(texts.into_iter().map(|t| (label.clone(), t)));
-        } else {
-            let n = texts.len();
-            out.push((
-                format!("{label} ×{n}"),
-                format!(
-                    "{} (and the same diagnosis on {} more connections: `latencylab analyze` on \
-                     the capture lists each)",
-                    texts[0],
-                    n - 1
-                ),
-            ));
-        }
-    }
-    out
-}
-
 /// Writes a demo's files into `dir`: `results.json`, each chart as `NAME.png`, and the page as
 /// `report.html`.
 pub fn write_report_files(
@@ -976,7 +915,7 @@ pub fn port_findings(label: &str, a: &analyze::Analysis, port: u16) -> Vec<(Stri
             "the analyzer named no cause of delay".into(),
         ));
     }
-    grouped_findings(out)
+    report::findings::grouped_findings(out)
 }
 
 /// The note above a program in an exported run file: what it is, when it starts, whether the
@@ -1215,33 +1154,6 @@ mod tests {
             e.starts_with("-o: cannot create ") && e.contains("demo-series-file"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn findings_of_one_label_beyond_three_fold_into_the_first_and_a_count() {
-        let f = |l: &str, t: &str| (l.to_string(), t.to_string());
-        let mut many = vec![f("a: app_limited", "once")];
-        for i in 0..5 {
-            many.push(f("a: path_delay", &format!("conn {i}")));
-        }
-        many.push(f("b: nothing", "none"));
-        many.push(f("a: app_limited", "twice"));
-        let g = grouped_findings(many);
-        assert_eq!(
-            g,
-            vec![
-                f("a: app_limited", "once"),
-                f("a: app_limited", "twice"),
-                f(
-                    "a: path_delay ×5",
-                    "conn 0 (and the same diagnosis on 4 more connections: `latencylab analyze` on \
-                     the capture lists each)"
-                ),
-                f("b: nothing", "none"),
-            ]
-        );
-        let three: Vec<_> = (0..3).map(|i| f("x", &i.to_string())).collect();
-        assert_eq!(grouped_findings(three.clone()), three);
     }
 
     /// Each demo's runs with its defaults (Chromium left out), by name.

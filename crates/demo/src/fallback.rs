@@ -509,7 +509,7 @@ fn page(
         "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
          interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
          went unanswered (`syn_timeout`).",
-        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -306,7 +306,7 @@ fn write_outputs(args: &Args, r: &Results, checks: &[Check], a: &Analysis) -> Re
          to the far servers, whose time went to round trips. An `app_limited` line, where \
          there is one, is a client or server program that the machine scheduled late between \
          the handshake and the request or the answer: it is not in the handshake times.",
-        common::analyzer_findings([("browsing", a)]),
+        report::findings::analyzer_findings([("browsing", a)]),
     );
     page.files(&[
         "browsing/: the lab output: captures/*.pcap (client-eth0.pcap is the one \

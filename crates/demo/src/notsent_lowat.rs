@@ -455,7 +455,7 @@ fn page(
         "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
          shows the network, not the socket buffer: the delay of the unbounded run is \
          not in it.",
-        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(common::files_section(&[
         "unbounded/, lowat/: each run's lab output: captures/*.pcap, links/*.log, \

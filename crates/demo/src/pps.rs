@@ -436,7 +436,7 @@ fn page(
     );
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's client capture.",
-        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -359,7 +359,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
         for f in budget {
             s.push(Block::Figure(f));
         }
-        s.push(common::analyzer_findings([("run", a)]));
+        s.push(report::findings::analyzer_findings([("run", a)]));
         page.push(s);
     }
     let html = dir.join("report.html");

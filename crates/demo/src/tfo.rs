@@ -474,7 +474,7 @@ fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart
     page.push(common::analyzer_section(
         "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
          tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line.",
-        common::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
     ));
     page.push(Section::new("Files").with(Block::List(vec![
         "results.json: the numbers of the table".into(),

@@ -14,11 +14,13 @@
 //! - `budget`: the time-budget bar and the exchanges table of one connection.
 //! - `html`: a page builder (sections of text, tables and figures) with zoom and pan.
 //! - `analysis`: `analyze::Analysis` → plots, xplot files and the analyzer's HTML page.
+//! - `findings`: what the analyzer named in one or more analyses, as a page's findings block.
 
 pub mod analysis;
 mod bitmap_text;
 pub mod budget;
 pub mod chart;
+pub mod findings;
 mod font;
 pub mod html;
 pub mod tsg;
