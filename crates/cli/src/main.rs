@@ -13,6 +13,7 @@ mod fallback_check;
 mod ipv6_check;
 mod report_cmd;
 mod rpm_cmd;
+mod run_report;
 mod shell;
 mod sweep_cmd;
 mod watch;

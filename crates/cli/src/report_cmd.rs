@@ -1,7 +1,7 @@
 //! `latencylab report DIR`: the standard charts and `report.html` of any run directory.
 //!
-//! Glue only: what is drawn is the `demo` crate's `run_report`. Exit codes: 0 the page was
-//! written; 1 a failure while drawing; 2 DIR is not a run directory.
+//! Glue only: what is drawn is [`crate::run_report`]'s. Exit codes: 0 the page was written;
+//! 1 a failure while drawing; 2 DIR is not a run directory.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ pub fn run(a: &ReportArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let r = demo::run_report::write(&a.dir)?;
+    let r = crate::run_report::write(&a.dir)?;
     if let Err(e) = lab::owner::hand_over(&a.dir) {
         eprintln!(
             "latencylab: cannot give {} to the user: {e}",

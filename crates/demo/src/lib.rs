@@ -63,7 +63,6 @@ pub mod params;
 pub mod pipelining;
 pub mod pps;
 pub mod responsiveness;
-pub mod run_report;
 pub mod tfo;
 mod web_common;
 

@@ -8,16 +8,17 @@
 //! Only what the run left is read, through the run directory's definition; nothing here
 //! knows which program or demo made it, so a run with the user's own program in it gets the
 //! same page. A run without captures (`--no-capture`) or link logs gets the charts it can.
+//! What the charts show is decided here; how they are drawn is `report`'s, the delays and
+//! diagnoses are `labnet`'s and `analyze`'s.
 
 use std::fs;
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Dir};
 use anyhow::{bail, Context, Result};
 use labnet::run_dir::{self, RunDir, Summary};
 use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
-
-use crate::common;
 
 /// Queue-delay resolution, s.
 const QUEUE_BIN_S: f64 = 0.1;
@@ -173,6 +174,22 @@ fn lab_json(run: &RunDir) -> Result<serde_json::Value> {
     }
 }
 
+/// The run's captures analysed together (one clock: a lab's captures share it), with the
+/// per-packet series the charts draw.
+fn analyze_captures(pcaps: &[PathBuf]) -> Result<Analysis> {
+    let mut analyzer = analyze::Analyzer::new(analyze::Options {
+        keep_series: true,
+        ..Default::default()
+    });
+    for pcap in pcaps {
+        let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
+        analyzer
+            .add_capture(&pcap.display().to_string(), BufReader::new(file))
+            .with_context(|| format!("reading {}", pcap.display()))?;
+    }
+    Ok(analyzer.finish())
+}
+
 /// Seconds since the analysis' first packet.
 fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
     (i128::from(t.as_nanos()) - i128::from(a.epoch.as_nanos())) as f64 / 1e9
@@ -260,8 +277,9 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     ));
     let mut any_queue = false;
     for (k, log) in files(&run.links(), "log")?.iter().enumerate() {
+        let f = fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
         let name = log.display().to_string();
-        let s = run_dir::queue_delay_series(&name, common::open_link_log(log)?, QUEUE_BIN_S)?;
+        let s = run_dir::queue_delay_series(&name, BufReader::new(f), QUEUE_BIN_S)?;
         if s.iter().any(|p| p.1 > 0.0) {
             queue.push(Series::line(stem(log), Rgb::nth(k), s).keep_in_legend());
             any_queue = true;
@@ -276,7 +294,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     let analysis = if pcaps.is_empty() {
         None
     } else {
-        Some(common::analyze_captures(&pcaps, true)?)
+        Some(analyze_captures(&pcaps)?)
     };
     let mut budget = Vec::new();
     if let Some(a) = &analysis {
@@ -377,7 +395,7 @@ mod tests {
 
     #[test]
     fn a_directory_without_a_summary_is_named_as_not_a_run() {
-        let d = std::env::temp_dir().join(format!("demo-report-none-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("cli-report-none-{}", std::process::id()));
         fs::create_dir_all(&d).unwrap();
         let e = write(&d).err().expect("no summary.json");
         fs::remove_dir_all(&d).unwrap();
@@ -387,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_probes_round_trips_are_placed_on_the_labs_clock_from_its_start() {
-        let d = std::env::temp_dir().join(format!("demo-report-probe-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("cli-report-probe-{}", std::process::id()));
         let run = RunDir::new(&d);
         fs::create_dir_all(run.programs()).unwrap();
         fs::write(
