@@ -604,100 +604,26 @@ fn zoom_charts(a: &TimeSequence, b: &TimeSequence) -> [Chart; 2] {
             (end / 2.0 - 0.75, end / 2.0 + 0.75, false)
         }
     };
-    let seq_span = |t: &TimeSequence| {
-        let mut lo = f64::INFINITY;
-        let mut hi = f64::NEG_INFINITY;
-        for s in t
-            .segments
-            .iter()
-            .filter(|s| s.time_s >= x0 && s.time_s <= x1)
-        {
-            lo = lo.min(s.seq_start as f64);
-            hi = hi.max(s.seq_end as f64);
-        }
-        (lo.is_finite()).then_some((lo, hi))
-    };
-    let span_a = seq_span(a);
-    let span_b = seq_span(b);
-    // Same height of sequence space in both, so that a slope means the same rate in both.
-    let height = span_a
-        .map_or(0.0, |s| s.1 - s.0)
-        .max(span_b.map_or(0.0, |s| s.1 - s.0))
-        .max(1.0)
-        * 1.05;
-    let zoomed = |t: &TimeSequence, span: Option<(f64, f64)>, label: &str, caption: String| {
-        let mut z = crop(t, x0 - 1.0, x1 + 1.0);
-        z.x_range_s = Some((x0, x1));
-        let lo = span.map_or(0.0, |s| s.0);
-        z.y_range_bytes = Some((lo - height * 0.02, lo + height));
-        z.title = format!("{label}: {:.1} s to {:.1} s up close", x0, x1);
+    let [za, zb] = TimeSequence::zoomed_alike([a, b], x0, x1);
+    let chart = |mut z: TimeSequence, label: &str, caption: &str| {
+        z.title = format!("{label}: {x0:.1} s to {x1:.1} s up close");
         z.chart().caption(caption)
     };
     let cap_a = if found {
         "A tail drop: the green ACK line goes flat while purple SACK bars stack above it, until \
          the red retransmission (R) fills the hole a full, bloated RTT later."
-            .to_string()
     } else {
-        "No loss happened in this FIFO run; this is the middle of the run.".to_string()
+        "No loss happened in this FIFO run; this is the middle of the run."
     };
     [
-        zoomed(a, span_a, "FIFO", cap_a),
-        zoomed(
-            b,
-            span_b,
+        chart(za, "FIFO", cap_a),
+        chart(
+            zb,
             "CoDel + ECN",
             "The same span with CoDel: the data climbs without a pause and the ACKs follow one \
-             short RTT behind; CE marks (orange) slow the sender instead of losses."
-                .into(),
+             short RTT behind; CE marks (orange) slow the sender instead of losses.",
         ),
     ]
-}
-
-/// The part of a time-sequence graph within `[t0, t1]`.
-fn crop(t: &TimeSequence, t0: f64, t1: f64) -> TimeSequence {
-    let inside = |x: f64| x >= t0 && x <= t1;
-    TimeSequence {
-        title: t.title.clone(),
-        caption: t.caption.clone(),
-        segments: t
-            .segments
-            .iter()
-            .filter(|s| inside(s.time_s))
-            .cloned()
-            .collect(),
-        acks: t
-            .acks
-            .iter()
-            .filter(|p| inside(p.time_s))
-            .cloned()
-            .collect(),
-        window_ends: t
-            .window_ends
-            .iter()
-            .filter(|p| inside(p.time_s))
-            .cloned()
-            .collect(),
-        sacks: t
-            .sacks
-            .iter()
-            .filter(|s| inside(s.time_s))
-            .cloned()
-            .collect(),
-        dup_acks: t
-            .dup_acks
-            .iter()
-            .filter(|p| inside(p.time_s))
-            .cloned()
-            .collect(),
-        marks: t
-            .marks
-            .iter()
-            .filter(|m| inside(m.time_s))
-            .cloned()
-            .collect(),
-        x_range_s: None,
-        y_range_bytes: None,
-    }
 }
 
 fn delay_charts(fifo: &RunData, codel: &RunData) -> [Chart; 2] {

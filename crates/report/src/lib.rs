@@ -9,7 +9,8 @@
 //! Module map:
 //! - `chart`: line, step, scatter, CDF, I-beam and text-marker series on labelled axes with
 //!   units, a legend and a caption; SVG and PNG.
-//! - `tsg`: the time-sequence graph in the tcptrace tradition, built on `chart`, and its xplot form.
+//! - `tsg`: the time-sequence graph in the tcptrace tradition, built on `chart`, its close-ups
+//!   of a time window and its xplot form.
 //! - `xplot`: the `.xpl` text format that xplot and tcptrace use.
 //! - `budget`: the time-budget bar and the exchanges table of one connection.
 //! - `html`: a page builder (sections of text, tables and figures) with zoom and pan.

@@ -8,7 +8,8 @@
 //! The background is white (tcptrace's is black), so tcptrace's white segments are black and
 //! its yellow is darkened to stay visible. Input is plain data in relative sequence numbers
 //! (already unwrapped); this module neither reads packets nor decides what is a retransmission.
-//! It renders through `chart` (SVG/PNG) and `xplot` (`.xpl`).
+//! It renders through `chart` (SVG/PNG) and `xplot` (`.xpl`), whole, thinned for very long
+//! transfers, or cropped to a close-up of a time window.
 
 use crate::chart::{Axis, Chart, Marks, Rgb, Series};
 use crate::xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
@@ -122,6 +123,10 @@ pub struct TimeSequence {
     /// Fixed sequence window; `None` fits the data.
     pub y_range_bytes: Option<(f64, f64)>,
 }
+
+/// How much of the graph [`TimeSequence::zoomed`] keeps either side of its window, s: more
+/// than the time between two ACKs of any transfer worth a close-up.
+pub const ZOOM_MARGIN_S: f64 = 1.0;
 
 /// Legend name, colour, first kind (for ordering) and texts of one group of marks.
 type MarkGroup = (&'static str, Rgb, TsgMarkKind, Vec<(f64, f64, String)>);
@@ -331,6 +336,78 @@ impl TimeSequence {
             .copied()
             .collect();
         out
+    }
+
+    /// The part of the graph within `[t0_s, t1_s]`: everything drawn at another time is left
+    /// out and the fixed ranges are cleared; title and caption stay.
+    pub fn cropped(&self, t0_s: f64, t1_s: f64) -> TimeSequence {
+        let inside = |t: f64| t >= t0_s && t <= t1_s;
+        let points = |v: &[TsgPoint]| v.iter().filter(|p| inside(p.time_s)).copied().collect();
+        TimeSequence {
+            title: self.title.clone(),
+            caption: self.caption.clone(),
+            segments: (self.segments.iter())
+                .filter(|s| inside(s.time_s))
+                .cloned()
+                .collect(),
+            acks: points(&self.acks),
+            window_ends: points(&self.window_ends),
+            sacks: (self.sacks.iter())
+                .filter(|s| inside(s.time_s))
+                .copied()
+                .collect(),
+            dup_acks: points(&self.dup_acks),
+            marks: (self.marks.iter())
+                .filter(|m| inside(m.time_s))
+                .copied()
+                .collect(),
+            x_range_s: None,
+            y_range_bytes: None,
+        }
+    }
+
+    /// The lowest first byte and the highest end of the segments sent within `[t0_s, t1_s]`
+    /// (retransmissions included), or `None` when none was.
+    pub fn seq_span(&self, t0_s: f64, t1_s: f64) -> Option<(u64, u64)> {
+        let sent = self
+            .segments
+            .iter()
+            .filter(|s| s.time_s >= t0_s && s.time_s <= t1_s);
+        let lo = sent.clone().map(|s| s.seq_start).min()?;
+        let hi = sent.map(|s| s.seq_end).max()?;
+        Some((lo, hi))
+    }
+
+    /// A close-up from `t0_s` to `t1_s`, `height_bytes` of sequence space tall from just
+    /// under the lowest byte sent in it (2 % of the height under it, so that the lowest
+    /// I-beam's cap clears the axis; from 0 when nothing was sent). What was drawn up to
+    /// [`ZOOM_MARGIN_S`] either side is kept, so that the ACK and window staircases run
+    /// in from the left edge and out at the right one; the rest is cropped away, which
+    /// draws a close-up of a long transfer in a fraction of the time.
+    pub fn zoomed(&self, t0_s: f64, t1_s: f64, height_bytes: f64) -> TimeSequence {
+        let lo = self.seq_span(t0_s, t1_s).map_or(0.0, |s| s.0 as f64);
+        let mut z = self.cropped(t0_s - ZOOM_MARGIN_S, t1_s + ZOOM_MARGIN_S);
+        z.x_range_s = Some((t0_s, t1_s));
+        z.y_range_bytes = Some((lo - height_bytes * 0.02, lo + height_bytes));
+        z
+    }
+
+    /// Close-ups of several graphs over one span at one scale: each as tall as the tallest
+    /// span of bytes sent in it, plus 5 % (at least one byte), so that a slope means the same
+    /// rate in each.
+    pub fn zoomed_alike<const N: usize>(
+        graphs: [&TimeSequence; N],
+        t0_s: f64,
+        t1_s: f64,
+    ) -> [TimeSequence; N] {
+        let height = graphs
+            .iter()
+            .filter_map(|g| g.seq_span(t0_s, t1_s))
+            .map(|(lo, hi)| (hi - lo) as f64)
+            .fold(0.0, f64::max)
+            .max(1.0)
+            * 1.05;
+        graphs.map(|g| g.zoomed(t0_s, t1_s, height))
     }
 
     /// The graph in xplot form, drawn with tcptrace's colours on xplot's black background.
@@ -572,6 +649,63 @@ pub(crate) mod tests {
         assert_eq!(covered, 10_000);
         assert_eq!(thin.acks.first(), t.acks.first());
         assert_eq!(thin.acks.last(), t.acks.last());
+    }
+
+    #[test]
+    fn cropping_keeps_only_what_was_drawn_in_the_window_and_clears_fixed_ranges() {
+        let mut t = lossy_transfer();
+        t.x_range_s = Some((0.0, 1.0));
+        let c = t.cropped(0.045, 0.095);
+        assert_eq!(c.title, t.title);
+        assert_eq!(c.caption, t.caption);
+        assert_eq!((c.x_range_s, c.y_range_bytes), (None, None));
+        let times = |v: Vec<f64>| v.iter().all(|x| (0.045..=0.095).contains(x));
+        assert!(times(c.segments.iter().map(|s| s.time_s).collect()));
+        assert!(times(c.acks.iter().map(|p| p.time_s).collect()));
+        assert!(times(c.marks.iter().map(|m| m.time_s).collect()));
+        // Five of the ten segments; the ACKs of 0.05 to 0.07 and their window edges; the dup
+        // ACKs of 0.08 and 0.09; the SACKs of 0.07 to 0.09; the CE and the CWR.
+        assert_eq!(c.segments.len(), 5);
+        assert_eq!(c.acks.len(), 3);
+        assert_eq!(c.window_ends.len(), 3);
+        assert_eq!(c.dup_acks.len(), 2);
+        assert_eq!(c.sacks.len(), 3);
+        assert_eq!(c.marks.len(), 2);
+        assert_eq!(t.cropped(1.0, 2.0).segments, vec![]);
+    }
+
+    #[test]
+    fn the_seq_span_counts_every_segment_sent_in_the_window_retransmissions_too() {
+        let t = lossy_transfer();
+        assert_eq!(t.seq_span(0.0, 0.025), Some((1, 3001)));
+        assert_eq!(t.seq_span(0.12, 0.2), Some((2001, 3001)));
+        assert_eq!(t.seq_span(0.5, 1.0), None);
+    }
+
+    #[test]
+    fn a_close_up_starts_just_under_the_lowest_byte_sent_and_keeps_a_margin_of_data() {
+        let t = lossy_transfer();
+        let z = t.zoomed(0.12, 0.2, 1000.0);
+        assert_eq!(z.x_range_s, Some((0.12, 0.2)));
+        assert_eq!(z.y_range_bytes, Some((2001.0 - 20.0, 3001.0)));
+        // The ACK staircase from before the window stays, to be drawn in from the edge.
+        assert_eq!(z.acks, t.acks);
+        let nothing = t.zoomed(5.0, 6.0, 100.0);
+        assert_eq!(nothing.y_range_bytes, Some((-2.0, 100.0)));
+        assert!(nothing.segments.is_empty());
+    }
+
+    #[test]
+    fn close_ups_alike_share_the_tallest_span_so_slopes_compare() {
+        let a = lossy_transfer();
+        let mut b = lossy_transfer();
+        b.segments.truncate(2);
+        let [za, zb] = TimeSequence::zoomed_alike([&a, &b], 0.0, 0.1);
+        let height = 10_000.0 * 1.05;
+        assert_eq!(za.y_range_bytes, Some((1.0 - height * 0.02, 1.0 + height)));
+        assert_eq!(zb.y_range_bytes, za.y_range_bytes);
+        let [empty] = TimeSequence::zoomed_alike([&TimeSequence::default()], 0.0, 1.0);
+        assert_eq!(empty.y_range_bytes, Some((-1.05 * 0.02, 1.05)));
     }
 
     #[test]
