@@ -457,8 +457,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-const FIFO_COLOR: Rgb = Rgb(213, 94, 0);
-const CODEL_COLOR: Rgb = Rgb(0, 114, 178);
+const FIFO_COLOR: Rgb = common::PAIR_COLORS[0];
+const CODEL_COLOR: Rgb = common::PAIR_COLORS[1];
 
 fn write_outputs(
     a: &Args,
@@ -507,28 +507,26 @@ impl Charts {
                 st.cwr
             )
         };
-        let mk_tsg = |t: &TimeSequence, max: usize, cols: usize, caption: String| {
-            t.thinned(max, cols).chart().caption(caption)
+        let captions = [
+            tsg_caption(
+                fifo,
+                "the green ACK line trails the black data by the queue's delay, and each \
+                 tail-drop loss stalls it.",
+            ),
+            tsg_caption(
+                codel,
+                "the ACK line hugs the data (one short RTT behind) and CE marks replace the \
+                 losses.",
+            ),
+        ];
+        // Both graphs thinned alike (at most `max` segments in `columns` slices), on one scale.
+        let pair = |max: usize, columns: usize| {
+            let mut c = [(&ts_a, &captions[0]), (&ts_b, &captions[1])]
+                .map(|(t, caption)| t.thinned(max, columns).chart().caption(caption.clone()));
+            report::same_scale(&mut c);
+            c
         };
-        let cap_a = tsg_caption(
-            fifo,
-            "the green ACK line trails the black data by the queue's delay, and each tail-drop \
-             loss stalls it.",
-        );
-        let cap_b = tsg_caption(
-            codel,
-            "the ACK line hugs the data (one short RTT behind) and CE marks replace the losses.",
-        );
-        let mut tsg = [
-            mk_tsg(&ts_a, 30_000, 4_000, cap_a.clone()),
-            mk_tsg(&ts_b, 30_000, 4_000, cap_b.clone()),
-        ];
-        report::same_scale(&mut tsg);
-        let mut tsg_page = [
-            mk_tsg(&ts_a, 8_000, 2_400, cap_a),
-            mk_tsg(&ts_b, 8_000, 2_400, cap_b),
-        ];
-        report::same_scale(&mut tsg_page);
+        let (tsg, tsg_page) = (pair(30_000, 4_000), pair(8_000, 2_400));
 
         let zoom = zoom_charts(&ts_a, &ts_b);
         let delay = delay_charts(fifo, codel);
@@ -546,26 +544,19 @@ impl Charts {
         .with(Series::scatter(fifo.label, FIFO_COLOR, fifo.probe_rtt.clone()).keep_in_legend())
         .with(Series::scatter(codel.label, CODEL_COLOR, codel.probe_rtt.clone()).keep_in_legend());
         let throughput = throughput_chart(fifo, codel);
-        let cdf = Chart::new(
+        let rtts = |r: &RunData| r.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>();
+        let cdf = Chart::cdf(
             "Probe round-trip time, distribution",
             Axis::new("UDP ping round-trip time", "ms").from_zero(),
-            Axis::new("share of probes at or below", "%").with_range(0.0, 100.0),
+            "probes",
         )
         .caption(format!(
             "A point (x, y) says y % of the pings took at most x ms: with CoDel the curve rises \
              just right of the {BASE_RTT_MS:.0} ms base RTT, with the FIFO it lies hundreds of \
              ms further right."
         ))
-        .with(Series::cdf(
-            fifo.label,
-            FIFO_COLOR,
-            &fifo.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>(),
-        ))
-        .with(Series::cdf(
-            codel.label,
-            CODEL_COLOR,
-            &codel.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>(),
-        ));
+        .with(Series::cdf(fifo.label, FIFO_COLOR, &rtts(fifo)))
+        .with(Series::cdf(codel.label, CODEL_COLOR, &rtts(codel)));
         Charts {
             tsg,
             tsg_page,
@@ -653,10 +644,11 @@ fn delay_charts(fifo: &RunData, codel: &RunData) -> [Chart; 2] {
                 .keep_in_legend(),
         )
         .with(
-            Series::line(
+            Series::hline(
                 format!("base RTT ({BASE_RTT_MS:.0} ms)"),
                 Rgb::GREY,
-                vec![(0.0, BASE_RTT_MS), (end, BASE_RTT_MS)],
+                BASE_RTT_MS,
+                (0.0, end),
             )
             .keep_in_legend(),
         )
@@ -684,13 +676,6 @@ fn throughput_chart(fifo: &RunData, codel: &RunData) -> Chart {
         .chain(codel.stream_mbps.iter())
         .map(|p| p.0 + 1.0)
         .fold(0.0, f64::max);
-    let steps = |v: &[(f64, f64)]| {
-        let mut s = v.to_vec();
-        if let Some(&(t, y)) = v.last() {
-            s.push((t + 1.0, y));
-        }
-        s
-    };
     Chart::new(
         "Stream goodput per second",
         Axis::new("time since the lab started", "s"),
@@ -701,13 +686,14 @@ fn throughput_chart(fifo: &RunData, codel: &RunData) -> Chart {
          huge queue buys no throughput, only delay.",
         fifo.metrics.goodput_mbps, codel.metrics.goodput_mbps
     ))
-    .with(Series::step(fifo.label, FIFO_COLOR, steps(&fifo.stream_mbps)).keep_in_legend())
-    .with(Series::step(codel.label, CODEL_COLOR, steps(&codel.stream_mbps)).keep_in_legend())
+    .with(Series::intervals(fifo.label, FIFO_COLOR, &fifo.stream_mbps, 1.0).keep_in_legend())
+    .with(Series::intervals(codel.label, CODEL_COLOR, &codel.stream_mbps, 1.0).keep_in_legend())
     .with(
-        Series::line(
+        Series::hline(
             format!("link capacity ({DOWN_MBPS:.0} Mbit/s)"),
             Rgb::GREY,
-            vec![(0.0, DOWN_MBPS), (end, DOWN_MBPS)],
+            DOWN_MBPS,
+            (0.0, end),
         )
         .keep_in_legend(),
     )

@@ -710,6 +710,10 @@ pub fn figure(id: &str, chart: &report::Chart, zoomable: bool) -> Result<report:
     report::Figure::from_chart(id, chart, zoomable).with_context(|| format!("drawing {id}"))
 }
 
+/// The colours of a demo's two runs in all its charts: the first (the trouble, as a rule)
+/// orange, the second (the remedy) blue, a pair that colour-blind readers tell apart too.
+pub const PAIR_COLORS: [report::Rgb; 2] = [report::Rgb(213, 94, 0), report::Rgb(0, 114, 178)];
+
 /// The section of what the analyzer found: which captures it read and what to see (`about`),
 /// then its diagnoses (`findings`).
 pub fn analyzer_section(about: &str, findings: report::Block) -> report::Section {

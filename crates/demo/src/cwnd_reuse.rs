@@ -159,7 +159,8 @@ struct RunData {
     metrics: RunMetrics,
     /// Per response: (connection, sent s, last byte s, bytes, a click).
     responses: Vec<(u64, f64, f64, u64, bool)>,
-    /// Each click's response as the server sent it: (ms since its first byte, kB sent so far).
+    /// Each click's response as the server sent it, a staircase from (0, 0): (ms since its
+    /// first byte, kB sent by then) at each segment.
     clicks_sent: Vec<Vec<(f64, f64)>>,
 }
 
@@ -312,14 +313,11 @@ fn collect(label: &'static str, choice: &str, ssai: bool, a: &Args, dir: &Path) 
         .iter()
         .map(|b| {
             let mut sent = 0u64;
-            let mut pts = vec![(0.0, 0.0)];
-            for (t, len) in b {
-                let x = (t - b[0].0) * 1e3;
-                pts.push((x, sent as f64 / 1e3));
+            let pts = b.iter().map(|(t, len)| {
                 sent += len;
-                pts.push((x, sent as f64 / 1e3));
-            }
-            pts
+                ((t - b[0].0) * 1e3, sent as f64 / 1e3)
+            });
+            std::iter::once((0.0, 0.0)).chain(pts).collect()
         })
         .collect();
     Ok(RunData {
@@ -489,8 +487,8 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-const OLDEST: Rgb = Rgb(213, 94, 0);
-const LARGEST: Rgb = Rgb(0, 114, 178);
+const OLDEST: Rgb = common::PAIR_COLORS[0];
+const LARGEST: Rgb = common::PAIR_COLORS[1];
 const PAGE: Rgb = Rgb(160, 160, 160);
 const SEED: Rgb = Rgb(90, 90, 90);
 
@@ -595,7 +593,7 @@ fn flight_chart(runs: &[RunData], ssai: u8, rtt_ms: f64) -> Chart {
             } else {
                 3
             };
-            chart.push(Series::line(name, color(&r.metrics), pts.clone()).stroke(width));
+            chart.push(Series::step(name, color(&r.metrics), pts.clone()).stroke(width));
         }
     }
     chart
@@ -625,25 +623,15 @@ fn fetch_chart(runs: &[RunData], rtt_ms: f64) -> Chart {
         2.0 * rtt_ms
     ));
     for k in [1.0, 2.0] {
-        chart.push(Series::new(
-            "",
-            PAGE,
-            Marks::Segments(vec![((k * rtt_ms, 0.4), (k * rtt_ms, n + 0.8))]),
-        ));
+        chart.push(Series::vline("", PAGE, k * rtt_ms, (0.4, n + 0.8)));
     }
     let mut labels = Vec::new();
     let mut seeds = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let m = &r.metrics;
         let c = color(m);
-        chart.push(
-            Series::new(
-                "",
-                c,
-                Marks::Segments(vec![((0.0, y(i)), (m.fetch_ms_p50, y(i)))]),
-            )
-            .stroke(if m.server_ssai == 0 { 14 } else { 6 }),
-        );
+        let bar = Series::hline("", c, y(i), (0.0, m.fetch_ms_p50));
+        chart.push(bar.stroke(if m.server_ssai == 0 { 14 } else { 6 }));
         chart.push(Series::scatter(
             "",
             Rgb(0, 0, 0),

@@ -81,10 +81,7 @@ impl Variant {
     }
 
     fn color(self) -> Rgb {
-        match self {
-            Variant::Delayed => Rgb(213, 94, 0),
-            Variant::Quickack => Rgb(0, 114, 178),
-        }
+        common::PAIR_COLORS[self as usize]
     }
 }
 
@@ -495,11 +492,11 @@ fn tsg_chart(run: &RunData) -> Chart {
 }
 
 fn intervals_chart(runs: &[RunData]) -> Chart {
-    let timer_x = DELACK_MIN_MS;
-    let mut c = Chart::new(
+    let mut c = Chart::cdf(
         "Time between the receiver's ACKs",
-        Axis::new("interval between two ACKs of new data", "ms").with_range(0.0, 1.25 * timer_x),
-        Axis::new("share of intervals at or below", "%").with_range(0.0, 100.0),
+        Axis::new("interval between two ACKs of new data", "ms")
+            .with_range(0.0, 1.25 * DELACK_MIN_MS),
+        "intervals",
     )
     .size(900, 420)
     .caption(format!(
@@ -510,21 +507,15 @@ fn intervals_chart(runs: &[RunData]) -> Chart {
          read.",
         runs[0].metrics.ack_interval_ms_p50, runs[1].metrics.ack_interval_ms_p50
     ));
-    c.push(Series::line(
+    c.push(Series::vline(
         format!("delayed-ACK timer, {DELACK_MIN_MS:.0} ms"),
         Rgb::GREY,
-        vec![(timer_x, 0.0), (timer_x, 100.0)],
+        DELACK_MIN_MS,
+        (0.0, 100.0),
     ));
-    for run in runs {
-        c.push(
-            Series::cdf(
-                run.variant.label(),
-                run.variant.color(),
-                &run.ack_intervals_ms,
-            )
-            .keep_in_legend(),
-        );
-    }
+    c.extend(runs.iter().map(|r| {
+        Series::cdf(r.variant.label(), r.variant.color(), &r.ack_intervals_ms).keep_in_legend()
+    }));
     c
 }
 

@@ -64,10 +64,7 @@ impl Variant {
         }
     }
     fn color(self) -> Rgb {
-        match self {
-            Variant::Unbounded => Rgb(213, 94, 0),
-            Variant::Lowat => Rgb(0, 114, 178),
-        }
+        common::PAIR_COLORS[self as usize]
     }
 }
 
@@ -346,17 +343,15 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
         r.unbounded.click_to_frame_ms_p50 / 1000.0,
         r.lowat.click_to_frame_ms_p50
     ));
-    for run in runs {
-        clicks.push(
-            Series::scatter(run.variant.name(), run.variant.color(), run.clicks.clone())
-                .keep_in_legend(),
-        );
-    }
+    clicks.extend(runs.iter().map(|r| {
+        Series::scatter(r.variant.name(), r.variant.color(), r.clicks.clone()).keep_in_legend()
+    }));
     clicks.push(
-        Series::line(
+        Series::hline(
             format!("base RTT ({BASE_RTT_MS:.0} ms)"),
             Rgb::GREY,
-            vec![(0.0, BASE_RTT_MS), (end, BASE_RTT_MS)],
+            BASE_RTT_MS,
+            (0.0, end),
         )
         .keep_in_legend(),
     );
@@ -374,36 +369,30 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
         r.lowat.unsent_bytes_p50 / 1000.0
     ));
     unsent.push(
-        Series::line(
+        Series::hline(
             format!("TCP_NOTSENT_LOWAT ({})", as_text(LOWAT)),
             Rgb::GREY,
-            vec![(0.0, 16.0), (end, 16.0)],
+            16.0,
+            (0.0, end),
         )
         .keep_in_legend(),
     );
-    for run in runs {
-        unsent.push(
-            Series::line(
-                run.variant.name(),
-                run.variant.color(),
-                run.unsent_kb.clone(),
-            )
-            .keep_in_legend(),
-        );
-    }
-    let mut cdf = Chart::new(
+    unsent.extend(runs.iter().map(|r| {
+        Series::line(r.variant.name(), r.variant.color(), r.unsent_kb.clone()).keep_in_legend()
+    }));
+    let mut cdf = Chart::cdf(
         "Click to frame, distribution",
         Axis::new("click to frame", "ms").from_zero(),
-        Axis::new("share of clicks at or below", "%").with_range(0.0, 100.0),
+        "clicks",
     )
     .caption(
         "A point (x, y) says y % of the clicks were drawn within x ms: the unbounded curve \
          lies seconds to the right of the lowat one.",
     );
-    for run in runs {
-        let v: Vec<f64> = run.clicks.iter().map(|p| p.1).collect();
-        cdf.push(Series::cdf(run.variant.name(), run.variant.color(), &v));
-    }
+    cdf.extend(runs.iter().map(|r| {
+        let v: Vec<f64> = r.clicks.iter().map(|p| p.1).collect();
+        Series::cdf(r.variant.name(), r.variant.color(), &v)
+    }));
     vec![
         ("click-to-frame", clicks),
         ("unsent-bytes", unsent),

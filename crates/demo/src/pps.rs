@@ -54,11 +54,10 @@ impl Variant {
             Variant::Mtu9000 => 9000,
         }
     }
-    fn color(self) -> Rgb {
-        match self {
-            Variant::Mtu1500 => Rgb(213, 94, 0),
-            Variant::Mtu9000 => Rgb(0, 114, 178),
-        }
+    /// The run's values of each second, named by its MTU in the legend.
+    fn series(self, per_second: Vec<(f64, f64)>) -> Series {
+        let color = common::PAIR_COLORS[self as usize];
+        Series::step(format!("MTU {}", self.mtu()), color, per_second).keep_in_legend()
     }
 }
 
@@ -342,16 +341,7 @@ fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
             r.goodput_ratio()
         ) + &dip_note(r),
     );
-    for run in runs {
-        c.push(
-            Series::step(
-                format!("MTU {}", run.variant.mtu()),
-                run.variant.color(),
-                run.goodput.clone(),
-            )
-            .keep_in_legend(),
-        );
-    }
+    c.extend(runs.iter().map(|r| r.variant.series(r.goodput.clone())));
     c
 }
 
@@ -388,21 +378,13 @@ fn packets_chart(r: &Results, runs: &[RunData]) -> Chart {
         r.pps_limit,
         r.goodput_ratio()
     ));
-    c.push(Series::line(
+    c.push(Series::hline(
         format!("ceiling {} /s", r.pps_limit),
         Rgb::GREY,
-        vec![(0.0, n), (end, n)],
+        n,
+        (0.0, end),
     ));
-    for run in runs {
-        c.push(
-            Series::step(
-                format!("MTU {}", run.variant.mtu()),
-                run.variant.color(),
-                run.packets.clone(),
-            )
-            .keep_in_legend(),
-        );
-    }
+    c.extend(runs.iter().map(|r| r.variant.series(r.packets.clone())));
     c
 }
 

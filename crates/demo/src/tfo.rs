@@ -65,10 +65,7 @@ impl Variant {
         self == Variant::Tfo
     }
     fn color(self) -> Rgb {
-        match self {
-            Variant::Plain => Rgb(213, 94, 0),
-            Variant::Tfo => Rgb(0, 114, 178),
-        }
+        common::PAIR_COLORS[self as usize]
     }
 }
 
@@ -408,18 +405,11 @@ fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
         r.plain.request_ms_p50, r.tfo.request_ms_p50
     ));
     // The reference lines first, so that the runs are drawn over them.
-    c.push(Series::line("1 RTT", Rgb::GREY, vec![(1.0, rtt), (n, rtt)]));
-    c.push(Series::line(
-        "2 RTT",
-        Rgb::GREY,
-        vec![(1.0, 2.0 * rtt), (n, 2.0 * rtt)],
-    ));
-    for run in runs {
-        c.push(
-            Series::line(run.variant.name(), run.variant.color(), run.times.clone())
-                .keep_in_legend(),
-        );
-    }
+    c.push(Series::hline("1 RTT", Rgb::GREY, rtt, (1.0, n)));
+    c.push(Series::hline("2 RTT", Rgb::GREY, 2.0 * rtt, (1.0, n)));
+    c.extend(runs.iter().map(|r| {
+        Series::line(r.variant.name(), r.variant.color(), r.times.clone()).keep_in_legend()
+    }));
     c
 }
 

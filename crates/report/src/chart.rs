@@ -209,6 +209,33 @@ impl Series {
         Series::new(name, color, Marks::Points(points))
     }
 
+    /// A horizontal line at `y` from `x.0` to `x.1`: a reference level (a base RTT, a link's
+    /// capacity, a limit).
+    pub fn hline(name: impl Into<String>, color: Rgb, y: f64, x: (f64, f64)) -> Series {
+        Series::line(name, color, vec![(x.0, y), (x.1, y)])
+    }
+
+    /// A vertical line at `x` from `y.0` to `y.1`: a reference time or value on the x axis.
+    pub fn vline(name: impl Into<String>, color: Rgb, x: f64, y: (f64, f64)) -> Series {
+        Series::line(name, color, vec![(x, y.0), (x, y.1)])
+    }
+
+    /// A staircase of values that each hold for `width` from their x (per-second rates at
+    /// the start of their second): unlike a plain step, the last value is drawn through its
+    /// interval too.
+    pub fn intervals(
+        name: impl Into<String>,
+        color: Rgb,
+        starts: &[(f64, f64)],
+        width: f64,
+    ) -> Series {
+        let mut points = starts.to_vec();
+        if let Some(&(x, y)) = starts.last() {
+            points.push((x + width, y));
+        }
+        Series::step(name, color, points)
+    }
+
     /// The empirical CDF of `samples`: x = sample value, y = percent of samples ≤ x.
     /// Non-finite samples are ignored.
     pub fn cdf(name: impl Into<String>, color: Rgb, samples: &[f64]) -> Series {
@@ -292,6 +319,13 @@ pub struct Chart {
     pub height_px: u32,
 }
 
+/// Series added in turn, as [`Chart::push`] adds one: one per run, from an iterator.
+impl Extend<Series> for Chart {
+    fn extend<I: IntoIterator<Item = Series>>(&mut self, series: I) {
+        self.series.extend(series);
+    }
+}
+
 /// An SVG document and where its plot area is, so a page can map mouse positions back to data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderedSvg {
@@ -340,6 +374,13 @@ impl Chart {
 
     pub fn push(&mut self, series: Series) {
         self.series.push(series);
+    }
+
+    /// A chart of distributions, for [`Series::cdf`]: `x` the measured quantity, y the share
+    /// of `samples` (e.g. "probes") at or below each value, 0 to 100 %.
+    pub fn cdf(title: impl Into<String>, x: Axis, samples: &str) -> Chart {
+        let y = Axis::new(format!("share of {samples} at or below"), "%").with_range(0.0, 100.0);
+        Chart::new(title, x, y)
     }
 
     /// The x and y ranges the chart will use: the fixed ones, or the data's with a margin.
@@ -1053,6 +1094,42 @@ pub(crate) mod tests {
             ]
         );
         assert!(cdf_points(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_cdf_chart_reads_as_the_share_of_its_samples_from_0_to_100_percent() {
+        let c = Chart::cdf("t", Axis::new("round-trip time", "ms"), "probes");
+        assert_eq!(c.y.label(), "share of probes at or below (%)");
+        assert_eq!(c.y.range, Some((0.0, 100.0)));
+        assert_eq!(c.x.label(), "round-trip time (ms)");
+    }
+
+    #[test]
+    fn reference_lines_span_the_given_range_at_their_level() {
+        let h = Series::hline("base RTT", Rgb::GREY, 20.0, (0.0, 30.0));
+        assert_eq!(h.marks, Marks::Line(vec![(0.0, 20.0), (30.0, 20.0)]));
+        let v = Series::vline("timer", Rgb::GREY, 40.0, (0.0, 100.0));
+        assert_eq!(v.marks, Marks::Line(vec![(40.0, 0.0), (40.0, 100.0)]));
+    }
+
+    #[test]
+    fn intervals_hold_the_last_value_to_the_end_of_its_interval() {
+        let s = Series::intervals("goodput", Rgb::BLACK, &[(0.0, 9.0), (1.0, 8.0)], 1.0);
+        assert_eq!(
+            s.marks,
+            Marks::Step(vec![(0.0, 9.0), (1.0, 8.0), (2.0, 8.0)])
+        );
+        let empty = Series::intervals("goodput", Rgb::BLACK, &[], 1.0);
+        assert_eq!(empty.marks, Marks::Step(vec![]));
+    }
+
+    #[test]
+    fn extending_a_chart_adds_the_series_in_order() {
+        let mut c = Chart::new("t", Axis::new("x", "s"), Axis::new("y", "ms"));
+        c.push(Series::hline("first", Rgb::GREY, 1.0, (0.0, 1.0)));
+        c.extend(["a", "b"].map(|n| Series::scatter(n, Rgb::BLACK, vec![(0.0, 0.0)])));
+        let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["first", "a", "b"]);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! demos can draw their own measurements with the same primitives without the analyzer.
 //!
 //! Module map:
-//! - `chart`: line, step, scatter, CDF, I-beam and text-marker series on labelled axes with
-//!   units, a legend and a caption; SVG and PNG.
+//! - `chart`: line, step, scatter, CDF, reference-line, I-beam and text-marker series on
+//!   labelled axes with units, a legend and a caption; SVG and PNG.
 //! - `tsg`: the time-sequence graph in the tcptrace tradition, built on `chart`, its close-ups
 //!   of a time window and its xplot form.
 //! - `xplot`: the `.xpl` text format that xplot and tcptrace use.
