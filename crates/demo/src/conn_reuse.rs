@@ -20,7 +20,7 @@
 //! Where Chromium is installed, it loads both pages in the same lab too, with its network log
 //! on (`--log-net-log`): its HTTP/1.1 socket pool binds a request to whichever socket of its
 //! group is available first, the design `pool` models, and the log says which socket served
-//! each request that opened a connection ([`crate::netlog`]).
+//! each request that opened a connection ([`web::netlog`]).
 
 use std::collections::HashMap;
 use std::fs;
@@ -479,11 +479,11 @@ fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<
     fs::rename(&netlog, &kept)
         .with_context(|| format!("Chromium left no network log at {}", netlog.display()))?;
     let text = fs::read_to_string(&kept).with_context(|| format!("reading {}", kept.display()))?;
-    let log = crate::netlog::parse(&text).with_context(|| format!("reading {}", kept.display()))?;
+    let log = web::netlog::parse(&text).with_context(|| format!("reading {}", kept.display()))?;
     let page = web::page::Page::parse(&fs::read_to_string(page_file)?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", page_file.display()))?;
     let hosts = page.hosts().into_iter().collect();
-    let s = crate::netlog::socket_pool(&log, &hosts)
+    let s = web::netlog::socket_pool(&log, &hosts)
         .with_context(|| format!("reading {}", kept.display()))?;
     let dom = fs::read_to_string(dir.join("programs").join("chromium.out")).unwrap_or_default();
     let mean = if s.saved_ms.is_empty() {

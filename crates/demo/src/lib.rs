@@ -57,7 +57,6 @@ pub mod http_parallel;
 pub mod l4s;
 pub mod nagle;
 pub mod nat64;
-mod netlog;
 pub mod notsent_lowat;
 pub mod params;
 pub mod pipelining;

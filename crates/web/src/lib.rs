@@ -8,6 +8,8 @@
 //! - [`records`]: the JSON lines both programs write, and their reader (pure).
 //! - [`connmgr`]: which request goes on which HTTP/1.1 connection, and when to open one
 //!   (pure).
+//! - [`netlog`]: Chromium's network log, read for what its socket pool did with each
+//!   request (pure).
 //! - [`tls`]: the lab-local CA and the rustls configurations.
 //! - [`http3`]: HTTP/3 over QUIC (quinn, h3) for both programs.
 //! - [`server`], [`client`]: the programs (tokio, one thread each).
@@ -17,6 +19,7 @@ pub mod client;
 pub mod connmgr;
 #[cfg(feature = "net")]
 pub mod http3;
+pub mod netlog;
 pub mod page;
 pub mod records;
 #[cfg(feature = "net")]

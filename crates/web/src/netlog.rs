@@ -18,7 +18,11 @@
 //! attempt the pool starts when a group's first connect is slow) and preconnects
 //! (`TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKETS`) are counted apart: no request opened them.
 //!
-//! Not here: running Chromium (the demo), the page load time (the DOM's title, `web::page`).
+//! Chromium's file is outside input: every field is looked up, never assumed, and a log that
+//! does not read is a [`NetLogError`]. Pure: text in, counts out.
+//!
+//! Not here: running Chromium (the `demo` crate), the page load time (the DOM's title,
+//! [`crate::page`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -463,5 +467,149 @@ mod tests {
             socket_pool(&serde_json::json!({}), &HashSet::new()).unwrap_err(),
             NetLogError("no constants".into())
         );
+    }
+
+    /// Every event type [`log`] knows, and its source types.
+    const KINDS: &[&str] = &[
+        "TCP_CLIENT_SOCKET_POOL_REQUESTED_SOCKET",
+        "SOCKET_POOL",
+        "SOCKET_POOL_STALLED_MAX_SOCKETS_PER_GROUP",
+        "SOCKET_POOL_REUSED_AN_EXISTING_SOCKET",
+        "SOCKET_POOL_BOUND_TO_CONNECT_JOB",
+        "SOCKET_POOL_BOUND_TO_SOCKET",
+        "CONNECT_JOB",
+        "SOCKET_POOL_CONNECT_JOB_CREATED",
+        "TCP_CONNECT",
+    ];
+    const SOURCES: &[&str] = &["HTTP_STREAM_JOB", "TCP_CONNECT_JOB", "SOCKET"];
+
+    /// One step of a pool's story at `t_ms`, as the events Chromium logs for it: request `id`
+    /// opening connect job `job` (0), stalling (1), job `job` ready (2), request `id` bound to
+    /// job `job`'s socket (3), or to a reused socket, failing when `job` is 1 (4); or one
+    /// event of any kind from any source (5..).
+    fn step(
+        t_ms: u64,
+        op: u8,
+        id: u64,
+        job: u64,
+        host: &'static str,
+        kind: &'static str,
+    ) -> Vec<Event> {
+        let (hs, cj) = ("HTTP_STREAM_JOB", "TCP_CONNECT_JOB");
+        let job_id = 100 + job;
+        match op {
+            0 => vec![
+                requested(t_ms, id, host),
+                (t_ms, hs, id, "SOCKET_POOL", 1, N),
+                (t_ms, cj, job_id, "CONNECT_JOB", 1, N),
+                job_created(t_ms, job_id, host, job.is_multiple_of(4)),
+            ],
+            1 => vec![
+                requested(t_ms, id, host),
+                (t_ms, hs, id, "SOCKET_POOL", 1, N),
+                stalled(t_ms, id),
+            ],
+            2 => vec![(t_ms, cj, job_id, "CONNECT_JOB", 2, N)],
+            3 => vec![
+                (
+                    t_ms,
+                    hs,
+                    id,
+                    "SOCKET_POOL_BOUND_TO_CONNECT_JOB",
+                    0,
+                    dep(job_id),
+                ),
+                (
+                    t_ms,
+                    hs,
+                    id,
+                    "SOCKET_POOL_BOUND_TO_SOCKET",
+                    0,
+                    dep(job_id + 50),
+                ),
+                (t_ms, hs, id, "SOCKET_POOL", 2, N),
+            ],
+            4 => vec![
+                (t_ms, hs, id, "SOCKET_POOL_REUSED_AN_EXISTING_SOCKET", 0, N),
+                (
+                    t_ms,
+                    hs,
+                    id,
+                    "SOCKET_POOL_BOUND_TO_SOCKET",
+                    0,
+                    dep(job_id + 50),
+                ),
+                if job == 1 {
+                    let failed = serde_json::json!({"net_error": -3});
+                    (t_ms, hs, id, "SOCKET_POOL", 2, failed)
+                } else {
+                    (t_ms, hs, id, "SOCKET_POOL", 2, N)
+                },
+            ],
+            _ => {
+                let source = SOURCES[usize::from(op) % SOURCES.len()];
+                vec![(t_ms, source, id, kind, job % 3, dep(job_id))]
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_sequence_of_pool_events_gives_counts_that_add_up_and_a_cut_log_reads_or_is_refused(
+            steps in proptest::collection::vec(
+                (
+                    0u64..1000,
+                    0u8..8,
+                    1u64..6,
+                    1u64..6,
+                    proptest::sample::select(&["img1", "other"][..]),
+                    proptest::sample::select(KINDS),
+                ),
+                0..40,
+            ),
+            cut in proptest::num::usize::ANY,
+        ) {
+            let events: Vec<Event> = steps
+                .into_iter()
+                .flat_map(|(t, op, id, job, host, kind)| step(t, op, id, job, host, kind))
+                .collect();
+            let text = serde_json::to_string_pretty(&log(&events)).unwrap();
+            let hosts: HashSet<String> = ["img1".to_string()].into();
+            let whole = socket_pool(&parse(&text).unwrap(), &hosts).unwrap();
+            let mut cut_at = cut % (text.len() + 1);
+            while !text.is_char_boundary(cut_at) {
+                cut_at -= 1;
+            }
+            let cut_stats = match parse(&text[..cut_at]) {
+                Ok(v) => socket_pool(&v, &hosts).ok(),
+                Err(e) => {
+                    proptest::prop_assert!(!e.0.is_empty());
+                    None
+                }
+            };
+            for s in std::iter::once(&whole).chain(cut_stats.as_ref()) {
+                proptest::prop_assert!(s.new_connections_needed <= s.requests, "{s:?}");
+                proptest::prop_assert!(
+                    s.served_by_freed + s.served_by_other_new <= s.new_connections_needed,
+                    "{s:?}"
+                );
+                proptest::prop_assert!(
+                    s.saved_ms.len() <= s.served_by_freed + s.served_by_other_new,
+                    "{s:?}"
+                );
+                proptest::prop_assert!(s.saved_ms.iter().all(|ms| *ms >= 0.0), "{s:?}");
+                proptest::prop_assert!((0.0..=100.0).contains(&s.served_by_freed_pct()));
+            }
+        }
+
+        #[test]
+        fn any_text_is_a_log_or_an_error_saying_why(text in ".{0,80}") {
+            match parse(&text) {
+                Ok(v) => {
+                    let _ = socket_pool(&v, &HashSet::new());
+                }
+                Err(e) => proptest::prop_assert!(e.0.starts_with("not a net log")),
+            }
+        }
     }
 }
