@@ -33,9 +33,10 @@ use serde::Serialize;
 use web::page::HtmlScan;
 use web::WebRecord;
 
+use crate::chromium::{self, Load};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall, CHROMIUM};
+use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
@@ -301,15 +302,8 @@ pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run: the client on the access `line` (its RTT split over both
 /// directions), a router, and behind it the [`SERVERS`] (a gigabit each, no delay of their
-/// own), each serving the page; the page load under `design` (`bound` or `pool`) on the
-/// client, finding the HTML's references as `scan` says.
-pub fn lab_config(
-    line: &Line,
-    design: &str,
-    scan: HtmlScan,
-    page_file: &Path,
-    seed: u64,
-) -> LabConfig {
+/// own), each serving the page; `loader` (program name, command) on the client, waited for.
+pub fn lab_config(line: &Line, page_file: &Path, loader: (&str, String), seed: u64) -> LabConfig {
     let one_way = format!("{}ms", line.rtt_ms / 2.0);
     let mut hosts = vec![common::host("client", 1, EcnMode::Passive)];
     let access = |mbit: f64| common::direction(&Line::rate(mbit), &one_way, &line.queue(mbit));
@@ -335,17 +329,24 @@ pub fn lab_config(
         ));
     }
     programs.push(common::program(
-        "page-load",
+        loader.0,
         "client",
         CLIENT_START_S,
-        format!(
-            "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design} \
-             --html-scan {}",
-            scan_name(scan)
-        ),
+        loader.1,
         true,
     ));
     common::lab(seed, hosts, &["isp"], links, programs)
+}
+
+/// The page load under `design` (`bound` or `pool`), finding the HTML's references as `scan`
+/// says.
+fn page_load(design: &str, scan: HtmlScan) -> (&'static str, String) {
+    let cmd = format!(
+        "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design} \
+         --html-scan {}",
+        scan_name(scan)
+    );
+    ("page-load", cmd)
 }
 
 struct RunData {
@@ -378,7 +379,7 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
                 dir: label.into(),
                 msg: format!("{label} ({:.0} ms RTT)", a.ms("rtt")),
                 expected_s: expect,
-                config: lab_config(&line, design, html_scan(a), &files[page], a.seed),
+                config: lab_config(&line, &files[page], page_load(design, html_scan(a)), a.seed),
             };
             (label, run)
         })
@@ -395,8 +396,8 @@ pub fn run(a: &Args) -> Result<Outcome> {
             bail!("{what}: {v} Mbit/s is outside 0.1 to 1000");
         }
     }
-    let with_chromium = Path::new(CHROMIUM).exists();
-    let chromium_s = if with_chromium {
+    let skipped = chromium::skipped(a);
+    let chromium_s = if skipped.is_none() {
         2.0 * (expect + 6.0)
     } else {
         0.0
@@ -409,7 +410,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
         collect(label, &line, html_scan(a), dir)
     })?;
     let (mut chromium, mut chromium_note) = ([None, None], None);
-    if with_chromium {
+    if skipped.is_none() {
         for (i, (dir, page)) in CHROMIUM_RUNS.iter().enumerate() {
             let msg = format!("headless Chromium, {dir} ({:.0} ms RTT)", a.ms("rtt"));
             let got = series.progress().phase(&msg, expect + 6.0, || {
@@ -421,7 +422,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
             }
         }
     } else {
-        chromium_note = Some(format!("{} is not installed", CHROMIUM));
+        chromium_note = skipped;
     }
     let [chromium, chromium_consolidated] = chromium;
     let results = Results {
@@ -442,42 +443,19 @@ pub fn run(a: &Args) -> Result<Outcome> {
 /// Chromium's runs: directory, page (0: as given, 1: consolidated).
 pub const CHROMIUM_RUNS: [(&str, usize); 2] = [("chromium", 0), ("chromium-consolidated", 1)];
 
-/// Chromium's command: headless, kept in the closed world (no QUIC, no background, update or
-/// sync traffic, a fresh profile), its network log written to `netlog`, printing the DOM after
-/// the load event (its title carries the last response's time).
-pub fn chromium_command(profile: &Path, netlog: &Path) -> String {
-    format!(
-        "exec {} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-         --disable-background-networking --disable-component-update --disable-sync \
-         --user-data-dir={} --log-net-log={} --dump-dom http://www/",
-        CHROMIUM,
-        profile.display(),
-        netlog.display()
-    )
-}
+/// How Chromium loads the page: over HTTP/1.1, QUIC off, its network log on.
+const CHROMIUM_LOAD: Load = Load {
+    url: "http://www/",
+    protocols: "--disable-quic",
+    spki_pin: None,
+    net_log: true,
+};
 
 /// Chromium loads `page_file`'s page in `dir`'s lab (the lab of the model's runs, Chromium in
 /// place of `page-load`), and its network log is read.
 fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<ChromiumMetrics> {
-    let profile = dir.with_extension("profile");
-    let _ = fs::remove_dir_all(&profile);
-    fs::create_dir_all(&profile).with_context(|| format!("creating {}", profile.display()))?;
-    let profile = profile.canonicalize()?;
-    // Outside the run directory, which the lab empties first; moved in afterwards.
-    let netlog = dir.with_extension("netlog.json");
-    let _ = fs::remove_file(&netlog);
-    let mut cfg = lab_config(line, "pool", HtmlScan::Stream, page_file, seed);
-    let Some(loader) = cfg.programs.iter_mut().find(|p| p.wait) else {
-        bail!("the lab has no page load to replace");
-    };
-    loader.name = "chromium".into();
-    loader.run = chromium_command(&profile, &std::path::absolute(&netlog)?);
-    let ran = common::run_lab_in(&cfg, dir);
-    let _ = fs::remove_dir_all(&profile);
-    ran?;
-    let kept = dir.join("netlog.json");
-    fs::rename(&netlog, &kept)
-        .with_context(|| format!("Chromium left no network log at {}", netlog.display()))?;
+    let got = CHROMIUM_LOAD.run(dir, |loader| lab_config(line, page_file, loader, seed))?;
+    let kept = got.net_log();
     let text = fs::read_to_string(&kept).with_context(|| format!("reading {}", kept.display()))?;
     let log = web::netlog::parse(&text).with_context(|| format!("reading {}", kept.display()))?;
     let page = web::page::Page::parse(&fs::read_to_string(page_file)?)
@@ -485,7 +463,6 @@ fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<
     let hosts = page.hosts().into_iter().collect();
     let s = web::netlog::socket_pool(&log, &hosts)
         .with_context(|| format!("reading {}", kept.display()))?;
-    let dom = fs::read_to_string(dir.join("programs").join("chromium.out")).unwrap_or_default();
     let mean = if s.saved_ms.is_empty() {
         0.0
     } else {
@@ -500,7 +477,7 @@ fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<
         saved_ms_mean: mean,
         connections: s.connect_jobs + s.backup_jobs,
         backup_connections: s.backup_jobs,
-        page_load_s: web::page::response_end_from_dom(&dom).map(|ms| ms / 1e3),
+        page_load_s: got.page_load_s,
     })
 }
 
@@ -1033,7 +1010,8 @@ mod tests {
             up_mbit: 2.0,
             buffer: Buffer::Bdp,
         };
-        let cfg = lab_config(&line, "pool", HtmlScan::Stream, Path::new("/tmp/p.toml"), 1);
+        let loader = page_load("pool", HtmlScan::Stream);
+        let cfg = lab_config(&line, Path::new("/tmp/p.toml"), loader, 1);
         cfg.validate().unwrap();
         let down = cfg.links[0].down.to_json();
         assert_eq!(down["delay"], "125ms");

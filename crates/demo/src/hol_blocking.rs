@@ -25,12 +25,10 @@ use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use web::WebRecord;
 
+use crate::chromium::{self, Load};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{
-    chromium_seconds, chromium_skipped, page_load_records, resource_bar, waterfall, web_lab, Line,
-    CHROMIUM,
-};
+use crate::web_common::{page_load_records, resource_bar, wait_for, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const ARTICLE: &str = include_str!("../../../examples/pages/article.toml");
@@ -203,29 +201,6 @@ pub fn lab_config(
         spki = spki.display()
     );
     cfg
-}
-
-/// A shell line that waits (up to 5 s) for the server to have written `file`.
-fn wait_for(file: &Path) -> String {
-    format!(
-        "for i in $(seq 50); do [ -s {f} ] && break; sleep 0.1; done; ",
-        f = file.display()
-    )
-}
-
-/// Chromium's command: headless, its protocol chosen by `flags` (one of [`CHROMIUM_RUNS`]),
-/// the server's key pinned (its documented way to trust a test server, over QUIC too), a
-/// fresh profile, nothing but the page on the network, printing the DOM after the load event.
-pub fn chromium_command(profile: &Path, spki: &Path, flags: &str) -> String {
-    format!(
-        "{wait}exec {CHROMIUM} --headless --no-sandbox --disable-gpu --no-first-run \
-         --disable-background-networking --disable-component-update --disable-sync \
-         {flags} --ignore-certificate-errors-spki-list=$(cat {spki}) \
-         --user-data-dir={profile} --dump-dom https://server/",
-        wait = wait_for(spki),
-        spki = spki.display(),
-        profile = profile.display()
-    )
 }
 
 /// Run `(protocol, loss, seed index)`'s directory.
@@ -451,7 +426,7 @@ fn cells(runs: &[RunData]) -> Vec<Cell> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    let skipped = chromium_skipped(a);
+    let skipped = chromium::skipped(a);
     let labs = runs(a)?;
     let chromium_s = if skipped.is_none() {
         CHROMIUM_SECONDS * CHROMIUM_RUNS.len() as f64
@@ -520,49 +495,44 @@ impl ChromiumRun {
     }
 }
 
+/// Chromium over `label`'s protocol (its `flags`), trusting the server by its key's pin.
 fn run_chromium(
     a: &Args,
     page_file: &Path,
     series: &mut common::Series<'_>,
     (name, label, flags): &(&str, &str, &str),
 ) -> Result<ChromiumRun> {
-    let dir = a.out_dir.join(name);
-    let profile = a.out_dir.join("chromium-profile");
-    let _ = fs::remove_dir_all(&profile);
-    fs::create_dir_all(&profile)?;
-    let profile = profile.canonicalize()?;
     let (_, spki) = tls_files(&a.out_dir, name);
-    let cfg = lab_config(
-        &a.out_dir,
-        name,
-        page_file,
-        "sequential",
-        None,
-        ("chromium", chromium_command(&profile, &spki, flags)),
-        a.seed,
-    );
-    series.progress().phase(
+    let load = Load {
+        url: "https://server/",
+        protocols: flags,
+        spki_pin: Some(&spki),
+        net_log: false,
+    };
+    let got = series.progress().phase(
         &format!("headless Chromium over {label}"),
         CHROMIUM_SECONDS,
-        || common::run_lab_in(&cfg, &dir),
+        || {
+            load.run(&a.out_dir.join(name), |loader| {
+                lab_config(
+                    &a.out_dir,
+                    name,
+                    page_file,
+                    "sequential",
+                    None,
+                    loader,
+                    a.seed,
+                )
+            })
+        },
     )?;
-    let _ = fs::remove_dir_all(&profile);
-    let pcap = Some(dir.join("captures").join("client-eth0.pcap"));
-    let dom = fs::read_to_string(dir.join("programs").join("chromium.out")).unwrap_or_default();
-    Ok(match web::page::response_end_from_dom(&dom) {
-        Some(ms) => ChromiumRun {
-            page_load_s: Some(ms / 1e3),
-            pcap,
-            note: None,
-        },
-        None => ChromiumRun {
-            page_load_s: None,
-            pcap,
-            note: Some(format!(
-                "Chromium over {label} ran but its DOM had no last response time (see {})",
-                dir.join("programs").join("chromium.err").display()
-            )),
-        },
+    Ok(ChromiumRun {
+        page_load_s: got.page_load_s,
+        pcap: Some(got.client_capture()),
+        note: got
+            .page_load_s
+            .is_none()
+            .then(|| got.no_time_note(&format!("Chromium over {label}"))),
     })
 }
 
@@ -796,7 +766,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     ];
     for ((_, label, _), s) in CHROMIUM_RUNS.iter().zip(chromium) {
         let mut cr = vec![format!("headless Chromium over {label} (s)")];
-        cr.push(chromium_seconds(s, r.chromium_note.as_deref()));
+        cr.push(chromium::seconds_cell(s, r.chromium_note.as_deref()));
         cr.resize(header.len(), String::new());
         rows.push(cr);
     }

@@ -13,7 +13,6 @@
 //! (a home gateway's buffer, as in `demo bufferbloat`), so that many connections' initial
 //! windows at once queue or overflow there, and one connection's congestion control does not.
 
-use std::fs;
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -21,11 +20,10 @@ use lab::config::LabConfig;
 use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 
+use crate::chromium::{self, Load};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{
-    chromium_seconds, chromium_skipped, resource_bars, waterfall, web_lab, Line, CHROMIUM,
-};
+use crate::web_common::{resource_bars, waterfall, web_lab, Line};
 
 /// The page, shipped in `examples/pages/`.
 pub const PORTAL: &str = include_str!("../../../examples/pages/portal.toml");
@@ -96,16 +94,13 @@ pub fn lab_config(page_file: &Path, loader: (&str, String), seed: u64) -> LabCon
     web_lab(&line, &SHARDS, page_file, loader, seed)
 }
 
-/// Chromium's command: headless, kept in the closed world (no QUIC, no background, update or
-/// sync traffic, a fresh profile), printing the DOM after the load event.
-pub fn chromium_command(profile: &Path) -> String {
-    format!(
-        "exec {CHROMIUM} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-         --disable-background-networking --disable-component-update --disable-sync \
-         --user-data-dir={} --dump-dom http://server/",
-        profile.display()
-    )
-}
+/// How Chromium loads the page: over HTTP/1.1, QUIC off.
+const CHROMIUM_LOAD: Load = Load {
+    url: "http://server/",
+    protocols: "--disable-quic",
+    spki_pin: None,
+    net_log: false,
+};
 
 struct RunData {
     label: &'static str,
@@ -136,7 +131,7 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    let skipped = chromium_skipped(a);
+    let skipped = chromium::skipped(a);
     let labs = runs(a)?;
     let chromium_s = if skipped.is_none() { 10.0 } else { 0.0 };
     let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
@@ -144,32 +139,18 @@ pub fn run(a: &Args) -> Result<Outcome> {
     let page_file = a.out_dir.join("portal.toml").canonicalize()?;
     let runs = series.run(labs, None, collect)?;
     let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if skipped.is_none() {
-        let dir = a.out_dir.join("chromium");
-        let profile = a.out_dir.join("chromium-profile");
-        let _ = fs::remove_dir_all(&profile);
-        fs::create_dir_all(&profile)?;
-        let profile = profile.canonicalize()?;
-        let cfg = lab_config(&page_file, ("chromium", chromium_command(&profile)), a.seed);
-        series
+        let got = series
             .progress()
             .phase("run 6/6: headless Chromium", 10.0, || {
-                common::run_lab_in(&cfg, &dir)
+                CHROMIUM_LOAD.run(&a.out_dir.join("chromium"), |loader| {
+                    lab_config(&page_file, loader, a.seed)
+                })
             })?;
-        let _ = fs::remove_dir_all(&profile);
-        let dom_path = dir.join("programs").join("chromium.out");
-        let dom = fs::read_to_string(&dom_path).unwrap_or_default();
-        let load_event_s = web::page::load_time_from_dom(&dom).map(|ms| ms / 1e3);
-        match web::page::response_end_from_dom(&dom) {
-            Some(ms) => (Some(ms / 1e3), load_event_s, None),
-            None => (
-                None,
-                load_event_s,
-                Some(format!(
-                    "Chromium ran but its DOM had no last response time (see {})",
-                    dir.join("programs").join("chromium.err").display()
-                )),
-            ),
-        }
+        let note = got
+            .page_load_s
+            .is_none()
+            .then(|| got.no_time_note("Chromium"));
+        (got.page_load_s, got.load_event_s, note)
     } else {
         (None, None, skipped)
     };
@@ -285,7 +266,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     ];
     let mut cr = vec![
         "headless Chromium, 6 per host: last response (s)".to_string(),
-        chromium_seconds(r.chromium_page_load_s, r.chromium_note.as_deref()),
+        chromium::seconds_cell(r.chromium_page_load_s, r.chromium_note.as_deref()),
     ];
     cr.resize(runs.len() + 1, String::new());
     rows.push(cr);

@@ -46,6 +46,7 @@
 //!   FQ-CoDel, PIE and DualPI2, each loaded round trip taken apart queue by queue.
 
 pub mod bufferbloat;
+mod chromium;
 mod common;
 pub mod conn_reuse;
 pub mod cwnd_reuse;

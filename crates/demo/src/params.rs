@@ -343,6 +343,12 @@ impl Args {
     pub fn flag(&self, name: &str) -> bool {
         matches!(self.value(name), Some(Value::Flag(true)))
     }
+
+    /// Whether the demo has the parameter `name`: for code several demos share, where only
+    /// some of them have it.
+    pub fn declares(&self, name: &str) -> bool {
+        self.demo.param(name).is_some()
+    }
 }
 
 /// A demo's runs without the keys it reads them back by.

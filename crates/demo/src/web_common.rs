@@ -1,6 +1,6 @@
 //! What the web demos share: their lab (a client and a server, whose page is served by
 //! `web-server` and loaded by a waited-for program), reading the page-load client's lines back,
-//! and the waterfall chart.
+//! and the waterfall chart. Headless Chromium as that program is [`crate::chromium`].
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +10,6 @@ use report::{Axis, Chart, Marks, Rgb, Series};
 use web::WebRecord;
 
 use crate::common;
-use crate::params::Args;
-
-/// Where the web demos find headless Chromium.
-pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// When the loader starts, s after the lab: the server is listening by then.
 const CLIENT_START_S: f64 = 0.5;
@@ -60,25 +56,12 @@ pub fn web_lab(
     )
 }
 
-/// Why a demo with `--no-chromium` leaves headless Chromium out (that option, or Chromium not
-/// installed); `None` when Chromium loads the page too.
-pub fn chromium_skipped(a: &Args) -> Option<String> {
-    if a.flag("no-chromium") {
-        Some("--no-chromium".into())
-    } else if !Path::new(CHROMIUM).exists() {
-        Some(format!("{CHROMIUM} is not installed"))
-    } else {
-        None
-    }
-}
-
-/// A table cell of Chromium's page load, s: the time, or that it did not run and why.
-pub fn chromium_seconds(s: Option<f64>, note: Option<&str>) -> String {
-    match (s, note) {
-        (Some(s), _) => format!("{s:.2}"),
-        (None, Some(n)) => format!("not run: {n}"),
-        (None, None) => "not run".into(),
-    }
+/// A shell line that waits (up to 5 s) for the server to have written `file`.
+pub fn wait_for(file: &Path) -> String {
+    format!(
+        "for i in $(seq 50); do [ -s {f} ] && break; sleep 0.1; done; ",
+        f = file.display()
+    )
 }
 
 /// The page-load client's lines of the run in `dir`, and the file they are in.
