@@ -152,7 +152,8 @@ impl Load<'_> {
         let ran = common::run_lab_in(&cfg, dir);
         let _ = fs::remove_dir_all(&profile);
         ran?;
-        if let Some(written) = written {
+        // Read back, the run already holds its log.
+        if let Some(written) = written.filter(|_| !common::reanalysing()) {
             fs::rename(&written, dir.join(NET_LOG)).with_context(|| {
                 format!("Chromium left no network log at {}", net_log.display())
             })?;
