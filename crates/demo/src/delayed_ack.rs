@@ -25,7 +25,7 @@ use std::path::Path;
 use analyze::{Analysis, Connection};
 use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -48,42 +48,12 @@ const DELACK_MIN_MS: f64 = 40.0;
 /// Length of the time-sequence slice drawn from the middle of each run, ms.
 const SLICE_MS: f64 = 20.0;
 
-/// The two runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Delayed,
-    Quickack,
-}
-
-impl Variant {
-    pub const ALL: [Variant; 2] = [Variant::Delayed, Variant::Quickack];
-
-    /// The run's directory and key in `results.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Delayed => "delayed",
-            Variant::Quickack => "quickack",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Variant::Delayed => "delayed ACKs (Linux's default)",
-            Variant::Quickack => "TCP_QUICKACK after every read",
-        }
-    }
-
-    fn server_flags(self) -> &'static str {
-        match self {
-            Variant::Delayed => "",
-            Variant::Quickack => " --quickack",
-        }
-    }
-
-    fn color(self) -> Rgb {
-        common::PAIR_COLORS[self as usize]
-    }
-}
+/// The runs: directory (and key in `results.json`), what the receiver does, and the server's
+/// options besides its receive buffer.
+pub const RUNS: [(&str, &str, &str); 2] = [
+    ("delayed", "delayed ACKs (Linux's default)", ""),
+    ("quickack", "TCP_QUICKACK after every read", " --quickack"),
+];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -108,15 +78,6 @@ pub struct Results {
     pub quickack: RunMetrics,
 }
 
-impl Results {
-    fn get(&self, v: Variant) -> &RunMetrics {
-        match v {
-            Variant::Delayed => &self.delayed,
-            Variant::Quickack => &self.quickack,
-        }
-    }
-}
-
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
@@ -130,15 +91,18 @@ struct Slice {
 }
 
 struct RunData {
-    variant: Variant,
+    /// The run's directory, and what its receiver does.
+    name: &'static str,
+    label: &'static str,
+    color: Rgb,
     metrics: RunMetrics,
     analysis: Analysis,
     ack_intervals_ms: Vec<f64>,
     slice: Slice,
 }
 
-/// The lab of one run.
-pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+/// The lab of one run; `server_flags` are the receiver's options besides its buffer.
+pub fn lab_config(server_flags: &str, duration_s: f64, seed: u64) -> LabConfig {
     let lan = || common::direction(CAPACITY, DELAY, "fifo limit 1000");
     // The lab ends with the client.
     common::two_hosts(
@@ -153,10 +117,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 "bulk-server",
                 "server",
                 0.0,
-                format!(
-                    "exec latencylab bulk-server --rcvbuf {RCVBUF_BYTES}{}",
-                    v.server_flags()
-                ),
+                format!("exec latencylab bulk-server --rcvbuf {RCVBUF_BYTES}{server_flags}"),
                 false,
             ),
             common::program(
@@ -175,32 +136,31 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+pub fn runs(a: &Args) -> Vec<(usize, common::Run)> {
     let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
-    Variant::ALL
-        .map(|v| {
+    RUNS.iter()
+        .enumerate()
+        .map(|(i, &(dir, label, server_flags))| {
             let run = common::Run {
-                dir: v.name().into(),
-                msg: v.label().into(),
+                dir: dir.into(),
+                msg: label.into(),
                 expected_s: lab_s,
-                config: lab_config(v, a.seconds("duration"), a.seed),
+                config: lab_config(server_flags, a.seconds("duration"), a.seed),
             };
-            (v, run)
+            (i, run)
         })
-        .into()
+        .collect()
 }
 
 /// Runs the two labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
-    let mut series = common::Series::new(&a.out_dir, 2.0 * (lab_s + 3.0) + 2.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(3.0), |v, dir, _| collect(v, dir))?;
+    let (series, runs) = common::run_series(a, runs(a), (3.0, 2.0), |i, dir, _| collect(i, dir))?;
     let results = Results {
         delayed: runs[0].metrics.clone(),
         quickack: runs[1].metrics.clone(),
     };
     let (seed_rows, rows) = (unreproducible(&results), table_rows(&results));
-    let mut outcome = series.finish(2.0, results, Vec::new(), rows, |r, _| {
+    let mut outcome = series.end(results, Vec::new(), rows, |r, _| {
         write_outputs(a, r, &seed_rows, &runs)
     })?;
     outcome.unreproducible = seed_rows;
@@ -225,8 +185,8 @@ pub fn unreproducible(r: &Results) -> Vec<common::Unreproducible> {
         .collect()
 }
 
-/// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+/// Reads the `i`-th run's outputs back.
+fn collect(i: usize, dir: &Path) -> Result<RunData> {
     let client = common::program_records(dir, "bulk-client")?;
     let goodput_mbps = common::total_goodput_mbps(&client, "sender", dir, "bulk-client")?;
     let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
@@ -261,7 +221,9 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     let idle_ns = full_window_ns(d);
     let mid = first + span_ns / 2.0;
     Ok(RunData {
-        variant: v,
+        name: RUNS[i].0,
+        label: RUNS[i].1,
+        color: common::PAIR_COLORS[i],
         metrics: RunMetrics {
             goodput_mbps,
             ack_interval_ms_p50: apps::Percentiles::of(&ack_intervals_ms).map_or(0.0, |p| p.p50),
@@ -403,8 +365,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs: Vec<(&str, &RunMetrics)> =
-        Variant::ALL.iter().map(|v| (v.name(), r.get(*v))).collect();
+    let runs = [(RUNS[0].0, &r.delayed), (RUNS[1].0, &r.quickack)];
     let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("goodput (Mbit/s)", &|m| format!("{:.1}", m.goodput_mbps)),
@@ -428,27 +389,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(
-    a: &Args,
-    r: &Results,
-    checks: &[common::Unreproducible],
-    runs: &[RunData],
-) -> Result<()> {
-    let tsg: Vec<Chart> = runs.iter().map(tsg_chart).collect();
-    let intervals = intervals_chart(runs);
-    let page = page(a, r, checks, runs, &tsg, &intervals)?;
-    common::write_report_files(
-        &a.out_dir,
-        r,
-        &[
-            ("tsg-delayed", &tsg[0]),
-            ("tsg-quickack", &tsg[1]),
-            ("ack-intervals", &intervals),
-        ],
-        &page,
-    )
-}
-
 fn tsg_chart(run: &RunData) -> Chart {
     let m = &run.metrics;
     let longest_ms = run
@@ -466,7 +406,7 @@ fn tsg_chart(run: &RunData) -> Chart {
         SLICE_MS, m.idle_pct, m.ack_interval_ms_p50,
     );
     Chart::new(
-        format!("Time-sequence, {}", run.variant.label()),
+        format!("Time-sequence, {}", run.label),
         Axis::new("time in the slice", "ms").with_range(0.0, SLICE_MS),
         Axis::new("sequence", "kB").from_zero(),
     )
@@ -484,7 +424,7 @@ fn tsg_chart(run: &RunData) -> Chart {
     .with(
         Series::new(
             "data segment",
-            run.variant.color(),
+            run.color,
             Marks::IBeams(run.slice.data.clone()),
         )
         .keep_in_legend(),
@@ -513,59 +453,51 @@ fn intervals_chart(runs: &[RunData]) -> Chart {
         DELACK_MIN_MS,
         (0.0, 100.0),
     ));
-    c.extend(runs.iter().map(|r| {
-        Series::cdf(r.variant.label(), r.variant.color(), &r.ack_intervals_ms).keep_in_legend()
-    }));
+    c.extend(
+        runs.iter()
+            .map(|r| Series::cdf(r.label, r.color, &r.ack_intervals_ms).keep_in_legend()),
+    );
     c
 }
 
-fn page(
+fn write_outputs(
     a: &Args,
     r: &Results,
     checks: &[common::Unreproducible],
     runs: &[RunData],
-    tsg: &[Chart],
-    intervals: &Chart,
-) -> Result<Page> {
-    let mut page = Page::new("Delayed ACKs and a small receive window");
-    page.subtitle = format!(
-        "One bulk TCP upload of {:.0} s per run over a LAN ({CAPACITY}, {DELAY} each way); the \
-         client writes {WRITE_BYTES}-byte pieces, the server's SO_RCVBUF is {RCVBUF_BYTES} bytes; \
-         seed {}. Run delayed: the receiver defers its ACKs as Linux does by default. Run \
-         quickack: it sets TCP_QUICKACK after every read.",
-        a.seconds("duration"),
-        a.seed
-    );
-    page.push(common::results_section(
+) -> Result<()> {
+    let mut page = common::Report::new(
+        "Delayed ACKs and a small receive window",
+        format!(
+            "One bulk TCP upload of {:.0} s per run over a LAN ({CAPACITY}, {DELAY} each way); \
+             the client writes {WRITE_BYTES}-byte pieces, the server's SO_RCVBUF is \
+             {RCVBUF_BYTES} bytes; seed {}. Run delayed: the receiver defers its ACKs as Linux \
+             does by default. Run quickack: it sets TCP_QUICKACK after every read.",
+            a.seconds("duration"),
+            a.seed
+        ),
         table_rows(r),
-        "Goodput is the server's count over the transfer (sent back to the \
-         client). The ACK interval, ACK rate and idle share are from the \
-         client's capture, the sender's side.",
+        "Goodput is the server's count over the transfer (sent back to the client). The ACK \
+         interval, ACK rate and idle share are from the client's capture, the sender's side.",
         common::findings_with(&[], checks),
-    ));
-    let mut sec = Section::new("The sender's view");
-    for (chart, run) in tsg.iter().zip(runs) {
-        let name = format!("tsg-{}", run.variant.name());
-        sec = sec.with(Block::Figure(common::figure(&name, chart, false)?));
+    );
+    let mut figures = Vec::new();
+    for run in runs {
+        let id = format!("tsg-{}", run.name);
+        figures.push(Block::Figure(page.figure(&id, tsg_chart(run), false)?));
     }
-    sec = sec.with(Block::Figure(common::figure(
-        "ack-intervals",
-        intervals,
-        false,
-    )?));
-    page.push(sec);
-    page.push(common::analyzer_section(
+    let intervals = page.figure("ack-intervals", intervals_chart(runs), false)?;
+    figures.push(Block::Figure(intervals));
+    page.section("The sender's view", "", figures);
+    page.analyzer(
         "Diagnoses of `latencylab analyze` on each run's client capture.",
-        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
-    ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "tsg-delayed.png, tsg-quickack.png, ack-intervals.png: the charts of this page".into(),
-        "delayed/, quickack/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
-         links/*.log, programs/*.out"
-            .into(),
-    ])));
-    Ok(page)
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.name, &r.analysis))),
+    );
+    page.files(&[
+        "delayed/, quickack/: each run's lab output: captures/*.pcap, summary.json, \
+         lab.json, links/*.log, programs/*.out",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 #[cfg(test)]
@@ -607,8 +539,8 @@ mod tests {
 
     #[test]
     fn the_labs_differ_only_in_the_receivers_quickack() {
-        let a = lab_config(Variant::Delayed, 10.0, 1);
-        let b = lab_config(Variant::Quickack, 10.0, 1);
+        let a = lab_config(RUNS[0].2, 10.0, 1);
+        let b = lab_config(RUNS[1].2, 10.0, 1);
         a.validate().unwrap();
         b.validate().unwrap();
         assert_eq!(a.links, b.links);
