@@ -27,10 +27,9 @@ use std::path::Path;
 
 use analyze::Analysis;
 use anyhow::{bail, Result};
-use lab::config::LabConfig;
-use lab::config::{iface_addrs, Change, EcnMode, Family, Host, HostSettings, Interface};
+use lab::config::{iface_addrs, Change, EcnMode, Interface, LabConfig};
 use labnet::setting::{LinkState, Setting};
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -46,32 +45,12 @@ const TIMEOUT_S: f64 = 10.0;
 const WIFI: &str = "wlan0";
 const CELL: &str = "rmnet0";
 
-/// The runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    WifiOnly,
-    Fallback,
-    Mptcp,
-}
-
-impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::WifiOnly, Variant::Fallback, Variant::Mptcp];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::WifiOnly => "wifi-only",
-            Variant::Fallback => "fallback",
-            Variant::Mptcp => "mptcp",
-        }
-    }
-    fn mode(self) -> &'static str {
-        match self {
-            Variant::WifiOnly => "default",
-            Variant::Fallback => "race",
-            Variant::Mptcp => "mptcp",
-        }
-    }
-}
+/// The runs: directory (and name in the table and the charts), the client's `--mode`.
+pub const RUNS: [(&str, &str); 3] = [
+    ("wifi-only", "default"),
+    ("fallback", "race"),
+    ("mptcp", "mptcp"),
+];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -115,14 +94,14 @@ struct Request {
 }
 
 struct RunData {
-    variant: Variant,
+    name: &'static str,
     metrics: RunMetrics,
     requests: Vec<Request>,
     analysis: Analysis,
 }
 
-/// The lab of one run.
-pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+/// The lab of one run, its client in `--mode` `mode`.
+pub fn lab_config(mode: &str, duration_s: f64, seed: u64) -> LabConfig {
     let queue = lab::config::Direction::default().queue.to_string();
     let iface = |name: &str, i: usize| {
         let (ipv4, ipv6) = iface_addrs(i);
@@ -132,16 +111,8 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             ipv6,
         }
     };
-    let phone = Host {
-        name: "phone".into(),
-        settings: HostSettings {
-            ecn: EcnMode::Passive,
-            ..HostSettings::default()
-        },
-        family: Family::Dual,
-        interfaces: vec![iface(WIFI, 1), iface(CELL, 2)],
-        aliases: vec![],
-    };
+    let mut phone = common::host("phone", 1, EcnMode::Passive);
+    phone.interfaces = vec![iface(WIFI, 1), iface(CELL, 2)];
     let link = |name: &str, a: &str, b: &str, rate: &str, delay: &str| {
         let dir = || common::direction(rate, delay, &queue);
         common::link(name, (a, b), dir(), dir())
@@ -153,11 +124,10 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
         settings: vec![Setting::State(s)],
     };
     let client = format!(
-        "exec latencylab fallback-client server --mode {} --primary {WIFI} --secondary {CELL} \
-         --duration {duration_s}s --timeout {TIMEOUT_S}s",
-        v.mode()
+        "exec latencylab fallback-client server --mode {mode} --primary {WIFI} --secondary {CELL} \
+         --duration {duration_s}s --timeout {TIMEOUT_S}s"
     );
-    let (client, server) = if v == Variant::Mptcp {
+    let (client, server) = if mode == "mptcp" {
         // The cellular address as a backup subflow of every MPTCP connection, for either
         // family the server's name resolves to; both ends allow a second subflow.
         let (c4, c6) = iface_addrs(2);
@@ -198,31 +168,24 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The three runs: what [`run`] runs and `--export` writes.
-pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+pub fn runs(a: &Args) -> Vec<(&'static str, common::Run)> {
     let lab_s = CLIENT_START_S + a.seconds("duration") + 1.0;
-    Variant::ALL
-        .map(|v| {
-            let run = common::Run {
-                dir: v.name().into(),
-                msg: v.name().into(),
-                expected_s: lab_s
-                    + if v == Variant::WifiOnly {
-                        TIMEOUT_S
-                    } else {
-                        0.0
-                    },
-                config: lab_config(v, a.seconds("duration"), a.seed),
-            };
-            (v, run)
-        })
-        .into()
+    RUNS.map(|(name, mode)| {
+        let run = common::Run {
+            dir: name.into(),
+            msg: name.into(),
+            expected_s: lab_s + if mode == "default" { TIMEOUT_S } else { 0.0 },
+            config: lab_config(mode, a.seconds("duration"), a.seed),
+        };
+        (name, run)
+    })
+    .into()
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = CLIENT_START_S + a.seconds("duration") + 1.0;
-    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + TIMEOUT_S + 3.0 + 2.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let (series, runs) =
+        common::run_series(a, runs(a), (1.0, 2.0), |name, dir, _| collect(name, dir))?;
     let results = Results {
         outage_start_s: OUTAGE_START_S,
         outage_end_s: OUTAGE_END_S,
@@ -231,13 +194,11 @@ pub fn run(a: &Args) -> Result<Outcome> {
         mptcp: runs[2].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
 /// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+fn collect(name: &'static str, dir: &Path) -> Result<RunData> {
     let recs = common::program_records(dir, "fallback-client")?;
     let requests = requests_of(&recs);
     if requests.is_empty() {
@@ -248,7 +209,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     }
     let analysis = common::analyze_pcap(&dir.join("captures").join("phone-wlan0.pcap"))?;
     Ok(RunData {
-        variant: v,
+        name,
         metrics: metrics(&requests),
         requests,
         analysis,
@@ -395,18 +356,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    // Each on its own scale: the ordinary app's seconds would flatten the others' milliseconds.
-    let charts: Vec<Chart> = runs.iter().map(timeline).collect();
-    let names: Vec<String> = runs
-        .iter()
-        .map(|r| format!("timeline-{}", r.variant.name()))
-        .collect();
-    let page = page(a, r, checks, runs, &names, &charts)?;
-    let files: Vec<(&str, &Chart)> = names.iter().map(String::as_str).zip(&charts).collect();
-    common::write_report_files(&a.out_dir, r, &files, &page)
-}
-
 /// One run's timeline: each request at its start, its delay up, coloured by the interface
 /// that carried it; failed requests at the timeout.
 fn timeline(run: &RunData) -> Chart {
@@ -435,7 +384,7 @@ fn timeline(run: &RunData) -> Chart {
     let mut c = Chart::new(
         format!(
             "{}: each request's delay and the interface that carried it",
-            run.variant.name()
+            run.name
         ),
         Axis::new("request start", "s"),
         Axis::new("request time", "ms").from_zero(),
@@ -472,53 +421,47 @@ fn timeline(run: &RunData) -> Chart {
     c
 }
 
-fn page(
-    a: &Args,
-    r: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-    names: &[String],
-    charts: &[Chart],
-) -> Result<Page> {
-    let mut page = Page::new("Wi-Fi goes dark, cellular works: fallback and back");
-    page.subtitle = format!(
-        "A phone with Wi-Fi (50 Mbit/s, 4 ms RTT, the preferred route) and cellular \
-         (10 Mbit/s, 60 ms RTT) makes a request every second for {:.0} s; the Wi-Fi passes \
-         nothing from {OUTAGE_START_S:.0} s to {OUTAGE_END_S:.0} s. Runs: wifi-only (a new \
-         connection per request over the default route), fallback (an RFC 8305 race: Wi-Fi \
-         first, cellular 250 ms later, the first to connect wins; a Better Route probe moves \
-         back to Wi-Fi), mptcp (one MPTCP connection with a backup subflow over cellular). \
-         Seed {}.",
-        a.seconds("duration"),
-        a.seed
-    );
-    page.push(common::results_section(
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let mut page = common::Report::new(
+        "Wi-Fi goes dark, cellular works: fallback and back",
+        format!(
+            "A phone with Wi-Fi (50 Mbit/s, 4 ms RTT, the preferred route) and cellular \
+             (10 Mbit/s, 60 ms RTT) makes a request every second for {:.0} s; the Wi-Fi passes \
+             nothing from {OUTAGE_START_S:.0} s to {OUTAGE_END_S:.0} s. Runs: wifi-only (a new \
+             connection per request over the default route), fallback (an RFC 8305 race: Wi-Fi \
+             first, cellular 250 ms later, the first to connect wins; a Better Route probe moves \
+             back to Wi-Fi), mptcp (one MPTCP connection with a backup subflow over cellular). \
+             Seed {}.",
+            a.seconds("duration"),
+            a.seed
+        ),
         table_rows(r),
         "Request times are the client's, from each request's start to its \
          answer; failed requests had no answer within 10 s. \"Back on Wi-Fi\" \
          is the time from the Wi-Fi's recovery to the first answer that came \
          over it.",
         common::findings(checks),
-    ));
-    let mut timeline = Section::new("Timeline");
-    for (name, chart) in names.iter().zip(charts) {
-        timeline = timeline.with(Block::Figure(common::figure(name, chart, false)?));
-    }
-    page.push(timeline);
-    page.push(common::analyzer_section(
+    );
+    // Each on its own scale: the ordinary app's seconds would flatten the others' milliseconds.
+    let timelines = runs
+        .iter()
+        .map(|run| {
+            let id = format!("timeline-{}", run.name);
+            Ok(Block::Figure(page.figure(&id, timeline(run), false)?))
+        })
+        .collect::<Result<_>>()?;
+    page.section("Timeline", "", timelines);
+    page.analyzer(
         "Diagnoses of `latencylab analyze` on each run's capture of the phone's Wi-Fi \
          interface (phone-wlan0.pcap): where the ordinary app's connection attempts \
          went unanswered (`syn_timeout`).",
-        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
-    ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "timeline-*.png: the charts of this page".into(),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.name, &r.analysis))),
+    );
+    page.files(&[
         "wifi-only/, fallback/, mptcp/: each run's lab output: captures/*.pcap, summary.json, \
-         lab.json, programs/fallback-client.out (every request, its interface and time)"
-            .into(),
-    ])));
-    Ok(page)
+         lab.json, programs/fallback-client.out (every request, its interface and time)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 #[cfg(test)]
@@ -588,15 +531,15 @@ mod tests {
 
     #[test]
     fn the_wifi_goes_dark_from_2_to_20_s_and_only_mptcp_sets_up_endpoints() {
-        for v in Variant::ALL {
-            let cfg = lab_config(v, 25.0, 1);
+        for (_, mode) in RUNS {
+            let cfg = lab_config(mode, 25.0, 1);
             cfg.validate().unwrap();
             let at: Vec<f64> = cfg.changes.iter().map(|c| c.at_s).collect();
             assert_eq!(at, vec![2.0, 20.0]);
             assert!(cfg.changes.iter().all(|c| c.link == "wifi"));
             let client = &cfg.programs[1].run;
-            assert!(client.contains(&format!("--mode {}", v.mode())), "{client}");
-            assert_eq!(client.contains("ip mptcp endpoint"), v == Variant::Mptcp);
+            assert!(client.contains(&format!("--mode {mode}")), "{client}");
+            assert_eq!(client.contains("ip mptcp endpoint"), mode == "mptcp");
             assert_eq!(cfg.hosts[0].interfaces.len(), 2);
         }
     }
