@@ -23,7 +23,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -101,23 +101,16 @@ impl Results {
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
-/// The runs: (directory, `--idle-choice`, the server's `tcp_slow_start_after_idle`).
-const RUNS: [(&str, &str, bool); 4] = [
+/// A run: its directory, `--idle-choice`, the server's `tcp_slow_start_after_idle`.
+type Spec = (&'static str, &'static str, bool);
+
+/// The runs, the control runs (`tcp_slow_start_after_idle` = 1) last.
+const RUNS: [Spec; 4] = [
     ("oldest", "oldest", false),
     ("largest-burst", "largest-burst", false),
     ("oldest-ssai1", "oldest", true),
     ("largest-burst-ssai1", "largest-burst", true),
 ];
-
-/// The runs made, with the control runs or without.
-fn variants(control: bool) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
-    RUNS.iter().filter(move |(_, _, ssai)| control || !ssai)
-}
-
-/// The run directories under `out_dir`, with the control runs or without.
-pub fn run_dirs(control: bool) -> Vec<&'static str> {
-    variants(control).map(|r| r.0).collect()
-}
 
 /// The lab of one run: client and server (also named [`HOST`]), one link, the server with
 /// `slow_start_after_idle` as given, and the page load that then clicks `clicks` links, each
@@ -169,16 +162,17 @@ fn clicks_of(a: &Args) -> usize {
     a.count("clicks") as usize
 }
 
-/// The runs, each with its directory, connection choice and the server's
-/// tcp_slow_start_after_idle: what [`run`] runs and `--export` writes. The page file they
-/// serve is written into the output directory.
-#[allow(clippy::type_complexity)]
-pub fn runs(a: &Args) -> Result<Vec<((&'static str, &'static str, bool), common::Run)>> {
+/// The runs (without the control runs under `--no-control`): what [`run`] runs and
+/// `--export` writes. The page file they serve is written into the output directory.
+pub fn runs(a: &Args) -> Result<Vec<(Spec, common::Run)>> {
+    // The page: a few round trips of slow start for the photo; then each click.
     let rtt_s = a.ms("rtt") / 1e3;
     let expect = 2.5 + 12.0 * rtt_s + clicks_of(a) as f64 * (a.seconds("idle") + 3.0 * rtt_s);
     let page_file = common::page_file(&a.out_dir, "gallery.toml", GALLERY)?;
-    Ok(variants(!a.flag("no-control"))
-        .map(|&(dir, choice, ssai)| {
+    Ok(RUNS
+        .into_iter()
+        .filter(|&(_, _, ssai)| !(ssai && a.flag("no-control")))
+        .map(|(dir, choice, ssai)| {
             let config = lab_config(
                 a.ms("rtt"),
                 choice,
@@ -205,14 +199,8 @@ pub fn runs(a: &Args) -> Result<Vec<((&'static str, &'static str, bool), common:
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    // The page: a few round trips of slow start for the photo; then each click.
-    let rtt_s = a.ms("rtt") / 1e3;
-    let expect = 2.5 + 12.0 * rtt_s + clicks_of(a) as f64 * (a.seconds("idle") + 3.0 * rtt_s);
-    let n = variants(!a.flag("no-control")).count();
-    let labs = runs(a)?;
-    let mut series = common::Series::new(&a.out_dir, n as f64 * expect + 4.0, a.quiet)?;
-    let data = series.run(labs, None, |(label, choice, ssai), dir, _| {
-        collect(label, choice, ssai, a, dir)
+    let (series, data) = common::run_series(a, runs(a)?, (0.0, 4.0), |spec, dir, _| {
+        collect(spec, a, dir)
     })?;
     let take = |name: &str| {
         data.iter()
@@ -225,9 +213,8 @@ pub fn run(a: &Args) -> Result<Outcome> {
         oldest_ssai: take("oldest-ssai1"),
         largest_burst_ssai: take("largest-burst-ssai1"),
     };
-    let checks = checks(&results);
-    let rows = table_rows(&results);
-    series.finish(3.0, results, checks, rows, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.end(results, checks, rows, |r, c| {
         write_outputs(&a.out_dir, r, c, &data)
     })
 }
@@ -242,7 +229,7 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn collect(label: &'static str, choice: &str, ssai: bool, a: &Args, dir: &Path) -> Result<RunData> {
+fn collect((label, choice, ssai): Spec, a: &Args, dir: &Path) -> Result<RunData> {
     let (path, recs) = page_load_records(dir)?;
     let clicks: Vec<String> = CLICKS[..clicks_of(a)]
         .iter()
@@ -433,56 +420,38 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let runs = r.runs();
     let (mut header, run_row) = common::run_columns(&runs);
     header.push("seed (FF 4)".into());
-    let row = |name: &str, f: &dyn Fn(&RunMetrics) -> String, seed: &str| {
+    let row = |name: &str, seed: &str, f: &dyn Fn(&RunMetrics) -> String| {
         let mut v = run_row(name, f);
         v.push(seed.into());
         v
     };
-    let kb = |v: &[u64]| {
+    // A number per click.
+    let each = |v: &[f64]| {
         v.iter()
-            .map(|b| format!("{:.0}", *b as f64 / 1e3))
+            .map(|x| format!("{x:.0}"))
             .collect::<Vec<_>>()
             .join(" ")
     };
+    let kb = |v: &[u64]| each(&v.iter().map(|b| *b as f64 / 1e3).collect::<Vec<_>>());
     let rows = vec![
-        row(
-            "server tcp_slow_start_after_idle",
-            &|m| m.server_ssai.to_string(),
-            "0",
-        ),
-        row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms), "250"),
-        row(
-            "idle before each click (s)",
-            &|m| format!("{}", m.idle_s),
-            "",
-        ),
-        row(
-            "picked: its largest response (kB)",
-            &|m| kb(&m.picked_burst_bytes),
-            "small / 2000+",
-        ),
-        row(
-            "first flight of the 25 kB (kB)",
-            &|m| kb(&m.first_flight_bytes),
-            "",
-        ),
-        row(
-            "fetch, each click (ms)",
-            &|m| {
-                m.fetch_ms
-                    .iter()
-                    .map(|f| format!("{f:.0}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            },
-            "",
-        ),
-        row(
-            "fetch p50 (ms)",
-            &|m| format!("{:.0}", m.fetch_ms_p50),
-            "793 / 363",
-        ),
-        row("page load (s)", &|m| format!("{:.2}", m.page_load_s), ""),
+        row("server tcp_slow_start_after_idle", "0", &|m| {
+            m.server_ssai.to_string()
+        }),
+        row("RTT (ms)", "250", &|m| format!("{:.0}", m.rtt_ms)),
+        row("idle before each click (s)", "", &|m| {
+            format!("{}", m.idle_s)
+        }),
+        row("picked: its largest response (kB)", "small / 2000+", &|m| {
+            kb(&m.picked_burst_bytes)
+        }),
+        row("first flight of the 25 kB (kB)", "", &|m| {
+            kb(&m.first_flight_bytes)
+        }),
+        row("fetch, each click (ms)", "", &|m| each(&m.fetch_ms)),
+        row("fetch p50 (ms)", "793 / 363", &|m| {
+            format!("{:.0}", m.fetch_ms_p50)
+        }),
+        row("page load (s)", "", &|m| format!("{:.2}", m.page_load_s)),
     ];
     (header, rows)
 }
@@ -661,40 +630,21 @@ fn fetch_chart(runs: &[RunData], rtt_ms: f64) -> Chart {
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let rtt_ms = results.oldest.rtt_ms;
-    let mut conns: Vec<Chart> = runs[..2].iter().map(connections_chart).collect();
-    report::same_scale(&mut conns);
-    let mut flights = vec![flight_chart(runs, 0, rtt_ms)];
-    if results.oldest_ssai.is_some() {
-        flights.push(flight_chart(runs, 1, rtt_ms));
-    }
-    report::same_scale(&mut flights);
-    let fetch = fetch_chart(runs, rtt_ms);
-    let mut charts = vec![
-        ("connections-oldest", &conns[0]),
-        ("connections-largest-burst", &conns[1]),
-        ("flights", &flights[0]),
-        ("fetch-ms", &fetch),
-    ];
-    if let Some(f) = flights.get(1) {
-        charts.push(("flights-ssai1", f));
-    }
-    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
-    let mut page =
-        Page::new("Connection choice: a click on the idle connection with the biggest window");
-    page.subtitle = format!(
-        "A photo page (examples/pages/gallery.toml: a 2 MB photo and 8 thumbnails on one host \
-         name, {PER_HOST} connections), {DOWN} down / {UP} up, {rtt_ms:.0} ms RTT; then clicks on \
-         links to 25 kB photos, each after {} s idle, on the idle connection picked `oldest` or \
-         `largest-burst`. The server runs with tcp_slow_start_after_idle=0, as many web servers \
-         do, so an idle connection keeps its congestion window{}.",
-        results.oldest.idle_s,
-        if results.oldest_ssai.is_some() {
-            "; the control runs use Linux's default, 1"
-        } else {
-            ""
-        }
-    );
-    page.push(common::results_section(
+    let mut page = common::Report::new(
+        "Connection choice: a click on the idle connection with the biggest window",
+        format!(
+            "A photo page (examples/pages/gallery.toml: a 2 MB photo and 8 thumbnails on one \
+             host name, {PER_HOST} connections), {DOWN} down / {UP} up, {rtt_ms:.0} ms RTT; then \
+             clicks on links to 25 kB photos, each after {} s idle, on the idle connection picked \
+             `oldest` or `largest-burst`. The server runs with tcp_slow_start_after_idle=0, as \
+             many web servers do, so an idle connection keeps its congestion window{}.",
+            results.oldest.idle_s,
+            if results.oldest_ssai.is_some() {
+                "; the control runs use Linux's default, 1"
+            } else {
+                ""
+            }
+        ),
         table_rows(results),
         "'ssai': the server's net.ipv4.tcp_slow_start_after_idle. 'Picked': the \
          largest response the chosen connection had carried before each click \
@@ -702,20 +652,30 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
          the server sent of the 25 kB before any ACK could return, from its \
          capture.",
         common::findings(checks),
-    ));
-    page.push(
-        Section::new("Which connection each click took").with(Block::Row(vec![
-            fig("connections-oldest", &conns[0])?,
-            fig("connections-largest-burst", &conns[1])?,
-        ])),
     );
-    let flight_figs = charts
-        .iter()
-        .filter(|(id, _)| id.starts_with("flights"))
-        .map(|(id, c)| fig(id, c))
-        .collect::<Result<Vec<_>>>()?;
-    page.push(Section::new("Why: the window each connection brings").with(Block::Row(flight_figs)));
-    page.push(Section::new("Fetch times").with(Block::Figure(fig("fetch-ms", &fetch)?)));
+    let mut conns = [connections_chart(&runs[0]), connections_chart(&runs[1])];
+    report::same_scale(&mut conns);
+    let [oldest, largest] = conns;
+    let row = page.row(vec![
+        ("connections-oldest", oldest, true),
+        ("connections-largest-burst", largest, true),
+    ])?;
+    page.section("Which connection each click took", "", vec![row]);
+    let mut flights = vec![flight_chart(runs, 0, rtt_ms)];
+    if results.oldest_ssai.is_some() {
+        flights.push(flight_chart(runs, 1, rtt_ms));
+    }
+    report::same_scale(&mut flights);
+    let ids = ["flights", "flights-ssai1"];
+    let row = page.row(
+        ids.into_iter()
+            .zip(flights)
+            .map(|(id, c)| (id, c, true))
+            .collect(),
+    )?;
+    page.section("Why: the window each connection brings", "", vec![row]);
+    let fetch = page.figure("fetch-ms", fetch_chart(runs, rtt_ms), true)?;
+    page.section("Fetch times", "", vec![Block::Figure(fetch)]);
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
     page.push(
         analyzer_section(dir, &labels)?.with(Block::Paragraph(
@@ -726,12 +686,12 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                 .into(),
         )),
     );
-    page.push(common::files_section(&[&format!(
+    page.files(&[&format!(
         "{}: each run's lab output: captures/*.pcap, programs/page-load.out (a JSON line per \
          connection and per response, the clicks' too)",
         labels.join("/, ") + "/"
-    )]));
-    common::write_report_files(dir, results, &charts, &page)
+    )]);
+    page.write(dir, results)
 }
 
 #[cfg(test)]
