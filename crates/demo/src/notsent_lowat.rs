@@ -19,7 +19,7 @@ use std::path::Path;
 use analyze::Analysis;
 use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -48,25 +48,9 @@ const CLIENT_START_S: f64 = 0.5;
 /// No clicks in the viewer's first seconds: the send buffer fills meanwhile.
 const WARMUP_S: f64 = 2.0;
 
-/// The two runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Unbounded,
-    Lowat,
-}
-
-impl Variant {
-    /// The run's directory, and its name in the table and the charts.
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Unbounded => "unbounded",
-            Variant::Lowat => "lowat",
-        }
-    }
-    fn color(self) -> Rgb {
-        common::PAIR_COLORS[self as usize]
-    }
-}
+/// The two runs, each the server's `--mode`, its directory, and its name in the table and
+/// the charts (in the colours of [`common::PAIR_COLORS`], in this order).
+pub const MODES: [&str; 2] = ["unbounded", "lowat"];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -96,7 +80,8 @@ pub struct Results {
 pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
-    variant: Variant,
+    mode: &'static str,
+    color: Rgb,
     metrics: RunMetrics,
     analysis: Analysis,
     /// (s since the viewer started, ms) per answered click.
@@ -105,8 +90,8 @@ struct RunData {
     unsent_kb: Vec<(f64, f64)>,
 }
 
-/// The lab of one run.
-pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
+/// The lab of one run, its server in `--mode` `mode`.
+pub fn lab_config(mode: &str, duration_s: f64, seed: u64) -> LabConfig {
     let ms = (duration_s * 1000.0).round();
     // The lab ends with the viewer; the others then get SIGTERM and write their summaries.
     // `exec`: the lab signals the program itself, which then writes its summary.
@@ -120,8 +105,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
                 "server",
                 0.0,
                 format!(
-                    "exec latencylab screen-server --mode {} --sndbuf {SNDBUF} --lowat {LOWAT}",
-                    v.name()
+                    "exec latencylab screen-server --mode {mode} --sndbuf {SNDBUF} --lowat {LOWAT}"
                 ),
                 false,
             ),
@@ -149,26 +133,27 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 2.0;
-    [Variant::Unbounded, Variant::Lowat]
-        .map(|v| {
+pub fn runs(a: &Args) -> Vec<((&'static str, Rgb), common::Run)> {
+    let duration_s = a.seconds("duration");
+    MODES
+        .into_iter()
+        .zip(common::PAIR_COLORS)
+        .map(|(mode, color)| {
             let run = common::Run {
-                dir: v.name().into(),
-                msg: format!("{}, {:.0} s", v.name(), a.seconds("duration")),
-                expected_s: lab_s,
-                config: lab_config(v, a.seconds("duration"), a.seed),
+                dir: mode.into(),
+                msg: format!("{mode}, {duration_s:.0} s"),
+                expected_s: duration_s + CLIENT_START_S + 2.0,
+                config: lab_config(mode, duration_s, a.seed),
             };
-            (v, run)
+            ((mode, color), run)
         })
-        .into()
+        .collect()
 }
 
 /// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 2.0;
-    let mut series = common::Series::new(&a.out_dir, 2.0 * lab_s + 2.0 * 2.0 + 3.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(2.0), |v, dir, _| collect(v, dir))?;
+    let (series, runs) =
+        common::run_series(a, runs(a), (2.0, 3.0), |key, dir, _| collect(key, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: a.seconds("duration"),
@@ -176,13 +161,11 @@ pub fn run(a: &Args) -> Result<Outcome> {
         lowat: runs[1].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(3.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
 /// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+fn collect((mode, color): (&'static str, Rgb), dir: &Path) -> Result<RunData> {
     let viewer = common::program_records(dir, "screen-viewer")?;
     let server = common::program_records(dir, "screen-server")?;
     let probe = common::program_records(dir, "probe-client")?;
@@ -250,7 +233,8 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     let ping = apps::Percentiles::of(&pings).map_or(f64::NAN, |p| p.p50);
     let analysis = common::analyze_pcap(&dir.join("captures").join("server-eth0.pcap"))?;
     Ok(RunData {
-        variant: v,
+        mode,
+        color,
         metrics: RunMetrics {
             click_to_frame_ms_p50: p50,
             click_to_frame_ms_p95: p95,
@@ -318,13 +302,50 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let charts = charts(r, runs);
-    let page = page(a, r, checks, runs, &charts)?;
-    let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (*n, c)).collect();
-    common::write_report_files(&a.out_dir, r, &files, &page)
+    let mut page = common::Report::new(
+        "TCP_NOTSENT_LOWAT: stale frames in the sender's socket buffer",
+        format!(
+            "Screen sharing over a DSL uplink of {UPLINK} (50 KB/s) with a {BASE_RTT_MS:.0} ms \
+             base RTT and CoDel at the bottleneck; the server's send buffer is {}, its frames \
+             4 KB at up to 30 per second; the viewer clicks about once a second. {:.0} s per \
+             run, seed {}. A: the server writes frames while the socket takes them. B: \
+             TCP_NOTSENT_LOWAT {}, one frame generated and written per writable event.",
+            as_text(SNDBUF),
+            r.duration_s,
+            a.seed,
+            as_text(LOWAT)
+        ),
+        table_rows(r),
+        "Click to frame is timed by the viewer, from sending a click to the \
+         first complete frame that draws it; unsent bytes are the server's, \
+         sampled from its socket; the ping is a UDP probe beside the screen \
+         sharing, over the same line.",
+        common::findings(checks),
+    );
+    let [clicks, unsent, cdf] = charts(r, runs);
+    let row = page.row(vec![
+        ("click-to-frame", clicks, false),
+        ("click-to-frame-cdf", cdf, false),
+    ])?;
+    page.section("Click to frame", "", vec![row]);
+    let unsent = page.figure("unsent-bytes", unsent, false)?;
+    page.section("Where the frames wait", "", vec![Block::Figure(unsent)]);
+    page.analyzer(
+        "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
+         shows the network, not the socket buffer: the delay of the unbounded run is \
+         not in it.",
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.mode, &r.analysis))),
+    );
+    page.files(&[
+        "unbounded/, lowat/: each run's lab output: captures/*.pcap, links/*.log, \
+         summary.json, lab.json, programs/*.out (screen-viewer.out has every click, \
+         screen-server.out every send-queue sample)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
-fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
+/// The charts: click to frame over time, unsent bytes over time, click to frame's distribution.
+fn charts(r: &Results, runs: &[RunData]) -> [Chart; 3] {
     let end = r.duration_s;
     let mut clicks = Chart::new(
         "From click to the frame that draws it",
@@ -343,9 +364,10 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
         r.unbounded.click_to_frame_ms_p50 / 1000.0,
         r.lowat.click_to_frame_ms_p50
     ));
-    clicks.extend(runs.iter().map(|r| {
-        Series::scatter(r.variant.name(), r.variant.color(), r.clicks.clone()).keep_in_legend()
-    }));
+    clicks.extend(
+        runs.iter()
+            .map(|r| Series::scatter(r.mode, r.color, r.clicks.clone()).keep_in_legend()),
+    );
     clicks.push(
         Series::hline(
             format!("base RTT ({BASE_RTT_MS:.0} ms)"),
@@ -377,9 +399,10 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
         )
         .keep_in_legend(),
     );
-    unsent.extend(runs.iter().map(|r| {
-        Series::line(r.variant.name(), r.variant.color(), r.unsent_kb.clone()).keep_in_legend()
-    }));
+    unsent.extend(
+        runs.iter()
+            .map(|r| Series::line(r.mode, r.color, r.unsent_kb.clone()).keep_in_legend()),
+    );
     let mut cdf = Chart::cdf(
         "Click to frame, distribution",
         Axis::new("click to frame", "ms").from_zero(),
@@ -391,67 +414,9 @@ fn charts(r: &Results, runs: &[RunData]) -> Vec<(&'static str, Chart)> {
     );
     cdf.extend(runs.iter().map(|r| {
         let v: Vec<f64> = r.clicks.iter().map(|p| p.1).collect();
-        Series::cdf(r.variant.name(), r.variant.color(), &v)
+        Series::cdf(r.mode, r.color, &v)
     }));
-    vec![
-        ("click-to-frame", clicks),
-        ("unsent-bytes", unsent),
-        ("click-to-frame-cdf", cdf),
-    ]
-}
-
-fn page(
-    a: &Args,
-    r: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-    charts: &[(&'static str, Chart)],
-) -> Result<Page> {
-    let fig = |id: &str| -> Result<Figure> {
-        let c = &charts
-            .iter()
-            .find(|(n, _)| *n == id)
-            .expect("a chart of this demo")
-            .1;
-        common::figure(id, c, false)
-    };
-    let mut page = Page::new("TCP_NOTSENT_LOWAT: stale frames in the sender's socket buffer");
-    page.subtitle = format!(
-        "Screen sharing over a DSL uplink of {UPLINK} (50 KB/s) with a {BASE_RTT_MS:.0} ms base \
-         RTT and CoDel at the bottleneck; the server's send buffer is {}, its frames 4 KB \
-         at up to 30 per second; the viewer clicks about once a second. {:.0} s per run, seed \
-         {}. A: the server writes frames while the socket takes them. B: TCP_NOTSENT_LOWAT \
-         {}, one frame generated and written per writable event.",
-        as_text(SNDBUF),
-        r.duration_s,
-        a.seed,
-        as_text(LOWAT)
-    );
-    page.push(common::results_section(
-        table_rows(r),
-        "Click to frame is timed by the viewer, from sending a click to the \
-         first complete frame that draws it; unsent bytes are the server's, \
-         sampled from its socket; the ping is a UDP probe beside the screen \
-         sharing, over the same line.",
-        common::findings(checks),
-    ));
-    page.push(Section::new("Click to frame").with(Block::Row(vec![
-        fig("click-to-frame")?,
-        fig("click-to-frame-cdf")?,
-    ])));
-    page.push(Section::new("Where the frames wait").with(Block::Figure(fig("unsent-bytes")?)));
-    page.push(common::analyzer_section(
-        "Diagnoses of `latencylab analyze` on each run's server capture. A capture \
-         shows the network, not the socket buffer: the delay of the unbounded run is \
-         not in it.",
-        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
-    ));
-    page.push(common::files_section(&[
-        "unbounded/, lowat/: each run's lab output: captures/*.pcap, links/*.log, \
-         summary.json, lab.json, programs/*.out (screen-viewer.out has every click, \
-         screen-server.out every send-queue sample)",
-    ]));
-    Ok(page)
+    [clicks, unsent, cdf]
 }
 
 #[cfg(test)]
@@ -488,7 +453,7 @@ mod tests {
 
     #[test]
     fn the_lowat_lab_sets_the_mode_and_waits_for_the_viewer() {
-        let cfg = lab_config(Variant::Lowat, 12.0, 3);
+        let cfg = lab_config("lowat", 12.0, 3);
         cfg.validate().unwrap();
         assert_eq!(cfg.links[0].down.to_json()["capacity"], UPLINK);
         let server = &cfg.programs[0];
