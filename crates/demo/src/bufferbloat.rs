@@ -17,7 +17,6 @@
 //! This module runs and presents; it does not judge: the experiment's criteria are printed as
 //! checks, and the end-to-end test asserts them.
 
-use std::fs;
 use std::path::Path;
 
 use analyze::{Analysis, Connection, Dir};
@@ -25,10 +24,11 @@ use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::{self, RunDir};
 use report::tsg::TimeSequence;
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
-use crate::common;
+use crate::common::{self, Check};
+use crate::params::Args;
 
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = 20.0;
@@ -50,6 +50,11 @@ const STREAM_PORT: u16 = 5203;
 const CLIENT_START_S: f64 = 0.5;
 /// Queue-delay chart resolution, s.
 const QUEUE_BIN_S: f64 = 0.1;
+/// The runs: directory, label, queue and the hosts' ECN, the FIFO first.
+const RUNS: [(&str, &str, &str, EcnMode); 2] = [
+    ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
+    ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
+];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -93,9 +98,6 @@ pub struct Results {
 
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
-
-use crate::common::Check;
-pub use crate::params::Args;
 
 /// One run's measurements with what the charts need.
 struct RunData {
@@ -160,17 +162,13 @@ pub fn lab_config(queue: &str, ecn: EcnMode, duration_s: f64, seed: u64) -> LabC
 
 /// The two runs, each with its label and queue: what [`run`] runs and `--export` writes.
 pub fn runs(a: &Args) -> Vec<((&'static str, &'static str), common::Run)> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
-    [
-        ("fifo", "FIFO", FIFO_QUEUE, EcnMode::Passive),
-        ("codel", "CoDel + ECN", CODEL_QUEUE, EcnMode::On),
-    ]
-    .map(|(name, label, queue, ecn)| {
+    let duration_s = a.seconds("duration");
+    RUNS.map(|(name, label, queue, ecn)| {
         let run = common::Run {
             dir: name.into(),
-            msg: format!("{label} ({queue}), {:.0} s", a.seconds("duration")),
-            expected_s: lab_s,
-            config: lab_config(queue, ecn, a.seconds("duration"), a.seed),
+            msg: format!("{label} ({queue}), {duration_s:.0} s"),
+            expected_s: duration_s + CLIENT_START_S + 3.0,
+            config: lab_config(queue, ecn, duration_s, a.seed),
         };
         ((label, queue), run)
     })
@@ -179,13 +177,12 @@ pub fn runs(a: &Args) -> Vec<((&'static str, &'static str), common::Run)> {
 
 /// Runs both labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&a.out_dir, 2.0 * lab_s + 2.0 * 4.0 + 6.0, a.quiet)?;
-    let mut runs = series.run(runs(a), Some(4.0), |(label, queue), dir, result| {
-        collect(label, queue, dir, result)
+    let (series, runs) = common::run_series(a, runs(a), (4.0, 6.0), |(label, queue), dir, r| {
+        collect(label, queue, dir, r)
     })?;
-    let codel = runs.pop().expect("two runs");
-    let fifo = runs.pop().expect("two runs");
+    let [fifo, codel] = runs.as_slice() else {
+        unreachable!("two runs")
+    };
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: a.seconds("duration"),
@@ -193,8 +190,8 @@ pub fn run(a: &Args) -> Result<Outcome> {
         codel: codel.metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(6.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &fifo, &codel)
+    series.end(results, checks, rows, |r, c| {
+        write_outputs(a, r, c, fifo, codel)
     })
 }
 
@@ -257,15 +254,7 @@ fn collect(
     };
 
     let pcap = RunDir::new(dir).capture("server", "eth0");
-    let mut analyzer = analyze::Analyzer::new(analyze::Options {
-        keep_series: true,
-        ..Default::default()
-    });
-    let file = fs::File::open(&pcap).with_context(|| format!("opening {}", pcap.display()))?;
-    analyzer
-        .add_capture(&pcap.display().to_string(), std::io::BufReader::new(file))
-        .with_context(|| format!("reading {}", pcap.display()))?;
-    let analysis = analyzer.finish();
+    let analysis = common::analyze_pcap(&pcap)?;
     let stream_conn = analysis
         .connections
         .iter()
@@ -433,24 +422,21 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let fifo = format!("FIFO ({})", r.fifo.queue);
     let runs = [(fifo.as_str(), &r.fifo), ("CoDel + ECN", &r.codel)];
     let (header, row) = common::run_columns(&runs);
+    let fixed = |decimals: usize, x: f64| format!("{x:.decimals$}");
     let rows = vec![
-        row("stream goodput (Mbit/s)", &|m| {
-            format!("{:.2}", m.goodput_mbps)
-        }),
-        row("probe RTT p50 (ms)", &|m| format!("{:.1}", m.rtt_p50_ms)),
-        row("probe RTT p95 (ms)", &|m| format!("{:.1}", m.rtt_p95_ms)),
-        row("probe RTT p99 (ms)", &|m| format!("{:.1}", m.rtt_p99_ms)),
-        row("queue delay p95 (ms)", &|m| {
-            format!("{:.1}", m.queue_delay_p95_ms)
-        }),
+        row("stream goodput (Mbit/s)", &|m| fixed(2, m.goodput_mbps)),
+        row("probe RTT p50 (ms)", &|m| fixed(1, m.rtt_p50_ms)),
+        row("probe RTT p95 (ms)", &|m| fixed(1, m.rtt_p95_ms)),
+        row("probe RTT p99 (ms)", &|m| fixed(1, m.rtt_p99_ms)),
+        row("queue delay p95 (ms)", &|m| fixed(1, m.queue_delay_p95_ms)),
         row("drops at the bottleneck", &|m| m.drops.to_string()),
         row("CE marks", &|m| m.ce_marks.to_string()),
         row("CWR (sender's replies)", &|m| m.cwr.to_string()),
         row("longest ACK stall on the wire (ms)", &|m| {
-            format!("{:.0}", m.ack_stall_ms)
+            fixed(0, m.ack_stall_ms)
         }),
         row("longest gap between the player's reads (ms)", &|m| {
-            format!("{:.0}", m.longest_gap_ms)
+            fixed(0, m.longest_gap_ms)
         }),
         row("playback stalls", &|m| m.stalls.to_string()),
     ];
@@ -462,125 +448,184 @@ const CODEL_COLOR: Rgb = common::PAIR_COLORS[1];
 
 fn write_outputs(
     a: &Args,
-    results: &Results,
+    r: &Results,
     checks: &[Check],
     fifo: &RunData,
     codel: &RunData,
 ) -> Result<()> {
-    let charts = Charts::draw(fifo, codel);
-    let page = page(a, results, checks, fifo, codel, &charts)?;
-    common::write_report_files(&a.out_dir, results, &charts.files(), &page)
+    let mut page = common::Report::new(
+        "Bufferbloat: a FIFO against CoDel + ECN on a home line",
+        format!(
+            "10 Mbit/s down, 1 Mbit/s up, {BASE_RTT_MS:.0} ms base RTT; an 8 Mbit/s video stream \
+             with 30 s read-ahead fills the downlink while a probe pings every 100 ms; {:.0} s per \
+             run, seed {}. Run A queues in a FIFO ({}), run B in CoDel marking ECN ({}), with ECN \
+             on in both hosts.",
+            r.duration_s, a.seed, r.fifo.queue, r.codel.queue
+        ),
+        table_rows(r),
+        "Goodput is what the video player read; RTTs are the probe's UDP pings; \
+         queue delay, drops and CE marks are the downlink queue's; CWR counts \
+         the sender's replies to congestion echoes, in the server's capture.",
+        common::findings(checks),
+    );
+    let ts = [fifo, codel].map(time_sequence);
+    // The PNGs keep more of each graph than the page, which holds both inline.
+    let [png_a, png_b] = tsg_charts(fifo, codel, &ts, 30_000, 4_000);
+    let [page_a, page_b] = tsg_charts(fifo, codel, &ts, 8_000, 2_400);
+    page.section(
+        "The stream's time-sequence graphs",
+        "The same picture as tcptrace draws, from each run's capture at the server (the \
+         sender). Time runs to the right, the byte position in the stream up; the slope \
+         is the rate. Both graphs are at the same scale. Scroll to zoom, drag to pan.",
+        vec![Block::Row(vec![
+            common::figure("tsg-fifo", &page_a, true)?,
+            common::figure("tsg-codel", &page_b, true)?,
+        ])],
+    );
+    let [za, zb] = zoom_charts(&ts[0], &ts[1]);
+    let zoom = page.row(vec![("zoom-fifo", za, true), ("zoom-codel", zb, true)])?;
+    page.section("A loss episode up close", "", vec![zoom]);
+    let [da, db] = delay_charts(fifo, codel);
+    let delay = page.row(vec![("delay-fifo", da, false), ("delay-codel", db, false)])?;
+    let both = page.figure("rtt-over-time", rtt_chart(fifo, codel), false)?;
+    page.section("Delay over time", "", vec![delay, Block::Figure(both)]);
+    let more = page.row(vec![
+        ("throughput", throughput_chart(fifo, codel), false),
+        ("rtt-cdf", rtt_cdf(fifo, codel), false),
+    ])?;
+    page.section(
+        "Throughput and the probe's RTT distribution",
+        "",
+        vec![more],
+    );
+    page.analyzer(
+        "Diagnoses of `latencylab analyze` on each run's server capture (run it yourself \
+         on fifo/captures/server-eth0.pcap for the whole analysis).",
+        Block::Findings([fifo, codel].iter().flat_map(|r| diagnoses(r)).collect()),
+    );
+    page.files(&[
+        "fifo/, codel/: each run's lab output: captures/*.pcap (tcpdump, Wireshark, \
+         latencylab analyze), links/*.log (every packet's queue events), summary.json, lab.json, \
+         programs/*.out (the programs' JSON lines)",
+    ]);
+    page.write(&a.out_dir, r)?;
+    for (id, chart) in [("tsg-fifo", png_a), ("tsg-codel", png_b)] {
+        let p = a.out_dir.join(format!("{id}.png"));
+        chart
+            .write_png(&p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
 }
 
-/// Every chart of the report, each in its PNG form (the page thins the time-sequence graphs
-/// more, see [`page`]).
-struct Charts {
-    tsg: [Chart; 2],
-    tsg_page: [Chart; 2],
-    zoom: [Chart; 2],
-    delay: [Chart; 2],
-    /// Both runs' probe RTT in one picture (the README's).
-    rtt_both: Chart,
-    throughput: Chart,
-    cdf: Chart,
+/// The analyzer's diagnoses of every connection of a run, one line each, or one line saying
+/// there was none.
+fn diagnoses(r: &RunData) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = r
+        .analysis
+        .connections
+        .iter()
+        .flat_map(|c| {
+            c.diagnoses.iter().map(move |d| {
+                (
+                    format!("{}: {}", r.label, d.kind.name()),
+                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                )
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        out.push((
+            format!("{}: nothing", r.label),
+            "the analyzer named no cause of delay".into(),
+        ));
+    }
+    out
 }
 
-impl Charts {
-    fn draw(fifo: &RunData, codel: &RunData) -> Charts {
-        let ts = |r: &RunData| -> TimeSequence {
-            let mut t = report::analysis::time_sequence(&r.analysis, r.conn(), r.stream.1);
-            t.title = format!(
-                "Stream, {}: server → client, as the server sent it",
-                r.label
-            );
-            t
-        };
-        let (ts_a, ts_b) = (ts(fifo), ts(codel));
-        let tsg_caption = |r: &RunData, more: &str| {
-            let st = &r.conn().dir(r.stream.1).stats;
-            format!(
-                "{}: {} packets sent, {} retransmitted (red R), {}, {} with CWR; {more}",
-                r.label,
-                st.data_packets,
-                st.retransmitted_packets,
-                ce_words(st.ce, r.metrics.ce_marks),
-                st.cwr
-            )
-        };
-        let captions = [
-            tsg_caption(
-                fifo,
-                "the green ACK line trails the black data by the queue's delay, and each \
-                 tail-drop loss stalls it.",
-            ),
-            tsg_caption(
-                codel,
-                "the ACK line hugs the data (one short RTT behind) and CE marks replace the \
-                 losses.",
-            ),
-        ];
-        // Both graphs thinned alike (at most `max` segments in `columns` slices), on one scale.
-        let pair = |max: usize, columns: usize| {
-            let mut c = [(&ts_a, &captions[0]), (&ts_b, &captions[1])]
-                .map(|(t, caption)| t.thinned(max, columns).chart().caption(caption.clone()));
-            report::same_scale(&mut c);
-            c
-        };
-        let (tsg, tsg_page) = (pair(30_000, 4_000), pair(8_000, 2_400));
+/// The stream's time-sequence graph of a run, as its server sent it.
+fn time_sequence(r: &RunData) -> TimeSequence {
+    let mut t = report::analysis::time_sequence(&r.analysis, r.conn(), r.stream.1);
+    t.title = format!(
+        "Stream, {}: server → client, as the server sent it",
+        r.label
+    );
+    t
+}
 
-        let zoom = zoom_charts(&ts_a, &ts_b);
-        let delay = delay_charts(fifo, codel);
-        let rtt_both = Chart::new(
-            "A ping every 100 ms beside a video download",
-            Axis::new("time since the lab started", "s"),
-            Axis::new("probe round-trip time", "ms").from_zero(),
+/// Both runs' time-sequence graphs, thinned alike (at most `max` segments in `columns`
+/// slices), on one scale.
+fn tsg_charts(
+    fifo: &RunData,
+    codel: &RunData,
+    ts: &[TimeSequence; 2],
+    max: usize,
+    columns: usize,
+) -> [Chart; 2] {
+    let caption = |r: &RunData, more: &str| {
+        let st = &r.conn().dir(r.stream.1).stats;
+        format!(
+            "{}: {} packets sent, {} retransmitted (red R), {}, {} with CWR; {more}",
+            r.label,
+            st.data_packets,
+            st.retransmitted_packets,
+            ce_words(st.ce, r.metrics.ce_marks),
+            st.cwr
         )
-        .size(900, 480)
-        .caption(format!(
-            "Same line, same download: behind the FIFO ({}) the pings wait in a queue of \
-             video; CoDel marking ECN keeps them within a few ms of the {BASE_RTT_MS:.0} ms base.",
-            fifo.metrics.queue
-        ))
-        .with(Series::scatter(fifo.label, FIFO_COLOR, fifo.probe_rtt.clone()).keep_in_legend())
-        .with(Series::scatter(codel.label, CODEL_COLOR, codel.probe_rtt.clone()).keep_in_legend());
-        let throughput = throughput_chart(fifo, codel);
-        let rtts = |r: &RunData| r.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>();
-        let cdf = Chart::cdf(
-            "Probe round-trip time, distribution",
-            Axis::new("UDP ping round-trip time", "ms").from_zero(),
-            "probes",
-        )
-        .caption(format!(
-            "A point (x, y) says y % of the pings took at most x ms: with CoDel the curve rises \
-             just right of the {BASE_RTT_MS:.0} ms base RTT, with the FIFO it lies hundreds of \
-             ms further right."
-        ))
-        .with(Series::cdf(fifo.label, FIFO_COLOR, &rtts(fifo)))
-        .with(Series::cdf(codel.label, CODEL_COLOR, &rtts(codel)));
-        Charts {
-            tsg,
-            tsg_page,
-            zoom,
-            delay,
-            rtt_both,
-            throughput,
-            cdf,
-        }
-    }
+    };
+    let captions = [
+        caption(
+            fifo,
+            "the green ACK line trails the black data by the queue's delay, and each \
+             tail-drop loss stalls it.",
+        ),
+        caption(
+            codel,
+            "the ACK line hugs the data (one short RTT behind) and CE marks replace the \
+             losses.",
+        ),
+    ];
+    let mut c = [0, 1].map(|i| {
+        ts[i]
+            .thinned(max, columns)
+            .chart()
+            .caption(captions[i].clone())
+    });
+    report::same_scale(&mut c);
+    c
+}
 
-    fn files(&self) -> Vec<(&'static str, &Chart)> {
-        vec![
-            ("tsg-fifo", &self.tsg[0]),
-            ("tsg-codel", &self.tsg[1]),
-            ("zoom-fifo", &self.zoom[0]),
-            ("zoom-codel", &self.zoom[1]),
-            ("delay-fifo", &self.delay[0]),
-            ("delay-codel", &self.delay[1]),
-            ("rtt-over-time", &self.rtt_both),
-            ("throughput", &self.throughput),
-            ("rtt-cdf", &self.cdf),
-        ]
-    }
+/// Both runs' probe RTT in one picture (the README's).
+fn rtt_chart(fifo: &RunData, codel: &RunData) -> Chart {
+    Chart::new(
+        "A ping every 100 ms beside a video download",
+        Axis::new("time since the lab started", "s"),
+        Axis::new("probe round-trip time", "ms").from_zero(),
+    )
+    .size(900, 480)
+    .caption(format!(
+        "Same line, same download: behind the FIFO ({}) the pings wait in a queue of \
+         video; CoDel marking ECN keeps them within a few ms of the {BASE_RTT_MS:.0} ms base.",
+        fifo.metrics.queue
+    ))
+    .with(Series::scatter(fifo.label, FIFO_COLOR, fifo.probe_rtt.clone()).keep_in_legend())
+    .with(Series::scatter(codel.label, CODEL_COLOR, codel.probe_rtt.clone()).keep_in_legend())
+}
+
+fn rtt_cdf(fifo: &RunData, codel: &RunData) -> Chart {
+    let rtts = |r: &RunData| r.probe_rtt.iter().map(|p| p.1).collect::<Vec<_>>();
+    Chart::cdf(
+        "Probe round-trip time, distribution",
+        Axis::new("UDP ping round-trip time", "ms").from_zero(),
+        "probes",
+    )
+    .caption(format!(
+        "A point (x, y) says y % of the pings took at most x ms: with CoDel the curve rises \
+         just right of the {BASE_RTT_MS:.0} ms base RTT, with the FIFO it lies hundreds of \
+         ms further right."
+    ))
+    .with(Series::cdf(fifo.label, FIFO_COLOR, &rtts(fifo)))
+    .with(Series::cdf(codel.label, CODEL_COLOR, &rtts(codel)))
 }
 
 /// The first loss episode of the FIFO run and the same span of the CoDel run, at the same
@@ -697,99 +742,6 @@ fn throughput_chart(fifo: &RunData, codel: &RunData) -> Chart {
         )
         .keep_in_legend(),
     )
-}
-
-fn page(
-    a: &Args,
-    r: &Results,
-    checks: &[Check],
-    fifo: &RunData,
-    codel: &RunData,
-    charts: &Charts,
-) -> Result<Page> {
-    let mut page = Page::new("Bufferbloat: a FIFO against CoDel + ECN on a home line");
-    page.subtitle = format!(
-        "10 Mbit/s down, 1 Mbit/s up, {BASE_RTT_MS:.0} ms base RTT; an 8 Mbit/s video stream \
-         with 30 s read-ahead fills the downlink while a probe pings every 100 ms; {:.0} s per \
-         run, seed {}. Run A queues in a FIFO ({}), run B in CoDel marking ECN ({}), with ECN \
-         on in both hosts.",
-        r.duration_s, a.seed, r.fifo.queue, r.codel.queue
-    );
-
-    page.push(common::results_section(
-        table_rows(r),
-        "Goodput is what the video player read; RTTs are the probe's UDP pings; \
-         queue delay, drops and CE marks are the downlink queue's; CWR counts \
-         the sender's replies to congestion echoes, in the server's capture.",
-        common::findings(checks),
-    ));
-    page.push(
-        Section::new("The stream's time-sequence graphs")
-            .with(Block::Paragraph(
-                "The same picture as tcptrace draws, from each run's capture at the server (the \
-                 sender). Time runs to the right, the byte position in the stream up; the slope \
-                 is the rate. Both graphs are at the same scale. Scroll to zoom, drag to pan."
-                    .into(),
-            ))
-            .with(Block::Row(vec![
-                common::figure("tsg-fifo", &charts.tsg_page[0], true)?,
-                common::figure("tsg-codel", &charts.tsg_page[1], true)?,
-            ])),
-    );
-    page.push(
-        Section::new("A loss episode up close").with(Block::Row(vec![
-            common::figure("zoom-fifo", &charts.zoom[0], true)?,
-            common::figure("zoom-codel", &charts.zoom[1], true)?,
-        ])),
-    );
-    page.push(
-        Section::new("Delay over time")
-            .with(Block::Row(vec![
-                common::figure("delay-fifo", &charts.delay[0], false)?,
-                common::figure("delay-codel", &charts.delay[1], false)?,
-            ]))
-            .with(Block::Figure(common::figure(
-                "rtt-over-time",
-                &charts.rtt_both,
-                false,
-            )?)),
-    );
-    page.push(
-        Section::new("Throughput and the probe's RTT distribution").with(Block::Row(vec![
-            common::figure("throughput", &charts.throughput, false)?,
-            common::figure("rtt-cdf", &charts.cdf, false)?,
-        ])),
-    );
-    let mut findings = Vec::new();
-    for run in [fifo, codel] {
-        let mut any = false;
-        for c in &run.analysis.connections {
-            for d in &c.diagnoses {
-                findings.push((
-                    format!("{}: {}", run.label, d.kind.name()),
-                    format!("{} → {}: {}", c.a, c.b, d.summary),
-                ));
-                any = true;
-            }
-        }
-        if !any {
-            findings.push((
-                format!("{}: nothing", run.label),
-                "the analyzer named no cause of delay".into(),
-            ));
-        }
-    }
-    page.push(common::analyzer_section(
-        "Diagnoses of `latencylab analyze` on each run's server capture (run it yourself \
-         on fifo/captures/server-eth0.pcap for the whole analysis).",
-        Block::Findings(findings),
-    ));
-    page.push(common::files_section(&[
-        "fifo/, codel/: each run's lab output: captures/*.pcap (tcpdump, Wireshark, \
-         latencylab analyze), links/*.log (every packet's queue events), summary.json, lab.json, \
-         programs/*.out (the programs' JSON lines)",
-    ]));
-    Ok(page)
 }
 
 #[cfg(test)]
