@@ -25,11 +25,12 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::{self, RunDir};
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
 use serde::Serialize;
 use wire::Ecn;
 
-use crate::common;
+use crate::common::{self, Check};
+use crate::params::Args;
 
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = 20.0;
@@ -73,56 +74,56 @@ pub const SEED_TAIL_ALLOWANCE_MS: f64 = 5.0;
 /// more than 40 %.
 pub const CLASSIC_WORST_LOSS_PCT: f64 = 20.0;
 
-/// The three runs.
+/// One of the three runs: what its lab, its table column and its charts need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Classic,
-    L4s,
-    Bleached,
-}
-
-impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::Classic, Variant::L4s, Variant::Bleached];
-
+pub struct Variant {
     /// The run's directory and key in `results.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Classic => "classic",
-            Variant::L4s => "l4s",
-            Variant::Bleached => "bleached",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Variant::Classic => "A: classic (FIFO)",
-            Variant::L4s => "B: L4S (DualPI2)",
-            Variant::Bleached => "C: bleached (DualPI2)",
-        }
-    }
-
-    fn queue(self) -> &'static str {
-        match self {
-            Variant::Classic => FIFO_QUEUE,
-            Variant::L4s | Variant::Bleached => DUALQ_QUEUE,
-        }
-    }
-
-    fn call_mode(self) -> &'static str {
-        match self {
-            Variant::Classic => "classic",
-            Variant::L4s | Variant::Bleached => "l4s",
-        }
-    }
-
-    fn color(self) -> Rgb {
-        match self {
-            Variant::Classic => Rgb(213, 94, 0),
-            Variant::L4s => Rgb(0, 114, 178),
-            Variant::Bleached => Rgb(0, 158, 115),
-        }
-    }
+    pub name: &'static str,
+    label: &'static str,
+    queue: &'static str,
+    call_mode: &'static str,
+    /// The caller's access hop clears the ECN field both ways.
+    bleach: bool,
+    color: Rgb,
+    /// What the chart of its downlink's queues shows.
+    delay_caption: &'static str,
 }
+
+pub const CLASSIC: Variant = Variant {
+    name: "classic",
+    label: "A: classic (FIFO)",
+    queue: FIFO_QUEUE,
+    call_mode: "classic",
+    bleach: false,
+    color: common::PAIR_COLORS[0],
+    delay_caption: "One FIFO for everything: the call's packets wait behind the downloads' \
+                    and are dropped with them when it overflows.",
+};
+pub const L4S: Variant = Variant {
+    name: "l4s",
+    label: "B: L4S (DualPI2)",
+    queue: DUALQ_QUEUE,
+    call_mode: "l4s",
+    bleach: false,
+    color: common::PAIR_COLORS[1],
+    delay_caption: "The call's ECT(1) packets use the L queue, marked from 1 ms of sojourn, \
+                    so they wait 2-3 ms at most (a full-size packet already on the wire, \
+                    then their own frame's packets ahead of them, 1.2 ms each at 10 Mbit/s); \
+                    DualPI2 holds the downloads' C queue about its 15 ms target, so the \
+                    longest sojourn of each 100 ms, drawn here, rides above it.",
+};
+pub const BLEACHED: Variant = Variant {
+    name: "bleached",
+    label: "C: bleached (DualPI2)",
+    bleach: true,
+    color: Rgb(0, 158, 115),
+    delay_caption: "The access hop clears ECN, so the call's packets arrive as Not-ECT: after \
+                    the fallback they share the C queue with the downloads (classic \
+                    behaviour, but still DualPI2's short queue).",
+    ..L4S
+};
+/// The runs, in the order of the table's columns.
+pub const VARIANTS: [Variant; 3] = [CLASSIC, L4S, BLEACHED];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -200,9 +201,6 @@ pub struct Results {
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
-use crate::common::Check;
-pub use crate::params::Args;
-
 /// One run's measurements with what the charts need. Times are s since the call started.
 struct RunData {
     variant: Variant,
@@ -224,7 +222,7 @@ struct RunData {
 
 /// The lab of one run.
 pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
-    let queue = v.queue();
+    let queue = v.queue;
     let lan = |name: &str, host: &str, bleach: bool| {
         // The home LAN is fast and short: the line is the only bottleneck.
         let mut up = common::direction("1gbit", "0ms", "fifo limit 1000");
@@ -252,7 +250,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             0.0,
             call(
                 &format!("--listen {CALL_PORT}"),
-                v.call_mode(),
+                v.call_mode,
                 duration_s + CALL_START_S + 10.0,
             ),
             false,
@@ -263,7 +261,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             CALL_START_S,
             call(
                 &format!("--connect remote:{CALL_PORT}"),
-                v.call_mode(),
+                v.call_mode,
                 duration_s,
             ),
             true,
@@ -295,7 +293,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
             // Run C: the caller's access hop clears the ECN field both ways (an old access
             // point or home router rewriting the TOS byte), before the line on the way out
             // and after it on the way in.
-            lan("wifi", "caller", v == Variant::Bleached),
+            lan("wifi", "caller", v.bleach),
             lan("lan", "others", false),
             common::link("line", ("home", "remote"), line(queue), line(queue)),
         ],
@@ -305,21 +303,17 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 
 /// The three runs: what [`run`] runs and `--export` writes.
 pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
-    let lab_s = a.seconds("duration") + CALL_START_S + 3.0;
-    Variant::ALL
+    let duration_s = a.seconds("duration");
+    VARIANTS
         .map(|v| {
-            let msg = format!(
-                "{} ({}, call in {} mode), {:.0} s",
-                v.label(),
-                v.queue(),
-                v.call_mode(),
-                a.seconds("duration")
-            );
             let run = common::Run {
-                dir: v.name().into(),
-                msg,
-                expected_s: lab_s,
-                config: lab_config(v, a.seconds("duration"), a.seed),
+                dir: v.name.into(),
+                msg: format!(
+                    "{} ({}, call in {} mode), {duration_s:.0} s",
+                    v.label, v.queue, v.call_mode
+                ),
+                expected_s: duration_s + CALL_START_S + 3.0,
+                config: lab_config(v, duration_s, a.seed),
             };
             (v, run)
         })
@@ -329,9 +323,7 @@ pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
 /// Runs the three labs, reads them back and writes `results.json`, the PNGs and
 /// `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.seconds("duration") + CALL_START_S + 3.0;
-    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + 3.0 + 4.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(1.0), collect)?;
+    let (series, runs) = common::run_series(a, runs(a), (1.0, 4.0), collect)?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: a.seconds("duration"),
@@ -340,9 +332,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
         bleached: runs[2].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
 /// A call endpoint's summary line.
@@ -359,14 +349,6 @@ fn call_summary(recs: &[apps::Record], dir: &Path, program: &str) -> Result<apps
         })
 }
 
-/// The fallback time of an endpoint's summary, if any.
-fn fallback_of(summary: &apps::Record) -> Option<f64> {
-    match summary {
-        apps::Record::CallSummary { fallback_s, .. } => *fallback_s,
-        _ => None,
-    }
-}
-
 /// Reads one run's outputs back.
 fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     let caller = common::program_records(dir, "call-caller")?;
@@ -375,8 +357,6 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     // The remote's clock started before the call: shift its times onto the caller's.
     let remote_shift = common::monotonic_start(&remote, dir, "call-remote")? - t0;
 
-    let caller_sum = call_summary(&caller, dir, "call-caller")?;
-    let remote_sum = call_summary(&remote, dir, "call-remote")?;
     let apps::Record::CallSummary {
         fps_ge25_pct,
         stalls,
@@ -384,19 +364,21 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         freeze_s_total,
         plis_sent,
         duration_s: call_s,
+        fallback_s: caller_fallback_s,
         ..
-    } = caller_sum
+    } = call_summary(&caller, dir, "call-caller")?
     else {
-        unreachable!("call_summary found above");
+        unreachable!("call_summary finds only those");
     };
     let apps::Record::CallSummary {
         loss_pct,
         ce_pct,
         keyframes_sent,
+        fallback_s: remote_fallback_s,
         ..
-    } = remote_sum
+    } = call_summary(&remote, dir, "call-remote")?
     else {
-        unreachable!("call_summary found above");
+        unreachable!("call_summary finds only those");
     };
 
     let rtt_ms: Vec<f64> = remote
@@ -455,13 +437,9 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         .collect();
 
     // Fallback, on the caller's clock: both ends must have noticed.
-    let fallback_s = match (
-        fallback_of(&caller_sum),
-        fallback_of(&remote_sum).map(|f| f + remote_shift),
-    ) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        _ => None,
-    };
+    let fallback_s = caller_fallback_s
+        .zip(remote_fallback_s)
+        .map(|(a, b)| a.max(b + remote_shift));
     let loss_pct_max_per_s = loss.iter().map(|p| p.1).fold(0.0, f64::max);
     let fps_min = fps.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let fps_min = if fps_min.is_finite() { fps_min } else { 0.0 };
@@ -492,26 +470,17 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
             .map(|s| s.queue_delay_ms.p99)
     };
     let down_log = RunDir::new(dir).link_log("line", Side::Down);
-    let in_l = |ecn: Ecn| matches!(ecn, Ecn::Ect1 | Ecn::Ce);
-    let to_call_time = |s: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
-        s.into_iter()
+    // The L queue's packets (ECT(1) and CE, `l` true) or the C queue's, on the call's clock.
+    let delay_series = |l: bool| -> Result<Vec<(f64, f64)>> {
+        let log = common::open_link_log(&down_log)?;
+        let in_queue = |ecn: Ecn| matches!(ecn, Ecn::Ect1 | Ecn::Ce) == l;
+        let name = down_log.display().to_string();
+        let s = run_dir::queue_delay_series_of(&name, log, QUEUE_BIN_S, in_queue)?;
+        Ok(s.into_iter()
             .map(|(t, y)| (t - CALL_START_S, y))
             .filter(|(t, _)| *t >= -CALL_START_S)
-            .collect()
+            .collect())
     };
-    let name = down_log.display().to_string();
-    let down_l_delay = to_call_time(run_dir::queue_delay_series_of(
-        &name,
-        common::open_link_log(&down_log)?,
-        QUEUE_BIN_S,
-        in_l,
-    )?);
-    let down_c_delay = to_call_time(run_dir::queue_delay_series_of(
-        &name,
-        common::open_link_log(&down_log)?,
-        QUEUE_BIN_S,
-        |e| !in_l(e),
-    )?);
     let call_mean_mbps = if call_mbps.is_empty() {
         0.0
     } else {
@@ -521,8 +490,8 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
     Ok(RunData {
         variant: v,
         metrics: RunMetrics {
-            queue: v.queue().into(),
-            call_mode: v.call_mode().into(),
+            queue: v.queue.into(),
+            call_mode: v.call_mode.into(),
             call_rtt_min_ms: min_of(&rtt_ms),
             call_rtt_p50_ms: rtt.p50,
             call_rtt_p99_ms: rtt.p99,
@@ -562,8 +531,8 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         freezes,
         loss,
         competing_mbps,
-        down_l_delay,
-        down_c_delay,
+        down_l_delay: delay_series(true)?,
+        down_c_delay: delay_series(false)?,
     })
 }
 
@@ -887,78 +856,115 @@ fn late_engine_note(b: &RunMetrics) -> Option<String> {
 
 /// The side-by-side table: header and rows, for the terminal and the page alike.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let [classic, l4s, bleached] = Variant::ALL.map(Variant::label);
     let runs = [
-        (classic, &r.classic),
-        (l4s, &r.l4s),
-        (bleached, &r.bleached),
+        (CLASSIC.label, &r.classic),
+        (L4S.label, &r.l4s),
+        (BLEACHED.label, &r.bleached),
     ];
     let (header, row) = common::run_columns(&runs);
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let fixed = |decimals: usize, x: f64| format!("{x:.decimals$}");
     let rows = vec![
-        row("call RTT min (ms)", &|m| {
-            format!("{:.1}", m.call_rtt_min_ms)
-        }),
-        row("call RTT p50 (ms)", &|m| {
-            format!("{:.1}", m.call_rtt_p50_ms)
-        }),
-        row("call RTT p99 (ms)", &|m| {
-            format!("{:.1}", m.call_rtt_p99_ms)
-        }),
+        row("call RTT min (ms)", &|m| fixed(1, m.call_rtt_min_ms)),
+        row("call RTT p50 (ms)", &|m| fixed(1, m.call_rtt_p50_ms)),
+        row("call RTT p99 (ms)", &|m| fixed(1, m.call_rtt_p99_ms)),
         row("  the path alone, min (ms)", &|m| {
-            format!("{:.1}", m.path_rtt_min_ms)
+            fixed(1, m.path_rtt_min_ms)
         }),
         row("  the path alone, p50 (ms)", &|m| {
-            format!("{:.1}", m.path_rtt_p50_ms)
+            fixed(1, m.path_rtt_p50_ms)
         }),
         row("  the path alone, p99 (ms)", &|m| {
-            format!("{:.1}", m.path_rtt_p99_ms)
+            fixed(1, m.path_rtt_p99_ms)
         }),
-        row("call loss (%)", &|m| format!("{:.2}", m.call_loss_pct)),
+        row("call loss (%)", &|m| fixed(2, m.call_loss_pct)),
         row("  in the worst second (%)", &|m| {
-            format!("{:.1}", m.loss_pct_max_per_s)
+            fixed(1, m.loss_pct_max_per_s)
         }),
         row("seconds with ≥ 25 fps shown (%)", &|m| {
-            format!("{:.0}", m.fps_ge25_pct)
+            fixed(0, m.fps_ge25_pct)
         }),
-        row("fewest frames shown in a second", &|m| {
-            format!("{:.0}", m.fps_min)
-        }),
+        row("fewest frames shown in a second", &|m| fixed(0, m.fps_min)),
         row("freezes of the picture", &|m| m.freezes.to_string()),
-        row("  time frozen (s)", &|m| format!("{:.1}", m.freeze_s_total)),
+        row("  time frozen (s)", &|m| fixed(1, m.freeze_s_total)),
         row("  keyframe requests (PLI)", &|m| m.plis.to_string()),
         row("stalls (no complete frame)", &|m| m.stalls.to_string()),
         row("time stalled (%)", &|m| pct_words(m.stall_pct)),
-        row("call video received (Mbit/s)", &|m| {
-            format!("{:.2}", m.call_mbps)
-        }),
-        row("call packets CE-marked (%)", &|m| {
-            format!("{:.1}", m.call_ce_pct)
-        }),
+        row("call video received (Mbit/s)", &|m| fixed(2, m.call_mbps)),
+        row("call packets CE-marked (%)", &|m| fixed(1, m.call_ce_pct)),
         row("downloads' share of the line (%)", &|m| {
-            format!("{:.0}", m.competing_share_pct)
+            fixed(0, m.competing_share_pct)
         }),
         row("downlink queue delay p99 (ms)", &|m| {
-            format!("{:.1}", m.down_queue_delay_p99_ms)
+            fixed(1, m.down_queue_delay_p99_ms)
         }),
         row("  L queue p99 (ms)", &|m| opt(m.down_l_delay_p99_ms)),
         row("  C queue p99 (ms)", &|m| opt(m.down_c_delay_p99_ms)),
         row("uplink queue delay p99 (ms)", &|m| {
-            format!("{:.1}", m.up_queue_delay_p99_ms)
+            fixed(1, m.up_queue_delay_p99_ms)
         }),
         row("  L queue p99 (ms)", &|m| opt(m.up_l_delay_p99_ms)),
         row("lab delivery lateness p99 (ms)", &|m| {
-            format!("{:.2}", m.delivery_lateness_p99_ms)
+            fixed(2, m.delivery_lateness_p99_ms)
         }),
         row("ECN fallback after (s)", &|m| opt(m.fallback_s)),
     ];
     (header, rows)
 }
 
-fn write_outputs(a: &Args, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let charts = Charts::draw(runs);
-    let page = page(a, results, checks, &charts)?;
-    common::write_report_files(&a.out_dir, results, &charts.files(), &page)
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let mut page = Page::new("L4S: a video call beside busy downloads");
+    page.subtitle = format!(
+        "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
+         video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
+         devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
+         in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
+         through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
+         C: as B, but the caller's access hop clears the ECN field.",
+        r.duration_s, a.seed
+    );
+    // The results section has notes below the checks, which `common::Report` has no place
+    // for: the page is put together here, each chart still named once.
+    let results = common::results_section(
+        table_rows(r),
+        "The call's numbers are about the video the caller receives (it crosses the downlink \
+         with the downloads): RTT and loss as its sender measures them, each packet timed when \
+         it reached the socket (not when the call process got a CPU to read it), frames and \
+         stalls at the caller. The path alone is the same round trips timed in the captures, \
+         at the hosts' interfaces. Queue delays are the line's, from summary.json.",
+        common::findings(checks),
+    );
+    let notes = std::iter::once(classic_note(&r.classic)).chain(late_engine_note(&r.l4s));
+    page.push(notes.fold(results, |s, n| s.with(Block::Paragraph(n))));
+    // A figure of the page, its chart kept to be written as `ID.png`.
+    let mut charts = Vec::new();
+    let mut fig = |id: &str, chart: Chart| {
+        let f = common::figure(id, &chart, false);
+        charts.push((id.to_string(), chart));
+        f
+    };
+    let row = vec![
+        fig("rtt-cdf", rtt_cdf(runs))?,
+        fig("loss", loss_chart(runs))?,
+    ];
+    page.push(Section::new("Round-trip time and loss").with(Block::Row(row)));
+    let fps = fig("fps", fps_chart(runs))?;
+    page.push(Section::new("What the caller saw").with(Block::Figure(fps)));
+    let delay = runs
+        .iter()
+        .zip(delay_charts(runs))
+        .map(|(r, c)| fig(&format!("delay-{}", r.variant.name), c))
+        .collect::<Result<_>>()?;
+    page.push(Section::new("The bottleneck's queues").with(Block::Row(delay)));
+    let share = fig("share", share_chart(runs))?;
+    page.push(Section::new("The other devices' share").with(Block::Figure(share)));
+    page.push(common::files_section(&[
+        "classic/, l4s/, bleached/: each run's lab output: captures/*.pcap, links/*.log (every \
+         packet's queue events, with its ECN field), summary.json, lab.json, programs/*.out \
+         (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)",
+    ]));
+    let charts: Vec<(&str, &Chart)> = charts.iter().map(|(id, c)| (id.as_str(), c)).collect();
+    common::write_report_files(&a.out_dir, r, &charts, &page)
 }
 
 /// A per-second series drawn as steps over each second `[t − 1, t)`.
@@ -970,238 +976,137 @@ fn seconds_steps(v: &[(f64, f64)]) -> Vec<(f64, f64)> {
     s
 }
 
-/// Every chart of the report.
-struct Charts {
-    cdf: Chart,
-    fps: Chart,
-    loss: Chart,
-    delay: [Chart; 3],
-    share: Chart,
+/// One per-second series of every run (`series`) as steps, under `title`, up the axis `y`.
+fn per_second_chart(
+    runs: &[RunData],
+    title: &str,
+    y: Axis,
+    caption: impl Into<String>,
+    series: impl Fn(&RunData) -> &[(f64, f64)],
+) -> Chart {
+    let x = Axis::new("time since the call started", "s");
+    let mut c = Chart::new(title, x, y.from_zero()).caption(caption);
+    for r in runs {
+        let steps = seconds_steps(series(r));
+        c.push(Series::step(r.variant.label, r.variant.color, steps).keep_in_legend());
+    }
+    c
 }
 
-impl Charts {
-    fn draw(runs: &[RunData]) -> Charts {
-        let mut cdf = Chart::new(
-            "Round-trip time of the call's packets, distribution",
-            Axis::new("per-packet round-trip time", "ms").from_zero(),
-            Axis::new("share of packets at or below", "%").with_range(0.0, 100.0),
-        )
-        .caption(format!(
-            "A point (x, y) says y % of the received video's packets took at most x ms there \
-             and back. The line's base RTT is {BASE_RTT_MS:.0} ms: with L4S the curve rises \
-             just right of it, behind the FIFO it spreads over the queue the downloads keep. \
-             The black line is the seed's bound on the L4S call's worst case: its own minimum \
-             RTT plus {SEED_TAIL_ALLOWANCE_MS:.0} ms (the seed: minimum 20 ms, worst case \
-             under 25 ms); B's curve should reach 99 % left of it."
-        ));
-        let mut fps = Chart::new(
-            "Frames the caller's decoder showed per second",
-            Axis::new("time since the call started", "s"),
-            Axis::new("frames shown", "fps").from_zero(),
-        )
-        .caption(
-            "The video is sent at 30 fps; a frame is shown when all its packets arrived and so \
-             did every frame it depends on back to a keyframe. The bars above the curves are \
-             the freezes of each run's picture (a gap between shown frames of at least 3 times \
-             the mean gap and 150 ms more): behind the FIFO each lost packet freezes the \
-             picture until the keyframe the caller asks for; with L4S the rate stays at the \
-             top and the picture runs.",
+/// The end of the longest call, s.
+fn call_end_s(runs: &[RunData]) -> f64 {
+    runs.iter()
+        .flat_map(|r| r.fps.iter().map(|p| p.0))
+        .fold(1.0, f64::max)
+}
+
+fn rtt_cdf(runs: &[RunData]) -> Chart {
+    let mut cdf = Chart::cdf(
+        "Round-trip time of the call's packets, distribution",
+        Axis::new("per-packet round-trip time", "ms").from_zero(),
+        "packets",
+    )
+    .caption(format!(
+        "A point (x, y) says y % of the received video's packets took at most x ms there \
+         and back. The line's base RTT is {BASE_RTT_MS:.0} ms: with L4S the curve rises \
+         just right of it, behind the FIFO it spreads over the queue the downloads keep. \
+         The black line is the seed's bound on the L4S call's worst case: its own minimum \
+         RTT plus {SEED_TAIL_ALLOWANCE_MS:.0} ms (the seed: minimum 20 ms, worst case \
+         under 25 ms); B's curve should reach 99 % left of it."
+    ));
+    for r in runs {
+        cdf.push(Series::cdf(r.variant.label, r.variant.color, &r.rtt_ms));
+    }
+    let base = format!("base RTT ({BASE_RTT_MS:.0} ms)");
+    cdf.push(Series::vline(base, Rgb::GREY, BASE_RTT_MS, (0.0, 100.0)).keep_in_legend());
+    if let Some(b) = runs.iter().find(|r| r.variant == L4S) {
+        let x = b.metrics.call_rtt_min_ms + SEED_TAIL_ALLOWANCE_MS;
+        let name = format!(
+            "B's minimum + {SEED_TAIL_ALLOWANCE_MS:.0} ms ({x:.1} ms): the seed's worst case"
         );
-        let mut loss = Chart::new(
-            "Loss of the call's packets per second",
-            Axis::new("time since the call started", "s"),
-            Axis::new("packets lost", "%").from_zero(),
-        )
-        .caption(
-            "As the video's sender learns it from the receiver's feedback: the FIFO drops the \
-             call's packets with the downloads' (the classic call's GCC rides through a few \
-             percent without slowing down); DualPI2 marks them instead.",
-        );
-        let mut share = Chart::new(
-            "The other devices' downloads while the call runs",
-            Axis::new("time since the call started", "s"),
-            Axis::new("goodput of all downloads", "Mbit/s").from_zero(),
-        )
-        .caption(format!(
+        cdf.push(Series::vline(name, Rgb::BLACK, x, (0.0, 100.0)).keep_in_legend());
+    }
+    cdf
+}
+
+fn loss_chart(runs: &[RunData]) -> Chart {
+    per_second_chart(
+        runs,
+        "Loss of the call's packets per second",
+        Axis::new("packets lost", "%"),
+        "As the video's sender learns it from the receiver's feedback: the FIFO drops the \
+         call's packets with the downloads' (the classic call's GCC rides through a few \
+         percent without slowing down); DualPI2 marks them instead.",
+        |r| &r.loss,
+    )
+}
+
+fn fps_chart(runs: &[RunData]) -> Chart {
+    let mut fps = per_second_chart(
+        runs,
+        "Frames the caller's decoder showed per second",
+        Axis::new("frames shown", "fps"),
+        "The video is sent at 30 fps; a frame is shown when all its packets arrived and so \
+         did every frame it depends on back to a keyframe. The bars above the curves are \
+         the freezes of each run's picture (a gap between shown frames of at least 3 times \
+         the mean gap and 150 ms more): behind the FIFO each lost packet freezes the \
+         picture until the keyframe the caller asks for; with L4S the rate stays at the \
+         top and the picture runs.",
+        |r| &r.fps,
+    );
+    let end = call_end_s(runs);
+    fps.push(Series::hline("25 fps", Rgb::GREY, 25.0, (0.0, end)).keep_in_legend());
+    // One band per run above the curves, one bar per freeze.
+    for (i, r) in runs.iter().enumerate() {
+        let y = 33.0 + 1.5 * i as f64;
+        let bars = r.freezes.iter().map(|&(a, b)| ((a, y), (b, y))).collect();
+        let name = format!("{}: frozen", r.variant.label);
+        let s = Series::new(name, r.variant.color, Marks::Segments(bars));
+        fps.push(s.stroke(5).keep_in_legend());
+    }
+    fps
+}
+
+fn share_chart(runs: &[RunData]) -> Chart {
+    let mut share = per_second_chart(
+        runs,
+        "The other devices' downloads while the call runs",
+        Axis::new("goodput of all downloads", "Mbit/s"),
+        format!(
             "{DOWNLOADS} CUBIC downloads together, per second. The call takes its part of the \
              {LINE_MBPS:.0} Mbit/s line in every run; the downloads keep the rest."
-        ));
-        for r in runs {
-            let (label, color) = (r.variant.label(), r.variant.color());
-            cdf.push(Series::cdf(label, color, &r.rtt_ms));
-            fps.push(Series::step(label, color, seconds_steps(&r.fps)).keep_in_legend());
-            loss.push(Series::step(label, color, seconds_steps(&r.loss)).keep_in_legend());
-            share.push(
-                Series::step(label, color, seconds_steps(&r.competing_mbps)).keep_in_legend(),
-            );
-        }
-        let end = runs
-            .iter()
-            .flat_map(|r| r.fps.iter().map(|p| p.0))
-            .fold(1.0, f64::max);
-        cdf.push(
-            Series::line(
-                format!("base RTT ({BASE_RTT_MS:.0} ms)"),
-                Rgb::GREY,
-                vec![(BASE_RTT_MS, 0.0), (BASE_RTT_MS, 100.0)],
-            )
-            .keep_in_legend(),
-        );
-        if let Some(b) = runs.iter().find(|r| r.variant == Variant::L4s) {
-            let x = b.metrics.call_rtt_min_ms + SEED_TAIL_ALLOWANCE_MS;
-            cdf.push(
-                Series::line(
-                    format!(
-                        "B's minimum + {SEED_TAIL_ALLOWANCE_MS:.0} ms ({x:.1} ms): the seed's \
-                         worst case"
-                    ),
-                    Rgb::BLACK,
-                    vec![(x, 0.0), (x, 100.0)],
-                )
-                .keep_in_legend(),
-            );
-        }
-        fps.push(
-            Series::line("25 fps", Rgb::GREY, vec![(0.0, 25.0), (end, 25.0)]).keep_in_legend(),
-        );
-        // One band per run above the curves, one bar per freeze.
-        for (i, r) in runs.iter().enumerate() {
-            let y = 33.0 + 1.5 * i as f64;
-            let bars = r.freezes.iter().map(|&(a, b)| ((a, y), (b, y))).collect();
-            fps.push(
-                Series::new(
-                    format!("{}: frozen", r.variant.label()),
-                    r.variant.color(),
-                    Marks::Segments(bars),
-                )
-                .stroke(5)
-                .keep_in_legend(),
-            );
-        }
-        share.push(
-            Series::line(
-                "40 % of the line",
-                Rgb::GREY,
-                vec![(0.0, 0.4 * LINE_MBPS), (end, 0.4 * LINE_MBPS)],
-            )
-            .keep_in_legend(),
-        );
-        let one = |r: &RunData| {
-            let caption = match r.variant {
-                Variant::Classic => {
-                    "One FIFO for everything: the call's packets wait behind the downloads' \
-                     and are dropped with them when it overflows."
-                }
-                Variant::L4s => {
-                    "The call's ECT(1) packets use the L queue, marked from 1 ms of sojourn, \
-                     so they wait 2-3 ms at most (a full-size packet already on the wire, \
-                     then their own frame's packets ahead of them, 1.2 ms each at 10 Mbit/s); \
-                     DualPI2 holds the downloads' C queue about its 15 ms target, so the \
-                     longest sojourn of each 100 ms, drawn here, rides above it."
-                }
-                Variant::Bleached => {
-                    "The access hop clears ECN, so the call's packets arrive as Not-ECT: after \
-                     the fallback they share the C queue with the downloads (classic \
-                     behaviour, but still DualPI2's short queue)."
-                }
+        ),
+        |r| &r.competing_mbps,
+    );
+    let (y, end) = (0.4 * LINE_MBPS, call_end_s(runs));
+    share.push(Series::hline("40 % of the line", Rgb::GREY, y, (0.0, end)).keep_in_legend());
+    share
+}
+
+/// Each run's downlink queues, L and C, on one scale.
+fn delay_charts(runs: &[RunData]) -> Vec<Chart> {
+    let mut delay: Vec<Chart> = runs
+        .iter()
+        .map(|r| {
+            let line = |name: &str, color, points: &[(f64, f64)]| {
+                Series::line(name, color, points.to_vec()).keep_in_legend()
             };
             Chart::new(
-                format!("Downlink queue delay, {}", r.variant.label()),
+                format!("Downlink queue delay, {}", r.variant.label),
                 Axis::new("time since the call started", "s"),
                 Axis::new("longest sojourn per 100 ms", "ms").from_zero(),
             )
-            .caption(caption)
-            .with(
-                Series::line("L queue (ECT(1), CE)", Rgb::nth(0), r.down_l_delay.clone())
-                    .keep_in_legend(),
-            )
-            .with(
-                Series::line(
-                    "C queue (Not-ECT, ECT(0))",
-                    Rgb::nth(1),
-                    r.down_c_delay.clone(),
-                )
-                .keep_in_legend(),
-            )
-        };
-        let mut delay = [one(&runs[0]), one(&runs[1]), one(&runs[2])];
-        report::same_scale(&mut delay);
-        Charts {
-            cdf,
-            fps,
-            loss,
-            delay,
-            share,
-        }
-    }
-
-    fn files(&self) -> Vec<(&'static str, &Chart)> {
-        vec![
-            ("rtt-cdf", &self.cdf),
-            ("fps", &self.fps),
-            ("loss", &self.loss),
-            ("delay-classic", &self.delay[0]),
-            ("delay-l4s", &self.delay[1]),
-            ("delay-bleached", &self.delay[2]),
-            ("share", &self.share),
-        ]
-    }
-}
-
-fn page(a: &Args, r: &Results, checks: &[Check], charts: &Charts) -> Result<Page> {
-    let fig = |id: &str, c: &Chart| common::figure(id, c, false);
-    let mut page = Page::new("L4S: a video call beside busy downloads");
-    page.subtitle = format!(
-        "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
-         video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
-         devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
-         in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
-         through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
-         C: as B, but the caller's access hop clears the ECN field.",
-        r.duration_s, a.seed
-    );
-    let (header, rows) = table_rows(r);
-    let mut results = Section::new("Results")
-        .with(Block::Table(Table {
-            header,
-            rows,
-            caption: "The call's numbers are about the video the caller receives (it crosses \
-                          the downlink with the downloads): RTT and loss as its sender measures \
-                          them, each packet timed when it reached the socket (not when the \
-                          call process got a CPU to read it), frames and stalls at the caller. \
-                          The path alone is the same round trips timed in the captures, at the \
-                          hosts' interfaces. Queue delays are the line's, from summary.json."
-                .into(),
-        }))
-        .with(crate::common::findings(checks))
-        .with(Block::Paragraph(classic_note(&r.classic)));
-    if let Some(note) = late_engine_note(&r.l4s) {
-        results = results.with(Block::Paragraph(note));
-    }
-    page.push(results);
-    page.push(
-        Section::new("Round-trip time and loss").with(Block::Row(vec![
-            fig("rtt-cdf", &charts.cdf)?,
-            fig("loss", &charts.loss)?,
-        ])),
-    );
-    page.push(Section::new("What the caller saw").with(Block::Figure(fig("fps", &charts.fps)?)));
-    page.push(
-        Section::new("The bottleneck's queues").with(Block::Row(vec![
-            fig("delay-classic", &charts.delay[0])?,
-            fig("delay-l4s", &charts.delay[1])?,
-            fig("delay-bleached", &charts.delay[2])?,
-        ])),
-    );
-    page.push(
-        Section::new("The other devices' share").with(Block::Figure(fig("share", &charts.share)?)),
-    );
-    page.push(common::files_section(&[
-        "classic/, l4s/, bleached/: each run's lab output: captures/*.pcap, links/*.log (every \
-         packet's queue events, with its ECN field), summary.json, lab.json, programs/*.out \
-         (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)",
-    ]));
-    Ok(page)
+            .caption(r.variant.delay_caption)
+            .with(line("L queue (ECT(1), CE)", Rgb::nth(0), &r.down_l_delay))
+            .with(line(
+                "C queue (Not-ECT, ECT(0))",
+                Rgb::nth(1),
+                &r.down_c_delay,
+            ))
+        })
+        .collect();
+    report::same_scale(&mut delay);
+    delay
 }
 
 /// A share in per cent for the table: one decimal, but a stall that happened never shows as
@@ -1382,7 +1287,7 @@ mod tests {
 
     #[test]
     fn the_bleached_lab_clears_ecn_only_on_the_callers_hop_and_waits_for_the_caller() {
-        let cfg = lab_config(Variant::Bleached, 12.0, 1);
+        let cfg = lab_config(BLEACHED, 12.0, 1);
         cfg.validate().unwrap();
         let bleached: Vec<_> = cfg
             .links
@@ -1398,7 +1303,7 @@ mod tests {
         assert_eq!(waited.len(), 1);
         assert!(waited[0].run.contains("--connect remote:6000 --mode l4s"));
         assert!(waited[0].run.contains("--duration 12000ms"));
-        let classic = lab_config(Variant::Classic, 12.0, 1);
+        let classic = lab_config(CLASSIC, 12.0, 1);
         assert!(classic
             .links
             .iter()
