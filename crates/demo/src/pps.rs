@@ -17,7 +17,7 @@ use std::path::Path;
 use analyze::Analysis;
 use anyhow::{bail, Result};
 use lab::config::{Direction, EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -34,32 +34,8 @@ const PORT: u16 = 5201;
 /// `server` by name, over IPv6.
 const HEADER_BYTES: u32 = 72;
 
-/// The runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Mtu1500,
-    Mtu9000,
-}
-
-impl Variant {
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Mtu1500 => "mtu1500",
-            Variant::Mtu9000 => "mtu9000",
-        }
-    }
-    pub fn mtu(self) -> u32 {
-        match self {
-            Variant::Mtu1500 => 1500,
-            Variant::Mtu9000 => 9000,
-        }
-    }
-    /// The run's values of each second, named by its MTU in the legend.
-    fn series(self, per_second: Vec<(f64, f64)>) -> Series {
-        let color = common::PAIR_COLORS[self as usize];
-        Series::step(format!("MTU {}", self.mtu()), color, per_second).keep_in_legend()
-    }
-}
+/// The runs: directory (and key in `results.json`) and both hosts' MTU, bytes.
+pub const RUNS: [(&str, u32); 2] = [("mtu1500", 1500), ("mtu9000", 9000)];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -102,7 +78,9 @@ impl Results {
 pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
-    variant: Variant,
+    /// The run's directory.
+    name: &'static str,
+    color: Rgb,
     metrics: RunMetrics,
     analysis: Analysis,
     /// (s since the transfer began, Mbit/s), the client's intervals.
@@ -111,8 +89,16 @@ struct RunData {
     packets: Vec<(f64, f64)>,
 }
 
-/// The lab of one run.
-pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig {
+impl RunData {
+    /// The run's values of each second, named by its MTU in the legend.
+    fn series(&self, per_second: Vec<(f64, f64)>) -> Series {
+        let name = format!("MTU {}", self.metrics.mtu);
+        Series::step(name, self.color, per_second).keep_in_legend()
+    }
+}
+
+/// The lab of one run, both hosts at `mtu`.
+pub fn lab_config(mtu: u32, pps: u64, duration_s: f64, seed: u64) -> LabConfig {
     let queue = Direction::default().queue.to_string();
     let pps = pps.to_string();
     let dir = || {
@@ -126,7 +112,7 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
     };
     let host = |name: &str, index: usize| {
         let mut h = common::host(name, index, EcnMode::Passive);
-        h.settings.mtu = v.mtu();
+        h.settings.mtu = mtu;
         h
     };
     // The lab ends with the client.
@@ -154,39 +140,37 @@ pub fn lab_config(v: Variant, pps: u64, duration_s: f64, seed: u64) -> LabConfig
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+pub fn runs(a: &Args) -> Vec<(usize, common::Run)> {
     let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
-    [Variant::Mtu1500, Variant::Mtu9000]
-        .map(|v| {
+    RUNS.iter()
+        .enumerate()
+        .map(|(i, &(dir, mtu))| {
             let run = common::Run {
-                dir: v.name().into(),
-                msg: format!("MTU {}, at most {} packets/s", v.mtu(), a.count("pps")),
+                dir: dir.into(),
+                msg: format!("MTU {mtu}, at most {} packets/s", a.count("pps")),
                 expected_s: lab_s,
-                config: lab_config(v, a.count("pps"), a.seconds("duration"), a.seed),
+                config: lab_config(mtu, a.count("pps"), a.seconds("duration"), a.seed),
             };
-            (v, run)
+            (i, run)
         })
-        .into()
+        .collect()
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 1.5;
-    let mut series = common::Series::new(&a.out_dir, 2.0 * (lab_s + 2.0) + 2.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(2.0), collect)?;
+    let (series, runs) = common::run_series(a, runs(a), (2.0, 2.0), collect)?;
     let results = Results {
         pps_limit: a.count("pps"),
         mtu1500: runs[0].metrics.clone(),
         mtu9000: runs[1].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
-/// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
+/// Reads the `i`-th run's outputs back.
+fn collect(i: usize, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
+    let (name, mtu) = RUNS[i];
     let drops = common::link_summary(result, "path", "down")?
         .drops
         .values()
@@ -242,9 +226,10 @@ fn collect(v: Variant, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         per_s.truncate(span_s as usize);
     }
     Ok(RunData {
-        variant: v,
+        name,
+        color: common::PAIR_COLORS[i],
         metrics: RunMetrics {
-            mtu: v.mtu(),
+            mtu,
             goodput_mbps: total_mbps,
             packets_per_s: if span_s > 0.0 { n / span_s } else { 0.0 },
             bytes_per_packet: bytes as f64 / n,
@@ -293,7 +278,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [("mtu1500", &r.mtu1500), ("mtu9000", &r.mtu9000)];
+    let runs = [(RUNS[0].0, &r.mtu1500), (RUNS[1].0, &r.mtu9000)];
     let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("MTU (bytes)", &|m| m.mtu.to_string()),
@@ -309,18 +294,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let goodput = goodput_chart(r, runs);
-    let packets = packets_chart(r, runs);
-    let page = page(a, r, checks, runs, &goodput, &packets)?;
-    common::write_report_files(
-        &a.out_dir,
-        r,
-        &[("goodput", &goodput), ("packets", &packets)],
-        &page,
-    )
-}
-
 fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
     let mut c = Chart::new(
         "Goodput of the same download, each second",
@@ -331,8 +304,8 @@ fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
     .caption(
         format!(
             "The line has no byte-rate limit; the hop forwards at most {} packets a second. At \
-         MTU 1500 each packet carries about {:.0} bytes of data: {:.1} Mbit/s. At MTU 9000 \
-         it carries about {:.0}: {:.1} Mbit/s, {:.1}× more, from the same packet rate.",
+             MTU 1500 each packet carries about {:.0} bytes of data: {:.1} Mbit/s. At MTU 9000 \
+             it carries about {:.0}: {:.1} Mbit/s, {:.1}× more, from the same packet rate.",
             r.pps_limit,
             r.mtu1500.bytes_per_packet,
             r.mtu1500.goodput_mbps,
@@ -341,7 +314,7 @@ fn goodput_chart(r: &Results, runs: &[RunData]) -> Chart {
             r.goodput_ratio()
         ) + &dip_note(r),
     );
-    c.extend(runs.iter().map(|r| r.variant.series(r.goodput.clone())));
+    c.extend(runs.iter().map(|r| r.series(r.goodput.clone())));
     c
 }
 
@@ -384,50 +357,43 @@ fn packets_chart(r: &Results, runs: &[RunData]) -> Chart {
         n,
         (0.0, end),
     ));
-    c.extend(runs.iter().map(|r| r.variant.series(r.packets.clone())));
+    c.extend(runs.iter().map(|r| r.series(r.packets.clone())));
     c
 }
 
-fn page(
-    a: &Args,
-    r: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-    goodput: &Chart,
-    packets: &Chart,
-) -> Result<Page> {
-    let mut page = Page::new("Packets per second, not bytes");
-    page.subtitle =
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let mut page = common::Report::new(
+        "Packets per second, not bytes",
         format!(
-        "One bulk TCP download of {:.0} s per run over a line with no byte-rate limit, {DELAY} \
-         each way, through a hop that forwards at most {} packets/s each way; seed {}. Run \
-         mtu1500: both hosts at MTU 1500. Run mtu9000: both at MTU 9000.",
-        a.seconds("duration"), r.pps_limit, a.seed
-    );
-    page.push(common::results_section(
+            "One bulk TCP download of {:.0} s per run over a line with no byte-rate limit, \
+             {DELAY} each way, through a hop that forwards at most {} packets/s each way; seed \
+             {}. Run mtu1500: both hosts at MTU 1500. Run mtu9000: both at MTU 9000.",
+            a.seconds("duration"),
+            r.pps_limit,
+            a.seed
+        ),
         table_rows(r),
-        "Goodput is the client's (bytes the application read over the whole \
-         transfer). Packets/s counts the server's data packets in the \
-         client's capture, past the hop, from the first to the last.",
+        "Goodput is the client's (bytes the application read over the whole transfer). \
+         Packets/s counts the server's data packets in the client's capture, past the hop, \
+         from the first to the last.",
         common::findings(checks),
-    ));
-    page.push(
-        Section::new("Goodput and packet rate")
-            .with(Block::Figure(common::figure("goodput", goodput, false)?))
-            .with(Block::Figure(common::figure("packets", packets, false)?)),
     );
-    page.push(common::analyzer_section(
+    let goodput = page.figure("goodput", goodput_chart(r, runs), false)?;
+    let packets = page.figure("packets", packets_chart(r, runs), false)?;
+    page.section(
+        "Goodput and packet rate",
+        "",
+        vec![Block::Figure(goodput), Block::Figure(packets)],
+    );
+    page.analyzer(
         "Diagnoses of `latencylab analyze` on each run's client capture.",
-        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
-    ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "goodput.png, packets.png: the charts of this page".into(),
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.name, &r.analysis))),
+    );
+    page.files(&[
         "mtu1500/, mtu9000/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
-         links/*.log, programs/*.out (bulk-client.out has the goodput of every second)"
-            .into(),
-    ])));
-    Ok(page)
+         links/*.log, programs/*.out (bulk-client.out has the goodput of every second)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 #[cfg(test)]
@@ -462,8 +428,8 @@ mod tests {
 
     #[test]
     fn the_labs_differ_only_in_the_hosts_mtu() {
-        let a = lab_config(Variant::Mtu1500, 1000, 10.0, 1);
-        let b = lab_config(Variant::Mtu9000, 1000, 10.0, 1);
+        let a = lab_config(1500, 1000, 10.0, 1);
+        let b = lab_config(9000, 1000, 10.0, 1);
         a.validate().unwrap();
         b.validate().unwrap();
         assert!(a.hosts.iter().all(|h| h.settings.mtu == 1500));
