@@ -26,7 +26,7 @@ use std::path::Path;
 use analyze::Analysis;
 use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
@@ -47,27 +47,14 @@ const LATE_COPY: &str = "100% 1s";
 /// with the client, and the last SYN's copy must reach the server (1 s) and be answered first.
 const LINGER_S: f64 = 1.5;
 
-/// The runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Plain,
-    Tfo,
-}
-
-impl Variant {
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Plain => "plain",
-            Variant::Tfo => "tfo",
-        }
-    }
-    fn fastopen(self) -> bool {
-        self == Variant::Tfo
-    }
-    fn color(self) -> Rgb {
-        common::PAIR_COLORS[self as usize]
-    }
-}
+/// The runs: directory, whether both sides opt in to Fast Open, whether the path delivers a
+/// late copy of every packet from the client. The first two are the ones charted.
+pub const RUNS: [(&str, bool, bool); 4] = [
+    ("plain", false, false),
+    ("tfo", true, false),
+    ("duplicate-plain", false, true),
+    ("duplicate-tfo", true, true),
+];
 
 /// One run's numbers, as `results.json` writes them.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -128,7 +115,9 @@ impl DuplicateMetrics {
 pub type Outcome = common::Outcome<Results>;
 
 struct RunData {
-    variant: Variant,
+    /// The run's directory.
+    name: &'static str,
+    color: Rgb,
     metrics: RunMetrics,
     analysis: Analysis,
     /// (request number, ms).
@@ -137,9 +126,9 @@ struct RunData {
 
 /// The lab of one run; with `late_copies` the path delivers a late copy of every packet from
 /// the client.
-pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> LabConfig {
+pub fn lab_config(fastopen: bool, late_copies: bool, requests: u64, seed: u64) -> LabConfig {
     let queue = lab::config::Direction::default().queue.to_string();
-    let (server_opt, client_opt) = if v.fastopen() {
+    let (server_opt, client_opt) = if fastopen {
         ("", " --fastopen")
     } else {
         (" --no-fastopen", "")
@@ -183,40 +172,26 @@ pub fn lab_config(v: Variant, late_copies: bool, requests: u64, seed: u64) -> La
 }
 
 /// The runs: what [`run`] runs and `--export` writes.
-pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+pub fn runs(a: &Args) -> Vec<(usize, common::Run)> {
     let lab_s = a.count("requests") as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
-    [
-        (Variant::Plain, false),
-        (Variant::Tfo, false),
-        (Variant::Plain, true),
-        (Variant::Tfo, true),
-    ]
-    .map(|(v, late_copies)| {
-        let dir = if late_copies {
-            format!("duplicate-{}", v.name())
-        } else {
-            v.name().to_string()
-        };
-        let run = common::Run {
-            msg: format!("{dir}, {} requests", a.count("requests")),
-            dir,
-            expected_s: lab_s + if late_copies { LINGER_S } else { 0.0 },
-            config: lab_config(v, late_copies, a.count("requests"), a.seed),
-        };
-        (v, run)
-    })
-    .into()
+    RUNS.iter()
+        .enumerate()
+        .map(|(i, &(dir, fastopen, late_copies))| {
+            let run = common::Run {
+                dir: dir.into(),
+                msg: format!("{dir}, {} requests", a.count("requests")),
+                expected_s: lab_s + if late_copies { LINGER_S } else { 0.0 },
+                config: lab_config(fastopen, late_copies, a.count("requests"), a.seed),
+            };
+            (i, run)
+        })
+        .collect()
 }
 
 /// Runs the labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    let lab_s = a.count("requests") as f64 * INTERVAL_MS as f64 / 1000.0 + CLIENT_START_S + 2.0;
-    let mut series = common::Series::new(
-        &a.out_dir,
-        4.0 * lab_s + 2.0 * LINGER_S + 4.0 + 2.0,
-        a.quiet,
-    )?;
-    let mut runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let (series, mut runs) =
+        common::run_series(a, runs(a), (1.0, 2.0), |i, dir, _| collect(i, dir))?;
     let dup = runs.split_off(2);
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
@@ -228,13 +203,12 @@ pub fn run(a: &Args) -> Result<Outcome> {
         },
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(2.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
-/// Reads one run's outputs back.
-fn collect(v: Variant, dir: &Path) -> Result<RunData> {
+/// Reads the `i`-th run's outputs back.
+fn collect(i: usize, dir: &Path) -> Result<RunData> {
+    let (name, fastopen, _) = RUNS[i];
     let client = common::program_records(dir, "tfo-client")?;
     let server = common::program_records(dir, "tfo-server")?;
     let requests: Vec<(u64, f64, bool)> = client
@@ -250,7 +224,7 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
         })
         .collect();
     // The first request of a Fast Open client fetches the cookie: a plain handshake.
-    let skip = usize::from(v.fastopen());
+    let skip = usize::from(fastopen);
     let timed: Vec<f64> = requests.iter().skip(skip).map(|r| r.1).collect();
     let Some(p) = apps::Percentiles::of(&timed) else {
         bail!(
@@ -280,7 +254,8 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
         .filter(|c| c.b.port() == PORT && c.tfo())
         .count() as u64;
     Ok(RunData {
-        variant: v,
+        name,
+        color: common::PAIR_COLORS[usize::from(fastopen)],
         metrics: RunMetrics {
             request_ms_p50: p.p50,
             request_ms_p95: p.p95,
@@ -352,7 +327,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
 
 /// The side-by-side table: header and rows.
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [("plain", &r.plain), ("tfo", &r.tfo)];
+    let runs = [(RUNS[0].0, &r.plain), (RUNS[1].0, &r.tfo)];
     let (header, row) = common::run_columns(&runs);
     let mut rows = vec![
         row("request p50 (ms)", &|m| format!("{:.1}", m.request_ms_p50)),
@@ -368,7 +343,7 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         row("double actions", &|m| m.double_actions.to_string()),
     ];
     let d = &r.duplicate;
-    let dup_runs = [("plain", &d.plain), ("tfo", &d.tfo)];
+    let dup_runs = [(RUNS[0].0, &d.plain), (RUNS[1].0, &d.tfo)];
     let (_, dup_row) = common::run_columns(&dup_runs);
     rows.extend([
         dup_row("late copies: requests", &|m| m.requests.to_string()),
@@ -380,12 +355,6 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
         }),
     ]);
     (header, rows)
-}
-
-fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let chart = request_chart(r, runs);
-    let page = page(a, r, checks, runs, &chart)?;
-    common::write_report_files(&a.out_dir, r, &[("request-time", &chart)], &page)
 }
 
 fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
@@ -407,73 +376,66 @@ fn request_chart(r: &Results, runs: &[RunData]) -> Chart {
     // The reference lines first, so that the runs are drawn over them.
     c.push(Series::hline("1 RTT", Rgb::GREY, rtt, (1.0, n)));
     c.push(Series::hline("2 RTT", Rgb::GREY, 2.0 * rtt, (1.0, n)));
-    c.extend(runs.iter().map(|r| {
-        Series::line(r.variant.name(), r.variant.color(), r.times.clone()).keep_in_legend()
-    }));
+    c.extend(
+        runs.iter()
+            .map(|r| Series::line(r.name, r.color, r.times.clone()).keep_in_legend()),
+    );
     c
 }
 
-fn page(a: &Args, r: &Results, checks: &[Check], runs: &[RunData], chart: &Chart) -> Result<Page> {
-    let mut page = Page::new("TCP Fast Open: one round trip instead of two");
-    page.subtitle = format!(
-        "10 Mbit/s each way, {:.0} ms base RTT; {} requests per run, each on a new \
-         connection, {INTERVAL_MS} ms apart; seed {}. Run plain: no Fast Open. Run tfo: \
-         TCP_FASTOPEN on the server's listener, TCP_FASTOPEN_CONNECT on the client.",
-        r.base_rtt_ms,
-        a.count("requests"),
-        a.seed
-    );
-    page.push(common::results_section(
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+    let mut page = common::Report::new(
+        "TCP Fast Open: one round trip instead of two",
+        format!(
+            "10 Mbit/s each way, {:.0} ms base RTT; {} requests per run, each on a new \
+             connection, {INTERVAL_MS} ms apart; seed {}. Run plain: no Fast Open. Run tfo: \
+             TCP_FASTOPEN on the server's listener, TCP_FASTOPEN_CONNECT on the client.",
+            r.base_rtt_ms,
+            a.count("requests"),
+            a.seed
+        ),
         table_rows(r),
-        "Request times are the client's, from connect to the whole answer (the \
-         tfo run's p50 leaves out the first request, which fetched the cookie). \
-         \"In the SYN\" is TCP_INFO's TCPI_OPT_SYN_DATA at the client; the \
-         capture column is the analyzer's count of SYNs with data and a cookie \
-         at the server. Actions are the server's, per request id.",
+        "Request times are the client's, from connect to the whole answer (the tfo run's p50 \
+         leaves out the first request, which fetched the cookie). \"In the SYN\" is TCP_INFO's \
+         TCPI_OPT_SYN_DATA at the client; the capture column is the analyzer's count of SYNs \
+         with data and a cookie at the server. Actions are the server's, per request id.",
         common::findings(checks),
-    ));
-    page.push(
-        Section::new("Request time").with(Block::Figure(common::figure(
-            "request-time",
-            chart,
-            false,
-        )?)),
     );
+    let chart = page.figure("request-time", request_chart(r, runs), false)?;
+    page.section("Request time", "", vec![Block::Figure(chart)]);
     let d = &r.duplicate;
-    page.push(
-        Section::new("Late duplicate SYNs: why only idempotent requests").with(Block::Paragraph(
-            format!(
-                "Two more runs, the same but for the path, which copies every packet from the \
-                 client and delivers the copy 1 s late, after its connection has ended. The \
-                 server acts on every request it reads (think \"send a pair of shoes\"). With \
-                 Fast Open the late copy of a SYN with data is a valid new request: the \
-                 server acted {} times on {} requests, {} of them twice. Without it, a SYN \
-                 carries no data; the server answers the late SYN, the client (whose \
-                 connection is long closed) does not complete the handshake, and nothing is \
-                 done: {} actions on {} requests, {} twice. The table's \"late copies\" rows; \
-                 each run's files are in duplicate-plain/ and duplicate-tfo/.",
-                d.tfo.server_actions,
-                d.tfo.requests,
-                d.tfo.double_actions,
-                d.plain.server_actions,
-                d.plain.requests,
-                d.plain.double_actions
-            ),
-        )),
+    page.section(
+        "Late duplicate SYNs: why only idempotent requests",
+        &format!(
+            "Two more runs, the same but for the path, which copies every packet from the \
+             client and delivers the copy 1 s late, after its connection has ended. The server \
+             acts on every request it reads (think \"send a pair of shoes\"). With Fast Open \
+             the late copy of a SYN with data is a valid new request: the server acted {} times \
+             on {} requests, {} of them twice. Without it, a SYN carries no data; the server \
+             answers the late SYN, the client (whose connection is long closed) does not \
+             complete the handshake, and nothing is done: {} actions on {} requests, {} twice. \
+             The table's \"late copies\" rows; each run's files are in duplicate-plain/ and \
+             duplicate-tfo/.",
+            d.tfo.server_actions,
+            d.tfo.requests,
+            d.tfo.double_actions,
+            d.plain.server_actions,
+            d.plain.requests,
+            d.plain.double_actions
+        ),
+        vec![],
     );
-    page.push(common::analyzer_section(
+    page.analyzer(
         "Diagnoses of `latencylab analyze` on each run's server capture; run it on \
          tfo/captures/server-eth0.pcap to see each connection's `TCP Fast Open` line.",
-        report::findings::analyzer_findings(runs.iter().map(|r| (r.variant.name(), &r.analysis))),
-    ));
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: the numbers of the table".into(),
-        "request-time.png: the chart of this page".into(),
-        "plain/, tfo/, duplicate-plain/, duplicate-tfo/: each run's lab output: captures/*.pcap, summary.json, lab.json, \
-         programs/*.out (tfo-client.out has every request, tfo-server.out every action)"
-            .into(),
-    ])));
-    Ok(page)
+        report::findings::analyzer_findings(runs.iter().map(|r| (r.name, &r.analysis))),
+    );
+    page.files(&[
+        "plain/, tfo/, duplicate-plain/, duplicate-tfo/: each run's lab output: \
+         captures/*.pcap, summary.json, lab.json, programs/*.out (tfo-client.out has every \
+         request, tfo-server.out every action)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 #[cfg(test)]
@@ -549,8 +511,8 @@ mod tests {
 
     #[test]
     fn only_the_tfo_lab_opts_in_on_both_sides() {
-        let plain = lab_config(Variant::Plain, false, 10, 1);
-        let tfo = lab_config(Variant::Tfo, false, 10, 1);
+        let plain = lab_config(false, false, 10, 1);
+        let tfo = lab_config(true, false, 10, 1);
         plain.validate().unwrap();
         tfo.validate().unwrap();
         assert!(plain.programs[0].run.contains("--no-fastopen"));
@@ -561,9 +523,9 @@ mod tests {
 
     #[test]
     fn only_the_duplicate_labs_copy_the_clients_packets_late() {
-        for v in [Variant::Plain, Variant::Tfo] {
-            let plain = lab_config(v, false, 10, 1);
-            let dup = lab_config(v, true, 10, 1);
+        for fastopen in [false, true] {
+            let plain = lab_config(fastopen, false, 10, 1);
+            let dup = lab_config(fastopen, true, 10, 1);
             dup.validate().unwrap();
             assert_eq!(plain.links[0].up.params.impair.duplicate, None);
             let copy = dup.links[0].up.params.impair.duplicate.clone().unwrap();
