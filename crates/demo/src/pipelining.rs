@@ -15,12 +15,14 @@ use std::path::Path;
 
 use anyhow::Result;
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, resource_bars, waterfall, web_lab, Line};
+use crate::web_common::{
+    analyzer_section, last_byte_s, resource_bars, waterfall, waterfall_figures, web_lab, Line,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWSLETTER: &str = include_str!("../../../examples/pages/newsletter.toml");
@@ -74,9 +76,18 @@ pub fn lab_config(rtt_ms: f64, depth: u16, page_file: &Path, seed: u64) -> LabCo
     web_lab(&line, &[], page_file, ("page-load", load), seed)
 }
 
+/// The runs: directory, whether at `--rtt2` (else `--rtt`), requests outstanding per
+/// connection.
+pub const RUNS: [(&str, bool, u16); 4] = [
+    ("no-pipelining", false, 1),
+    ("pipelining", false, PIPELINE_DEPTH),
+    ("no-pipelining-300ms", true, 1),
+    ("pipelining-300ms", true, PIPELINE_DEPTH),
+];
+
 /// One run's resource lines and numbers.
 struct RunData {
-    label: String,
+    label: &'static str,
     metrics: RunMetrics,
     /// (queued, sent, first byte, last byte) ms, in the order the client finished them.
     bars: Vec<[f64; 4]>,
@@ -86,18 +97,12 @@ struct RunData {
 /// `--export` writes. The page file they serve is written into the output directory.
 #[allow(clippy::type_complexity)]
 pub fn runs(a: &Args) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
-    let [fast, slow] = [a.ms("rtt"), a.ms("rtt2")];
-    let plan = [
-        ("no-pipelining", fast, 1),
-        ("pipelining", fast, PIPELINE_DEPTH),
-        ("no-pipelining-300ms", slow, 1),
-        ("pipelining-300ms", slow, PIPELINE_DEPTH),
-    ];
     // Expected: about 27 rounds of one RTT without pipelining, a few with it, plus start-up.
     let expect = |rtt: f64, depth: u16| 3.0 + rtt / 1000.0 * if depth == 1 { 30.0 } else { 8.0 };
     let page_file = common::page_file(&a.out_dir, "newsletter.toml", NEWSLETTER)?;
-    Ok(plan
-        .map(|(name, rtt, depth)| {
+    Ok(RUNS
+        .map(|(name, slow, depth)| {
+            let rtt = a.ms(if slow { "rtt2" } else { "rtt" });
             let run = common::Run {
                 dir: name.into(),
                 msg: format!("{name} ({rtt:.0} ms RTT)"),
@@ -110,12 +115,10 @@ pub fn runs(a: &Args) -> Result<Vec<((&'static str, f64, u16), common::Run)>> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    let labs = runs(a)?;
-    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum();
-    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
-    let runs = series.run(labs, None, |(name, rtt, depth), dir, _| {
-        collect(name, rtt, depth, dir)
-    })?;
+    let (series, runs) =
+        common::run_series(a, runs(a)?, (0.0, 4.0), |(name, rtt, depth), dir, _| {
+            collect(name, rtt, depth, dir)
+        })?;
     let m = |i: usize| runs[i].metrics.clone();
     let results = Results {
         no_pipelining: m(0),
@@ -123,21 +126,20 @@ pub fn run(a: &Args) -> Result<Outcome> {
         no_pipelining_slow: m(2),
         pipelining_slow: m(3),
     };
-    let checks = checks(&results);
-    let rows = table_rows(&results);
-    series.finish(4.0, results, checks, rows, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.end(results, checks, rows, |r, c| {
         write_outputs(&a.out_dir, r, c, &runs)
     })
 }
 
-fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
+fn collect(label: &'static str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
     let (bars, connections) = resource_bars(dir)?;
     // The HTML (needed at 0) is the page's start, not one of its subresources.
     let sub: Vec<&[f64; 4]> = bars.iter().filter(|b| b[0] > 0.0).collect();
     let n = sub.len().max(1) as f64;
     let mean = |f: &dyn Fn(&[f64; 4]) -> f64| sub.iter().map(|b| f(b)).sum::<f64>() / n;
     Ok(RunData {
-        label: name.into(),
+        label,
         metrics: RunMetrics {
             rtt_ms,
             pipeline_depth: depth,
@@ -146,7 +148,7 @@ fn collect(name: &str, rtt_ms: f64, depth: u16, dir: &Path) -> Result<RunData> {
             ttfb_ms_mean: mean(&|b| b[2] - b[0]),
             transaction_ms_mean: mean(&|b| b[3] - b[0]),
             wire_ttfb_ms_mean: mean(&|b| b[2] - b[1]),
-            page_load_s: bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3,
+            page_load_s: last_byte_s(&bars),
         },
         bars,
     })
@@ -188,12 +190,13 @@ pub fn checks(r: &Results) -> Vec<Check> {
 }
 
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [
-        ("no-pipelining", &r.no_pipelining),
-        ("pipelining", &r.pipelining),
-        ("no-pipelining-300ms", &r.no_pipelining_slow),
-        ("pipelining-300ms", &r.pipelining_slow),
+    let m = [
+        &r.no_pipelining,
+        &r.pipelining,
+        &r.no_pipelining_slow,
+        &r.pipelining_slow,
     ];
+    let runs: Vec<_> = RUNS.iter().map(|r| r.0).zip(m).collect();
     let (header, row) = common::run_columns(&runs);
     let rows = vec![
         row("RTT (ms)", &|m| format!("{:.0}", m.rtt_ms)),
@@ -218,47 +221,41 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let mut waterfalls = Vec::new();
-    for r in runs {
-        let m = &r.metrics;
-        let caption = format!(
-            "{}: {} resources over {} connections at {:.0} ms RTT, {} request{} outstanding per \
-             connection; mean time to first byte {:.0} ms. {}",
-            r.label,
-            m.resources,
-            m.connections,
-            m.rtt_ms,
-            m.pipeline_depth,
-            if m.pipeline_depth == 1 { "" } else { "s" },
-            m.ttfb_ms_mean,
-            if m.pipeline_depth == 1 {
-                "The grey staircase is the queue: each connection takes the next request only \
-                 after the last response, one round trip per resource."
-            } else {
-                "Requests leave in batches; the orange bars are the responses queued ahead on \
-                 the same connection, not idle round trips."
-            }
-        );
-        waterfalls.push(waterfall(
-            &format!("Waterfall, {}", r.label),
-            &r.bars,
-            caption,
-        ));
-    }
+    let mut waterfalls: Vec<Chart> = runs
+        .iter()
+        .map(|r| {
+            let m = &r.metrics;
+            let caption = format!(
+                "{}: {} resources over {} connections at {:.0} ms RTT, {} request{} outstanding \
+                 per connection; mean time to first byte {:.0} ms. {}",
+                r.label,
+                m.resources,
+                m.connections,
+                m.rtt_ms,
+                m.pipeline_depth,
+                if m.pipeline_depth == 1 { "" } else { "s" },
+                m.ttfb_ms_mean,
+                if m.pipeline_depth == 1 {
+                    "The grey staircase is the queue: each connection takes the next request \
+                     only after the last response, one round trip per resource."
+                } else {
+                    "Requests leave in batches; the orange bars are the responses queued ahead \
+                     on the same connection, not idle round trips."
+                }
+            );
+            waterfall(&format!("Waterfall, {}", r.label), &r.bars, caption)
+        })
+        .collect();
     // Each RTT's two waterfalls on one scale.
     for pair in waterfalls.chunks_mut(2) {
         report::same_scale(pair);
     }
-    let mut charts: Vec<(String, Chart)> = runs
-        .iter()
-        .map(|r| format!("waterfall-{}", r.label))
-        .zip(waterfalls)
-        .collect();
     // One design's mean TTFB at both RTTs.
     let ttfb_line = |name: &str, color: Rgb, a: &RunMetrics, b: &RunMetrics| {
         let points = vec![(a.rtt_ms, a.ttfb_ms_mean), (b.rtt_ms, b.ttfb_ms_mean)];
         Series::line(name, color, points).stroke(3)
     };
+    let [orange, blue] = common::PAIR_COLORS;
     let ttfb = Chart::new(
         "Mean time to first byte against RTT",
         Axis::new("round-trip time", "ms").from_zero(),
@@ -272,13 +269,13 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     )
     .with(ttfb_line(
         "no pipelining",
-        Rgb(213, 94, 0),
+        orange,
         &results.no_pipelining,
         &results.no_pipelining_slow,
     ))
     .with(ttfb_line(
         "pipelining",
-        Rgb(0, 114, 178),
+        blue,
         &results.pipelining,
         &results.pipelining_slow,
     ))
@@ -287,44 +284,34 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         Rgb(0, 0, 0),
         vec![(100.0, 1697.0), (100.0, 626.0)],
     ));
-    charts.push(("ttfb-vs-rtt".into(), ttfb));
-    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
-    let mut page = Page::new("HTTP/1.1 pipelining: the newsletter page over 6 connections");
-    page.subtitle = format!(
-        "159 resources from one host (examples/pages/newsletter.toml), 6 persistent \
-         connections, {DOWN} down / {UP} up; without pipelining and with up to \
-         {PIPELINE_DEPTH} requests outstanding per connection, at {:.0} and {:.0} ms RTT.",
-        results.no_pipelining.rtt_ms, results.no_pipelining_slow.rtt_ms
-    );
-    page.push(common::results_section(
+    let mut page = common::Report::new(
+        "HTTP/1.1 pipelining: the newsletter page over 6 connections",
+        format!(
+            "159 resources from one host (examples/pages/newsletter.toml), 6 persistent \
+             connections, {DOWN} down / {UP} up; without pipelining and with up to \
+             {PIPELINE_DEPTH} requests outstanding per connection, at {:.0} and {:.0} ms RTT.",
+            results.no_pipelining.rtt_ms, results.no_pipelining_slow.rtt_ms
+        ),
         table_rows(results),
-        "Times per subresource, from the moment the HTML arrived and the page \
-         needed it, as the seed's browser counts; 'on the wire' is from the \
-         request leaving to its first byte.",
+        "Times per subresource, from the moment the HTML arrived and the page needed it, as \
+         the seed's browser counts; 'on the wire' is from the request leaving to its first \
+         byte.",
         common::findings(checks),
-    ));
-    page.push(Section::new("Waterfalls").with(Block::Row(vec![
-        fig("waterfall-no-pipelining", &charts[0].1)?,
-        fig("waterfall-pipelining", &charts[1].1)?,
-    ])));
-    page.push(
-        Section::new("Waterfalls at the larger RTT").with(Block::Row(vec![
-            fig("waterfall-no-pipelining-300ms", &charts[2].1)?,
-            fig("waterfall-pipelining-300ms", &charts[3].1)?,
-        ])),
     );
-    page.push(
-        Section::new("The gap grows with the RTT")
-            .with(Block::Figure(fig("ttfb-vs-rtt", &charts[4].1)?)),
-    );
-    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
+    let mut figures = waterfall_figures(&mut page, labels.iter().copied().zip(waterfalls))?;
+    for heading in ["Waterfalls", "Waterfalls at the larger RTT"] {
+        let row = Block::Row(figures.drain(..2).collect());
+        page.section(heading, "", vec![row]);
+    }
+    let ttfb = page.figure("ttfb-vs-rtt", ttfb, true)?;
+    page.section("The gap grows with the RTT", "", vec![Block::Figure(ttfb)]);
     page.push(analyzer_section(dir, &labels)?);
-    page.push(common::files_section(&[
+    page.files(&[
         "no-pipelining/, pipelining/, ...: each run's lab output: captures/*.pcap, \
          programs/page-load.out (a JSON line per connection and per resource)",
-    ]));
-    let files: Vec<(&str, &Chart)> = charts.iter().map(|(n, c)| (n.as_str(), c)).collect();
-    common::write_report_files(dir, results, &files, &page)
+    ]);
+    page.write(dir, results)
 }
 
 #[cfg(test)]

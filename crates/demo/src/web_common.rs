@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Chart, Marks, Rgb, Series};
+use report::{Axis, Chart, Figure, Marks, Rgb, Series};
 use web::WebRecord;
 
 use crate::common;
@@ -104,6 +104,11 @@ pub fn resource_bars(dir: &Path) -> Result<(Vec<[f64; 4]>, u64)> {
     Ok((bars, conns))
 }
 
+/// The last byte of the last resource, s: the page load as the web demos time it.
+pub fn last_byte_s(bars: &[[f64; 4]]) -> f64 {
+    bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3
+}
+
 const WAIT: Rgb = Rgb(190, 190, 190);
 const TTFB: Rgb = Rgb(230, 159, 0);
 const TRANSFER: Rgb = Rgb(0, 114, 178);
@@ -139,6 +144,18 @@ pub fn waterfall(title: &str, bars: &[[f64; 4]], caption: String) -> Chart {
     .with(Series::new("waiting for a connection", WAIT, Marks::Segments(seg(0, 1))).stroke(stroke))
     .with(Series::new("request → first byte", TTFB, Marks::Segments(seg(1, 2))).stroke(stroke))
     .with(Series::new("transfer", TRANSFER, Marks::Segments(seg(2, 3))).stroke(stroke))
+}
+
+/// Each run's waterfall (its label, the chart) as a figure of the page, its PNG
+/// `waterfall-LABEL.png`.
+pub fn waterfall_figures<'a>(
+    page: &mut common::Report,
+    charts: impl IntoIterator<Item = (&'a str, Chart)>,
+) -> Result<Vec<Figure>> {
+    charts
+        .into_iter()
+        .map(|(label, c)| page.figure(&format!("waterfall-{label}"), c, true))
+        .collect()
 }
 
 /// The report's "what the analyzer found" section for the web demos: each run's client
