@@ -17,13 +17,15 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use lab::config::LabConfig;
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use serde::Serialize;
 
 use crate::chromium::{self, Load};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{resource_bars, waterfall, web_lab, Line};
+use crate::web_common::{
+    analyzer_section, last_byte_s, resource_bars, waterfall, waterfall_figures, web_lab, Line,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const PORTAL: &str = include_str!("../../../examples/pages/portal.toml");
@@ -34,14 +36,18 @@ const QUEUE: &str = "fifo limit 300";
 /// The image hosts, aliases of `server`.
 pub const SHARDS: [&str; 5] = ["img1", "img2", "img3", "img4", "img5"];
 
-/// The runs: name, page-load options.
-pub const RUNS: [(&str, &str); 5] = [
-    ("36-conns", "--per-host 6"),
-    ("6-conns", "--per-host 1"),
-    ("1-conn", "--per-host 1 --max-connections 1"),
-    ("h2", "--http 2"),
-    ("h2-coalesced", "--http 2 --coalesce"),
+/// The runs: name, page-load options, expected length (s, for the progress bar).
+pub const RUNS: [(&str, &str, f64); 5] = [
+    ("36-conns", "--per-host 6", 6.0),
+    ("6-conns", "--per-host 1", 7.0),
+    ("1-conn", "--per-host 1 --max-connections 1", 23.0),
+    ("h2", "--http 2", 5.0),
+    ("h2-coalesced", "--http 2 --coalesce", 5.0),
 ];
+/// Chromium's load, expected length (s, for the progress bar).
+const CHROMIUM_S: f64 = 10.0;
+/// Drawing the report, expected length (s, for the progress bar).
+const DRAW_S: f64 = 4.0;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunMetrics {
@@ -112,12 +118,10 @@ struct RunData {
 /// what [`run`] runs and `--export` writes. The page file they serve is written into the
 /// output directory.
 pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
-    let expected = [6.0, 7.0, 23.0, 5.0, 5.0];
     let page_file = common::page_file(&a.out_dir, "portal.toml", PORTAL)?;
     Ok(RUNS
         .iter()
-        .zip(expected)
-        .map(|(&(name, args), expected_s)| {
+        .map(|&(name, args, expected_s)| {
             let cmd = format!("exec latencylab page-load http://server/ {args}");
             let run = common::Run {
                 dir: name.into(),
@@ -132,16 +136,14 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
 
 pub fn run(a: &Args) -> Result<Outcome> {
     let skipped = chromium::skipped(a);
-    let labs = runs(a)?;
-    let chromium_s = if skipped.is_none() { 10.0 } else { 0.0 };
-    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
-    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
-    let page_file = a.out_dir.join("portal.toml").canonicalize()?;
-    let runs = series.run(labs, None, collect)?;
+    // The bar's last part holds Chromium's load, after the runs, before the drawing.
+    let chromium_s = if skipped.is_none() { CHROMIUM_S } else { 0.0 };
+    let (mut series, runs) = common::run_series(a, runs(a)?, (0.0, chromium_s + DRAW_S), collect)?;
     let (chromium_page_load_s, chromium_load_event_s, chromium_note) = if skipped.is_none() {
+        let page_file = a.out_dir.join("portal.toml").canonicalize()?;
         let got = series
             .progress()
-            .phase("run 6/6: headless Chromium", 10.0, || {
+            .phase("run 6/6: headless Chromium", CHROMIUM_S, || {
                 CHROMIUM_LOAD.run(&a.out_dir.join("chromium"), |loader| {
                     lab_config(&page_file, loader, a.seed)
                 })
@@ -166,9 +168,8 @@ pub fn run(a: &Args) -> Result<Outcome> {
         chromium_load_event_s,
         chromium_note,
     };
-    let checks = checks(&results);
-    let rows = table_rows(&results);
-    series.finish(4.0, results, checks, rows, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(DRAW_S, results, checks, rows, |r, c| {
         write_outputs(&a.out_dir, r, c, &runs)
     })
 }
@@ -183,7 +184,7 @@ fn collect(label: &'static str, dir: &Path, result: &lab::RunResult) -> Result<R
     Ok(RunData {
         label,
         metrics: RunMetrics {
-            page_load_s: bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3,
+            page_load_s: last_byte_s(&bars),
             ttfb_ms_mean: bars.iter().map(|b| b[2] - b[1]).sum::<f64>() / n,
             connections,
             queue_delay_p95_ms: down.queue_delay_ms.p95,
@@ -245,13 +246,8 @@ pub fn checks(r: &Results) -> Vec<Check> {
 }
 
 pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
-    let runs = [
-        ("36-conns", &r.conns36),
-        ("6-conns", &r.conns6),
-        ("1-conn", &r.conn1),
-        ("h2", &r.h2),
-        ("h2-coalesced", &r.h2_coalesced),
-    ];
+    let m = [&r.conns36, &r.conns6, &r.conn1, &r.h2, &r.h2_coalesced];
+    let runs: Vec<_> = RUNS.iter().map(|r| r.0).zip(m).collect();
     let (header, row) = common::run_columns(&runs);
     let mut rows = vec![
         row("page load (s)", &|m| format!("{:.2}", m.page_load_s)),
@@ -305,62 +301,60 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         .collect();
     // One time scale for the runs that load in seconds; 1-conn, several times longer, on its
     // own, since on theirs it runs off the chart and on its the others shrink to a sliver.
-    let one = runs.iter().position(|r| r.label == "1-conn");
-    let mut together: Vec<Chart> = waterfalls
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != one)
-        .map(|(_, c)| c.clone())
-        .collect();
-    report::same_scale(&mut together);
-    let mut rest = together.into_iter();
-    for (i, c) in waterfalls.iter_mut().enumerate() {
-        if Some(i) == one {
-            c.caption.push_str(
-                " On its own time scale: on the other runs' it would run far off the chart.",
-            );
-        } else if let Some(t) = rest.next() {
-            *c = t;
-        }
-    }
-    // Bars as thick vertical segments, one per run at x = 1, 2, ...
-    let bar_pts = |f: &dyn Fn(&RunMetrics) -> f64| -> Marks {
-        Marks::Segments(
-            runs.iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let x = i as f64 + 1.0;
-                    ((x, 0.0), (x, f(&r.metrics)))
-                })
-                .collect(),
-        )
-    };
+    let one = RUNS.iter().position(|r| r.0 == "1-conn").expect("a run");
+    let mut alone = waterfalls.remove(one);
+    report::same_scale(&mut waterfalls);
+    alone
+        .caption
+        .push_str(" On its own time scale: on the other runs' it would run far off the chart.");
+    waterfalls.insert(one, alone);
     let names = runs
         .iter()
         .enumerate()
         .map(|(i, r)| format!("{} = {}", i + 1, r.label))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut plt = Chart::new(
-        "Page-load time per run",
-        Axis::new("run", "see caption").with_range(0.5, runs.len() as f64 + 0.5),
-        Axis::new("page-load time", "s").from_zero(),
-    )
-    .caption(format!(
-        "Runs: {names}. The seed's trace: 16.5 s, 27.7 s and 94 s for the first three \
-         (ratios, not seconds, are what compares: the page and line differ).{}",
-        match (results.chromium_page_load_s, results.chromium_load_event_s) {
-            (Some(s), Some(l)) => format!(
-                " Orange, beside run 1: headless Chromium's last response byte, {s:.2} s \
-                 (its load event began at {l:.2} s, after parsing, decoding and layout)."
-            ),
-            (Some(s), None) => {
-                format!(" Orange, beside run 1: headless Chromium's last response byte, {s:.2} s.")
-            }
-            _ => String::new(),
+    // A bar per run, as a thick vertical segment at x = 1, 2, ...
+    let per_run = |title: &str,
+                   y: Axis,
+                   caption: String,
+                   name: &str,
+                   color: Rgb,
+                   f: &dyn Fn(&RunMetrics) -> f64| {
+        let bars = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i as f64 + 1.0, 0.0), (i as f64 + 1.0, f(&r.metrics))))
+            .collect();
+        Chart::new(
+            title,
+            Axis::new("run", "see caption").with_range(0.5, runs.len() as f64 + 0.5),
+            y.from_zero(),
+        )
+        .caption(caption)
+        .with(Series::new(name, color, Marks::Segments(bars)).stroke(24))
+    };
+    let chromium = match (results.chromium_page_load_s, results.chromium_load_event_s) {
+        (Some(s), Some(l)) => format!(
+            " Orange, beside run 1: headless Chromium's last response byte, {s:.2} s (its load \
+             event began at {l:.2} s, after parsing, decoding and layout)."
+        ),
+        (Some(s), None) => {
+            format!(" Orange, beside run 1: headless Chromium's last response byte, {s:.2} s.")
         }
-    ))
-    .with(Series::new("page load", Rgb(0, 114, 178), bar_pts(&|m| m.page_load_s)).stroke(24));
+        _ => String::new(),
+    };
+    let mut plt = per_run(
+        "Page-load time per run",
+        Axis::new("page-load time", "s"),
+        format!(
+            "Runs: {names}. The seed's trace: 16.5 s, 27.7 s and 94 s for the first three \
+             (ratios, not seconds, are what compares: the page and line differ).{chromium}"
+        ),
+        "page load",
+        Rgb(0, 114, 178),
+        &|m| m.page_load_s,
+    );
     if let Some(s) = results.chromium_page_load_s {
         plt.push(
             Series::new(
@@ -371,69 +365,52 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
             .stroke(12),
         );
     }
-    let qd = Chart::new(
-        "Bottleneck queue delay per run (p95)",
-        Axis::new("run", "see caption").with_range(0.5, runs.len() as f64 + 0.5),
-        Axis::new("queue delay p95", "ms").from_zero(),
-    )
-    .caption(format!(
-        "Runs: {names}. Drops at the 300-packet gateway queue: {drops}. Many connections \
-         starting at once put their initial windows into the queue together, with no shared \
-         congestion control to hold them back; the fewer connections, the less of that.",
-        drops = runs
-            .iter()
-            .map(|r| format!("{} {}", r.label, r.metrics.drops))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
-    .with(
-        Series::new(
-            "queue delay p95",
-            Rgb(213, 94, 0),
-            bar_pts(&|m| m.queue_delay_p95_ms),
-        )
-        .stroke(24),
-    );
-    let mut files: Vec<(String, &Chart)> = runs
+    let drops: Vec<String> = runs
         .iter()
-        .zip(&waterfalls)
-        .map(|(r, c)| (format!("waterfall-{}", r.label), c))
+        .map(|r| format!("{} {}", r.label, r.metrics.drops))
         .collect();
-    files.push(("page-load".into(), &plt));
-    files.push(("queue-delay".into(), &qd));
-    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
-    let mut page = Page::new("Parallel connections, sharding and HTTP/2: a portal page");
-    page.subtitle = format!(
-        "examples/pages/portal.toml: 193 resources over 6 host names naming one server; \
-         {DOWN} down / {UP} up, {BASE_RTT_MS:.0} ms RTT, a 300-packet FIFO at the gateway."
+    let qd = per_run(
+        "Bottleneck queue delay per run (p95)",
+        Axis::new("queue delay p95", "ms"),
+        format!(
+            "Runs: {names}. Drops at the 300-packet gateway queue: {}. Many connections \
+             starting at once put their initial windows into the queue together, with no shared \
+             congestion control to hold them back; the fewer connections, the less of that.",
+            drops.join(", ")
+        ),
+        "queue delay p95",
+        Rgb(213, 94, 0),
+        &|m| m.queue_delay_p95_ms,
     );
-    page.push(common::results_section(
+    let mut page = common::Report::new(
+        "Parallel connections, sharding and HTTP/2: a portal page",
+        format!(
+            "examples/pages/portal.toml: 193 resources over 6 host names naming one server; \
+             {DOWN} down / {UP} up, {BASE_RTT_MS:.0} ms RTT, a 300-packet FIFO at the gateway."
+        ),
         table_rows(results),
-        "Page load: the last byte of the last resource, for Chromium too \
-         (the latest responseEnd of Resource Timing); the checks compare \
-         that. Chromium's loadEventStart, when its load event began, adds \
-         the browser's own parsing, decoding and layout. Time to first byte: \
-         request sent to first byte. Queue delay and drops: the downlink's \
+        "Page load: the last byte of the last resource, for Chromium too (the latest \
+         responseEnd of Resource Timing); the checks compare that. Chromium's loadEventStart, \
+         when its load event began, adds the browser's own parsing, decoding and layout. Time \
+         to first byte: request sent to first byte. Queue delay and drops: the downlink's \
          gateway queue.",
         common::findings(checks),
-    ));
-    page.push(Section::new("Side by side").with(Block::Row(vec![
-        fig("page-load", &plt)?,
-        fig("queue-delay", &qd)?,
-    ])));
-    let mut s = Section::new("Waterfalls (one time scale, but for 1-conn)");
-    for (r, c) in runs.iter().zip(&waterfalls) {
-        s.push(Block::Figure(fig(&format!("waterfall-{}", r.label), c)?));
-    }
-    page.push(s);
+    );
+    let row = page.row(vec![("page-load", plt, true), ("queue-delay", qd, true)])?;
+    page.section("Side by side", "", vec![row]);
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
-    page.push(crate::web_common::analyzer_section(dir, &labels)?);
-    page.push(common::files_section(&[
+    let figures = waterfall_figures(&mut page, labels.iter().copied().zip(waterfalls))?;
+    page.section(
+        "Waterfalls (one time scale, but for 1-conn)",
+        "",
+        figures.into_iter().map(Block::Figure).collect(),
+    );
+    page.push(analyzer_section(dir, &labels)?);
+    page.files(&[
         "36-conns/, 6-conns/, 1-conn/, h2/, h2-coalesced/, chromium/: each run's lab output \
          (captures/*.pcap, links/*.log, programs/*.out)",
-    ]));
-    let files: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    common::write_report_files(dir, results, &files, &page)
+    ]);
+    page.write(dir, results)
 }
 
 #[cfg(test)]
