@@ -21,14 +21,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use lab::config::LabConfig;
 use labnet::setting::Direction;
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use serde::Serialize;
 use web::WebRecord;
 
-use crate::chromium::{self, Load};
+use crate::chromium::{self, Load, PageLoad};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{page_load_records, resource_bar, wait_for, waterfall, web_lab, Line};
+use crate::web_common::{
+    page_load_records, resource_bar, wait_for, waterfall, waterfall_figures, web_lab, Line,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const ARTICLE: &str = include_str!("../../../examples/pages/article.toml");
@@ -145,6 +147,11 @@ impl Results {
     fn load(&self, protocol: &str, loss: &str) -> f64 {
         self.cell(protocol, loss)
             .map_or(f64::NAN, |c| c.page_load_s_mean)
+    }
+
+    fn gap(&self, protocol: &str, loss: &str) -> f64 {
+        self.cell(protocol, loss)
+            .map_or(f64::NAN, |c| c.longest_gap_ms_mean)
     }
 }
 
@@ -308,34 +315,30 @@ fn collect(
             .unwrap_or(0))
     };
     let (proto, _, _, sched) = PROTOCOLS[protocol];
+    let h3 = proto.starts_with("h3");
     let scheduling = match stated {
         Some(s) => s,
-        None if proto.starts_with("h3") => {
-            bail!(
-                "{}: the HTTP/3 server did not state its scheduling",
-                dir.display()
-            )
-        }
-        None => match proto {
-            "h2" => "h2's own (round-robin by frame)".into(),
-            _ => "one response per connection".into(),
-        },
+        None if h3 => bail!(
+            "{}: the HTTP/3 server did not state its scheduling",
+            dir.display()
+        ),
+        None if proto == "h2" => "h2's own (round-robin by frame)".into(),
+        None => "one response per connection".into(),
     };
-    if proto.starts_with("h3") && scheduling != sched {
+    if h3 && scheduling != sched {
         bail!(
             "{}: the server stated scheduling '{scheduling}', not '{sched}'",
             dir.display()
         );
     }
-    let (server_lost_packets, server_congestion_events) = if proto.starts_with("h3") {
-        server_losses(&dir.join("programs").join("web-server.out"))
+    let ((server_lost_packets, server_congestion_events), handshake_ms_capture) = if h3 {
+        let lost = server_losses(&dir.join("programs").join("web-server.out"));
+        (
+            lost,
+            quic_handshakes(&dir.join("captures").join("client-eth0.pcap"))?,
+        )
     } else {
-        (None, None)
-    };
-    let handshake_ms_capture = if proto.starts_with("h3") {
-        quic_handshakes(&dir.join("captures").join("client-eth0.pcap"))?
-    } else {
-        Vec::new()
+        ((None, None), Vec::new())
     };
     Ok(RunData {
         protocol,
@@ -427,81 +430,59 @@ fn cells(runs: &[RunData]) -> Vec<Cell> {
 
 pub fn run(a: &Args) -> Result<Outcome> {
     let skipped = chromium::skipped(a);
-    let labs = runs(a)?;
-    let chromium_s = if skipped.is_none() {
-        CHROMIUM_SECONDS * CHROMIUM_RUNS.len() as f64
-    } else {
-        0.0
+    // The bar's last part holds Chromium's loads, after the runs, before the drawing.
+    let chromium_s = match skipped {
+        None => CHROMIUM_S * CHROMIUM_RUNS.len() as f64,
+        Some(_) => 0.0,
     };
-    let total: f64 = labs.iter().map(|(_, r)| r.expected_s).sum::<f64>() + chromium_s;
-    let mut series = common::Series::new(&a.out_dir, total + 4.0, a.quiet)?;
-    let page_file = a.out_dir.join("article.toml").canonicalize()?;
-    let data = series.run(labs, None, collect)?;
-    let chromium = match skipped {
+    let (mut series, data) = common::run_series(a, runs(a)?, (0.0, chromium_s + DRAW_S), collect)?;
+    let loads = match skipped {
         None => CHROMIUM_RUNS
             .iter()
-            .map(|c| run_chromium(a, &page_file, &mut series, c))
+            .map(|c| run_chromium(a, &mut series, c))
             .collect::<Result<Vec<_>>>()?,
-        Some(why) => CHROMIUM_RUNS
-            .iter()
-            .map(|_| ChromiumRun::skipped(why.clone()))
-            .collect(),
+        Some(_) => Vec::new(),
     };
     let _ = fs::remove_dir_all(a.out_dir.join("tls"));
-    let [h1, h2, h3] = [&chromium[0], &chromium[1], &chromium[2]];
-    let notes: Vec<&str> = chromium.iter().filter_map(|c| c.note.as_deref()).collect();
+    let [h1, h2, h3] = [0, 1, 2].map(|i| loads.get(i));
+    let transport = |l: Option<&PageLoad>| l.and_then(|l| transport(&l.client_capture()).ok());
+    let no_time: Vec<String> = loads
+        .iter()
+        .zip(CHROMIUM_RUNS)
+        .filter(|(l, _)| l.page_load_s.is_none())
+        .map(|(l, (_, label, _))| l.no_time_note(&format!("Chromium over {label}")))
+        .collect();
     let results = Results {
         rtt_ms: RTT_MS,
         seeds: a.count("runs"),
         cells: cells(&data),
-        chromium_quic_page_load_s: h3.page_load_s,
-        chromium_used_quic: h3.pcap.as_deref().and_then(|p| quic_only(p).ok()),
-        chromium_h1_page_load_s: h1.page_load_s,
-        chromium_h2_page_load_s: h2.page_load_s,
-        chromium_h1_connections: h1.pcap.as_deref().and_then(|p| tcp_connections(p).ok()),
-        chromium_h2_connections: h2.pcap.as_deref().and_then(|p| tcp_connections(p).ok()),
-        // One reason where all three were skipped for the same one.
-        chromium_note: match notes.first() {
-            Some(first) if notes.iter().all(|n| n == first) => Some(first.to_string()),
-            _ if notes.is_empty() => None,
-            _ => Some(notes.join("; ")),
-        },
+        chromium_quic_page_load_s: h3.and_then(|l| l.page_load_s),
+        chromium_used_quic: transport(h3).map(|t| t.1),
+        chromium_h1_page_load_s: h1.and_then(|l| l.page_load_s),
+        chromium_h2_page_load_s: h2.and_then(|l| l.page_load_s),
+        chromium_h1_connections: transport(h1).map(|t| t.0),
+        chromium_h2_connections: transport(h2).map(|t| t.0),
+        chromium_note: skipped.or_else(|| (!no_time.is_empty()).then(|| no_time.join("; "))),
     };
-    let checks = checks(&results);
-    let rows = table_rows(&results);
-    series.finish(4.0, results, checks, rows, |r, c| {
+    let (checks, rows) = (checks(&results), table_rows(&results));
+    series.finish(DRAW_S, results, checks, rows, |r, c| {
         write_outputs(&a.out_dir, r, c, &data)
     })
 }
 
 /// A Chromium run's expected length, s, for the progress bar.
-const CHROMIUM_SECONDS: f64 = 8.0;
+const CHROMIUM_S: f64 = 8.0;
+/// Drawing the report's expected length, s, for the progress bar.
+const DRAW_S: f64 = 4.0;
 
-/// One Chromium run at 0 % loss: its page load, its client's capture (none where it did not
-/// run), and why it has no time.
-struct ChromiumRun {
-    page_load_s: Option<f64>,
-    pcap: Option<PathBuf>,
-    note: Option<String>,
-}
-
-impl ChromiumRun {
-    fn skipped(why: String) -> Self {
-        ChromiumRun {
-            page_load_s: None,
-            pcap: None,
-            note: Some(why),
-        }
-    }
-}
-
-/// Chromium over `label`'s protocol (its `flags`), trusting the server by its key's pin.
+/// Chromium at 0 % loss over `label`'s protocol (its `flags`), trusting the server by its
+/// key's pin.
 fn run_chromium(
     a: &Args,
-    page_file: &Path,
     series: &mut common::Series<'_>,
-    (name, label, flags): &(&str, &str, &str),
-) -> Result<ChromiumRun> {
+    &(name, label, flags): &(&str, &str, &str),
+) -> Result<PageLoad> {
+    let page_file = a.out_dir.join("article.toml").canonicalize()?;
     let (_, spki) = tls_files(&a.out_dir, name);
     let load = Load {
         url: "https://server/",
@@ -509,54 +490,29 @@ fn run_chromium(
         spki_pin: Some(&spki),
         net_log: false,
     };
-    let got = series.progress().phase(
-        &format!("headless Chromium over {label}"),
-        CHROMIUM_SECONDS,
-        || {
-            load.run(&a.out_dir.join(name), |loader| {
-                lab_config(
-                    &a.out_dir,
-                    name,
-                    page_file,
-                    "sequential",
-                    None,
-                    loader,
-                    a.seed,
-                )
-            })
-        },
-    )?;
-    Ok(ChromiumRun {
-        page_load_s: got.page_load_s,
-        pcap: Some(got.client_capture()),
-        note: got
-            .page_load_s
-            .is_none()
-            .then(|| got.no_time_note(&format!("Chromium over {label}"))),
+    let msg = format!("headless Chromium over {label}");
+    series.progress().phase(&msg, CHROMIUM_S, || {
+        load.run(&a.out_dir.join(name), |loader| {
+            let page = &page_file;
+            lab_config(&a.out_dir, name, page, "sequential", None, loader, a.seed)
+        })
     })
 }
 
-/// The TCP connections to port 443 in a capture.
-fn tcp_connections(pcap: &Path) -> Result<u64> {
-    let a = common::analyze_captures(&[pcap.to_path_buf()], false)?;
-    Ok(a.connections
-        .iter()
-        .filter(|c| c.a.port() == 443 || c.b.port() == 443)
-        .count() as u64)
-}
-
-/// Whether a capture holds UDP to port 443 and no TCP connection to port 443.
-fn quic_only(pcap: &Path) -> Result<bool> {
+/// What a capture shows of the transport to port 443: its TCP connections, and whether it
+/// holds QUIC (UDP) and no TCP connection.
+fn transport(pcap: &Path) -> Result<(u64, bool)> {
     let a = common::analyze_captures(&[pcap.to_path_buf()], false)?;
     let tcp = a
         .connections
         .iter()
-        .any(|c| c.a.port() == 443 || c.b.port() == 443);
+        .filter(|c| c.a.port() == 443 || c.b.port() == 443)
+        .count() as u64;
     let udp = a
         .udp
         .iter()
         .any(|u| (u.a.port() == 443 || u.b.port() == 443) && u.a2b.packets + u.b2a.packets > 10);
-    Ok(udp && !tcp)
+    Ok((tcp, udp && tcp == 0))
 }
 
 /// What the literature expects, stated as checks on the means.
@@ -616,15 +572,10 @@ pub fn checks(r: &Results) -> Vec<Check> {
                 "responses stand still mid-transfer longer over HTTP/2 than over HTTP/3 \
                  (round-robin) at 5 % loss: {:.0} ms against {:.0} ms, the mean longest gap \
                  (head-of-line blocking, from the client's view)",
-                r.cell("h2", "5%")
-                    .map_or(f64::NAN, |c| c.longest_gap_ms_mean),
-                r.cell("h3-rr", "5%")
-                    .map_or(f64::NAN, |c| c.longest_gap_ms_mean)
+                r.gap("h2", "5%"),
+                r.gap("h3-rr", "5%")
             ),
-            r.cell("h2", "5%")
-                .map_or(f64::NAN, |c| c.longest_gap_ms_mean)
-                > r.cell("h3-rr", "5%")
-                    .map_or(f64::NAN, |c| c.longest_gap_ms_mean),
+            r.gap("h2", "5%") > r.gap("h3-rr", "5%"),
         ),
         {
             let gain = |p: &str| r.load("h2", "5%") - r.load(p, "5%");
@@ -816,13 +767,13 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         }
     }
     // One lossy run per protocol: the first seed at 2 %.
-    let mut waterfalls: Vec<Chart> = PROTOCOLS
+    let (ids, mut charts): (Vec<&str>, Vec<Chart>) = PROTOCOLS
         .iter()
         .enumerate()
         .filter_map(|(pi, (proto, label, ..))| {
             let r = runs.iter().find(|r| r.protocol == pi && r.loss == 2)?;
             let m = &r.metrics;
-            Some(waterfall(
+            let chart = waterfall(
                 &format!("Waterfall, {label} at 2 % loss"),
                 &r.bars,
                 format!(
@@ -837,46 +788,39 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
                     m.lost_up,
                     m.scheduling
                 ),
-            ))
+            );
+            Some((*proto, chart))
         })
-        .collect();
-    report::same_scale(&mut waterfalls);
-    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
-    let mut page = Page::new("Head-of-line blocking: HTTP/1.1, HTTP/2 and HTTP/3 under loss");
-    page.subtitle = format!(
-        "examples/pages/article.toml: 60 resources, about 740 kB, from one host; {DOWN} down / \
-         {UP} up, {RTT_MS:.0} ms RTT, random loss on both directions; every run over TLS."
-    );
-    page.push(common::results_section(
+        .unzip();
+    report::same_scale(&mut charts);
+    let mut page = common::Report::new(
+        "Head-of-line blocking: HTTP/1.1, HTTP/2 and HTTP/3 under loss",
+        format!(
+            "examples/pages/article.toml: 60 resources, about 740 kB, from one host; {DOWN} down \
+             / {UP} up, {RTT_MS:.0} ms RTT, random loss on both directions; every run over TLS."
+        ),
         table_rows(results),
-        "Page load: the last byte of the last resource, mean over the seeds. \
-         Longest gap: for each response, the longest wait between two \
-         arrivals of its bytes after the first, averaged over the responses: \
-         how long responses stood still mid-transfer. HTTP/2's scheduling is \
-         the h2 library's (a frame of each ready stream in turn); HTTP/3's is \
-         the server's option, stated in each response.",
+        "Page load: the last byte of the last resource, mean over the seeds. Longest gap: for \
+         each response, the longest wait between two arrivals of its bytes after the first, \
+         averaged over the responses: how long responses stood still mid-transfer. HTTP/2's \
+         scheduling is the h2 library's (a frame of each ready stream in turn); HTTP/3's is the \
+         server's option, stated in each response.",
         common::findings(checks),
-    ));
-    page.push(Section::new("Page load against loss").with(Block::Figure(fig("page-load", &plt)?)));
-    let mut s = Section::new("Waterfalls of one lossy run per protocol (one time scale)");
-    for (c, (proto, ..)) in waterfalls.iter().zip(PROTOCOLS.iter()) {
-        s.push(Block::Figure(fig(&format!("waterfall-{proto}"), c)?));
-    }
-    page.push(s);
-    page.push(Section::new("Files").with(Block::List(vec![
-        "results.json: every run's figures and the means of the table".into(),
-        "*.png: every chart of this page".into(),
+    );
+    let plt = page.figure("page-load", plt, true)?;
+    page.section("Page load against loss", "", vec![Block::Figure(plt)]);
+    let figures = waterfall_figures(&mut page, ids.into_iter().zip(charts))?;
+    page.section(
+        "Waterfalls of one lossy run per protocol (one time scale)",
+        "",
+        figures.into_iter().map(Block::Figure).collect(),
+    );
+    page.files(&[
         "PROTOCOL-lossL-sS/: each run's lab output (captures/*.pcap, links/*.log, \
-         programs/*.out); chromium-h1/, chromium-h2/, chromium-h3/: Chromium's over \
-         HTTP/1.1, HTTP/2 and QUIC"
-            .into(),
-    ])));
-    let mut files: Vec<(String, &Chart)> = vec![("page-load".into(), &plt)];
-    for (c, (proto, ..)) in waterfalls.iter().zip(PROTOCOLS.iter()) {
-        files.push((format!("waterfall-{proto}"), c));
-    }
-    let files: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    common::write_report_files(dir, results, &files, &page)
+         programs/*.out); chromium-h1/, chromium-h2/, chromium-h3/: Chromium's over HTTP/1.1, \
+         HTTP/2 and QUIC",
+    ]);
+    page.write(dir, results)
 }
 
 #[cfg(test)]
