@@ -30,13 +30,14 @@ use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
 use serde::Serialize;
-use web::page::HtmlScan;
 use web::WebRecord;
 
 use crate::chromium::{self, Load};
 use crate::common::{self, Check};
 use crate::params::Args;
-use crate::web_common::{analyzer_section, page_load_records, resource_bars, waterfall};
+use crate::web_common::{
+    analyzer_section, last_byte_s, page_load_records, resource_bars, waterfall,
+};
 
 /// The page, shipped in `examples/pages/`.
 pub const NEWS: &str = include_str!("../../../examples/pages/news.toml");
@@ -219,12 +220,9 @@ pub fn line_of(a: &Args) -> Line {
     }
 }
 
-/// `--html-scan`.
-fn html_scan(a: &Args) -> HtmlScan {
-    match a.text("html-scan") {
-        Some("whole") => HtmlScan::Whole,
-        _ => HtmlScan::Stream,
-    }
+/// `--html-scan`: `stream` or `whole`.
+fn html_scan(a: &Args) -> &str {
+    a.text("html-scan").unwrap_or("stream")
 }
 
 /// What Chromium's socket pool did with one page, from its network log.
@@ -340,11 +338,10 @@ pub fn lab_config(line: &Line, page_file: &Path, loader: (&str, String), seed: u
 
 /// The page load under `design` (`bound` or `pool`), finding the HTML's references as `scan`
 /// says.
-fn page_load(design: &str, scan: HtmlScan) -> (&'static str, String) {
+fn page_load(design: &str, scan: &str) -> (&'static str, String) {
     let cmd = format!(
         "exec latencylab page-load http://www/ --per-host {PER_HOST} --conn-manager {design} \
-         --html-scan {}",
-        scan_name(scan)
+         --html-scan {scan}"
     );
     ("page-load", cmd)
 }
@@ -356,29 +353,37 @@ struct RunData {
     saved_ms: Vec<f64>,
 }
 
+/// The page files the runs serve, in the output directory: the page as given, and
+/// consolidated.
+const PAGES: [&str; 2] = ["page.toml", "page-consolidated.toml"];
+
+/// A run's expected length, s, for the progress bar: the lab's start, then about 16 round
+/// trips (the HTML's, and four waves of handshakes and requests).
+fn expected_s(a: &Args) -> f64 {
+    4.0 + a.ms("rtt") / 1000.0 * 16.0
+}
+
+/// Drawing the report's expected length, s, for the progress bar.
+const DRAW_S: f64 = 3.0;
+
 /// The four runs: what [`run`] runs and `--export` writes. The page files they serve are
 /// written into the output directory.
 pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
-    let expect = 4.0 + a.ms("rtt") / 1000.0 * 16.0;
     let line = line_of(a);
     let page_text = match a.text("page") {
         None => NEWS.to_string(),
         Some(p) => page_for_servers(Path::new(p)).map_err(|e| lab::UsageError(format!("{e:#}")))?,
     };
     let files = [
-        common::page_file(&a.out_dir, "page.toml", &page_text)?,
-        common::page_file(
-            &a.out_dir,
-            "page-consolidated.toml",
-            &consolidate(&page_text),
-        )?,
+        common::page_file(&a.out_dir, PAGES[0], &page_text)?,
+        common::page_file(&a.out_dir, PAGES[1], &consolidate(&page_text))?,
     ];
     Ok(RUNS
         .map(|(label, design, page)| {
             let run = common::Run {
                 dir: label.into(),
                 msg: format!("{label} ({:.0} ms RTT)", a.ms("rtt")),
-                expected_s: expect,
+                expected_s: expected_s(a),
                 config: lab_config(&line, &files[page], page_load(design, html_scan(a)), a.seed),
             };
             (label, run)
@@ -387,9 +392,6 @@ pub fn runs(a: &Args) -> Result<Vec<(&'static str, common::Run)>> {
 }
 
 pub fn run(a: &Args) -> Result<Outcome> {
-    // The lab's start, then about 16 round trips: the HTML's, and four waves of handshakes
-    // and requests.
-    let expect = 4.0 + a.ms("rtt") / 1000.0 * 16.0;
     let line = line_of(a);
     for (what, v) in [("--down-mbit", line.down_mbit), ("--up-mbit", line.up_mbit)] {
         if !(0.1..=1000.0).contains(&v) {
@@ -397,45 +399,42 @@ pub fn run(a: &Args) -> Result<Outcome> {
         }
     }
     let skipped = chromium::skipped(a);
-    let chromium_s = if skipped.is_none() {
-        2.0 * (expect + 6.0)
-    } else {
-        0.0
+    // The bar's last part holds Chromium's loads, after the runs, before the drawing.
+    let chromium_s = match skipped {
+        None => CHROMIUM_RUNS.len() as f64 * (expected_s(a) + 6.0),
+        Some(_) => 0.0,
     };
-    let labs = runs(a)?;
-    // The page files the runs load, which Chromium loads too.
-    let files = ["page.toml", "page-consolidated.toml"].map(|n| a.out_dir.join(n));
-    let mut series = common::Series::new(&a.out_dir, 4.0 * expect + chromium_s + 8.0, a.quiet)?;
-    let runs = series.run(labs, None, |label, dir, _| {
-        collect(label, &line, html_scan(a), dir)
-    })?;
-    let (mut chromium, mut chromium_note) = ([None, None], None);
+    let (mut series, runs) =
+        common::run_series(a, runs(a)?, (0.0, chromium_s + DRAW_S), |label, dir, _| {
+            collect(label, &line, html_scan(a), dir)
+        })?;
+    let (mut chromium, mut chromium_note) = ([None, None], skipped.clone());
     if skipped.is_none() {
         for (i, (dir, page)) in CHROMIUM_RUNS.iter().enumerate() {
             let msg = format!("headless Chromium, {dir} ({:.0} ms RTT)", a.ms("rtt"));
-            let got = series.progress().phase(&msg, expect + 6.0, || {
-                chromium_run(&a.out_dir.join(dir), &line, &files[*page], a.seed)
+            let page_file = a.out_dir.join(PAGES[*page]);
+            let got = series.progress().phase(&msg, expected_s(a) + 6.0, || {
+                chromium_run(&a.out_dir.join(dir), &line, &page_file, a.seed)
             });
             match got {
                 Ok(m) => chromium[i] = Some(m),
                 Err(e) => chromium_note = Some(format!("{e:#}")),
             }
         }
-    } else {
-        chromium_note = skipped;
     }
     let [chromium, chromium_consolidated] = chromium;
+    let m = |i: usize| runs[i].metrics.clone();
     let results = Results {
-        bound: runs[0].metrics.clone(),
-        pool: runs[1].metrics.clone(),
-        bound_consolidated: runs[2].metrics.clone(),
-        pool_consolidated: runs[3].metrics.clone(),
+        bound: m(0),
+        pool: m(1),
+        bound_consolidated: m(2),
+        pool_consolidated: m(3),
         chromium,
         chromium_consolidated,
         chromium_note,
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(3.0, results, checks, rows, |r, c| {
+    series.finish(DRAW_S, results, checks, rows, |r, c| {
         write_outputs(&a.out_dir, r, c, &runs)
     })
 }
@@ -463,18 +462,13 @@ fn chromium_run(dir: &Path, line: &Line, page_file: &Path, seed: u64) -> Result<
     let hosts = page.hosts().into_iter().collect();
     let s = web::netlog::socket_pool(&log, &hosts)
         .with_context(|| format!("reading {}", kept.display()))?;
-    let mean = if s.saved_ms.is_empty() {
-        0.0
-    } else {
-        s.saved_ms.iter().sum::<f64>() / s.saved_ms.len() as f64
-    };
     Ok(ChromiumMetrics {
         requests: s.requests,
         new_connections_needed: s.new_connections_needed,
         served_by_other_pct: s.served_by_freed_pct(),
         served_by_freed: s.served_by_freed,
         served_by_other_new: s.served_by_other_new,
-        saved_ms_mean: mean,
+        saved_ms_mean: mean_or_0(&s.saved_ms),
         connections: s.connect_jobs + s.backup_jobs,
         backup_connections: s.backup_jobs,
         page_load_s: got.page_load_s,
@@ -488,13 +482,6 @@ pub const RUNS: [(&str, &str, usize); 4] = [
     ("bound-consolidated", "bound", 1),
     ("pool-consolidated", "pool", 1),
 ];
-
-fn scan_name(scan: HtmlScan) -> &'static str {
-    match scan {
-        HtmlScan::Stream => "stream",
-        HtmlScan::Whole => "whole",
-    }
-}
 
 /// Reads a page file given with `--page`, and checks that each of its host names is one the
 /// lab's servers answer to.
@@ -517,7 +504,7 @@ pub fn page_for_servers(path: &Path) -> Result<String> {
     Ok(text)
 }
 
-fn collect(label: &'static str, line: &Line, scan: HtmlScan, dir: &Path) -> Result<RunData> {
+fn collect(label: &'static str, line: &Line, scan: &str, dir: &Path) -> Result<RunData> {
     let (bars, connections) = resource_bars(dir)?;
     let (path, recs) = page_load_records(dir)?;
     let Some((needed, served, saved_ms)) = recs.iter().find_map(|r| match r {
@@ -556,11 +543,6 @@ fn collect(label: &'static str, line: &Line, scan: HtmlScan, dir: &Path) -> Resu
         h.dedup();
         h.len()
     };
-    let mean = if saved_ms.is_empty() {
-        0.0
-    } else {
-        saved_ms.iter().sum::<f64>() / saved_ms.len() as f64
-    };
     Ok(RunData {
         label,
         metrics: RunMetrics {
@@ -568,13 +550,13 @@ fn collect(label: &'static str, line: &Line, scan: HtmlScan, dir: &Path) -> Resu
             down_mbit: line.down_mbit,
             up_mbit: line.up_mbit,
             buffer_packets: line.buffer.packets(line.down_mbit, line.rtt_ms),
-            html_scan: scan_name(scan).into(),
+            html_scan: scan.into(),
             resources: bars.len(),
             connections,
             new_connections_needed: needed,
             served_by_other_pct: 100.0 * served as f64 / needed.max(1) as f64,
-            saved_ms_mean: mean,
-            page_load_s: bars.iter().map(|b| b[3]).fold(0.0, f64::max) / 1e3,
+            saved_ms_mean: mean_or_0(&saved_ms),
+            page_load_s: last_byte_s(&bars),
             opened_while_name_busy,
             host_names,
             handshake_ms_max,
@@ -582,6 +564,15 @@ fn collect(label: &'static str, line: &Line, scan: HtmlScan, dir: &Path) -> Resu
         bars,
         saved_ms,
     })
+}
+
+/// The mean of `v`, 0 when it is empty (an empty sum is -0).
+fn mean_or_0(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
 }
 
 /// Connections (after the first) opened while another connection of their name had a
@@ -790,17 +781,18 @@ fn saved_cdf(runs: &[(&str, &[f64])], rtt_ms: f64) -> Chart {
          a dot per request."
     ));
     for ((label, saved), color) in runs.iter().zip([Rgb(0, 114, 178), Rgb(213, 94, 0)]) {
-        let mut v = saved.to_vec();
-        v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
-        let n = v.len().max(1) as f64;
-        let pts: Vec<(f64, f64)> = v
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (*s, 100.0 * (i + 1) as f64 / n))
+        // A dot per request: the line's steps, without its start at 0 %.
+        let dots = report::chart::cdf_points(saved)
+            .into_iter()
+            .skip(1)
             .collect();
         chart = chart
-            .with(Series::cdf(format!("{label} ({})", v.len()), color, saved).stroke(3))
-            .with(Series::scatter(format!("{label}: one request"), color, pts));
+            .with(Series::cdf(format!("{label} ({})", saved.len()), color, saved).stroke(3))
+            .with(Series::scatter(
+                format!("{label}: one request"),
+                color,
+                dots,
+            ));
     }
     chart
 }
@@ -872,13 +864,19 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         ],
         results.pool.rtt_ms,
     );
-    let ids: Vec<String> = runs
+    // The results section ends with Chromium's note, after the checks, so the page is built
+    // here rather than by `common::Report`; each chart is named once, for its figure and PNG.
+    let mut charts: Vec<(String, Chart)> = runs
         .iter()
         .map(|r| format!("waterfall-{}", r.label))
+        .zip(wf)
         .collect();
-    let mut charts: Vec<(&str, &Chart)> = ids.iter().map(String::as_str).zip(wf.iter()).collect();
-    charts.push(("saved-ms", &cdf));
-    let fig = |id: &str, c: &Chart| common::figure(id, c, true);
+    charts.push(("saved-ms".into(), cdf));
+    let mut figs = charts
+        .iter()
+        .map(|(id, c)| common::figure(id, c, true))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter();
     let mut page =
         Page::new("Connection reuse: a request takes whichever connection frees up first");
     let m = &results.pool;
@@ -900,29 +898,23 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
     page.push(
         common::results_section(
             table_rows(results),
-            "'New connections needed': connections opened because a request found \
-         no idle one; 'opened while the name had a response under way': of \
-         those, the ones opened while another connection of the same name was \
-         between its request and its response's last byte (from the client's \
-         log), the only ones another connection can beat; 'served by another': \
-         the requests sent on a connection that freed up before the new one's \
-         handshake ended. The seed's figures stand beside the news page's \
-         setup, the closer to the seed's (many names, 219 connections).",
+            "'New connections needed': connections opened because a request found no idle \
+             one; 'opened while the name had a response under way': of those, the ones opened \
+             while another connection of the same name was between its request and its \
+             response's last byte (from the client's log), the only ones another connection \
+             can beat; 'served by another': the requests sent on a connection that freed up \
+             before the new one's handshake ended. The seed's figures stand beside the news \
+             page's setup, the closer to the seed's (many names, 219 connections).",
             common::findings(checks),
         )
         .with(Block::Paragraph(chromium_note(results))),
     );
-    let mut figs = Vec::new();
-    for (id, c) in ids.iter().zip(&wf) {
-        figs.push(fig(id, c)?);
-    }
     let mut section = Section::new("Waterfalls");
-    let mut figs = figs.into_iter();
-    while let (Some(a), Some(b)) = (figs.next(), figs.next()) {
-        section = section.with(Block::Row(vec![a, b]));
+    for _ in 0..2 {
+        section.push(Block::Row(figs.by_ref().take(2).collect()));
     }
     page.push(section);
-    page.push(Section::new("Time saved").with(Block::Figure(fig("saved-ms", &cdf)?)));
+    page.push(Section::new("Time saved").with(Block::Figure(figs.next().expect("saved-ms"))));
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
     page.push(analyzer_section(dir, &labels)?);
     page.push(common::files_section(&[
@@ -933,6 +925,7 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         "chromium/, chromium-consolidated/: Chromium's runs: netlog.json (its network log; \
          open it in netlog-viewer), programs/chromium.out (the DOM after the load event)",
     ]));
+    let charts: Vec<(&str, &Chart)> = charts.iter().map(|(id, c)| (id.as_str(), c)).collect();
     common::write_report_files(dir, results, &charts, &page)
 }
 
@@ -1010,7 +1003,7 @@ mod tests {
             up_mbit: 2.0,
             buffer: Buffer::Bdp,
         };
-        let loader = page_load("pool", HtmlScan::Stream);
+        let loader = page_load("pool", "stream");
         let cfg = lab_config(&line, Path::new("/tmp/p.toml"), loader, 1);
         cfg.validate().unwrap();
         let down = cfg.links[0].down.to_json();
