@@ -4,7 +4,8 @@
 //! in any `io::Read`. Pipeline: [`capture`] turns a file into records, [`link`] into IP
 //! packets, [`analyzer::Analyzer`] routes them to [`tcp`] connections and [`udp`] flows per
 //! vantage point (reading QUIC's visible headers in them with [`quic`]), [`diagnose`] names the causes of delay, and [`json`] / [`text`] present the
-//! resulting [`model::Analysis`]. Plots and HTML are the `report` crate's job, not this one's.
+//! resulting [`model::Analysis`]. [`ladder`] pairs one connection seen in two captures into the
+//! packets of a ladder diagram. Plots and HTML are the `report` crate's job, not this one's.
 //!
 //! ```no_run
 //! let mut a = analyze::Analyzer::new(analyze::Options::default());
@@ -27,6 +28,7 @@ mod frames;
 pub mod handshakes;
 mod headers;
 pub mod json;
+pub mod ladder;
 pub mod link;
 pub mod model;
 pub mod quic;

@@ -19,13 +19,13 @@
 
 use std::path::Path;
 
-use analyze::{Analysis, Connection};
+use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::RunDir;
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Ladder, LadderArrow, Page, Rgb, Section, Series};
 use serde::Serialize;
-use wire::Instant;
+use wire::Duration;
 
 use crate::common::{self, Check};
 use crate::params::Args;
@@ -116,25 +116,15 @@ pub struct Results {
 /// What the demo leaves: its results, the terminal table and checks, and where the report is.
 pub type Outcome = common::Outcome<Results>;
 
-/// One arrow of a ladder diagram: a packet leaving one host and reaching the other.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Arrow {
-    pub from_client: bool,
-    /// Seconds since the exchange's first request byte left the client.
-    pub depart_s: f64,
-    pub arrive_s: f64,
-    /// "28 B", "42 B", "ACK".
-    pub label: String,
-}
-
 /// One run's measurements with what the charts need.
 struct RunData {
     variant: Variant,
     metrics: RunMetrics,
     /// (s since the lab started, exchange time in ms).
     exchanges: Vec<(f64, f64)>,
-    /// One exchange drawn from both captures, and how long it took (s).
-    ladder: Vec<Arrow>,
+    /// One exchange drawn from both captures, the client above, in s since its first request
+    /// byte left the client, and how long it took (s).
+    ladder: Vec<LadderArrow>,
     ladder_s: f64,
     analysis: Analysis,
 }
@@ -263,23 +253,13 @@ fn collect(v: Variant, dir: &Path) -> Result<RunData> {
     })
 }
 
-/// The request/response connection as each capture saw it: (at the client, at the server).
-fn vantages(a: &Analysis) -> Option<(&Connection, &Connection)> {
-    let rr = |cap: usize| {
-        a.connections
-            .iter()
-            .filter(|c| c.vantage.capture == cap && c.b.port() == RR_PORT)
-            .max_by_key(|c| c.a2b.stats.data_bytes)
-    };
-    Some((rr(0)?, rr(1)?))
-}
-
 /// The second exchange (the first when there is only one) as arrows between the hosts, from
 /// the client's and the server's captures, and its length in s. Exchange `k` starts with the
 /// client's segment at relative sequence `1 + 70 k` and ends when the response's last byte
-/// reaches the client.
-fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
-    let (c, s) = vantages(a)?;
+/// reaches the client; the arrows are the packets the client sent or received from its start
+/// to 5 ms after its end.
+fn ladder_of(a: &Analysis) -> Option<(Vec<LadderArrow>, f64)> {
+    let (c, s) = analyze::ladder::by_server_port(a, 0, 1, RR_PORT)?;
     let starts = |k: u64| {
         c.a2b
             .series
@@ -298,70 +278,9 @@ fn ladder_of(a: &Analysis) -> Option<(Vec<Arrow>, f64)> {
         .iter()
         .find(|g| g.len > 0 && g.seq + u64::from(g.len) == last_byte)
         .map(|g| g.time)?;
-    let rel = |t: Instant| (t.as_nanos() as f64 - t0.as_nanos() as f64) / 1e9;
-    // An ACK sent within this long of a data segment from the same host rode on it.
-    const RIDES_NS: u64 = 20_000;
-    let near = |t: Instant, segs: &[analyze::model::Segment]| {
-        segs.iter()
-            .any(|g| g.len > 0 && t.as_nanos().abs_diff(g.time.as_nanos()) <= RIDES_NS)
-    };
-    let window = |t: Instant| t >= t0 && t.as_nanos() <= t_end.as_nanos() + 5_000_000;
-    let mut arrows = Vec::new();
-    // A packet that left at `depart` and arrived at `arrive`, kept when the client saw it
-    // (sent or received) during the exchange.
-    let mut arrow = |from_client: bool, depart: Instant, arrive: Instant, label: String| {
-        if window(if from_client { depart } else { arrive }) {
-            arrows.push(Arrow {
-                from_client,
-                depart_s: rel(depart),
-                arrive_s: rel(arrive),
-                label,
-            });
-        }
-    };
-    // Data: leaves at the sender's capture, arrives at the receiver's.
-    for (from_client, sent, recvd) in [
-        (true, &c.a2b.series.segments, &s.a2b.series.segments),
-        (false, &s.b2a.series.segments, &c.b2a.series.segments),
-    ] {
-        for g in sent.iter().filter(|g| g.len > 0) {
-            let Some(r) = recvd
-                .iter()
-                .find(|r| r.seq == g.seq && r.len == g.len && r.time >= g.time)
-            else {
-                continue;
-            };
-            arrow(from_client, g.time, r.time, format!("{} B", g.len));
-        }
-    }
-    // Pure ACKs: the receiver of the data sends them (its capture), the sender gets them.
-    // `acks` of a direction are what the other side sent about its data.
-    for (from_client, sent, recvd, own_data) in [
-        (
-            false,
-            &s.a2b.series.acks,
-            &c.a2b.series.acks,
-            &s.b2a.series.segments,
-        ),
-        (
-            true,
-            &c.b2a.series.acks,
-            &s.b2a.series.acks,
-            &c.a2b.series.segments,
-        ),
-    ] {
-        for p in sent.iter().filter(|p| p.seq > 1) {
-            if near(p.time, own_data) {
-                continue;
-            }
-            let Some(r) = recvd.iter().find(|r| r.seq == p.seq && r.time >= p.time) else {
-                continue;
-            };
-            arrow(from_client, p.time, r.time, "ACK".into());
-        }
-    }
-    arrows.sort_by(|x, y| x.depart_s.total_cmp(&y.depart_s));
-    Some((arrows, rel(t_end)))
+    let arrows = analyze::ladder::arrows(c, s, t0..=t_end + Duration::from_millis(5));
+    let ladder_s = (t_end - t0).as_secs_f64();
+    Some((report::analysis::ladder_arrows(&arrows, t0), ladder_s))
 }
 
 /// The expectations for this demo, on these numbers.
@@ -458,66 +377,8 @@ fn write_outputs(a: &Args, results: &Results, checks: &[Check], runs: &[RunData]
 /// The talk's picture: one exchange as a ladder, time to the right, the client above and the
 /// server below, one line per packet from where it left to where it arrived.
 fn ladder_chart(r: &RunData) -> Chart {
-    const CLIENT_Y: f64 = 1.0;
-    const SERVER_Y: f64 = 0.0;
-    let y = |client: bool| if client { CLIENT_Y } else { SERVER_Y };
     let end = r.ladder_s;
     let span = end.max(BASE_RTT_MS / 1e3) * 1.08;
-    let mut data = Vec::new();
-    let mut acks = Vec::new();
-    for a in &r.ladder {
-        let seg = (
-            (a.depart_s, y(a.from_client)),
-            (a.arrive_s, y(!a.from_client)),
-        );
-        if a.label == "ACK" {
-            acks.push(seg);
-        } else {
-            data.push(seg);
-        }
-    }
-    // Packets that leave one host together draw the same line: one label names them all
-    // ("ACK + 28 B", "28 B + 42 B"), placed a third of the way along a data line, or two
-    // thirds along an ACK's, so that lines that cross do not write over each other.
-    let mut labels: Vec<(f64, f64, String)> = Vec::new();
-    let mut done = vec![false; r.ladder.len()];
-    for i in 0..r.ladder.len() {
-        if done[i] {
-            continue;
-        }
-        let first = &r.ladder[i];
-        let mut group: Vec<&Arrow> = Vec::new();
-        for (j, a) in r.ladder.iter().enumerate().skip(i) {
-            if !done[j]
-                && a.from_client == first.from_client
-                && (a.depart_s - first.depart_s).abs() < 1e-3
-            {
-                done[j] = true;
-                group.push(a);
-            }
-        }
-        group.sort_by_key(|a| a.label != "ACK");
-        let mut text: Vec<String> = Vec::new();
-        let mut k = 0;
-        while k < group.len() {
-            let same = group[k..]
-                .iter()
-                .take_while(|a| a.label == group[k].label)
-                .count();
-            text.push(if same > 1 {
-                format!("{same} × {}", group[k].label)
-            } else {
-                group[k].label.clone()
-            });
-            k += same;
-        }
-        let at = group.iter().find(|a| a.label != "ACK").unwrap_or(&group[0]);
-        let f = if at.label == "ACK" { 0.7 } else { 0.3 };
-        let lx = at.depart_s + f * (at.arrive_s - at.depart_s);
-        let ly = y(at.from_client) + f * (y(!at.from_client) - y(at.from_client));
-        labels.push((lx, ly, text.join(" + ")));
-    }
-    let color = r.variant.color();
     let rtts = end / (BASE_RTT_MS / 1e3);
     let caption = match r.variant {
         Variant::Nagle => format!(
@@ -535,40 +396,19 @@ fn ladder_chart(r: &RunData) -> Chart {
              {end:.2} s."
         ),
     };
-    Chart::new(
-        format!("One exchange, {}", r.variant.label()),
-        Axis::new("time since the request's first byte left the client", "s")
-            .with_range(-0.02 * span, span),
-        Axis::new("host", "0 = server, 1 = client").with_range(-0.25, 1.25),
-    )
-    .size(900, 360)
-    .caption(caption)
-    .with(Series::line(
-        "",
-        Rgb::GREY,
-        vec![(-0.02 * span, CLIENT_Y), (span, CLIENT_Y)],
-    ))
-    .with(Series::line(
-        "",
-        Rgb::GREY,
-        vec![(-0.02 * span, SERVER_Y), (span, SERVER_Y)],
-    ))
-    .with(Series::new("pure ACK", report::tsg::colors::ACK, Marks::Segments(acks)).keep_in_legend())
-    .with(
-        Series::new("data segment", color, Marks::Segments(data))
-            .stroke(2)
-            .keep_in_legend(),
-    )
-    .with(Series::new("", Rgb(0, 0, 0), Marks::Text(labels)))
-    .with(Series::new(
-        "",
-        Rgb(0, 0, 0),
-        Marks::Labels(vec![
-            (0.0, CLIENT_Y + 0.12, "client".into()),
-            (0.0, SERVER_Y - 0.2, "server".into()),
-            (end, CLIENT_Y + 0.12, "response complete".into()),
-        ]),
-    ))
+    Ladder {
+        title: format!("One exchange, {}", r.variant.label()),
+        caption,
+        time_axis: "time since the request's first byte left the client".into(),
+        x_range_s: (-0.02 * span, span),
+        upper_host: "client".into(),
+        lower_host: "server".into(),
+        data_color: r.variant.color(),
+        ack_color: report::tsg::colors::ACK,
+        arrows: r.ladder.clone(),
+        notes: vec![(end, "response complete".into())],
+    }
+    .chart()
 }
 
 fn exchanges_chart(runs: &[RunData]) -> Chart {

@@ -1,6 +1,7 @@
 //! Glue from the analyzer's results (`analyze::Analysis`) to this crate's pictures: the
 //! time-sequence graph, RTT, throughput and bytes-in-flight charts per direction, the
-//! handshake-time CDF across connections, tcptrace-style `.xpl` files, and the HTML page.
+//! handshake-time CDF across connections, tcptrace-style `.xpl` files, the HTML page, and a
+//! ladder diagram's arrows from `analyze::ladder`'s.
 //!
 //! Times on every x axis are seconds since the analysis epoch (the first packet of all
 //! captures), so graphs of one analysis share a time base. Files are named as tcptrace names
@@ -10,6 +11,7 @@
 
 use crate::chart::{Axis, Chart, Rgb, Series};
 use crate::html::{Block, Figure, Page, Section, Table};
+use crate::ladder::{LadderArrow, LadderPacket};
 use crate::tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 use crate::xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
 use crate::{write_file, ReportError};
@@ -37,10 +39,32 @@ const FLAG_FIN: u8 = 0x01;
 const FLAG_SYN: u8 = 0x02;
 const FLAG_RST: u8 = 0x04;
 
-/// Seconds from the analysis epoch to `t`, subtracting in integer nanoseconds first: epoch
-/// times as `f64` nanoseconds are only good to about 256 ns, too coarse for a zoomed graph.
+/// Seconds from the analysis epoch to `t`.
 fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
-    (i128::from(t.as_nanos()) - i128::from(a.epoch.as_nanos())) as f64 / 1e9
+    secs_since(a.epoch, t)
+}
+
+/// Seconds from `origin` to `t`, subtracting in integer nanoseconds first: epoch times as
+/// `f64` nanoseconds are only good to about 256 ns, too coarse for a zoomed graph.
+fn secs_since(origin: wire::Instant, t: wire::Instant) -> f64 {
+    (i128::from(t.as_nanos()) - i128::from(origin.as_nanos())) as f64 / 1e9
+}
+
+/// A ladder diagram's arrows from the analyzer's, the connection's host `a` the upper one,
+/// times in seconds since `origin`.
+pub fn ladder_arrows(arrows: &[analyze::ladder::Arrow], origin: wire::Instant) -> Vec<LadderArrow> {
+    arrows
+        .iter()
+        .map(|a| LadderArrow {
+            from_upper: a.dir == Dir::AtoB,
+            depart_s: secs_since(origin, a.depart),
+            arrive_s: secs_since(origin, a.arrive),
+            packet: match a.packet {
+                analyze::ladder::Packet::Data { len, .. } => LadderPacket::Data { bytes: len },
+                analyze::ladder::Packet::PureAck { .. } => LadderPacket::PureAck,
+            },
+        })
+        .collect()
 }
 
 /// tcptrace's host letters for connection `index` (0-based): a/b, c/d, …, y/z, aa/ab, ….
@@ -844,6 +868,44 @@ mod tests {
     use crate::chart::Marks;
 
     use crate::test_fixture as common;
+
+    #[test]
+    fn ladder_arrows_put_host_a_above_and_count_seconds_from_the_origin() {
+        use analyze::ladder::{Arrow, Packet};
+        let origin = wire::Instant::from_nanos(1_700_000_000_000_000_000);
+        let at = |us: u64| wire::Instant::from_nanos(origin.as_nanos() + us * 1000);
+        let arrows = [
+            Arrow {
+                dir: Dir::AtoB,
+                depart: at(1),
+                arrive: at(250_001),
+                packet: Packet::Data { seq: 1, len: 28 },
+            },
+            Arrow {
+                dir: Dir::BtoA,
+                depart: at(290_000),
+                arrive: at(540_000),
+                packet: Packet::PureAck { ack: 29 },
+            },
+        ];
+        assert_eq!(
+            ladder_arrows(&arrows, origin),
+            [
+                LadderArrow {
+                    from_upper: true,
+                    depart_s: 1e-6,
+                    arrive_s: 0.250001,
+                    packet: LadderPacket::Data { bytes: 28 },
+                },
+                LadderArrow {
+                    from_upper: false,
+                    depart_s: 0.29,
+                    arrive_s: 0.54,
+                    packet: LadderPacket::PureAck,
+                },
+            ]
+        );
+    }
 
     #[test]
     fn host_letters_follow_tcptrace_a_b_then_c_d_then_two_letters() {

@@ -13,6 +13,7 @@
 //!   of a time window and its xplot form.
 //! - `xplot`: the `.xpl` text format that xplot and tcptrace use.
 //! - `budget`: the time-budget bar and the exchanges table of one connection.
+//! - `ladder`: the ladder (message-sequence) diagram of an exchange between two hosts.
 //! - `html`: a page builder (sections of text, tables and figures) with zoom and pan.
 //! - `analysis`: `analyze::Analysis` → plots, xplot files and the analyzer's HTML page.
 //! - `findings`: what the analyzer named in one or more analyses, as a page's findings block.
@@ -24,6 +25,7 @@ pub mod chart;
 pub mod findings;
 mod font;
 pub mod html;
+pub mod ladder;
 pub mod tsg;
 pub mod xplot;
 
@@ -37,6 +39,7 @@ use std::path::PathBuf;
 
 pub use chart::{same_scale, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch};
 pub use html::{Block, DataMapping, Figure, Page, Section, Table};
+pub use ladder::{Ladder, LadderArrow, LadderPacket};
 pub use tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 pub use xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
 
