@@ -292,6 +292,11 @@ impl Report {
         Ok(f)
     }
 
+    /// A paragraph at the end of the results section, under the checks.
+    pub fn note(&mut self, text: String) {
+        self.page.sections[0].push(report::Block::Paragraph(text));
+    }
+
     /// Charts side by side, each as [`Report::figure`] makes it: (id, chart, zoomable).
     pub fn row(&mut self, charts: Vec<(&str, report::Chart, bool)>) -> Result<report::Block> {
         let figures = charts
@@ -1053,6 +1058,7 @@ mod tests {
             ("three", chart("Three"), false),
         ]);
         r.section("S", "words", vec![report::Block::Figure(one), row.unwrap()]);
+        r.note("a note under the checks".into());
         r.files(&["run/: its files"]);
         r.write(&dir, &serde_json::json!({"p50": 3})).unwrap();
         let html = fs::read_to_string(dir.join("report.html")).unwrap();
@@ -1064,7 +1070,9 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(pngs, [true, true, true]);
         assert!(
-            html.contains("run/: its files") && html.contains("words"),
+            html.contains("run/: its files")
+                && html.contains("words")
+                && html.contains("a note under the checks"),
             "{html}"
         );
         assert!(json.contains("\"p50\": 3"), "{json}");

@@ -28,7 +28,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
-use report::{Axis, Block, Chart, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Rgb, Series};
 use serde::Serialize;
 use web::WebRecord;
 
@@ -864,69 +864,58 @@ fn write_outputs(dir: &Path, results: &Results, checks: &[Check], runs: &[RunDat
         ],
         results.pool.rtt_ms,
     );
-    // The results section ends with Chromium's note, after the checks, so the page is built
-    // here rather than by `common::Report`; each chart is named once, for its figure and PNG.
-    let mut charts: Vec<(String, Chart)> = runs
-        .iter()
-        .map(|r| format!("waterfall-{}", r.label))
-        .zip(wf)
-        .collect();
-    charts.push(("saved-ms".into(), cdf));
-    let mut figs = charts
-        .iter()
-        .map(|(id, c)| common::figure(id, c, true))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter();
-    let mut page =
-        Page::new("Connection reuse: a request takes whichever connection frees up first");
     let m = &results.pool;
-    page.subtitle = format!(
-        "A news front page (examples/pages/news.toml: {} resources over {} host names on four \
-         servers, found in four waves: the HTML's references as it arrives, then what \
-         stylesheets, scripts and ad servers reference), and the same page with its names \
-         consolidated to {} (one per service); {PER_HOST} connections per name, {} Mbit/s \
-         down / {} up, a {}-packet FIFO, {:.0} ms RTT; connection manager `bound` against \
-         `pool`.",
-        m.resources,
-        m.host_names,
-        results.pool_consolidated.host_names,
-        m.down_mbit,
-        m.up_mbit,
-        m.buffer_packets,
-        m.rtt_ms
-    );
-    page.push(
-        common::results_section(
-            table_rows(results),
-            "'New connections needed': connections opened because a request found no idle \
+    let mut page = common::Report::new(
+        "Connection reuse: a request takes whichever connection frees up first",
+        format!(
+            "A news front page (examples/pages/news.toml: {} resources over {} host names on four \
+             servers, found in four waves: the HTML's references as it arrives, then what \
+             stylesheets, scripts and ad servers reference), and the same page with its names \
+             consolidated to {} (one per service); {PER_HOST} connections per name, {} Mbit/s \
+             down / {} up, a {}-packet FIFO, {:.0} ms RTT; connection manager `bound` against \
+             `pool`.",
+            m.resources,
+            m.host_names,
+            results.pool_consolidated.host_names,
+            m.down_mbit,
+            m.up_mbit,
+            m.buffer_packets,
+            m.rtt_ms
+        ),
+        table_rows(results),
+        "'New connections needed': connections opened because a request found no idle \
              one; 'opened while the name had a response under way': of those, the ones opened \
              while another connection of the same name was between its request and its \
              response's last byte (from the client's log), the only ones another connection \
              can beat; 'served by another': the requests sent on a connection that freed up \
              before the new one's handshake ended. The seed's figures stand beside the news \
              page's setup, the closer to the seed's (many names, 219 connections).",
-            common::findings(checks),
-        )
-        .with(Block::Paragraph(chromium_note(results))),
+        common::findings(checks),
     );
-    let mut section = Section::new("Waterfalls");
-    for _ in 0..2 {
-        section.push(Block::Row(figs.by_ref().take(2).collect()));
-    }
-    page.push(section);
-    page.push(Section::new("Time saved").with(Block::Figure(figs.next().expect("saved-ms"))));
+    page.note(chromium_note(results));
+    let ids: Vec<String> = runs
+        .iter()
+        .map(|r| format!("waterfall-{}", r.label))
+        .collect();
+    let mut wf = ids.iter().zip(wf).map(|(id, c)| (id.as_str(), c, true));
+    let rows = vec![
+        page.row(wf.by_ref().take(2).collect())?,
+        page.row(wf.collect())?,
+    ];
+    page.section("Waterfalls", "", rows);
+    let saved = page.figure("saved-ms", cdf, true)?;
+    page.section("Time saved", "", vec![Block::Figure(saved)]);
     let labels: Vec<&str> = runs.iter().map(|r| r.label).collect();
     page.push(analyzer_section(dir, &labels)?);
-    page.push(common::files_section(&[
+    page.files(&[
         "page.toml, page-consolidated.toml: the two pages",
         "bound/, pool/, bound-consolidated/, pool-consolidated/: each run's lab output: \
          captures/*.pcap, programs/page-load.out (a JSON line per connection and per \
          resource, and the conn_manager line)",
         "chromium/, chromium-consolidated/: Chromium's runs: netlog.json (its network log; \
          open it in netlog-viewer), programs/chromium.out (the DOM after the load event)",
-    ]));
-    let charts: Vec<(&str, &Chart)> = charts.iter().map(|(id, c)| (id.as_str(), c)).collect();
-    common::write_report_files(dir, results, &charts, &page)
+    ]);
+    page.write(dir, results)
 }
 
 #[cfg(test)]

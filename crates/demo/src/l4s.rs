@@ -25,7 +25,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig, Side};
 use labnet::run_dir::{self, RunDir};
-use report::{Axis, Block, Chart, Marks, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use serde::Serialize;
 use wire::Ecn;
 
@@ -913,19 +913,17 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
-    let mut page = Page::new("L4S: a video call beside busy downloads");
-    page.subtitle = format!(
-        "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
-         video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
-         devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
-         in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
-         through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
-         C: as B, but the caller's access hop clears the ECN field.",
-        r.duration_s, a.seed
-    );
-    // The results section has notes below the checks, which `common::Report` has no place
-    // for: the page is put together here, each chart still named once.
-    let results = common::results_section(
+    let mut page = common::Report::new(
+        "L4S: a video call beside busy downloads",
+        format!(
+            "A {LINE_MBPS:.0} Mbit/s line each way with a {BASE_RTT_MS:.0} ms base RTT; a two-way \
+             video call (30 fps, up to {CALL_MAX_RATE}) while {DOWNLOADS} CUBIC downloads from other \
+             devices share the line; {:.0} s of call per run, seed {}. A: FIFO ({FIFO_QUEUE}), call \
+             in classic mode (ECT(0), a legacy rate controller: WebRTC's GCC, which holds its rate \
+             through up to 10 % loss). B: DualPI2, call in L4S mode (ECT(1), scalable congestion control). \
+             C: as B, but the caller's access hop clears the ECN field.",
+            r.duration_s, a.seed
+        ),
         table_rows(r),
         "The call's numbers are about the video the caller receives (it crosses the downlink \
          with the downloads): RTT and loss as its sender measures them, each packet timed when \
@@ -934,37 +932,31 @@ fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> R
          at the hosts' interfaces. Queue delays are the line's, from summary.json.",
         common::findings(checks),
     );
-    let notes = std::iter::once(classic_note(&r.classic)).chain(late_engine_note(&r.l4s));
-    page.push(notes.fold(results, |s, n| s.with(Block::Paragraph(n))));
-    // A figure of the page, its chart kept to be written as `ID.png`.
-    let mut charts = Vec::new();
-    let mut fig = |id: &str, chart: Chart| {
-        let f = common::figure(id, &chart, false);
-        charts.push((id.to_string(), chart));
-        f
-    };
-    let row = vec![
-        fig("rtt-cdf", rtt_cdf(runs))?,
-        fig("loss", loss_chart(runs))?,
-    ];
-    page.push(Section::new("Round-trip time and loss").with(Block::Row(row)));
-    let fps = fig("fps", fps_chart(runs))?;
-    page.push(Section::new("What the caller saw").with(Block::Figure(fps)));
-    let delay = runs
+    for n in std::iter::once(classic_note(&r.classic)).chain(late_engine_note(&r.l4s)) {
+        page.note(n);
+    }
+    let row = page.row(vec![
+        ("rtt-cdf", rtt_cdf(runs), false),
+        ("loss", loss_chart(runs), false),
+    ])?;
+    page.section("Round-trip time and loss", "", vec![row]);
+    let fps = page.figure("fps", fps_chart(runs), false)?;
+    page.section("What the caller saw", "", vec![Block::Figure(fps)]);
+    let ids: Vec<String> = runs
         .iter()
-        .zip(delay_charts(runs))
-        .map(|(r, c)| fig(&format!("delay-{}", r.variant.name), c))
-        .collect::<Result<_>>()?;
-    page.push(Section::new("The bottleneck's queues").with(Block::Row(delay)));
-    let share = fig("share", share_chart(runs))?;
-    page.push(Section::new("The other devices' share").with(Block::Figure(share)));
-    page.push(common::files_section(&[
+        .map(|r| format!("delay-{}", r.variant.name))
+        .collect();
+    let delay = ids.iter().zip(delay_charts(runs));
+    let row = page.row(delay.map(|(id, c)| (id.as_str(), c, false)).collect())?;
+    page.section("The bottleneck's queues", "", vec![row]);
+    let share = page.figure("share", share_chart(runs), false)?;
+    page.section("The other devices' share", "", vec![Block::Figure(share)]);
+    page.files(&[
         "classic/, l4s/, bleached/: each run's lab output: captures/*.pcap, links/*.log (every \
          packet's queue events, with its ECN field), summary.json, lab.json, programs/*.out \
          (the call's and the downloads' JSON lines; call-remote.out has every RTT sample)",
-    ]));
-    let charts: Vec<(&str, &Chart)> = charts.iter().map(|(id, c)| (id.as_str(), c)).collect();
-    common::write_report_files(&a.out_dir, r, &charts, &page)
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 /// A per-second series drawn as steps over each second `[t − 1, t)`.
