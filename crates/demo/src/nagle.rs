@@ -23,7 +23,7 @@ use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::RunDir;
-use report::{Axis, Block, Chart, Ladder, LadderArrow, Page, Rgb, Section, Series};
+use report::{Axis, Block, Chart, Ladder, LadderArrow, Rgb, Series};
 use serde::Serialize;
 use wire::Duration;
 
@@ -164,6 +164,7 @@ pub fn lab_config(v: Variant, duration_s: f64, seed: u64) -> LabConfig {
 
 /// The runs: what [`run`] runs and `--export` writes.
 pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
+    // The handshake (one RTT) and the exchange under way when the time is up (three).
     let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
     Variant::ALL
         .map(|v| {
@@ -180,10 +181,7 @@ pub fn runs(a: &Args) -> Vec<(Variant, common::Run)> {
 
 /// Runs the three labs, analyses them and writes `results.json`, the PNGs and `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
-    // The handshake (one RTT) and the exchange under way when the time is up (three).
-    let lab_s = a.seconds("duration") + CLIENT_START_S + 3.0;
-    let mut series = common::Series::new(&a.out_dir, 3.0 * lab_s + 3.0 + 4.0, a.quiet)?;
-    let runs = series.run(runs(a), Some(1.0), |v, dir, _| collect(v, dir))?;
+    let (series, runs) = common::run_series(a, runs(a), (1.0, 4.0), |v, dir, _| collect(v, dir))?;
     let results = Results {
         base_rtt_ms: BASE_RTT_MS,
         duration_s: a.seconds("duration"),
@@ -192,9 +190,7 @@ pub fn run(a: &Args) -> Result<Outcome> {
         writev: runs[2].metrics.clone(),
     };
     let (checks, rows) = (checks(&results), table_rows(&results));
-    series.finish(4.0, results, checks, rows, |r, c| {
-        write_outputs(a, r, c, &runs)
-    })
+    series.end(results, checks, rows, |r, c| write_outputs(a, r, c, &runs))
 }
 
 /// Reads one run's outputs back.
@@ -359,19 +355,55 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn write_outputs(a: &Args, results: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
+fn write_outputs(a: &Args, r: &Results, checks: &[Check], runs: &[RunData]) -> Result<()> {
     let mut ladders: Vec<Chart> = runs.iter().map(ladder_chart).collect();
     report::same_scale(&mut ladders);
-    let exchanges = exchanges_chart(runs);
-    let mut files: Vec<(String, &Chart)> = runs
+    let mut page = common::Report::new(
+        "Nagle's algorithm: a message in two writes over a satellite",
+        format!(
+            "{CAPACITY} each way, {BASE_RTT_MS:.0} ms base RTT; each 70-byte message written as \
+             28 + 42 bytes in both directions, the server answering only whole messages, \
+             {THINK} think time; {:.0} s per run, seed {}.",
+            r.duration_s, a.seed
+        ),
+        table_rows(r),
+        "Exchange times are the client's, from the request's first write() to the response's \
+         last byte; the analyzer's diagnoses are from both hosts' captures.",
+        common::findings(checks),
+    );
+    let ladders = runs
         .iter()
-        .zip(&ladders)
-        .map(|(r, c)| (format!("ladder-{}", r.variant.name()), c))
+        .zip(ladders)
+        .map(|(run, c)| {
+            let id = format!("ladder-{}", run.variant.name());
+            Ok(Block::Figure(page.figure(&id, c, false)?))
+        })
+        .collect::<Result<_>>()?;
+    page.section(
+        "One exchange, packet by packet",
+        "The seed's ladder diagram, drawn from the two captures: each line is a packet, from \
+         the moment it left one host (in that host's capture) to the moment it reached the \
+         other. Same time scale in all three.",
+        ladders,
+    );
+    let exchanges = page.figure("exchanges", exchanges_chart(runs), false)?;
+    page.section("Every exchange", "", vec![Block::Figure(exchanges)]);
+    let findings = runs
+        .iter()
+        .flat_map(|run| common::port_findings(run.variant.label(), &run.analysis, RR_PORT))
         .collect();
-    files.push(("exchanges".into(), &exchanges));
-    let page = page(a, results, checks, runs, &files)?;
-    let charts: Vec<(&str, &Chart)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    common::write_report_files(&a.out_dir, results, &charts, &page)
+    page.analyzer(
+        "Diagnoses of `latencylab analyze` on each run's two captures (run it yourself on \
+         nagle/captures/client-eth0.pcap and server-eth0.pcap). Each capture judges the data \
+         its own host sent: the client's the requests, the server's the responses.",
+        Block::Findings(findings),
+    );
+    page.files(&[
+        "nagle/, nodelay/, writev/: each run's lab output: captures/*.pcap (tcpdump, \
+         Wireshark, latencylab analyze), links/*.log, summary.json, lab.json, programs/*.out \
+         (rr-client's exchange lines)",
+    ]);
+    page.write(&a.out_dir, r)
 }
 
 /// The talk's picture: one exchange as a ladder, time to the right, the client above and the
@@ -447,64 +479,6 @@ fn exchanges_chart(runs: &[RunData]) -> Chart {
         );
     }
     c
-}
-
-fn page(
-    a: &Args,
-    r: &Results,
-    checks: &[Check],
-    runs: &[RunData],
-    files: &[(String, &Chart)],
-) -> Result<Page> {
-    let fig = |id: &str, c: &Chart| common::figure(id, c, false);
-    let mut page = Page::new("Nagle's algorithm: a message in two writes over a satellite");
-    page.subtitle = format!(
-        "{CAPACITY} each way, {BASE_RTT_MS:.0} ms base RTT; each 70-byte message written as \
-         28 + 42 bytes in both directions, the server answering only whole messages, {THINK} \
-         think time; {:.0} s per run, seed {}.",
-        r.duration_s, a.seed
-    );
-    page.push(common::results_section(
-        table_rows(r),
-        "Exchange times are the client's, from the request's first write() to \
-         the response's last byte; the analyzer's diagnoses are from both \
-         hosts' captures.",
-        common::findings(checks),
-    ));
-    let mut ladders = Section::new("One exchange, packet by packet").with(Block::Paragraph(
-        "The seed's ladder diagram, drawn from the two captures: each line is a packet, from \
-         the moment it left one host (in that host's capture) to the moment it reached the \
-         other. Same time scale in all three."
-            .into(),
-    ));
-    for (name, chart) in files.iter().filter(|(n, _)| n.starts_with("ladder-")) {
-        ladders.push(Block::Figure(fig(name, chart)?));
-    }
-    page.push(ladders);
-    if let Some((name, chart)) = files.iter().find(|(n, _)| n == "exchanges") {
-        page.push(Section::new("Every exchange").with(Block::Figure(fig(name, chart)?)));
-    }
-    let mut findings = Vec::new();
-    for run in runs {
-        findings.extend(common::port_findings(
-            run.variant.label(),
-            &run.analysis,
-            RR_PORT,
-        ));
-    }
-    page.push(common::analyzer_section(
-        "Diagnoses of `latencylab analyze` on each run's two captures (run it yourself \
-         on nagle/captures/client-eth0.pcap and server-eth0.pcap). Each capture judges \
-         the data its own host sent: the client's the requests, the server's the \
-         responses.",
-        Block::Findings(findings),
-    ));
-    page.push(common::files_section(&[
-        "nagle/, nodelay/, writev/: each run's lab output: captures/*.pcap (tcpdump, \
-         Wireshark, latencylab analyze), links/*.log, summary.json, lab.json, programs/*.out \
-         (rr-client's exchange lines)",
-    ]));
-    Ok(page)
 }
 
 #[cfg(test)]
