@@ -174,22 +174,6 @@ fn lab_json(run: &RunDir) -> Result<serde_json::Value> {
     }
 }
 
-/// The run's captures analysed together (one clock: a lab's captures share it), with the
-/// per-packet series the charts draw.
-fn analyze_captures(pcaps: &[PathBuf]) -> Result<Analysis> {
-    let mut analyzer = analyze::Analyzer::new(analyze::Options {
-        keep_series: true,
-        ..Default::default()
-    });
-    for pcap in pcaps {
-        let file = fs::File::open(pcap).with_context(|| format!("opening {}", pcap.display()))?;
-        analyzer
-            .add_capture(&pcap.display().to_string(), BufReader::new(file))
-            .with_context(|| format!("reading {}", pcap.display()))?;
-    }
-    Ok(analyzer.finish())
-}
-
 /// Seconds since the analysis' first packet.
 fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
     (i128::from(t.as_nanos()) - i128::from(a.epoch.as_nanos())) as f64 / 1e9
@@ -294,7 +278,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     let analysis = if pcaps.is_empty() {
         None
     } else {
-        Some(analyze_captures(&pcaps)?)
+        Some(demo::analyze_captures(&pcaps, true)?)
     };
     let mut budget = Vec::new();
     if let Some(a) = &analysis {
@@ -357,7 +341,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
     let mut paths = Vec::new();
     let mut figures = Section::new("Charts");
     for (name, chart) in &charts {
-        let p = dir.join(format!("{name}.png"));
+        let p = run.chart_png(name);
         chart
             .write_png(&p)
             .with_context(|| format!("writing {}", p.display()))?;
@@ -380,7 +364,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
         s.push(report::findings::analyzer_findings([("run", a)]));
         page.push(s);
     }
-    let html = dir.join("report.html");
+    let html = run.report_html();
     page.write(&html)
         .with_context(|| format!("writing {}", html.display()))?;
     Ok(RunReport {

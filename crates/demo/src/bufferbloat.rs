@@ -510,7 +510,7 @@ fn write_outputs(
     ]);
     page.write(&a.out_dir, r)?;
     for (id, chart) in [("tsg-fifo", png_a), ("tsg-codel", png_b)] {
-        let p = a.out_dir.join(format!("{id}.png"));
+        let p = RunDir::new(&a.out_dir).chart_png(id);
         chart
             .write_png(&p)
             .with_context(|| format!("writing {}", p.display()))?;

@@ -8,6 +8,7 @@
 //! from the run beyond the page's times (captures: the analyzer; the network log:
 //! `web::netlog`), and the page's timing script (`web::page`).
 
+use labnet::run_dir::RunDir;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -79,7 +80,7 @@ pub struct PageLoad {
 impl PageLoad {
     /// The client's capture of the run.
     pub fn client_capture(&self) -> PathBuf {
-        self.dir.join("captures").join("client-eth0.pcap")
+        RunDir::new(&self.dir).capture("client", "eth0")
     }
 
     /// Chromium's network log, where the load asked for one.
@@ -91,10 +92,7 @@ impl PageLoad {
     pub fn no_time_note(&self, who: &str) -> String {
         format!(
             "{who} ran but its DOM had no last response time (see {})",
-            self.dir
-                .join("programs")
-                .join(format!("{PROGRAM}.err"))
-                .display()
+            RunDir::new(&self.dir).program_err(PROGRAM).display()
         )
     }
 }
@@ -158,8 +156,7 @@ impl Load<'_> {
                 format!("Chromium left no network log at {}", net_log.display())
             })?;
         }
-        let dom = fs::read_to_string(dir.join("programs").join(format!("{PROGRAM}.out")))
-            .unwrap_or_default();
+        let dom = fs::read_to_string(RunDir::new(dir).program_out(PROGRAM)).unwrap_or_default();
         Ok(PageLoad {
             dir: dir.to_path_buf(),
             page_load_s: web::page::response_end_from_dom(&dom).map(|ms| ms / 1e3),

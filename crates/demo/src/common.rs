@@ -229,7 +229,7 @@ impl<'a> Series<'a> {
             checks,
             unreproducible: Vec::new(),
             warnings: self.warnings,
-            report: self.out.join("report.html"),
+            report: RunDir::new(self.out).report_html(),
         })
     }
 }
@@ -842,15 +842,16 @@ pub fn write_report_files(
     page: &report::Page,
 ) -> Result<()> {
     let json = serde_json::to_string_pretty(results).expect("plain data serializes");
-    let path = dir.join("results.json");
+    let files = RunDir::new(dir);
+    let path = files.results_json();
     fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     for (name, chart) in charts {
-        let p = dir.join(format!("{name}.png"));
+        let p = files.chart_png(name);
         chart
             .write_png(&p)
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    let p = dir.join("report.html");
+    let p = files.report_html();
     page.write(&p)
         .with_context(|| format!("writing {}", p.display()))
 }

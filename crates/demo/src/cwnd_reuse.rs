@@ -19,6 +19,7 @@
 //! The fetch times come from `page-load`'s own lines (request sent to last byte); the flights
 //! from the server's capture, through the analyzer.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -284,7 +285,7 @@ fn collect((label, choice, ssai): Spec, a: &Args, dir: &Path) -> Result<RunData>
             clicks_of(a)
         );
     }
-    let pcap = dir.join("captures").join("server-eth0.pcap");
+    let pcap = RunDir::new(dir).capture("server", "eth0");
     let bursts = click_bursts(&pcap, clicks_of(a), a.seconds("idle"))?;
     let half_rtt_s = a.ms("rtt") / 2e3;
     let first_flight_bytes = bursts

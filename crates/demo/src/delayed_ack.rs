@@ -20,6 +20,7 @@
 //! printed as rows Linux is known not to meet (`n/a`, with the reason, unless one holds after
 //! all), and the end-to-end test asserts what the kernel does.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use analyze::{Analysis, Connection};
@@ -189,7 +190,7 @@ pub fn unreproducible(r: &Results) -> Vec<common::Unreproducible> {
 fn collect(i: usize, dir: &Path) -> Result<RunData> {
     let client = common::program_records(dir, "bulk-client")?;
     let goodput_mbps = common::total_goodput_mbps(&client, "sender", dir, "bulk-client")?;
-    let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
+    let analysis = common::analyze_pcap(&RunDir::new(dir).capture("client", "eth0"))?;
     let Some(conn) = analysis
         .connections
         .iter()

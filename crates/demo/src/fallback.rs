@@ -23,6 +23,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use analyze::Analysis;
@@ -207,7 +208,7 @@ fn collect(name: &'static str, dir: &Path) -> Result<RunData> {
             dir.display()
         );
     }
-    let analysis = common::analyze_pcap(&dir.join("captures").join("phone-wlan0.pcap"))?;
+    let analysis = common::analyze_pcap(&RunDir::new(dir).capture("phone", "wlan0"))?;
     Ok(RunData {
         name,
         metrics: metrics(&requests),

@@ -25,6 +25,7 @@
 use analyze::Analysis;
 use anyhow::{bail, Context, Result};
 use lab::config::{EcnMode, LabConfig};
+use labnet::run_dir::RunDir;
 use report::Block;
 use serde::Serialize;
 
@@ -162,7 +163,7 @@ pub fn runs(a: &Args) -> [((), common::Run); 1] {
 /// `report.html`.
 pub fn run(a: &Args) -> Result<Outcome> {
     let (series, analysis) = common::run_series(a, runs(a).into(), (1.0, 2.0), |(), dir, _| {
-        common::analyze_captures(&[dir.join("captures").join("client-eth0.pcap")], false)
+        common::analyze_captures(&[RunDir::new(dir).capture("client", "eth0")], false)
     })?;
     let results = results(&analysis[0], a)?;
     let (checks, rows) = (checks(&results, a), table_rows(&results));

@@ -15,6 +15,7 @@
 //!
 //! Not here: the protocols (the `web` crate), QUIC in captures (the analyzer).
 
+use labnet::run_dir::RunDir;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -332,10 +333,10 @@ fn collect(
         );
     }
     let ((server_lost_packets, server_congestion_events), handshake_ms_capture) = if h3 {
-        let lost = server_losses(&dir.join("programs").join("web-server.out"));
+        let lost = server_losses(&RunDir::new(dir).program_out("web-server"));
         (
             lost,
-            quic_handshakes(&dir.join("captures").join("client-eth0.pcap"))?,
+            quic_handshakes(&RunDir::new(dir).capture("client", "eth0"))?,
         )
     } else {
         ((None, None), Vec::new())

@@ -68,7 +68,7 @@ mod web_common;
 
 pub use common::Progress;
 pub use common::{
-    export, reanalysing, run_lab, set_lab_runner, set_reanalyse, Check, LabRunner, Outcome, Report,
-    Run, Unreproducible,
+    analyze_captures, export, reanalysing, run_lab, set_lab_runner, set_reanalyse, Check,
+    LabRunner, Outcome, Report, Run, Unreproducible,
 };
 pub use params::Args;

@@ -14,6 +14,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use analyze::Analysis;
@@ -231,7 +232,7 @@ fn collect((mode, color): (&'static str, Rgb), dir: &Path) -> Result<RunData> {
         })
         .collect();
     let ping = apps::Percentiles::of(&pings).map_or(f64::NAN, |p| p.p50);
-    let analysis = common::analyze_pcap(&dir.join("captures").join("server-eth0.pcap"))?;
+    let analysis = common::analyze_pcap(&RunDir::new(dir).capture("server", "eth0"))?;
     Ok(RunData {
         mode,
         color,

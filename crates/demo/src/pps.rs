@@ -12,6 +12,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use analyze::Analysis;
@@ -189,7 +190,7 @@ fn collect(i: usize, dir: &Path, result: &lab::RunResult) -> Result<RunData> {
         })
         .collect();
     let total_mbps = common::total_goodput_mbps(&client, "receiver", dir, "bulk-client")?;
-    let analysis = common::analyze_pcap(&dir.join("captures").join("client-eth0.pcap"))?;
+    let analysis = common::analyze_pcap(&RunDir::new(dir).capture("client", "eth0"))?;
     // The server's data as it arrived at the client: past the hop.
     let mut times_ns = Vec::new();
     let mut bytes = 0u64;

@@ -21,6 +21,7 @@
 //! This module runs and presents; it does not judge: the criteria are printed as checks, and
 //! the end-to-end test asserts them.
 
+use labnet::run_dir::RunDir;
 use std::path::Path;
 
 use analyze::Analysis;
@@ -247,7 +248,7 @@ fn collect(i: usize, dir: &Path) -> Result<RunData> {
             dir.display()
         );
     };
-    let analysis = common::analyze_pcap(&dir.join("captures").join("server-eth0.pcap"))?;
+    let analysis = common::analyze_pcap(&RunDir::new(dir).capture("server", "eth0"))?;
     let tfo_in_capture = analysis
         .connections
         .iter()

@@ -2,6 +2,7 @@
 //! `web-server` and loaded by a waited-for program), reading the page-load client's lines back,
 //! and the waterfall chart. Headless Chromium as that program is [`crate::chromium`].
 
+use labnet::run_dir::RunDir;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -66,7 +67,7 @@ pub fn wait_for(file: &Path) -> String {
 
 /// The page-load client's lines of the run in `dir`, and the file they are in.
 pub fn page_load_records(dir: &Path) -> Result<(PathBuf, Vec<WebRecord>)> {
-    let path = dir.join("programs").join("page-load.out");
+    let path = RunDir::new(dir).program_out("page-load");
     let recs = web::read_records(&path).map_err(|e| anyhow::anyhow!(e))?;
     Ok((path, recs))
 }
@@ -164,7 +165,7 @@ pub fn waterfall_figures<'a>(
 pub fn analyzer_section(out_dir: &Path, runs: &[&str]) -> Result<report::Section> {
     let mut found = Vec::new();
     for run in runs {
-        let pcap = out_dir.join(run).join("captures").join("client-eth0.pcap");
+        let pcap = RunDir::new(out_dir).lab(run).capture("client", "eth0");
         let analysis = common::analyze_captures(&[pcap], false)?;
         found.extend(common::port_findings(run, &analysis, 80));
     }
