@@ -156,7 +156,7 @@ pub fn start_record(program: &str, clock: &Clock) -> Record {
 }
 
 /// A bad option value found after parsing (e.g. two options that contradict each other);
-/// [`crate::run`] prints it and exits with status 2.
+/// the CLI prints it and exits with status 2.
 #[derive(Debug)]
 pub struct UsageError(pub String);
 

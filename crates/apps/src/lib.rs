@@ -146,13 +146,7 @@ pub fn run(cmd: AppCommand) -> anyhow::Result<ExitCode> {
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.is::<nat64_sample::NotThrough>() => Ok(ExitCode::from(1)),
-        Err(e) => match e.downcast_ref::<common::UsageError>() {
-            Some(u) => {
-                eprintln!("error: {u}");
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
+        Err(e) => Err(e),
     }
 }
 

@@ -163,7 +163,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            if let Some(u) = e.downcast_ref::<lab::UsageError>() {
+            if let Some(u) = usage_message(&e) {
                 eprintln!("latencylab: {u}");
                 ExitCode::from(2)
             } else {
@@ -172,6 +172,26 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The message of a usage error (exit status 2), whichever part of the command line it came
+/// from: the lab's options, a traffic program's, the web's or the responsiveness test's.
+fn usage_message(e: &anyhow::Error) -> Option<String> {
+    if let Some(u) = e.downcast_ref::<lab::UsageError>() {
+        return Some(u.to_string());
+    }
+    if let Some(u) = e.downcast_ref::<apps::common::UsageError>() {
+        return Some(u.to_string());
+    }
+    #[cfg(feature = "web")]
+    if let Some(u) = e.downcast_ref::<web::UsageError>() {
+        return Some(u.to_string());
+    }
+    #[cfg(feature = "web")]
+    if let Some(u) = e.downcast_ref::<rpm::UsageError>() {
+        return Some(u.to_string());
+    }
+    None
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use std::os::fd::AsRawFd;
 #[cfg(feature = "net")]
 use std::process::ExitCode;
 
-/// A bad option: `run` prints it and exits with status 2.
+/// A bad option: the CLI prints it and exits with status 2.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
@@ -133,14 +133,5 @@ pub fn run(cmd: RpmCommand) -> anyhow::Result<ExitCode> {
         RpmCommand::RpmServer(a) => server::run(a),
         RpmCommand::Rpm(a) => client::run(a),
     };
-    match r {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => match e.downcast_ref::<UsageError>() {
-            Some(u) => {
-                eprintln!("latencylab: {u}");
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
-    }
+    r.map(|()| ExitCode::SUCCESS)
 }

@@ -40,7 +40,7 @@ use anyhow::Context;
 
 pub use records::{read_records, WebRecord};
 
-/// A bad option or input file: `run` prints it and exits with status 2.
+/// A bad option or input file: the CLI prints it and exits with status 2.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
@@ -75,16 +75,7 @@ pub fn run(cmd: WebCommand) -> anyhow::Result<ExitCode> {
         WebCommand::WebServer(a) => server::run(a),
         WebCommand::PageLoad(a) => client::run(a),
     };
-    match r {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => match e.downcast_ref::<UsageError>() {
-            Some(u) => {
-                eprintln!("error: {u}");
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
-    }
+    r.map(|()| ExitCode::SUCCESS)
 }
 
 /// Where the JSON lines go: a file, or stdout. Every line is flushed, so that a server
