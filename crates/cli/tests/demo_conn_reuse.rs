@@ -67,15 +67,16 @@ fn both_designs_load_the_whole_news_page_and_bound_never_serves_a_request_elsewh
         }
         assert!(dir.join("chromium").join("netlog.json").exists());
     }
-    for png in [
-        "waterfall-bound",
-        "waterfall-pool",
-        "waterfall-bound-consolidated",
-        "waterfall-pool-consolidated",
-        "saved-ms",
-    ] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(
+        &dir,
+        &[
+            "waterfall-bound",
+            "waterfall-pool",
+            "waterfall-bound-consolidated",
+            "waterfall-pool-consolidated",
+            "saved-ms",
+        ],
+    );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("What the analyzer found"), "report.html");
     assert!(stdout.contains("served by another connection"), "{stdout}");

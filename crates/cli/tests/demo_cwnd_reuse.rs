@@ -102,14 +102,15 @@ fn a_click_on_the_largest_bursts_connection_inherits_its_window_and_the_oldest_d
     );
     let p50 = |run: &str| r[run]["fetch_ms_p50"].as_f64().unwrap();
     assert!(p50("largest_burst") < p50("oldest"), "{r:#}");
-    for png in [
-        "connections-oldest",
-        "connections-largest-burst",
-        "flights",
-        "fetch-ms",
-    ] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(
+        &dir,
+        &[
+            "connections-oldest",
+            "connections-largest-burst",
+            "flights",
+            "fetch-ms",
+        ],
+    );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("What the analyzer found"), "report.html");
     assert!(html.contains("tcp_slow_start_after_idle=0"), "report.html");

@@ -53,9 +53,7 @@ fn linux_acknowledges_as_the_application_reads_so_the_timer_sets_no_pace() {
             "{run}: {r}"
         );
     }
-    for png in ["tsg-delayed", "tsg-quickack", "ack-intervals"] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(dir, &["tsg-delayed", "tsg-quickack", "ack-intervals"]);
     // The talk's expectations are printed as not met on Linux, with the reason, not as NOT.
     assert!(!stdout.contains("NOT "), "{stdout}");
     for check in [

@@ -85,9 +85,7 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
         "{stdout}"
     );
     assert!(stdout.contains("HTTP/3 round-robin"), "{stdout}");
-    for png in ["page-load", "waterfall-h2", "waterfall-h3-seq"] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(&dir, &["page-load", "waterfall-h2", "waterfall-h3-seq"]);
     assert!(!dir.join("tls").exists(), "the run's keys are removed");
     assert_nothing_left();
     let _ = std::fs::remove_dir_all(&dir);

@@ -58,14 +58,15 @@ fn one_connection_is_several_times_slower_than_36_and_chromium_loads_the_same_pa
         .as_f64()
         .expect("Chromium's load event");
     assert!(cr <= load_event, "{r:#}");
-    for png in [
-        "page-load",
-        "queue-delay",
-        "waterfall-36-conns",
-        "waterfall-h2-coalesced",
-    ] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(
+        &dir,
+        &[
+            "page-load",
+            "queue-delay",
+            "waterfall-36-conns",
+            "waterfall-h2-coalesced",
+        ],
+    );
     assert_nothing_left();
     let _ = std::fs::remove_dir_all(&dir);
 }

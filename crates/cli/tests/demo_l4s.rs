@@ -151,21 +151,18 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     assert_eq!(r["bleached"]["kept_running"].as_bool(), Some(true), "{r}");
     assert!(f(&r, "bleached", "call_ce_pct") == 0.0, "{r}");
 
-    for png in [
-        "rtt-cdf",
-        "fps",
-        "loss",
-        "delay-classic",
-        "delay-l4s",
-        "delay-bleached",
-        "share",
-    ] {
-        let p = dir.join(format!("{png}.png"));
-        let len = std::fs::metadata(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-            .len();
-        assert!(len > 10_000, "{} is only {len} bytes", p.display());
-    }
+    assert_charts(
+        dir,
+        &[
+            "rtt-cdf",
+            "fps",
+            "loss",
+            "delay-classic",
+            "delay-l4s",
+            "delay-bleached",
+            "share",
+        ],
+    );
     for run in ["classic", "l4s", "bleached"] {
         assert!(dir.join(run).join("summary.json").exists());
         assert!(dir.join(run).join("programs/call-remote.out").exists());

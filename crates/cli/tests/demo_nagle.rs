@@ -83,18 +83,15 @@ fn nagle_demo_takes_three_round_trips_with_two_writes_and_one_without() {
             "{run}: {r}"
         );
     }
-    for png in [
-        "ladder-nagle",
-        "ladder-nodelay",
-        "ladder-writev",
-        "exchanges",
-    ] {
-        let p = dir.join(format!("{png}.png"));
-        let len = std::fs::metadata(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-            .len();
-        assert!(len > 10_000, "{} is only {len} bytes", p.display());
-    }
+    assert_charts(
+        dir,
+        &[
+            "ladder-nagle",
+            "ladder-nodelay",
+            "ladder-writev",
+            "exchanges",
+        ],
+    );
     for run in ["nagle", "nodelay", "writev"] {
         assert!(dir.join(run).join("captures/client-eth0.pcap").exists());
         assert!(dir.join(run).join("captures/server-eth0.pcap").exists());

@@ -54,13 +54,14 @@ fn pipelining_halves_the_mean_ttfb_and_saves_more_at_the_larger_rtt() {
         3,
         "{stdout}"
     );
-    for png in [
-        "waterfall-no-pipelining",
-        "waterfall-pipelining-300ms",
-        "ttfb-vs-rtt",
-    ] {
-        assert!(dir.join(format!("{png}.png")).exists(), "{png}.png");
-    }
+    assert_charts(
+        &dir,
+        &[
+            "waterfall-no-pipelining",
+            "waterfall-pipelining-300ms",
+            "ttfb-vs-rtt",
+        ],
+    );
     assert!(dir.join("report.html").exists());
     assert_nothing_left();
     let _ = std::fs::remove_dir_all(&dir);

@@ -434,6 +434,34 @@ pub fn run_chromium_url(url: &str, extra: &[String]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Checks that `dir` holds each chart `NAME.png` as a real picture: a PNG file (its signature,
+/// RFC 2083 section 3.1) whose header chunk (section 4.1.1) gives a chart's size, at least
+/// 300 × 200 pixels, and whose drawing is more than a blank canvas (over 10 kB).
+pub fn assert_charts(dir: &Path, names: &[&str]) {
+    for name in names {
+        let p = dir.join(format!("{name}.png"));
+        let png = fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            png.len() > 24 && png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR",
+            "{} is not a PNG file",
+            p.display()
+        );
+        let be = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+        let (width, height) = (be(16), be(20));
+        assert!(
+            width >= 300 && height >= 200,
+            "{} is only {width} × {height} pixels",
+            p.display()
+        );
+        assert!(
+            png.len() > 10_000,
+            "{} is only {} bytes: nearly blank",
+            p.display(),
+            png.len()
+        );
+    }
+}
+
 /// Renders `page`, checks the screenshot is not blank and every figure id is in the DOM with
 /// an inline SVG and a caption; returns the DOM.
 pub fn check_renders(page: &Path, figures: &[&str]) -> String {
