@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use lab::{run_lab, LabConfig, RunOptions, UsageError};
+use labnet::rpm_lab::{RpmInLab, RPM_PROGRAM};
 use labnet::run_dir::{parse_link_log, CaptureLimits, RunDir};
-use labnet::run_file::{RPM_PORT, RPM_PROGRAM};
 use labnet::spec::Side;
 use rpm::attribution::{attribute, Attribution, LinkLog};
 use rpm::report::RpmReport;
@@ -43,27 +43,12 @@ pub fn in_lab(
         ),
     };
     let exe = std::env::current_exe().context("finding the latencylab binary")?;
-    let exe = exe.to_string_lossy().to_string();
-    let report = report_path(&dir);
+    let exe = exe.to_string_lossy();
+    let test = RpmInLab::default();
     let run = RunOptions {
         out_dir: Some(dir.clone()),
-        command: Some((
-            "client".into(),
-            vec![
-                exe.clone(),
-                "rpm".into(),
-                format!("https://server:{RPM_PORT}"),
-                "--out".into(),
-                report.to_string_lossy().to_string(),
-            ],
-        )),
-        server: Some((
-            "server".into(),
-            format!(
-                "'{}' rpm-server --port {RPM_PORT}",
-                exe.replace('\'', "'\\''")
-            ),
-        )),
+        command: Some((test.client.clone(), test.client_argv(&exe, &dir))),
+        server: Some((test.server.clone(), test.server_line(&exe))),
         quiet,
         no_capture: false,
         capture,

@@ -7,8 +7,8 @@
 //! (the one table of `latencylab shell`'s options, from which its flags, the sweep's axes and
 //! the docs' table come), [`shell`] (the two-host preset of `latencylab shell`), [`profiles`]
 //! (named networks), [`run_file`] (the TOML run file; [`run_file_text`] writes a lab back as
-//! one), [`run_dir`] (what
-//! a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
+//! one), [`rpm_lab`] (how a lab starts the responsiveness test, for `[rpm]` and `shell --rpm`),
+//! [`run_dir`] (what a run leaves on disk: paths, the link-log line, the summary), [`translator`] and
 //! [`dns_tcp`] (the NAT64 and DNS64 endpoints of a NAT64 lab), [`clat`] (its hosts' CLATs), [`forwarder`] (the lab's
 //! network as a state machine), [`schedule`] (program starts, link changes, the lab's end),
 //! [`lifecycle`] (the real-time loop's stop rules, waits and scheduling policy), [`programs`]
@@ -25,6 +25,7 @@ pub mod messages;
 pub mod options;
 pub mod profiles;
 pub mod programs;
+pub mod rpm_lab;
 pub mod run_dir;
 pub mod run_file;
 pub mod run_file_text;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use wire::units::parse_time;
 
 use crate::lifecycle::Precision;
+use crate::rpm_lab::{Load, RpmInLab, RPM_PROGRAM, RPM_SERVER_PROGRAM};
 use crate::setting::{parse_all, Direction, Files, Setting};
 use crate::spec::{
     host_settings, iface_addrs, usage, Change, Family, Host, Interface, LabConfig, LinkSpec,
@@ -103,13 +104,6 @@ struct RawRpm {
     max_duration: Option<String>,
 }
 
-/// The names of the two programs a run file's `[rpm]` adds: `rpm-server` on its server host
-/// and `rpm` on its client host, whose report is the run directory's `rpm.json`.
-pub const RPM_SERVER_PROGRAM: &str = "rpm-server";
-pub const RPM_PROGRAM: &str = "rpm";
-/// The port `rpm-server` listens on in a lab.
-pub const RPM_PORT: u16 = 4043;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRunFile {
@@ -160,27 +154,31 @@ fn rpm_programs(name: &str, r: &RawRpm, others: &[Program]) -> Result<Vec<Progra
             ));
         }
     }
-    let server = r.server.clone().unwrap_or_else(|| "server".into());
-    let client = r.client.clone().unwrap_or_else(|| "client".into());
-    let mut flags = String::new();
+    let mut test = RpmInLab::default();
+    if let Some(h) = &r.server {
+        test.server = h.clone();
+    }
+    if let Some(h) = &r.client {
+        test.client = h.clone();
+    }
     if let Some(n) = r.flows {
         if !(1..=64).contains(&n) {
             return usage(format!("{what}: flows = {n} (try 1 to 64)"));
         }
-        flags.push_str(&format!(" --flows {n}"));
+        test.flows = Some(n);
     }
     if let Some(l) = &r.load {
-        if !["both", "down", "up"].contains(&l.as_str()) {
-            return usage(format!("{what}: load = '{l}' (try both, down or up)"));
-        }
-        flags.push_str(&format!(" --load {l}"));
+        let Some(load) = Load::from_word(l) else {
+            return usage(format!("{what}: load = '{l}' (try {})", Load::words()));
+        };
+        test.load = Some(load);
     }
     if let Some(d) = &r.max_duration {
-        let s = seconds(&format!("{what}: max_duration"), d)?;
-        if s < 0.1 {
+        let max = parse_time(d).map_err(|e| UsageError(format!("{what}: max_duration: {e}")))?;
+        if max < wire::Duration::from_millis(100) {
             return usage(format!("{what}: max_duration = '{d}' (at least 100ms)"));
         }
-        flags.push_str(&format!(" --max-duration {s}s"));
+        test.max_duration = Some(max);
     }
     let at_s = match &r.at {
         Some(a) => seconds(&format!("{what}: at"), a)?,
@@ -189,22 +187,16 @@ fn rpm_programs(name: &str, r: &RawRpm, others: &[Program]) -> Result<Vec<Progra
     Ok(vec![
         Program {
             name: RPM_SERVER_PROGRAM.into(),
-            host: server.clone(),
+            host: test.server.clone(),
             at_s: 0.0,
-            run: format!("exec latencylab rpm-server --port {RPM_PORT}"),
+            run: test.server_line("latencylab"),
             wait: false,
         },
         Program {
             name: RPM_PROGRAM.into(),
-            host: client,
+            host: test.client.clone(),
             at_s,
-            run: format!(
-                "exec latencylab rpm https://{server}:{RPM_PORT}{flags} \
-                 ${{LATENCYLAB_OUT:+--out \"{report}\"}}",
-                report = crate::run_dir::RunDir::new("$LATENCYLAB_OUT")
-                    .rpm_json()
-                    .display()
-            ),
+            run: test.client_line("latencylab"),
             wait: true,
         },
     ])

@@ -109,6 +109,66 @@ mod tests {
         assert_eq!(lowat_for_rate(125_000.0), MIN_LOWAT_BYTES);
         assert_eq!(lowat_for_rate(1e12), 4 * 1024 * 1024);
     }
+
+    /// A lab writes its own command lines for the test (`labnet::rpm_lab`, which cannot use
+    /// this crate's types); they must be ones the two subcommands read as meant.
+    #[cfg(feature = "net")]
+    #[test]
+    fn a_labs_command_lines_are_read_by_the_subcommands_as_meant_for_every_load() {
+        use clap::{Parser, ValueEnum};
+        use labnet::rpm_lab::{self, RpmInLab};
+        use std::path::Path;
+
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: RpmCommand,
+        }
+        let parse = |argv: Vec<String>| {
+            Cli::try_parse_from(&argv)
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+                .command
+        };
+
+        // The client's words for a load and the lab's are the same words, both ways.
+        let cli_words: Vec<String> = algorithm::Load::value_variants()
+            .iter()
+            .map(|l| l.to_possible_value().unwrap().get_name().to_string())
+            .collect();
+        let lab_words: Vec<&str> = rpm_lab::Load::ALL.iter().map(|l| l.word()).collect();
+        assert_eq!(cli_words, lab_words);
+
+        for load in rpm_lab::Load::ALL {
+            let test = RpmInLab {
+                client: "laptop".into(),
+                server: "cdn".into(),
+                flows: Some(8),
+                load: Some(load),
+                max_duration: Some(wire::Duration::from_millis(2500)),
+            };
+            let RpmCommand::Rpm(a) = parse(test.client_argv("latencylab", Path::new("run"))) else {
+                panic!("not the client")
+            };
+            assert_eq!(a.url, "https://cdn:4043");
+            assert_eq!(a.flows, Some(8));
+            assert_eq!(a.load.name(), load.word());
+            assert_eq!(a.max_duration, wire::Duration::from_millis(2500));
+            assert_eq!(a.out.as_deref(), Some(Path::new("run/rpm.json")));
+        }
+        // Unset, the client's own defaults apply.
+        let test = RpmInLab::default();
+        let RpmCommand::Rpm(a) = parse(test.client_argv("latencylab", Path::new("run"))) else {
+            panic!("not the client")
+        };
+        assert_eq!(
+            (a.url.as_str(), a.flows, a.load),
+            ("https://server:4043", None, algorithm::Load::Both)
+        );
+        let RpmCommand::RpmServer(s) = parse(test.server_argv("latencylab")) else {
+            panic!("not the server")
+        };
+        assert_eq!(s.port, rpm_lab::RPM_PORT);
+    }
 }
 
 #[cfg(feature = "net")]
