@@ -69,11 +69,6 @@ const STARTUP_S: f64 = 2.0;
 /// The page the default server answers `GET /` with.
 const DEFAULT_PAGE: &str = "name = \"fallback-check\"\n\n[html]\nhost = \"server\"\nbytes = 2000\n";
 
-/// `'text'` for `sh -c`.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 pub fn run(a: FallbackCheckArgs) -> Result<ExitCode> {
     if a.command.is_empty() {
         return Err(lab::UsageError(
@@ -96,7 +91,7 @@ fn check(a: &FallbackCheckArgs, dir: &Path) -> Result<ExitCode> {
                 .with_context(|| format!("writing {}", page.display()))?;
             format!(
                 "exec latencylab web-server --page {} --port 80 --out /dev/null",
-                shell_quote(&page.display().to_string())
+                labnet::programs::sh_word(&page.display().to_string())
             )
         }
     };

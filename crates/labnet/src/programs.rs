@@ -6,6 +6,7 @@
 //! Not here: starting processes, signals, descriptors (the `launcher` crate, `lab::starter`,
 //! `lab::process`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -170,6 +171,17 @@ impl Programs {
         } else {
             self.running == 0
         }
+    }
+}
+
+/// `s` as one word of a program's line, which the lab runs with `sh -c`: itself when no character of it is special to the shell,
+/// otherwise in single quotes (a quote inside as `'\''`).
+pub fn sh_word(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=+,@%".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("'{}'", s.replace('\'', r"'\''")))
     }
 }
 
@@ -406,5 +418,20 @@ mod tests {
         assert!(!text("hosts-ipv6").contains(&nat64.hosts[1].interfaces[0].ipv4.to_string()));
         assert_eq!(text("gai-client.conf"), crate::clat::GAI_CONF);
         assert_eq!(plan.hosts[1].0, "hosts-ipv4");
+    }
+
+    #[test]
+    fn a_word_is_left_bare_only_when_sh_would_read_it_as_itself() {
+        assert_eq!(sh_word("latencylab"), "latencylab");
+        assert_eq!(sh_word("/tmp/out-1/page.toml"), "/tmp/out-1/page.toml");
+        assert_eq!(sh_word(""), "''");
+        assert_eq!(sh_word("$HOME"), "'$HOME'");
+        for word in ["my page.toml", "o'neil", "a;b", "*", "`x`", "a\\b"] {
+            let o = std::process::Command::new("sh")
+                .args(["-c", &format!("printf '%s' {}", sh_word(word))])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&o.stdout), word);
+        }
     }
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use wire::units::format_duration_exact;
 use wire::Duration;
 
+use crate::programs::sh_word;
 use crate::run_dir::RunDir;
 
 /// The names of the two programs a run file's `[rpm]` adds: `rpm-server` on its server host
@@ -148,17 +149,6 @@ fn exec_line(argv: &[String]) -> String {
     format!("exec {}", words.join(" "))
 }
 
-/// `s` as one word for `sh`: itself when no character of it is special to the shell,
-/// otherwise in single quotes (a quote inside as `'\''`).
-fn sh_word(s: &str) -> Cow<'_, str> {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=+,@%".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        Cow::Borrowed(s)
-    } else {
-        Cow::Owned(format!("'{}'", s.replace('\'', r"'\''")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,8 +238,5 @@ mod tests {
             String::from_utf8_lossy(&printed.stdout),
             format!("|{exe}|rpm-server|--port|4043")
         );
-        assert_eq!(sh_word("latencylab"), "latencylab");
-        assert_eq!(sh_word(""), "''");
-        assert_eq!(sh_word("$HOME"), "'$HOME'");
     }
 }
