@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{
     icmpv4::DestUnreachableHeader, Icmpv4Type, Icmpv6Type, IpDscp, IpEcn, IpFragOffset, IpHeaders,
-    IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, PacketBuilderStep,
+    IpNumber, Ipv4Header, Ipv4Options, Ipv6Header, PacketBuilder, PacketBuilderStep,
 };
 
 use crate::packet::TcpHeader;
@@ -25,6 +25,9 @@ pub struct Ip {
     ecn: Ecn,
     dont_fragment: bool,
     identification: u16,
+    /// IPv4 option bytes, whole words: the first `v4_options_len` of `v4_options`.
+    v4_options: [u8; IPV4_OPTIONS_MAX_BYTES],
+    v4_options_len: u8,
 }
 
 /// A TCP segment's header fields (RFC 9293 §3.1); options go beside it, to
@@ -127,25 +130,22 @@ pub mod tcp_option {
     }
 }
 
+/// The most option bytes an IPv4 header holds: its IHL counts at most 15 words of 4, five of
+/// them the fixed header (RFC 791 §3.1).
+pub const IPV4_OPTIONS_MAX_BYTES: usize = 40;
+
 /// The IPv6 Fragment header's Next Header value (RFC 8200 §4.5).
 const IPV6_FRAGMENT: u8 = 44;
 
 /// IPv4's default TTL and IPv6's default hop limit on Linux (`ip_default_ttl`).
 pub const DEFAULT_HOP_LIMIT: u8 = 64;
 
-/// The most payload a datagram of this crate carries after `headers` bytes of IP and
-/// transport headers: the IPv4 total length and the IPv6 payload length are 16 bits.
-fn payload_cap(ip_header_bytes: usize, headers: usize, payload: &[u8]) -> &[u8] {
-    let room = usize::from(u16::MAX) + if ip_header_bytes == 40 { 40 } else { 0 };
-    &payload[..payload.len().min(room.saturating_sub(headers))]
-}
-
 /// Writes a builder step's headers and the payload, cut to what the length fields hold.
 /// Writing into a `Vec` fails only on a length too large, which the cut rules out.
 macro_rules! emit {
     ($ip:expr, $step:expr, $l4_bytes:expr, $payload:expr) => {{
         let step = $step;
-        let payload = payload_cap($ip.header_bytes(), $ip.header_bytes() + $l4_bytes, $payload);
+        let payload = $ip.payload_cap($l4_bytes, $payload);
         let mut out = Vec::with_capacity(step.size(payload.len()));
         step.write(&mut out, payload)
             .expect("a Vec takes any write within the length fields");
@@ -178,6 +178,8 @@ impl Ip {
             ecn: Ecn::NotEct,
             dont_fragment: true,
             identification: 0,
+            v4_options: [0; IPV4_OPTIONS_MAX_BYTES],
+            v4_options_len: 0,
         }
     }
 
@@ -202,6 +204,17 @@ impl Ip {
     /// IPv4's identification field (ignored for IPv6).
     pub fn identification(mut self, id: u16) -> Ip {
         self.identification = id;
+        self
+    }
+
+    /// With the IPv4 option bytes `options` (RFC 791 §3.1), padded with End of Option List
+    /// (zeros) to whole words and cut at [`IPV4_OPTIONS_MAX_BYTES`]; the IHL counts them.
+    /// Ignored for IPv6, which carries options in extension headers.
+    pub fn ipv4_options(mut self, options: &[u8]) -> Ip {
+        let n = options.len().min(IPV4_OPTIONS_MAX_BYTES);
+        self.v4_options = [0; IPV4_OPTIONS_MAX_BYTES];
+        self.v4_options[..n].copy_from_slice(&options[..n]);
+        self.v4_options_len = n.next_multiple_of(4) as u8;
         self
     }
 
@@ -304,7 +317,7 @@ impl Ip {
     pub fn too_big(&self, mtu: u32, original: &[u8]) -> Vec<u8> {
         match self.src {
             IpAddr::V4(_) => {
-                let quote = original.len().min(576 - 20 - 8);
+                let quote = original.len().min(576 - self.header_bytes() - 8);
                 let next_hop_mtu = mtu.min(u32::from(u16::MAX)) as u16;
                 let kind = Icmpv4Type::DestinationUnreachable(
                     DestUnreachableHeader::FragmentationNeeded { next_hop_mtu },
@@ -355,11 +368,7 @@ impl Ip {
                 (h, IPV6_FRAGMENT, ext)
             }
         };
-        let part = payload_cap(
-            self.header_bytes(),
-            self.header_bytes() + extension.len(),
-            part,
-        );
+        let part = self.payload_cap(extension.len(), part);
         let mut out = Vec::with_capacity(self.header_bytes() + extension.len() + part.len());
         PacketBuilder::ip(header)
             .write(&mut out, IpNumber(next), &[&extension[..], part].concat())
@@ -367,12 +376,25 @@ impl Ip {
         out
     }
 
-    /// Bytes of the IP header this writes (no IPv4 options, no IPv6 extension headers).
+    /// Bytes of the IP header this writes: IPv4's with its options, IPv6's fixed header (no
+    /// extension headers).
     pub fn header_bytes(&self) -> usize {
         match self.src {
-            IpAddr::V4(_) => 20,
+            IpAddr::V4(_) => 20 + usize::from(self.v4_options_len),
             IpAddr::V6(_) => 40,
         }
+    }
+
+    /// `payload` cut to what fits after the IP header and `after_ip_bytes` more header bytes:
+    /// the IPv4 total length (RFC 791 §3.1) counts the IP header, the IPv6 payload length
+    /// (RFC 8200 §3) does not, and both are 16 bits.
+    fn payload_cap<'p>(&self, after_ip_bytes: usize, payload: &'p [u8]) -> &'p [u8] {
+        let counted = match self.src {
+            IpAddr::V4(_) => self.header_bytes() + after_ip_bytes,
+            IpAddr::V6(_) => after_ip_bytes,
+        };
+        let room = usize::from(u16::MAX).saturating_sub(counted);
+        &payload[..payload.len().min(room)]
     }
 
     fn start(&self) -> PacketBuilderStep<IpHeaders> {
@@ -392,6 +414,10 @@ impl Ip {
                     protocol: IpNumber::UDP,
                     source: s.octets(),
                     destination: d.octets(),
+                    options: Ipv4Options::try_from(
+                        &self.v4_options[..usize::from(self.v4_options_len)],
+                    )
+                    .expect("whole words within the 40 option bytes"),
                     ..Default::default()
                 },
                 Default::default(),
@@ -578,6 +604,39 @@ mod tests {
             "offset, no M flag"
         );
         assert_eq!(&f[44..48], &0xabcd_0042u32.to_be_bytes());
+    }
+
+    #[test]
+    fn ipv4_options_are_padded_to_words_and_counted_by_the_ihl() {
+        // Router Alert (RFC 2113 §2.1) and one NOP: five bytes, padded to eight.
+        let ip = Ip::v4(A4, B4).ipv4_options(&[148, 4, 0, 0, 1]);
+        assert_eq!(ip.header_bytes(), 28);
+        let p = ip.udp(5000, 53, b"opt");
+        assert_eq!(p[0] & 0x0f, 7, "IHL: 28 bytes, 7 words");
+        assert_eq!(&p[20..28], &[148, 4, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(u16::from_be_bytes([p[2], p[3]]), 28 + 8 + 3);
+        assert_eq!(checksum::checksum(&p[..28], 0), 0);
+        assert!(transport_sum_ok(&p));
+        let h = parse(&p).unwrap();
+        assert_eq!(h.ip.header_len, 28);
+        assert!(matches!(
+            h.transport,
+            Transport::Udp {
+                src_port: 5000,
+                payload_len: 3,
+                ..
+            }
+        ));
+        assert_eq!(ip.udp_of_len(1, 2, 100).len(), 100);
+        let long = Ip::v4(A4, B4).ipv4_options(&[1; 50]);
+        assert_eq!(long.header_bytes(), 20 + IPV4_OPTIONS_MAX_BYTES);
+        assert_eq!(long.udp(1, 2, &[]).len(), 60 + 8);
+        let v6 = Ip::v6(A6, B6).ipv4_options(&[148, 4, 0, 0]);
+        assert_eq!(
+            v6.udp(1, 2, &[]).len(),
+            40 + 8,
+            "no options in IPv6's fixed header"
+        );
     }
 
     #[test]
