@@ -3,6 +3,8 @@
 //! Two levels, as in smoltcp: fast accessors on [`Packet`] for what every hop needs (length,
 //! ECN, flow key), reading fixed offsets after checking the length; and [`parse`], a full
 //! checked parse into plain [`Headers`] built on etherparse, for logs, translators and tests.
+//! On top of that parse, [`udp_datagram`] gives a whole UDP datagram's ports and payload, for
+//! those who read an application's messages out of a capture.
 //! A packet is always one IP datagram (IPv4 or IPv6, no link-layer header), as a TUN device in
 //! IFF_NO_PI mode delivers it and as LINKTYPE_RAW captures store it.
 
@@ -409,10 +411,59 @@ fn first_fragment(data: &[u8]) -> bool {
     }
 }
 
+/// A whole UDP datagram found in an IP packet: its ports and its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpDatagram<'a> {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The data after the 8-byte UDP header, as long as the UDP length field says.
+    pub payload: &'a [u8],
+}
+
+/// The UDP datagram (RFC 768) that an IP packet carries, whole; `None` for anything else.
+///
+/// The IP header is read by [`parse`], so there is one walk of it: an IPv4 header's length
+/// is its IHL, options included (RFC 791 §3.1); IPv6 extension headers are walked to the
+/// upper layer (RFC 8200 §4), so UDP behind Hop-by-Hop, Routing, Destination Options or AH
+/// is found. `None` when:
+/// - the bytes are not an IP packet, or its upper layer is not UDP (protocol 17);
+/// - the packet is a fragment: IPv4 with MF or an offset (RFC 791 §3.1), IPv6 with a
+///   Fragment header that fragments (RFC 8200 §4.5), since the payload is not all here. An
+///   atomic fragment (offset 0, no M flag) is a whole datagram and is read;
+/// - the packet is cut short: fewer bytes than the IPv4 total length (RFC 791 §3.1) or than
+///   40 plus the IPv6 payload length (RFC 8200 §3) claim, as a capture's snaplen cuts them.
+///   An IPv6 jumbogram (payload length 0, RFC 2675) counts as cut;
+/// - the UDP length (RFC 768: header and data, in bytes) is less than the 8-byte header or
+///   more than the IP payload holds.
+///
+/// Bytes after the datagram, within the IP payload or after it (link-layer padding), are
+/// not payload. No checksum is checked: a capture taken at the sender holds datagrams whose
+/// checksum the device fills in later (checksum offload).
+pub fn udp_datagram(data: &[u8]) -> Option<UdpDatagram<'_>> {
+    let h = parse(data).ok()?;
+    if h.ip.proto != IpProto::UDP || h.ip.fragment {
+        return None;
+    }
+    // The IP payload: `total_len` counts the IP header, options and extension headers too.
+    let udp = data.get(h.ip.header_len..h.ip.total_len)?;
+    // RFC 768: source port at 0, destination port at 2, length at 4, checksum at 6.
+    let be16 = |at: usize| {
+        udp.get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let (src_port, dst_port, udp_len) = (be16(0)?, be16(2)?, be16(4)?);
+    Some(UdpDatagram {
+        src_port,
+        dst_port,
+        payload: udp.get(8..usize::from(udp_len))?,
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::build::{Ip, Tcp};
+    use crate::testing::{A4, A6, B4, B6};
 
     /// An IPv4 TCP SYN, 10.0.0.1:40000 > 10.0.0.2:80, ECT(0), with valid checksums.
     pub fn tcp_syn_v4() -> Vec<u8> {
@@ -504,11 +555,128 @@ pub(crate) mod tests {
         assert_eq!(parse(&[0x12; 40]), Err(PacketError::BadVersion(1)));
     }
 
+    /// `p` with its UDP length field (RFC 768, bytes 4..6 of the UDP header) set to `len`.
+    fn with_udp_len(mut p: Vec<u8>, udp_at: usize, len: u16) -> Vec<u8> {
+        p[udp_at + 4..udp_at + 6].copy_from_slice(&len.to_be_bytes());
+        p
+    }
+
+    fn ports_and_payload(p: &[u8]) -> Option<(u16, u16, &[u8])> {
+        udp_datagram(p).map(|u| (u.src_port, u.dst_port, u.payload))
+    }
+
+    #[test]
+    fn udp_datagram_gives_the_ports_and_payload_of_either_version() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let p = ip.udp(5000, 53, b"query");
+            assert_eq!(ports_and_payload(&p), Some((5000, 53, &b"query"[..])));
+            let empty = ip.udp(1, 2, &[]);
+            assert_eq!(udp_datagram(&empty).unwrap().payload, &[] as &[u8]);
+        }
+    }
+
+    #[test]
+    fn udp_datagram_finds_udp_after_ipv4_options() {
+        // Router Alert (RFC 2113 §2.1): four bytes, IHL 6.
+        let p = Ip::v4(A4, B4)
+            .ipv4_options(&[148, 4, 0, 0])
+            .udp(5000, 53, b"query");
+        assert_eq!(p[0] & 0x0f, 6);
+        assert_eq!(ports_and_payload(&p), Some((5000, 53, &b"query"[..])));
+    }
+
+    #[test]
+    fn udp_datagram_refuses_every_cut_of_a_packet() {
+        for ip in [Ip::v4(A4, B4).ipv4_options(&[1; 8]), Ip::v6(A6, B6)] {
+            let p = ip.udp(5000, 53, b"query");
+            for n in 0..p.len() {
+                assert_eq!(udp_datagram(&p[..n]), None, "{n} of {} bytes", p.len());
+            }
+        }
+    }
+
+    #[test]
+    fn udp_datagram_leaves_out_bytes_after_the_datagram() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            // Link-layer padding after the IP datagram.
+            let mut padded = ip.udp(5000, 53, b"query");
+            padded.extend_from_slice(&[0; 6]);
+            assert_eq!(udp_datagram(&padded).unwrap().payload, b"query");
+            // A UDP length shorter than the IP payload: the rest is not the datagram's.
+            let short = with_udp_len(ip.udp(5000, 53, b"query"), ip.header_bytes(), 8 + 2);
+            assert_eq!(udp_datagram(&short).unwrap().payload, b"qu");
+        }
+    }
+
+    #[test]
+    fn udp_datagram_refuses_a_udp_length_outside_the_ip_payload() {
+        for ip in [Ip::v4(A4, B4), Ip::v6(A6, B6)] {
+            let at = ip.header_bytes();
+            let p = ip.udp(5000, 53, b"query");
+            assert_eq!(udp_datagram(&with_udp_len(p.clone(), at, 7)), None);
+            let beyond = (p.len() - at + 1) as u16;
+            assert_eq!(udp_datagram(&with_udp_len(p, at, beyond)), None);
+        }
+    }
+
+    #[test]
+    fn udp_datagram_is_none_for_other_protocols() {
+        assert_eq!(udp_datagram(&tcp_syn_v4()), None);
+        assert_eq!(
+            udp_datagram(&Ip::v6(A6, B6).echo_request(7, 1, b"ping")),
+            None
+        );
+        assert_eq!(udp_datagram(&[0x12; 40]), None);
+        assert_eq!(udp_datagram(&[]), None);
+    }
+
+    #[test]
+    fn udp_datagram_refuses_fragments_but_reads_an_atomic_one() {
+        for ip in [Ip::v4(A4, B4).dont_fragment(false), Ip::v6(A6, B6)] {
+            let whole = ip.udp(5000, 53, &[7; 24]);
+            let udp = &whole[ip.header_bytes()..];
+            // The first fragment holds the UDP header but not all of the payload, even when
+            // its UDP length claims no more than the fragment holds.
+            let first = ip.fragment(17, 9, 0, true, &udp[..16]);
+            assert_eq!(udp_datagram(&first), None);
+            let at = first.len() - 16;
+            assert_eq!(udp_datagram(&with_udp_len(first, at, 16)), None);
+            let last = ip.fragment(17, 9, 2, false, &udp[16..]);
+            assert_eq!(udp_datagram(&last), None);
+        }
+        // IPv6's atomic fragment (RFC 8200 §4.5): a Fragment header before a whole datagram.
+        let ip = Ip::v6(A6, B6);
+        let whole = ip.udp(5000, 53, b"query");
+        let atomic = ip.fragment(17, 9, 0, false, &whole[40..]);
+        assert_eq!(atomic[6], 44, "a Fragment header follows the fixed header");
+        assert_eq!(ports_and_payload(&atomic), Some((5000, 53, &b"query"[..])));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn a_built_udp_datagram_reads_back_and_no_cut_of_it_does(
+            v6 in proptest::bool::ANY,
+            src_port in proptest::num::u16::ANY,
+            dst_port in proptest::num::u16::ANY,
+            options in proptest::collection::vec(proptest::num::u8::ANY, 0..41),
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            cut in proptest::num::usize::ANY,
+        ) {
+            let ip = if v6 { Ip::v6(A6, B6) } else { Ip::v4(A4, B4).ipv4_options(&options) };
+            let p = ip.udp(src_port, dst_port, &payload);
+            let u = udp_datagram(&p).unwrap();
+            proptest::prop_assert_eq!((u.src_port, u.dst_port), (src_port, dst_port));
+            proptest::prop_assert_eq!(u.payload, &payload[..]);
+            let k = flow_key(&p).unwrap();
+            proptest::prop_assert_eq!((k.src_port, k.dst_port), (src_port, dst_port));
+            proptest::prop_assert_eq!(udp_datagram(&p[..cut % p.len()]), None);
+        }
+
         #[test]
         fn no_bytes_make_the_readers_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
             let _ = parse(&data);
             let _ = flow_key(&data);
+            let _ = udp_datagram(&data);
             let _ = ecn_of(&data);
             let mut d = data.clone();
             let _ = set_ecn(&mut d, Ecn::Ce);
