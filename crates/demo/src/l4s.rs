@@ -567,21 +567,11 @@ fn min_of(samples: &[f64]) -> f64 {
 /// The call's UDP payload in a captured IP packet, with whether it goes to the call's port
 /// (`true`) or comes from it.
 fn call_payload(ip: &[u8]) -> Option<(bool, &[u8])> {
-    let udp = match ip.first()? >> 4 {
-        4 => {
-            let ihl = usize::from(ip.first()? & 0x0f) * 4;
-            (*ip.get(9)? == 17).then(|| ip.get(ihl..))??
-        }
-        6 => (*ip.get(6)? == 17).then(|| ip.get(40..))??,
-        _ => return None,
-    };
-    let port = |at: usize| Some(u16::from_be_bytes([*udp.get(at)?, *udp.get(at + 1)?]));
-    let (src, dst) = (port(0)?, port(2)?);
-    let payload = udp.get(8..)?;
-    if dst == CALL_PORT {
-        Some((true, payload))
-    } else if src == CALL_PORT {
-        Some((false, payload))
+    let udp = wire::packet::udp_datagram(ip)?;
+    if udp.dst_port == CALL_PORT {
+        Some((true, udp.payload))
+    } else if udp.src_port == CALL_PORT {
+        Some((false, udp.payload))
     } else {
         None
     }
@@ -1114,6 +1104,19 @@ fn pct_words(pct: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_payload_tells_the_direction_by_the_call_port_and_skips_other_udp() {
+        let v4 = wire::build::Ip::v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        let v6 = wire::build::Ip::v6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        for ip in [v4, v6] {
+            let to_call = ip.udp(40000, CALL_PORT, b"F1");
+            assert_eq!(call_payload(&to_call), Some((true, &b"F1"[..])));
+            let from_call = ip.udp(CALL_PORT, 40000, b"M1");
+            assert_eq!(call_payload(&from_call), Some((false, &b"M1"[..])));
+            assert_eq!(call_payload(&ip.udp(40000, 53, b"dns")), None);
+        }
+    }
 
     #[test]
     fn a_second_with_losses_counts_as_frozen_when_a_freeze_is_next_to_it() {

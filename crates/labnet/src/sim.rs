@@ -166,12 +166,8 @@ mod tests {
     }
 
     fn seq_of(data: &[u8]) -> u32 {
-        let h = parse(data).unwrap();
-        let Transport::Udp { payload_len, .. } = h.transport else {
-            panic!("not UDP: {h:?}")
-        };
-        let at = data.len() - payload_len;
-        u32::from_be_bytes(data[at..at + 4].try_into().unwrap())
+        let udp = wire::packet::udp_datagram(data).expect("a whole UDP datagram");
+        u32::from_be_bytes(udp.payload[..4].try_into().unwrap())
     }
 
     fn v4(cfg: &LabConfig, host: &str) -> IpAddr {
