@@ -9,6 +9,19 @@ mod common;
 
 use common::*;
 
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &[
+    "tsg-fifo",
+    "tsg-codel",
+    "zoom-fifo",
+    "zoom-codel",
+    "delay-fifo",
+    "delay-codel",
+    "rtt-over-time",
+    "throughput",
+    "rtt-cdf",
+];
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -148,20 +161,7 @@ fn bufferbloat_demo_shows_the_fifo_bloating_and_codel_with_ecn_keeping_delay_low
     for run in ["fifo", "codel"] {
         assert!(f(&r, run, "goodput_mbps") >= 9.0, "{run}: {r}");
     }
-    assert_charts(
-        dir,
-        &[
-            "tsg-fifo",
-            "tsg-codel",
-            "zoom-fifo",
-            "zoom-codel",
-            "delay-fifo",
-            "delay-codel",
-            "rtt-over-time",
-            "throughput",
-            "rtt-cdf",
-        ],
-    );
+    assert_charts(dir, CHARTS);
     for run in ["fifo", "codel"] {
         assert!(dir.join(run).join("captures/server-eth0.pcap").exists());
         assert!(dir.join(run).join("summary.json").exists());
@@ -173,20 +173,7 @@ fn bufferbloat_demo_shows_the_fifo_bloating_and_codel_with_ecn_keeping_delay_low
 #[test]
 fn bufferbloat_report_renders_in_headless_chromium_with_every_figure() {
     let (dir, _) = bufferbloat();
-    let dom = check_renders(
-        &dir.join("report.html"),
-        &[
-            "tsg-fifo",
-            "tsg-codel",
-            "zoom-fifo",
-            "zoom-codel",
-            "delay-fifo",
-            "delay-codel",
-            "rtt-over-time",
-            "throughput",
-            "rtt-cdf",
-        ],
-    );
+    let dom = check_renders(&dir.join("report.html"), CHARTS);
     assert!(dom.contains("What the analyzer found"));
     assert!(dom.contains("CoDel + ECN"));
 }

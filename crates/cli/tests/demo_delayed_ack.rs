@@ -9,6 +9,9 @@ mod common;
 
 use common::*;
 
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &["tsg-delayed", "tsg-quickack", "ack-intervals"];
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -53,7 +56,7 @@ fn linux_acknowledges_as_the_application_reads_so_the_timer_sets_no_pace() {
             "{run}: {r}"
         );
     }
-    assert_charts(dir, &["tsg-delayed", "tsg-quickack", "ack-intervals"]);
+    assert_charts(dir, CHARTS);
     // The talk's expectations are printed as not met on Linux, with the reason, not as NOT.
     assert!(!stdout.contains("NOT "), "{stdout}");
     for check in [
@@ -76,10 +79,7 @@ fn linux_acknowledges_as_the_application_reads_so_the_timer_sets_no_pace() {
 #[test]
 fn delayed_ack_report_renders_in_headless_chromium() {
     let (dir, _) = demo();
-    let dom = check_renders(
-        &dir.join("report.html"),
-        &["tsg-delayed", "tsg-quickack", "ack-intervals"],
-    );
+    let dom = check_renders(&dir.join("report.html"), CHARTS);
     assert!(dom.contains("Delayed ACKs and a small receive window"));
     assert!(
         dom.contains("not on Linux"),

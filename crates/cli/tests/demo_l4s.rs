@@ -9,6 +9,17 @@ mod common;
 
 use common::*;
 
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &[
+    "rtt-cdf",
+    "fps",
+    "loss",
+    "delay-classic",
+    "delay-l4s",
+    "delay-bleached",
+    "share",
+];
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -151,18 +162,7 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
     assert_eq!(r["bleached"]["kept_running"].as_bool(), Some(true), "{r}");
     assert!(f(&r, "bleached", "call_ce_pct") == 0.0, "{r}");
 
-    assert_charts(
-        dir,
-        &[
-            "rtt-cdf",
-            "fps",
-            "loss",
-            "delay-classic",
-            "delay-l4s",
-            "delay-bleached",
-            "share",
-        ],
-    );
+    assert_charts(dir, CHARTS);
     for run in ["classic", "l4s", "bleached"] {
         assert!(dir.join(run).join("summary.json").exists());
         assert!(dir.join(run).join("programs/call-remote.out").exists());
@@ -180,17 +180,6 @@ fn l4s_demo_keeps_the_call_out_of_the_downloads_queue_and_falls_back_when_ecn_is
 #[test]
 fn l4s_report_renders_in_headless_chromium_with_every_figure() {
     let (dir, _) = demo();
-    let dom = check_renders(
-        &dir.join("report.html"),
-        &[
-            "rtt-cdf",
-            "loss",
-            "fps",
-            "delay-classic",
-            "delay-l4s",
-            "delay-bleached",
-            "share",
-        ],
-    );
+    let dom = check_renders(&dir.join("report.html"), CHARTS);
     assert!(dom.contains("B: L4S (DualPI2)"));
 }

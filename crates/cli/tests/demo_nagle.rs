@@ -10,6 +10,14 @@ mod common;
 
 use common::*;
 
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &[
+    "ladder-nagle",
+    "ladder-nodelay",
+    "ladder-writev",
+    "exchanges",
+];
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -83,15 +91,7 @@ fn nagle_demo_takes_three_round_trips_with_two_writes_and_one_without() {
             "{run}: {r}"
         );
     }
-    assert_charts(
-        dir,
-        &[
-            "ladder-nagle",
-            "ladder-nodelay",
-            "ladder-writev",
-            "exchanges",
-        ],
-    );
+    assert_charts(dir, CHARTS);
     for run in ["nagle", "nodelay", "writev"] {
         assert!(dir.join(run).join("captures/client-eth0.pcap").exists());
         assert!(dir.join(run).join("captures/server-eth0.pcap").exists());
@@ -103,15 +103,7 @@ fn nagle_demo_takes_three_round_trips_with_two_writes_and_one_without() {
 #[test]
 fn nagle_report_renders_in_headless_chromium_with_every_figure() {
     let (dir, _) = demo();
-    let dom = check_renders(
-        &dir.join("report.html"),
-        &[
-            "ladder-nagle",
-            "ladder-nodelay",
-            "ladder-writev",
-            "exchanges",
-        ],
-    );
+    let dom = check_renders(&dir.join("report.html"), CHARTS);
     assert!(dom.contains("What the analyzer found"));
     assert!(dom.contains("nagle_delayed_ack"));
 }

@@ -7,6 +7,9 @@ mod common;
 
 use common::*;
 
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &["click-to-frame", "unsent-bytes", "click-to-frame-cdf"];
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -71,10 +74,7 @@ fn frames_stale_in_the_send_buffer_delay_clicks_by_seconds_and_lowat_removes_mos
             }
         }
     }
-    assert_charts(
-        dir,
-        &["click-to-frame", "unsent-bytes", "click-to-frame-cdf"],
-    );
+    assert_charts(dir, CHARTS);
     for run in ["unbounded", "lowat"] {
         assert!(dir.join(run).join("captures/server-eth0.pcap").exists());
         assert!(dir.join(run).join("programs/screen-server.out").exists());
@@ -87,9 +87,6 @@ fn frames_stale_in_the_send_buffer_delay_clicks_by_seconds_and_lowat_removes_mos
 #[test]
 fn notsent_lowat_report_renders_in_headless_chromium_with_every_figure() {
     let (dir, _) = demo();
-    let dom = check_renders(
-        &dir.join("report.html"),
-        &["click-to-frame", "click-to-frame-cdf", "unsent-bytes"],
-    );
+    let dom = check_renders(&dir.join("report.html"), CHARTS);
     assert!(dom.contains("TCP_NOTSENT_LOWAT"));
 }
