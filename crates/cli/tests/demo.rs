@@ -9,6 +9,10 @@ mod common;
 
 use common::*;
 
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
 /// Every chart of the demo's report, each also a PNG.
 const CHARTS: &[&str] = &[
     "tsg-fifo",
@@ -21,10 +25,6 @@ const CHARTS: &[&str] = &[
     "throughput",
     "rtt-cdf",
 ];
-
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
 
 fn scratch(name: &str) -> PathBuf {
     out_dir(&format!("demo-{name}"))

@@ -9,11 +9,11 @@ mod common;
 
 use common::*;
 
-/// Every chart of the demo's report, each also a PNG.
-const CHARTS: &[&str] = &["tsg-delayed", "tsg-quickack", "ack-intervals"];
-
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &["tsg-delayed", "tsg-quickack", "ack-intervals"];
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 

@@ -9,6 +9,10 @@ mod common;
 
 use common::*;
 
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
 /// Every chart of the demo's report, each also a PNG.
 const CHARTS: &[&str] = &[
     "rtt-cdf",
@@ -19,10 +23,6 @@ const CHARTS: &[&str] = &[
     "delay-bleached",
     "share",
 ];
-
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 fn scratch(name: &str) -> PathBuf {
     out_dir(&format!("l4s-{name}"))

@@ -10,6 +10,10 @@ mod common;
 
 use common::*;
 
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
 /// Every chart of the demo's report, each also a PNG.
 const CHARTS: &[&str] = &[
     "ladder-nagle",
@@ -17,10 +21,6 @@ const CHARTS: &[&str] = &[
     "ladder-writev",
     "exchanges",
 ];
-
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 

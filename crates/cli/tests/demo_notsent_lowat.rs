@@ -7,11 +7,11 @@ mod common;
 
 use common::*;
 
-/// Every chart of the demo's report, each also a PNG.
-const CHARTS: &[&str] = &["click-to-frame", "unsent-bytes", "click-to-frame-cdf"];
-
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+/// Every chart of the demo's report, each also a PNG.
+const CHARTS: &[&str] = &["click-to-frame", "unsent-bytes", "click-to-frame-cdf"];
 
 static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
 
