@@ -742,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_dead_peer_seen_only_mid_connection_is_peer_unresponsive_from_the_senders_backoff() {
-        // The textbook capture: no handshake, one segment sent six times with doubling
+        // The textbook capture: no handshake, one segment sent six times with doubling
         // gaps, not one packet from the other side. At the sender and in the middle, over
         // IPv4 and IPv6.
         for (tc, ts) in [(0.0, 15.0), (7.5, 7.5)] {

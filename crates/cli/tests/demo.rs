@@ -1,7 +1,7 @@
-//! End-to-end tests of `latencylab demo` (issues 6 and 7): a shortened demo runs for real, in
-//! namespaces, and its `results.json` must show the effects the demo exists to show, with the
-//! margins of the issues' "Done when" (never exact values: the machine is shared). The report
-//! is then opened in headless Chromium. Needs root, /dev/net/tun and /usr/bin/chromium.
+//! End-to-end tests of `latencylab demo`: a shortened demo runs for real, in namespaces, and
+//! its `results.json` must show the effects the demo exists to show, with margins (never exact
+//! values: the machine is shared). The report is then opened in headless Chromium. Needs root,
+//! /dev/net/tun and /usr/bin/chromium.
 //!
 //! Each demo runs once per test binary; the tests that read its output share that run.
 

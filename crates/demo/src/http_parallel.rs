@@ -226,7 +226,7 @@ pub fn checks(r: &Results) -> Vec<Check> {
         v.push(c(
             format!(
                 "Chromium's last response {cr:.2} s within 25 % of the model's 6-conns {:.2} s \
-                 (the comparison the issue asks for; Chromium opens up to 6 connections per \
+                 (a real browser beside the model; Chromium opens up to 6 connections per \
                  host name, over all 6 names, so its own setup is 36-conns': a gap here is the \
                  sharding, not the model)",
                 six.page_load_s

@@ -652,7 +652,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_examples_parse_to_what_they_say() {
+    fn the_documented_examples_parse_to_what_they_say() {
         let Spec::Codel(c) = parse("codel target 5ms interval 100ms ecn").unwrap() else {
             panic!()
         };
