@@ -8,9 +8,10 @@
 //! 10.77.*i*.1 and fd4c:6c61:6200:*i*::1, and from the 251st on 10.78.*j*.*k* (see
 //! [`iface_addrs`]). Nothing outside these ranges is ever routed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use link::LinkParams;
 use serde::{Deserialize, Serialize};
@@ -431,46 +432,117 @@ pub enum Attach {
     Router(usize),
 }
 
+/// Resolves `HOST.IFACE`, `HOST` (its first interface) or a router name among `hosts` and
+/// `routers`.
+fn attach_in(hosts: &[Host], routers: &[String], s: &str) -> Result<Attach, UsageError> {
+    let (host, iface) = match s.split_once('.') {
+        Some((h, i)) => (h, Some(i)),
+        None => (s, None),
+    };
+    if let Some(hi) = hosts.iter().position(|h| h.name == host) {
+        let h = &hosts[hi];
+        let ii = match iface {
+            None => 0,
+            Some(i) => h
+                .interfaces
+                .iter()
+                .position(|x| x.name == i)
+                .ok_or_else(|| {
+                    let names: Vec<_> = h
+                        .interfaces
+                        .iter()
+                        .map(|x| format!("{host}.{}", x.name))
+                        .collect();
+                    UsageError(format!(
+                        "no interface '{s}' (host {host} has {})",
+                        names.join(", ")
+                    ))
+                })?,
+        };
+        return Ok(Attach::Iface(hi, ii));
+    }
+    if iface.is_none() {
+        if let Some(ri) = routers.iter().position(|r| r == s) {
+            return Ok(Attach::Router(ri));
+        }
+    }
+    let mut known: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    known.extend(routers.iter().cloned());
+    usage(format!(
+        "'{s}' is neither a host, HOST.IFACE, nor a router (known: {})",
+        known.join(", ")
+    ))
+}
+
+/// A lab's tree of links as `lab.json` has it: the hosts with their interfaces' addresses, the
+/// routers, and the two points each link joins. Enough to say which link directions a packet
+/// crosses ([`Topology::path`]); nothing of what they do to it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Topology {
+    pub hosts: Vec<Host>,
+    pub routers: Vec<String>,
+    pub links: Vec<LinkEnds>,
+}
+
+/// A link's name and the two points it joins, as [`LinkSpec`] names them (`up` is a→b).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct LinkEnds {
+    pub name: String,
+    pub a: String,
+    pub b: String,
+}
+
+impl Topology {
+    /// The interface that has address `addr`.
+    fn iface(&self, addr: IpAddr) -> Option<Attach> {
+        self.hosts.iter().enumerate().find_map(|(hi, h)| {
+            (h.interfaces.iter())
+                .position(|i| IpAddr::V4(i.ipv4) == addr || IpAddr::V6(i.ipv6) == addr)
+                .map(|ii| Attach::Iface(hi, ii))
+        })
+    }
+
+    /// The link directions a packet crosses from the interface that has address `from` to the
+    /// one that has `to`, in order, as (link name, side). The links form a forest, so there is
+    /// at most one way; the forwarder's routes follow it. `None` when an address is no
+    /// interface's (a translator's, a CLAT's) or no links join the two; empty from an
+    /// interface to itself.
+    pub fn path(&self, from: IpAddr, to: IpAddr) -> Option<Vec<(&str, Side)>> {
+        let (start, goal) = (self.iface(from)?, self.iface(to)?);
+        let mut next: HashMap<Attach, Vec<(Attach, usize, Side)>> = HashMap::new();
+        for (li, l) in self.links.iter().enumerate() {
+            let a = attach_in(&self.hosts, &self.routers, &l.a).ok()?;
+            let b = attach_in(&self.hosts, &self.routers, &l.b).ok()?;
+            next.entry(a).or_default().push((b, li, Side::Up));
+            next.entry(b).or_default().push((a, li, Side::Down));
+        }
+        // Breadth first from `start`: each point with the one it was reached from, and how.
+        let mut came: HashMap<Attach, Option<(Attach, usize, Side)>> =
+            HashMap::from([(start, None)]);
+        let mut todo = VecDeque::from([start]);
+        while let Some(at) = todo.pop_front() {
+            for &(to, li, side) in next.get(&at).into_iter().flatten() {
+                if let Entry::Vacant(e) = came.entry(to) {
+                    e.insert(Some((at, li, side)));
+                    todo.push_back(to);
+                }
+            }
+        }
+        let mut hops = Vec::new();
+        let mut at = goal;
+        while let Some((from, li, side)) = *came.get(&at)? {
+            hops.push((self.links[li].name.as_str(), side));
+            at = from;
+        }
+        hops.reverse();
+        Some(hops)
+    }
+}
+
 impl LabConfig {
     /// Resolves `HOST.IFACE`, `HOST` (its first interface) or a router name.
     pub fn attach(&self, s: &str) -> Result<Attach, UsageError> {
-        let (host, iface) = match s.split_once('.') {
-            Some((h, i)) => (h, Some(i)),
-            None => (s, None),
-        };
-        if let Some(hi) = self.hosts.iter().position(|h| h.name == host) {
-            let h = &self.hosts[hi];
-            let ii = match iface {
-                None => 0,
-                Some(i) => h
-                    .interfaces
-                    .iter()
-                    .position(|x| x.name == i)
-                    .ok_or_else(|| {
-                        let names: Vec<_> = h
-                            .interfaces
-                            .iter()
-                            .map(|x| format!("{host}.{}", x.name))
-                            .collect();
-                        UsageError(format!(
-                            "no interface '{s}' (host {host} has {})",
-                            names.join(", ")
-                        ))
-                    })?,
-            };
-            return Ok(Attach::Iface(hi, ii));
-        }
-        if iface.is_none() {
-            if let Some(ri) = self.routers.iter().position(|r| r == s) {
-                return Ok(Attach::Router(ri));
-            }
-        }
-        let mut known: Vec<String> = self.hosts.iter().map(|h| h.name.clone()).collect();
-        known.extend(self.routers.iter().cloned());
-        usage(format!(
-            "'{s}' is neither a host, HOST.IFACE, nor a router (known: {})",
-            known.join(", ")
-        ))
+        attach_in(&self.hosts, &self.routers, s)
     }
 
     /// Checks names, references, that every interface is on exactly one link and that the links
@@ -717,6 +789,7 @@ mod tests {
     use super::*;
     use crate::setting::no_files;
     use crate::shell::{shell_config, ShellOptions};
+    use std::path::Path;
 
     fn shell(f: impl FnOnce(&mut ShellOptions)) -> Result<LabConfig, UsageError> {
         let mut o = ShellOptions::default();
@@ -783,6 +856,70 @@ mod tests {
         q.extend_from_slice(&qtype.to_be_bytes());
         q.extend_from_slice(&[0, 1]);
         q
+    }
+
+    #[test]
+    fn a_path_from_lab_json_names_each_link_direction_in_the_order_a_packet_crosses_them() {
+        let text = r#"
+            [[host]]
+            name = "laptop"
+            interfaces = ["wlan0", "rmnet0"]
+            [[host]]
+            name = "cdn"
+            [[host]]
+            name = "x"
+            [[host]]
+            name = "y"
+            [[router]]
+            name = "home"
+            [[router]]
+            name = "isp"
+            [[link]]
+            name = "wifi"
+            a = "laptop.wlan0"
+            b = "home"
+            [[link]]
+            name = "cell"
+            a = "laptop.rmnet0"
+            b = "isp"
+            [[link]]
+            name = "dsl"
+            a = "home"
+            b = "isp"
+            [[link]]
+            name = "core"
+            a = "cdn"
+            b = "isp"
+            [[link]]
+            name = "apart"
+            a = "x"
+            b = "y"
+        "#;
+        let c = crate::run_file::parse_run_file("t.toml", text, Path::new("."), None, &no_files)
+            .unwrap();
+        // Read back from what lab.json holds, as a finished run's reader does.
+        let t: Topology = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        let v4 = |h: usize, i: usize| IpAddr::V4(c.hosts[h].interfaces[i].ipv4);
+        let v6 = |h: usize, i: usize| IpAddr::V6(c.hosts[h].interfaces[i].ipv6);
+        use Side::{Down, Up};
+        assert_eq!(
+            t.path(v4(0, 0), v4(1, 0)).unwrap(),
+            [("wifi", Up), ("dsl", Up), ("core", Down)]
+        );
+        assert_eq!(
+            t.path(v6(1, 0), v6(0, 0)).unwrap(),
+            [("core", Up), ("dsl", Down), ("wifi", Down)]
+        );
+        // The other interface has its own way to the same host.
+        assert_eq!(
+            t.path(v4(0, 1), v6(1, 0)).unwrap(),
+            [("cell", Up), ("core", Down)]
+        );
+        assert_eq!(t.path(v4(2, 0), v4(3, 0)).unwrap(), [("apart", Up)]);
+        assert!(t.path(v4(0, 0), v4(0, 0)).unwrap().is_empty());
+        // No link joins them; an address no interface has.
+        assert_eq!(t.path(v4(0, 0), v4(2, 0)), None);
+        assert_eq!(t.path(v4(0, 0), IpAddr::V4(NAT64_POOL4)), None);
     }
 
     #[test]
