@@ -9,20 +9,27 @@
 //! on, whose packets its answer queued among), and the mean sojourn of those dequeued while
 //! the probe was in flight is its time per crossing of that queue.
 //!
+//! Where the order of the link directions a probe's packets cross is known, a probe is taken
+//! apart packet by packet instead: on a path of one link each way, or on any path of a lab
+//! whose tree of links is given ([`attribute_in`]; which link directions, from the probe's
+//! addresses). A packet's crossing of one hop is followed by its crossing of the next: the
+//! same packet (its number is kept from link to link), dequeued from the one before it
+//! entered the next. A chain that cannot be followed so leaves its probe to the mean sojourn.
+//!
 //! A self probe whose answer says when the server received it (the server's
-//! `x-received-monotonic-ns`, the same clock as the lab's) is taken apart packet by packet
-//! instead, on a path of one link each way: its request's way is the last packet of its
-//! connection that reached the server before the server saw the request, its answer's way
-//! the last packet that reached the client before the client saw the answer. Each packet's
-//! enqueue, sojourn and the link's delay then cut the round trip into consecutive measured
-//! parts: in the client's send buffer (request written to its packet entering the path), the
-//! up queue, the up delay, in the server (the request's packet arriving to the answer's
-//! packet entering the path: receiving, HTTP/2, TLS and the send buffers behind the bulk
-//! data), the down queue, the down delay, and the client receiving. A loaded connection's
-//! buffers are where a self probe's time goes that no queue of the path holds.
+//! `x-received-monotonic-ns`, the same clock as the lab's) is taken apart so: its request's
+//! way is the last packet of its connection that reached the server before the server saw
+//! the request, its answer's way the last packet that reached the client before the client
+//! saw the answer. Each packet's enqueue, sojourn and the link's delay at each hop then cut
+//! the round trip into consecutive measured parts: in the client's send buffer (request
+//! written to its packet entering the path), the up queues, transmissions and delays, in the
+//! server (the request's packet arriving to the answer's packet entering the path:
+//! receiving, HTTP/2, TLS and the send buffers behind the bulk data), the down queues,
+//! transmissions and delays, and the client receiving. A loaded connection's buffers are
+//! where a self probe's time goes that no queue of the path holds.
 //!
 //! A foreign probe's connection carries nothing but its own exchanges (the TCP handshake,
-//! TLS's, the GET), so it is taken apart packet by packet too, on the same path: walking back
+//! TLS's, the GET), so it is taken apart packet by packet too, on the same paths: walking back
 //! from its end, the last packet that reached the client before it saw the answer, the last
 //! that reached the server before that one entered the path, and so on to the connection's
 //! first packet. Between the crossings (queue, transmission, delay) lie the hosts' waits: the
@@ -30,7 +37,7 @@
 //! with short queues they are a tenth of the round trip (a millisecond or so each for a TLS
 //! handshake's keys and signature and for an HTTP/2 answer, on a busy machine), which the
 //! queues and the base RTT alone left unexplained. A wait during which a packet the host had
-//! sent was dropped is loss recovery instead.
+//! sent was dropped, at any hop of its way, is loss recovery instead.
 //!
 //! Any other probe that lost a packet in the path (a drop of its flow's, while it was in
 //! flight) waited for TCP to recover it: what its queues and base RTT do not explain is
@@ -44,11 +51,13 @@
 //! of probes (those its trimmed mean keeps).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 
 use link::EventKind;
 use serde::Serialize;
 
 use labnet::run_dir::LogLine;
+use labnet::spec::{Side, Topology};
 
 use crate::report::{ProbeRecord, RpmReport};
 
@@ -258,22 +267,33 @@ pub fn queue_name(spec: &str) -> String {
     }
 }
 
-/// Dequeues (time ns, `Some((sojourn ns, bytes))`) and drops (time ns, `None`) of one link
-/// direction by flow, in time order.
-type ByFlow<'a> = HashMap<&'a str, Vec<(u64, Option<(u64, u64)>)>>;
+/// A packet's dequeue or drop at one link direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Seen {
+    time_ns: u64,
+    /// `Some((sojourn ns, bytes))` for a dequeue, `None` for a drop.
+    dequeued: Option<(u64, u64)>,
+    /// The packet's number, which it keeps from link to link.
+    id: u64,
+}
+
+/// Dequeues and drops of one link direction by flow, in time order.
+type ByFlow<'a> = HashMap<&'a str, Vec<Seen>>;
 
 fn index(lines: &[LogLine]) -> ByFlow<'_> {
     let mut m: ByFlow = HashMap::new();
     for l in lines {
         let Some(f) = &l.flow else { continue };
-        match (l.event, l.sojourn_ns) {
-            (EventKind::Dequeue, Some(s)) => m
-                .entry(f.as_str())
-                .or_default()
-                .push((l.time_ns, Some((s, l.bytes)))),
-            (EventKind::Drop, _) => m.entry(f.as_str()).or_default().push((l.time_ns, None)),
-            _ => {}
-        }
+        let dequeued = match (l.event, l.sojourn_ns) {
+            (EventKind::Dequeue, Some(s)) => Some((s, l.bytes)),
+            (EventKind::Drop, _) => None,
+            _ => continue,
+        };
+        m.entry(f.as_str()).or_default().push(Seen {
+            time_ns: l.time_ns,
+            dequeued,
+            id: l.id,
+        });
     }
     for v in m.values_mut() {
         v.sort_unstable();
@@ -329,9 +349,9 @@ fn probe_parts(p: &ProbeRecord, lab_start_ns: u64, links: &[(&LinkLog, ByFlow)])
         let mut n = 0u64;
         for f in &flows {
             if let Some(v) = by_flow.get(f.as_str()) {
-                let lo = v.partition_point(|(t, _)| *t < from);
-                for (_, s) in v[lo..].iter().take_while(|(t, _)| *t <= to) {
-                    match s {
+                let lo = v.partition_point(|s| s.time_ns < from);
+                for s in v[lo..].iter().take_while(|s| s.time_ns <= to) {
+                    match &s.dequeued {
                         Some((s, bytes)) => {
                             sum_ns += u128::from(*s);
                             tx_ns += u128::from(transmission_ns(*bytes, l.rate_bps));
@@ -378,31 +398,124 @@ fn probe_parts(p: &ProbeRecord, lab_start_ns: u64, links: &[(&LinkLog, ByFlow)])
 const SLACK_NS: u64 = 1_000_000;
 
 /// The last dequeue of a flow whose packet reached the far end (dequeue, transmission at
-/// `rate_bps`, `delay_ns`) by `by_ns`: (dequeue time, sojourn, transmission), lab time in ns.
+/// `rate_bps`, `delay_ns`) by `by_ns`, with its transmission time (ns).
 fn last_arrival(
-    v: &[(u64, Option<(u64, u64)>)],
+    v: &[Seen],
     delay_ns: u64,
     rate_bps: Option<u64>,
     by_ns: u64,
-) -> Option<(u64, u64, u64)> {
-    let end = v.partition_point(|(t, _)| t + delay_ns <= by_ns);
-    v[..end].iter().rev().find_map(|(t, s)| {
-        let (sojourn, bytes) = (*s)?;
+) -> Option<(Seen, u64)> {
+    let end = v.partition_point(|s| s.time_ns + delay_ns <= by_ns);
+    v[..end].iter().rev().find_map(|s| {
+        let (_, bytes) = s.dequeued?;
         let tx = transmission_ns(bytes, rate_bps);
-        (t + tx + delay_ns <= by_ns).then_some((*t, sojourn, tx))
+        (s.time_ns + tx + delay_ns <= by_ns).then_some((*s, tx))
     })
 }
 
-/// A self probe's round trip cut into consecutive measured parts, on a path of one link each
-/// way (`up`, `down`, each with its index among the links); `None` without the server's
-/// receive time or when the packets found cannot be the probe's (one that entered the path
-/// before the request was written, or an answer before its request arrived).
+/// One link direction of a probe's way: its index among the links, the link, and its packets
+/// by flow.
+type Hop<'a> = (usize, &'a LinkLog<'a>, &'a ByFlow<'a>);
+
+/// The link directions a probe's packets cross, in order: from the client to the server
+/// (`up`) and back (`down`).
+struct Route<'a> {
+    up: Vec<Hop<'a>>,
+    down: Vec<Hop<'a>>,
+}
+
+fn delay_ns(l: &LinkLog) -> u64 {
+    (l.delay_ms * 1e6) as u64
+}
+
+/// A packet's crossing of one link direction.
+struct Crossing {
+    /// The link direction's index among the links.
+    link: usize,
+    sojourn_ns: u64,
+    transmission_ns: u64,
+    delay_ns: u64,
+}
+
+/// One packet's way across a route's hops: its crossings, first hop first; when it entered
+/// the first hop's queue and when it reached the far end of the last (lab time).
+struct Way {
+    crossings: Vec<Crossing>,
+    enq_ns: u64,
+    arrival_ns: u64,
+}
+
+impl Way {
+    fn transmission_ns(&self) -> u64 {
+        self.crossings.iter().map(|c| c.transmission_ns).sum()
+    }
+    fn delay_ns(&self) -> u64 {
+        self.crossings.iter().map(|c| c.delay_ns).sum()
+    }
+}
+
+/// A chain of packets that cannot be followed across a route: a packet not seen leaving the
+/// hop before the one it entered, or a log whose times do not add up.
+struct Unfollowed;
+
+/// The last packet of `flow` that crossed `hops` and reached their far end by `by_ns`,
+/// followed back from the last hop to the first: on each hop before, the same packet (its
+/// number is kept from link to link) dequeued at or before it entered the next. `Ok(None)`
+/// when no packet of the flow reached the far end by then. What lies between a packet's
+/// arrival at the end of one hop (its dequeue, transmission and the link's delay) and its
+/// entering the next (a link's jitter) is in no part.
+fn arrived(hops: &[Hop], flow: &str, by_ns: u64) -> Result<Option<Way>, Unfollowed> {
+    let Some(((i, l, by_flow), before)) = hops.split_last() else {
+        return Err(Unfollowed);
+    };
+    let Some(v) = by_flow.get(flow) else {
+        return Ok(None);
+    };
+    let delay = delay_ns(l);
+    let Some((last, tx)) = last_arrival(v, delay, l.rate_bps, by_ns) else {
+        return Ok(None);
+    };
+    let (sojourn, _) = last.dequeued.ok_or(Unfollowed)?;
+    let mut enq_ns = last.time_ns.checked_sub(sojourn).ok_or(Unfollowed)?;
+    let arrival_ns = last.time_ns + tx + delay;
+    let mut crossings = vec![Crossing {
+        link: *i,
+        sojourn_ns: sojourn,
+        transmission_ns: tx,
+        delay_ns: delay,
+    }];
+    for (i, l, by_flow) in before.iter().rev() {
+        let v = by_flow.get(flow).ok_or(Unfollowed)?;
+        let end = v.partition_point(|s| s.time_ns <= enq_ns);
+        let (deq, (sojourn, bytes)) = (v[..end].iter().rev())
+            .filter(|s| s.id == last.id)
+            .find_map(|s| Some((s.time_ns, s.dequeued?)))
+            .ok_or(Unfollowed)?;
+        enq_ns = deq.checked_sub(sojourn).ok_or(Unfollowed)?;
+        crossings.push(Crossing {
+            link: *i,
+            sojourn_ns: sojourn,
+            transmission_ns: transmission_ns(bytes, l.rate_bps),
+            delay_ns: delay_ns(l),
+        });
+    }
+    crossings.reverse();
+    Ok(Some(Way {
+        crossings,
+        enq_ns,
+        arrival_ns,
+    }))
+}
+
+/// A self probe's round trip cut into consecutive measured parts, along `route`; `None`
+/// without the server's receive time or when the packets found cannot be the probe's (one
+/// that entered the path before the request was written, an answer before its request
+/// arrived, or a packet whose way cannot be followed hop by hop).
 fn self_probe_parts(
     p: &ProbeRecord,
     lab_start_ns: u64,
     n_links: usize,
-    up: (usize, &LinkLog, &ByFlow),
-    down: (usize, &LinkLog, &ByFlow),
+    route: &Route,
 ) -> Option<Parts> {
     let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
     let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
@@ -410,83 +523,69 @@ fn self_probe_parts(
     if !(from < at_server && at_server < to) {
         return None;
     }
-    let up_delay_ns = (up.1.delay_ms * 1e6) as u64;
-    let down_delay_ns = (down.1.delay_ms * 1e6) as u64;
-    let request =
-        up.2.get(format!("tcp {} > {}", p.local, p.remote).as_str())?;
-    let answer = down
-        .2
-        .get(format!("tcp {} > {}", p.remote, p.local).as_str())?;
-    let (req_deq, req_sojourn, req_tx) =
-        last_arrival(request, up_delay_ns, up.1.rate_bps, at_server)?;
-    let (ans_deq, ans_sojourn, ans_tx) = last_arrival(answer, down_delay_ns, down.1.rate_bps, to)?;
-    let req_enq = req_deq.checked_sub(req_sojourn)?;
-    let ans_enq = ans_deq.checked_sub(ans_sojourn)?;
+    let up = format!("tcp {} > {}", p.local, p.remote);
+    let down = format!("tcp {} > {}", p.remote, p.local);
+    let request = arrived(&route.up, &up, at_server).ok()??;
+    let answer = arrived(&route.down, &down, to).ok()??;
+    let (req_enq, ans_enq) = (request.enq_ns, answer.enq_ns);
     if req_enq + SLACK_NS < from || ans_enq + SLACK_NS < at_server {
         return None;
     }
-    // Consecutive: written (from) | client's send buffer | req_enq | up queue | req_deq |
-    // transmission | up delay | arrival | in the server | ans_enq | down queue | ans_deq |
-    // transmission | down delay | arrival | the client receiving | to. The server's part
-    // starts at the request's arrival, not at `at_server`: its receiving is its own.
+    // Consecutive: written (from) | client's send buffer | req_enq | per hop up: queue,
+    // transmission, delay | arrival | in the server | ans_enq | per hop down: queue,
+    // transmission, delay | arrival | the client receiving | to. The server's part starts at
+    // the request's arrival, not at `at_server`: its receiving is its own.
     let ms = |ns: f64| ns / 1e6;
-    let req_arrival = req_deq + req_tx + up_delay_ns;
     let mut queues = vec![0.0; n_links];
-    queues[up.0] = ms(req_sojourn as f64);
-    queues[down.0] = ms(ans_sojourn as f64);
+    for c in request.crossings.iter().chain(&answer.crossings) {
+        queues[c.link] += ms(c.sojourn_ns as f64);
+    }
     Some(Parts {
         round_trip: ms((to - from) as f64),
         queues,
-        base: ms((up_delay_ns + down_delay_ns) as f64),
-        transmission: ms((req_tx + ans_tx) as f64),
+        base: ms((request.delay_ns() + answer.delay_ns()) as f64),
+        transmission: ms((request.transmission_ns() + answer.transmission_ns()) as f64),
         client_send: ms((req_enq as f64 - from as f64).max(0.0)),
-        server: ms(ans_enq as f64 - req_arrival as f64),
+        server: ms(ans_enq as f64 - request.arrival_ns as f64),
         loss: 0.0,
         by_packet: true,
     })
 }
 
-/// Drops of a flow in `[from_ns, to_ns]` (lab time): a host that waited then for TCP to
-/// recover a packet it had sent.
-fn dropped_between(v: &[(u64, Option<(u64, u64)>)], from_ns: u64, to_ns: u64) -> bool {
-    let lo = v.partition_point(|(t, _)| *t < from_ns);
-    v[lo..]
-        .iter()
-        .take_while(|(t, _)| *t <= to_ns)
-        .any(|(_, s)| s.is_none())
+/// Drops of `flow` at any of `hops` in `[from_ns, to_ns]` (lab time): a host that waited then
+/// for TCP to recover a packet it had sent.
+fn dropped_between(hops: &[Hop], flow: &str, from_ns: u64, to_ns: u64) -> bool {
+    hops.iter().filter_map(|h| h.2.get(flow)).any(|v| {
+        let lo = v.partition_point(|s| s.time_ns < from_ns);
+        v[lo..]
+            .iter()
+            .take_while(|s| s.time_ns <= to_ns)
+            .any(|s| s.dequeued.is_none())
+    })
 }
 
-/// A foreign probe's round trips cut into consecutive measured parts, on a path of one link
-/// each way. Its connection is its own and carries nothing but the probe's exchanges (TCP
-/// handshake, TLS handshake, GET), so its chain of packets can be walked back from the end:
-/// the last packet that reached the client before it saw the answer, the last packet that
-/// reached the server before that one entered the path, and so on back to the connection's
-/// first packet. Each link crossing is a queue sojourn, a transmission and a propagation
-/// delay; each wait between a packet's arrival at a host and that host's next packet
-/// entering the path is the host's (the server's TCP, TLS and HTTP work; the client's TLS
-/// work and sending), or loss recovery when a packet of that host's was dropped meanwhile.
-/// What is left is the client receiving the answer. The parts are per round trip, as the
-/// probe's RPM counts it. `None` when the chain does not start at the client (not the
-/// probe's packets, or a connection that carried more than the probe).
+/// A foreign probe's round trips cut into consecutive measured parts, along `route`. Its
+/// connection is its own and carries nothing but the probe's exchanges (TCP handshake, TLS
+/// handshake, GET), so its chain of packets can be walked back from the end: the last packet
+/// that reached the client before it saw the answer, the last packet that reached the server
+/// before that one entered the path, and so on back to the connection's first packet. Each
+/// link crossing is a queue sojourn, a transmission and a propagation delay; each wait between
+/// a packet's arrival at a host and that host's next packet entering the path is the host's
+/// (the server's TCP, TLS and HTTP work; the client's TLS work and sending), or loss recovery
+/// when a packet of that host's was dropped meanwhile, at any hop of its way. What is left is
+/// the client receiving the answer. The parts are per round trip, as the probe's RPM counts
+/// it. `None` when the chain does not start at the client (not the probe's packets, or a
+/// connection that carried more than the probe) or cannot be followed hop by hop.
 fn foreign_probe_parts(
     p: &ProbeRecord,
     lab_start_ns: u64,
     n_links: usize,
-    up: (usize, &LinkLog, &ByFlow),
-    down: (usize, &LinkLog, &ByFlow),
+    route: &Route,
 ) -> Option<Parts> {
     let from = p.start_mono_ns.checked_sub(lab_start_ns)?;
     let to = p.end_mono_ns.checked_sub(lab_start_ns)?;
-    let no_packets: Vec<(u64, Option<(u64, u64)>)> = Vec::new();
-    let sent =
-        up.2.get(format!("tcp {} > {}", p.local, p.remote).as_str())
-            .unwrap_or(&no_packets);
-    let answered = down
-        .2
-        .get(format!("tcp {} > {}", p.remote, p.local).as_str())
-        .unwrap_or(&no_packets);
-    let up_delay_ns = (up.1.delay_ms * 1e6) as u64;
-    let down_delay_ns = (down.1.delay_ms * 1e6) as u64;
+    let sent = format!("tcp {} > {}", p.local, p.remote);
+    let answered = format!("tcp {} > {}", p.remote, p.local);
     let mut queues_ns = vec![0u64; n_links];
     let (mut base_ns, mut tx_ns) = (0u64, 0u64);
     let (mut client_ns, mut server_ns, mut loss_ns) = (0u64, 0u64, 0u64);
@@ -495,34 +594,36 @@ fn foreign_probe_parts(
     // its next packet (or, at first, the client had the answer); which packet brought it?
     let (mut t, mut at_client) = (to, true);
     loop {
-        let (v, delay_ns, rate, i) = if at_client {
-            (answered, down_delay_ns, down.1.rate_bps, down.0)
+        // The way the packet came, and the host's own way and packets, which it would have
+        // waited to recover.
+        let ((hops, flow), (own_hops, own)) = if at_client {
+            ((&route.down, &answered), (&route.up, &sent))
         } else {
-            (sent, up_delay_ns, up.1.rate_bps, up.0)
+            ((&route.up, &sent), (&route.down, &answered))
         };
-        let Some((deq, sojourn, tx)) = last_arrival(v, delay_ns, rate, t) else {
+        let Some(way) = arrived(hops, flow, t).ok()? else {
             break;
         };
-        let enq = deq.checked_sub(sojourn)?;
+        let enq = way.enq_ns;
         if enq + SLACK_NS < from {
             break;
         }
-        let arrival = deq + tx + delay_ns;
+        let arrival = way.arrival_ns;
         let held = t.saturating_sub(arrival);
-        // The host's own packets, which it would have waited to recover.
-        let own = if at_client { sent } else { answered };
         if crossings == 0 {
             // The client receiving the answer: left to the hosts.
-        } else if dropped_between(own, arrival.saturating_sub(SLACK_NS), t) {
+        } else if dropped_between(own_hops, own, arrival.saturating_sub(SLACK_NS), t) {
             loss_ns += held;
         } else if at_client {
             client_ns += held;
         } else {
             server_ns += held;
         }
-        queues_ns[i] += sojourn;
-        tx_ns += tx;
-        base_ns += delay_ns;
+        for c in &way.crossings {
+            queues_ns[c.link] += c.sojourn_ns;
+            tx_ns += c.transmission_ns;
+            base_ns += c.delay_ns;
+        }
         crossings += 1;
         t = enq.max(from);
         at_client = !at_client;
@@ -532,7 +633,7 @@ fn foreign_probe_parts(
         return None;
     }
     let first = t - from;
-    if dropped_between(sent, from.saturating_sub(SLACK_NS), t) {
+    if dropped_between(&route.up, &sent, from.saturating_sub(SLACK_NS), t) {
         loss_ns += first;
     } else {
         client_ns += first;
@@ -556,13 +657,66 @@ fn foreign_probe_parts(
 const KEEP: f64 = 0.95;
 
 /// Takes the report's loaded round trip apart over `links`; `None` without an RPM or when
-/// no probe of a kind left packets in the logs.
+/// no probe of a kind left packets in the logs. Probes are taken apart packet by packet on a
+/// path of one link each way; for longer paths, see [`attribute_in`].
 pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Option<Attribution> {
+    attribute_along(r, lab_start_mono_ns, links, None)
+}
+
+/// As [`attribute`], in a lab whose tree of links `lab` says which link directions each
+/// probe's packets cross, in order (by the probe's addresses): probes are taken apart packet
+/// by packet on paths of any length, each packet followed from link to link.
+pub fn attribute_in(
+    r: &RpmReport,
+    lab_start_mono_ns: u64,
+    links: &[LinkLog],
+    lab: &Topology,
+) -> Option<Attribution> {
+    attribute_along(r, lab_start_mono_ns, links, Some(lab))
+}
+
+/// The route of a probe from address `from` to `to` across `lab`'s links, each hop found
+/// among `indexed` by its link's name and side; `None` when the lab has no such path or a
+/// hop has no log.
+fn route_in<'a>(
+    lab: &Topology,
+    indexed: &'a [(&'a LinkLog<'a>, ByFlow<'a>)],
+    from: IpAddr,
+    to: IpAddr,
+) -> Option<Route<'a>> {
+    let hops = |path: Vec<(&str, Side)>| -> Option<Vec<Hop<'a>>> {
+        path.into_iter()
+            .map(|(link, side)| {
+                (indexed.iter().enumerate())
+                    .find(|(_, (l, _))| l.link == link && l.side == side.name())
+                    .map(|(i, (l, f))| (i, *l, f))
+            })
+            .collect()
+    };
+    let up = hops(lab.path(from, to)?)?;
+    let down = hops(lab.path(to, from)?)?;
+    (!up.is_empty() && !down.is_empty()).then_some(Route { up, down })
+}
+
+/// A probe's local and remote addresses.
+fn endpoints(p: &ProbeRecord) -> Option<(IpAddr, IpAddr)> {
+    let ip = |s: &str| s.parse::<SocketAddr>().ok().map(|a| a.ip());
+    Some((ip(&p.local)?, ip(&p.remote)?))
+}
+
+/// [`attribute`] and [`attribute_in`]: each probe's route from `lab` by its addresses, or,
+/// without one, the one link each way of a path that has no more.
+fn attribute_along(
+    r: &RpmReport,
+    lab_start_mono_ns: u64,
+    links: &[LinkLog],
+    lab: Option<&Topology>,
+) -> Option<Attribution> {
     let rpm = r.rpm?;
     let r_f = 60_000.0 / r.foreign.rpm?;
     let r_s = 60_000.0 / r.self_probes.rpm?;
     let indexed: Vec<(&LinkLog, ByFlow)> = links.iter().map(|l| (l, index(l.lines))).collect();
-    // The one link each way a self probe can be taken apart over, packet by packet.
+    // Without the lab's tree of links: the one link each way, if the path has no more.
     let one_way = |side: &str| {
         let mut it = indexed
             .iter()
@@ -573,20 +727,36 @@ pub fn attribute(r: &RpmReport, lab_start_mono_ns: u64, links: &[LinkLog]) -> Op
             _ => None,
         }
     };
-    let path = one_way("up").zip(one_way("down"));
+    let one_link = one_way("up").zip(one_way("down")).map(|(up, down)| Route {
+        up: vec![up],
+        down: vec![down],
+    });
+    // Each probe's route, by its addresses: the probes of a test share one or two.
+    let mut routes: HashMap<(IpAddr, IpAddr), Option<Route>> = HashMap::new();
+    if let Some(lab) = lab {
+        for p in r.foreign.probes.iter().chain(&r.self_probes.probes) {
+            if let Some((from, to)) = endpoints(p) {
+                let route = || route_in(lab, &indexed, from, to);
+                routes.entry((from, to)).or_insert_with(route);
+            }
+        }
+    }
+    let route_of = |p: &ProbeRecord| {
+        endpoints(p)
+            .and_then(|ends| routes.get(&ends)?.as_ref())
+            .or(one_link.as_ref())
+    };
     // One kind of probe's mean parts over its fastest 95 %.
     let kind = |probes: &[ProbeRecord]| -> Option<KindParts> {
         let mut all: Vec<Parts> = probes
             .iter()
             .filter(|p| p.in_window)
             .filter_map(|p| {
-                let packets = match path {
-                    Some((up, down)) if p.tcp_ms.is_some() => {
-                        foreign_probe_parts(p, lab_start_mono_ns, links.len(), up, down)
+                let packets = match route_of(p) {
+                    Some(route) if p.tcp_ms.is_some() => {
+                        foreign_probe_parts(p, lab_start_mono_ns, links.len(), route)
                     }
-                    Some((up, down)) => {
-                        self_probe_parts(p, lab_start_mono_ns, links.len(), up, down)
-                    }
+                    Some(route) => self_probe_parts(p, lab_start_mono_ns, links.len(), route),
                     None => None,
                 };
                 packets.or_else(|| probe_parts(p, lab_start_mono_ns, &indexed))
@@ -709,6 +879,7 @@ mod tests {
     use super::*;
     use crate::algorithm::Confidence;
     use crate::report::ProbeSummary;
+    use labnet::spec::{Host, Interface, LinkEnds};
 
     const LAB0: u64 = 1_000_000_000;
 
@@ -1138,6 +1309,251 @@ mod tests {
         assert_eq!((f.client_send_ms, f.server_ms), (0.0, 0.0), "{f:?}");
         // The down packet's 5 ms sojourn, per crossing.
         assert!((f.queues_ms[1] - 5.0).abs() < 1e-6, "{f:?}");
+    }
+
+    /// A lab of one link, `path`, or of two each way: client – `dsl` – home – `core` – server.
+    fn lab(links: &[(&str, &str, &str)]) -> Topology {
+        let host = |name: &str, i: usize| Host {
+            name: name.into(),
+            settings: Default::default(),
+            family: Default::default(),
+            interfaces: vec![Interface {
+                name: "eth0".into(),
+                ipv4: labnet::spec::iface_addrs(i).0,
+                ipv6: labnet::spec::iface_addrs(i).1,
+            }],
+            aliases: vec![],
+        };
+        Topology {
+            hosts: vec![host("client", 1), host("server", 2)],
+            routers: vec!["home".into()],
+            links: (links.iter())
+                .map(|(name, a, b)| LinkEnds {
+                    name: name.to_string(),
+                    a: a.to_string(),
+                    b: b.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    fn two_hop_lab() -> Topology {
+        lab(&[("dsl", "client", "home"), ("core", "home", "server")])
+    }
+
+    /// The up and down hops of [`two_hop_lab`]: (index among [`TwoHops::links`], delay µs).
+    const UP: [(usize, u64); 2] = [(0, 5000), (2, 10_000)];
+    const DOWN: [(usize, u64); 2] = [(3, 10_000), (1, 5000)];
+
+    /// The link logs of [`two_hop_lab`]: dsl up and down (5 ms), core up and down (10 ms).
+    #[derive(Default)]
+    struct TwoHops {
+        logs: [Vec<LogLine>; 4],
+        next_id: u64,
+    }
+
+    impl TwoHops {
+        /// A packet of `flow` entering the first of `hops` at `enq_us` (µs of lab time),
+        /// queued `sojourns_us` at each hop it crosses, and dropped entering the next if
+        /// there are fewer sojourns than hops; when it reached the end of its last crossing.
+        fn send(
+            &mut self,
+            hops: &[(usize, u64)],
+            flow: &str,
+            enq_us: u64,
+            sojourns_us: &[u64],
+        ) -> u64 {
+            let id = self.next_id;
+            self.next_id += 1;
+            let mut t = enq_us;
+            for (&(i, delay_us), &s) in hops.iter().zip(sojourns_us) {
+                self.logs[i].push(LogLine {
+                    id,
+                    ..line_us(t + s, Some(s), flow)
+                });
+                t += s + delay_us;
+            }
+            if let Some(&(i, _)) = hops.get(sojourns_us.len()) {
+                self.logs[i].push(LogLine {
+                    id,
+                    ..line_us(t, None, flow)
+                });
+            }
+            t
+        }
+
+        fn links(&self) -> Vec<LinkLog<'_>> {
+            let dirs = [
+                ("dsl", "up", 5.0),
+                ("dsl", "down", 5.0),
+                ("core", "up", 10.0),
+                ("core", "down", 10.0),
+            ];
+            dirs.iter()
+                .zip(&self.logs)
+                .map(|(&(link, side, delay_ms), lines)| LinkLog {
+                    link,
+                    side,
+                    queue: "fifo limit 1000",
+                    delay_ms,
+                    rate_bps: None,
+                    lines,
+                })
+                .collect()
+        }
+    }
+
+    const FOREIGN_UP: &str = "tcp 10.77.1.1:40000 > 10.77.2.1:4043";
+    const FOREIGN_DOWN: &str = "tcp 10.77.2.1:4043 > 10.77.1.1:40000";
+
+    /// A foreign probe's three exchanges from `start_us`, across [`two_hop_lab`]: 20 ms in the
+    /// dsl uplink's queue each time, 2 in core's, 1 and 3 on the way down; the client waits
+    /// 0.5, 1.0 and 1.6 ms before sending, the server 0.5, 1.2 and 1.5 ms before answering,
+    /// and the client reads the answer 0.9 ms after it arrived. The probe, ending then.
+    fn foreign_across_two_hops(n: &mut TwoHops, start_us: u64) -> ProbeRecord {
+        let mut t = start_us;
+        for (client_us, server_us) in [(500, 500), (1000, 1200), (1600, 1500)] {
+            t = n.send(&UP, FOREIGN_UP, t + client_us, &[20_000, 2000]);
+            t = n.send(&DOWN, FOREIGN_DOWN, t + server_us, &[1000, 3000]);
+        }
+        let mut foreign = probe(0, 1, true, 40000);
+        foreign.end_mono_ns = LAB0 + (t + 900) * 1000;
+        let total_ms = (t + 900) as f64 / 1000.0;
+        (foreign.tcp_ms, foreign.tls_ms) = (Some(total_ms / 3.0), Some(total_ms / 3.0));
+        foreign.http_ms = total_ms / 3.0;
+        foreign
+    }
+
+    /// A self probe across [`two_hop_lab`] on a loaded connection, ms: written at 200, its
+    /// request's packet enters the dsl uplink at 230 (30 ms in the client's send buffer), 40
+    /// ms there, 5 ms on, 2 ms in core's queue, 10 ms on: at the server at 287, which reads it
+    /// at 288; the answer's packet enters core's downlink at 300 (13 ms in the server), 1 ms
+    /// there, 10 on, 50 ms in dsl's, 5 on: at the client at 366, which reads it at 368. The
+    /// upload's packets before and after, and the download's after, are not the probe's.
+    fn self_across_two_hops(n: &mut TwoHops) -> ProbeRecord {
+        let up = "tcp 10.77.1.1:40001 > 10.77.2.1:4043";
+        let down = "tcp 10.77.2.1:4043 > 10.77.1.1:40001";
+        n.send(&UP, up, 100_000, &[40_000, 2000]);
+        assert_eq!(n.send(&UP, up, 230_000, &[40_000, 2000]), 287_000);
+        n.send(&UP, up, 240_000, &[40_000, 2000]);
+        assert_eq!(n.send(&DOWN, down, 300_000, &[1000, 50_000]), 366_000);
+        n.send(&DOWN, down, 310_000, &[1000, 50_000]);
+        let mut selfp = probe(200, 368, false, 40001);
+        selfp.server_received_mono_ns = Some(LAB0 + 288_000_000);
+        selfp
+    }
+
+    /// The report of one foreign and one self probe, each kind's RPM its probe's.
+    fn report_of(foreign: ProbeRecord, selfp: ProbeRecord) -> RpmReport {
+        let (f_rpm, s_rpm) = (
+            60_000.0 / foreign.round_trip_ms(),
+            60_000.0 / selfp.round_trip_ms(),
+        );
+        report(
+            (f_rpm + s_rpm) / 2.0,
+            f_rpm,
+            vec![foreign],
+            s_rpm,
+            vec![selfp],
+        )
+    }
+
+    #[test]
+    fn on_two_hops_each_way_a_probes_packets_are_followed_link_by_link_and_its_parts_add_up() {
+        let mut n = TwoHops::default();
+        let foreign = foreign_across_two_hops(&mut n, 0);
+        let selfp = self_across_two_hops(&mut n);
+        let r = report_of(foreign, selfp);
+        let links = n.links();
+        let a = attribute_in(&r, LAB0, &links, &two_hop_lab()).unwrap();
+        let near = |x: f64, want: f64| (x - want).abs() < 1e-6;
+        // The foreign probe's 175.2 ms, per round trip (a third): per exchange 20 + 2 ms
+        // queued up, 1 + 3 down, 30 ms of delays; the hosts' waits between.
+        let f = &a.foreign;
+        assert_eq!((f.probes, f.probes_by_packet), (1, 1), "{f:?}");
+        assert!(near(f.round_trip_ms, 58.4), "{f:?}");
+        let queues = [20.0, 3.0, 2.0, 1.0];
+        assert!((0..4).all(|i| near(f.queues_ms[i], queues[i])), "{f:?}");
+        assert!(near(f.base_rtt_ms, 30.0), "{f:?}");
+        assert!(near(f.client_send_ms, 3.1 / 3.0), "{f:?}");
+        assert!(near(f.server_ms, 3.2 / 3.0), "{f:?}");
+        assert!(near(f.hosts_ms, 0.9 / 3.0), "{f:?}");
+        assert_eq!(f.loss_recovery_ms, 0.0);
+        // The self probe's 168 ms.
+        let s = &a.self_probes;
+        assert_eq!((s.probes, s.probes_by_packet), (1, 1), "{s:?}");
+        let queues = [40.0, 50.0, 2.0, 1.0];
+        assert!((0..4).all(|i| near(s.queues_ms[i], queues[i])), "{s:?}");
+        assert!(near(s.base_rtt_ms, 30.0), "{s:?}");
+        assert!(near(s.client_send_ms, 30.0), "{s:?}");
+        assert!(near(s.server_ms, 13.0), "{s:?}");
+        assert!(near(s.hosts_ms, 2.0), "{s:?}");
+        // The loaded round trip: each queue a share of it no larger than the whole, and the
+        // parts adding up to it, but for the client's reading of the answers.
+        assert!(
+            a.queues.iter().all(|q| (0.0..=1.0).contains(&q.share)),
+            "{a:?}"
+        );
+        let (w_f, w_s) = (168.0 / (58.4 + 168.0), 58.4 / (58.4 + 168.0));
+        assert!(near(a.hosts_ms, w_f * 0.3 + w_s * 2.0), "{a:?}");
+        assert!(a.line().contains("in `dsl` up FIFO queue"), "{}", a.line());
+        // Without the lab's tree of links the hops' order is unknown: mean sojourns.
+        let without = attribute(&r, LAB0, &links).unwrap();
+        assert_eq!(without.foreign.probes_by_packet, 0);
+        assert_eq!(without.self_probes.probes_by_packet, 0);
+    }
+
+    #[test]
+    fn a_packet_dropped_at_the_second_hop_is_its_senders_loss_recovery() {
+        let mut n = TwoHops::default();
+        // The SYN crosses the dsl uplink and is dropped entering core's; the client sends it
+        // again a second later, and the probe goes on as without the drop.
+        assert_eq!(n.send(&UP, FOREIGN_UP, 500, &[20_000]), 25_500);
+        let foreign = foreign_across_two_hops(&mut n, 1_000_000);
+        let r = report_of(foreign, self_across_two_hops(&mut n));
+        let links = n.links();
+        let a = attribute_in(&r, LAB0, &links, &two_hop_lab()).unwrap();
+        let f = &a.foreign;
+        assert_eq!(f.probes_by_packet, 1, "{f:?}");
+        let near = |x: f64, want_per_probe: f64| (x - want_per_probe / 3.0).abs() < 1e-6;
+        // From the start to the SYN sent again: recovery, not the client's work.
+        assert!(near(f.loss_recovery_ms, 1000.5), "{f:?}");
+        assert!(near(f.client_send_ms, 1.0 + 1.6), "{f:?}");
+        assert!(near(f.server_ms, 0.5 + 1.2 + 1.5), "{f:?}");
+        // The dropped SYN's crossing of the dsl uplink is on no chain.
+        assert!(near(f.queues_ms[0], 60.0), "{f:?}");
+        assert!(near(f.hosts_ms, 0.9), "{f:?}");
+    }
+
+    #[test]
+    fn a_chain_that_cannot_be_followed_from_hop_to_hop_falls_back_to_the_mean_sojourn() {
+        let mut n = TwoHops::default();
+        let foreign = foreign_across_two_hops(&mut n, 0);
+        let selfp = self_across_two_hops(&mut n);
+        // The self probe's packets on the dsl uplink are not those that entered core's.
+        for l in &mut n.logs[0] {
+            if l.flow.as_deref() == Some("tcp 10.77.1.1:40001 > 10.77.2.1:4043") {
+                l.id += 100;
+            }
+        }
+        let r = report_of(foreign, selfp);
+        let links = n.links();
+        let with = attribute_in(&r, LAB0, &links, &two_hop_lab()).unwrap();
+        assert_eq!(with.foreign.probes_by_packet, 1);
+        assert_eq!(with.self_probes.probes_by_packet, 0);
+        let without = attribute(&r, LAB0, &links).unwrap();
+        assert_eq!(with.self_probes, without.self_probes);
+    }
+
+    #[test]
+    fn a_labs_single_link_each_way_is_taken_apart_as_without_the_lab() {
+        let (selfp, up, down) = self_probe_path();
+        let r = report_of(probe(0, 60, true, 40000), selfp);
+        let links = path(&up, &down);
+        let one = lab(&[("path", "client", "server")]);
+        let with = attribute_in(&r, LAB0, &links, &one).unwrap();
+        assert_eq!(with.self_probes.probes_by_packet, 1);
+        assert_eq!(with, attribute(&r, LAB0, &links).unwrap());
     }
 
     #[test]
