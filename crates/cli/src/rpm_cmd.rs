@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use lab::{run_lab, LabConfig, RunOptions, UsageError};
 use labnet::rpm_lab::{RpmInLab, RPM_PROGRAM};
 use labnet::run_dir::{parse_link_log, CaptureLimits, RunDir};
-use labnet::spec::Side;
-use rpm::attribution::{attribute, Attribution, LinkLog};
+use labnet::spec::{Side, Topology};
+use rpm::attribution::{attribute_in, Attribution, LinkLog};
 use rpm::report::RpmReport;
 
 /// The client's JSON report in the run directory.
@@ -123,13 +123,19 @@ fn read_report(dir: &Path) -> Result<RpmReport> {
     serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
 }
 
-/// Takes a run's loaded round trip apart from its link logs.
+/// Takes a run's loaded round trip apart from its link logs, each probe's packets followed
+/// along its path through the lab's links (from the run's `lab.json`).
 pub fn attribution_of(
     dir: &Path,
     report: &RpmReport,
     summary: &labnet::run_dir::Summary,
 ) -> Result<Option<Attribution>> {
     let rd = RunDir::new(dir);
+    let lab_json = rd.lab_json();
+    let text = std::fs::read_to_string(&lab_json)
+        .with_context(|| format!("reading {}", lab_json.display()))?;
+    let lab: Topology = serde_json::from_str(&text)
+        .with_context(|| format!("reading the links of {}", lab_json.display()))?;
     let mut logs = Vec::new();
     for l in &summary.links {
         let side = match l.direction.as_str() {
@@ -153,10 +159,11 @@ pub fn attribution_of(
             lines,
         })
         .collect();
-    Ok(attribute(
+    Ok(attribute_in(
         report,
         summary.engine.clock_monotonic_start_ns,
         &links,
+        &lab,
     ))
 }
 

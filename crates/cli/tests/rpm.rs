@@ -42,7 +42,18 @@ fn rpm_in_lab(
 
 fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribution, String) {
     let (report, stdout, summary, dir) = rpm_in_lab(name, queue);
-    // The attribution again, from the files the run left, through the crate's own reader.
+    let a = attribution_of(&dir, &report, &summary);
+    (report, a, stdout)
+}
+
+/// The attribution again, from the files a run left in `dir`, through the crate's own reader.
+fn attribution_of(
+    dir: &std::path::Path,
+    report: &RpmReport,
+    summary: &labnet::run_dir::Summary,
+) -> rpm::attribution::Attribution {
+    let lab: labnet::spec::Topology =
+        serde_json::from_str(&fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap();
     #[allow(clippy::type_complexity)]
     let links: Vec<(
         String,
@@ -60,7 +71,7 @@ fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribu
             } else {
                 labnet::spec::Side::Down
             };
-            let p = labnet::run_dir::RunDir::new(&dir).link_log(&l.name, side);
+            let p = labnet::run_dir::RunDir::new(dir).link_log(&l.name, side);
             let lines =
                 labnet::run_dir::parse_link_log("log", &fs::read_to_string(p).unwrap()).unwrap();
             (
@@ -84,9 +95,8 @@ fn attribution(name: &str, queue: &str) -> (RpmReport, rpm::attribution::Attribu
             lines,
         })
         .collect();
-    let a = rpm::attribution::attribute(&report, summary.engine.clock_monotonic_start_ns, &logs)
-        .expect("probes in the link logs");
-    (report, a, stdout)
+    rpm::attribution::attribute_in(report, summary.engine.clock_monotonic_start_ns, &logs, &lab)
+        .expect("probes in the link logs")
 }
 
 #[test]
@@ -282,5 +292,16 @@ max_duration = "4s"
             "{stdout}"
         );
     }
+    // Each probe's packets are followed across both links each way, so its round trip is cut
+    // into measured parts, of which no queue's is more than the whole.
+    let summary: labnet::run_dir::Summary =
+        serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let a = attribution_of(&out, &report, &summary);
+    assert!(stdout.contains(&a.line()), "{stdout}");
+    for k in [&a.foreign, &a.self_probes] {
+        assert!(k.probes_by_packet as f64 >= 0.9 * k.probes as f64, "{a:?}");
+        assert!(k.queues_ms.iter().all(|q| *q <= k.round_trip_ms), "{a:?}");
+    }
+    assert!(a.client_send_ms + a.server_ms > 0.0, "{a:?}");
     let _ = fs::remove_dir_all(&dir);
 }

@@ -25,9 +25,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::{parse_link_log, RunDir};
-use labnet::spec::Side;
+use labnet::spec::{Side, Topology};
 use report::{Axis, Block, Chart, Marks, Rgb, Series};
-use rpm::attribution::{attribute, Attribution, LinkLog};
+use rpm::attribution::{attribute_in, Attribution, LinkLog};
 use rpm::report::RpmReport;
 use serde::Serialize;
 
@@ -193,6 +193,11 @@ fn collect(label: &str, queue: &str, dir: &Path, result: &lab::RunResult) -> Res
             out.display()
         )
     })?;
+    let lab_json = rd.lab_json();
+    let text =
+        fs::read_to_string(&lab_json).with_context(|| format!("reading {}", lab_json.display()))?;
+    let lab: Topology = serde_json::from_str(&text)
+        .with_context(|| format!("reading the links of {}", lab_json.display()))?;
     let mut logs = Vec::new();
     for l in &result.summary.links {
         let side = if l.direction == "up" {
@@ -218,10 +223,11 @@ fn collect(label: &str, queue: &str, dir: &Path, result: &lab::RunResult) -> Res
         .collect();
     let attribution = match report.rpm {
         Some(_) => Some(
-            attribute(
+            attribute_in(
                 &report,
                 result.summary.engine.clock_monotonic_start_ns,
                 &links,
+                &lab,
             )
             .with_context(|| {
                 format!("{}: no probe left packets in the link logs", dir.display())
