@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use lab::{run_lab, LabConfig, RunOptions, UsageError};
 use labnet::rpm_lab::{RpmInLab, RPM_PROGRAM};
-use labnet::run_dir::{parse_link_log, CaptureLimits, RunDir};
-use labnet::spec::{Side, Topology};
-use rpm::attribution::{attribute_in, Attribution, LinkLog};
+use labnet::run_dir::{CaptureLimits, RunDir};
+use rpm::attribution::Attribution;
 use rpm::report::RpmReport;
 
 /// The client's JSON report in the run directory.
@@ -103,7 +102,7 @@ pub fn after_run_file(cfg: &LabConfig, out: Option<&Path>, r: &lab::RunResult) {
         }
     };
     print!("{}", rpm::report::text(&report));
-    print_attribution(attribution_of(dir, &report, &r.summary));
+    print_attribution(rpm::run::attribution_of(dir, &report, &r.summary).map_err(Into::into));
 }
 
 fn has_rpm(cfg: &LabConfig) -> bool {
@@ -112,7 +111,11 @@ fn has_rpm(cfg: &LabConfig) -> bool {
 
 /// The attribution of a finished run in `dir`.
 fn explain(dir: &Path, r: &lab::RunResult) -> Result<Option<Attribution>> {
-    attribution_of(dir, &read_report(dir)?, &r.summary)
+    Ok(rpm::run::attribution_of(
+        dir,
+        &read_report(dir)?,
+        &r.summary,
+    )?)
 }
 
 /// The client's report in the run directory `dir`.
@@ -121,50 +124,6 @@ fn read_report(dir: &Path) -> Result<RpmReport> {
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the client's report {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
-}
-
-/// Takes a run's loaded round trip apart from its link logs, each probe's packets followed
-/// along its path through the lab's links (from the run's `lab.json`).
-pub fn attribution_of(
-    dir: &Path,
-    report: &RpmReport,
-    summary: &labnet::run_dir::Summary,
-) -> Result<Option<Attribution>> {
-    let rd = RunDir::new(dir);
-    let lab_json = rd.lab_json();
-    let text = std::fs::read_to_string(&lab_json)
-        .with_context(|| format!("reading {}", lab_json.display()))?;
-    let lab: Topology = serde_json::from_str(&text)
-        .with_context(|| format!("reading the links of {}", lab_json.display()))?;
-    let mut logs = Vec::new();
-    for l in &summary.links {
-        let side = match l.direction.as_str() {
-            "up" => Side::Up,
-            _ => Side::Down,
-        };
-        let path = rd.link_log(&l.name, side);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let lines = parse_link_log(&path.to_string_lossy(), &text)?;
-        logs.push((l, lines));
-    }
-    let links: Vec<LinkLog> = logs
-        .iter()
-        .map(|(l, lines)| LinkLog {
-            link: &l.name,
-            side: &l.direction,
-            queue: &l.queue,
-            delay_ms: l.asked.delay_ms,
-            rate_bps: l.asked.rate_bps,
-            lines,
-        })
-        .collect();
-    Ok(attribute_in(
-        report,
-        summary.engine.clock_monotonic_start_ns,
-        &links,
-        &lab,
-    ))
 }
 
 /// The named networks of `--profile`, with their figures and sources.

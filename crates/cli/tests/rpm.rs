@@ -52,50 +52,8 @@ fn attribution_of(
     report: &RpmReport,
     summary: &labnet::run_dir::Summary,
 ) -> rpm::attribution::Attribution {
-    let lab: labnet::spec::Topology =
-        serde_json::from_str(&fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap();
-    #[allow(clippy::type_complexity)]
-    let links: Vec<(
-        String,
-        String,
-        String,
-        f64,
-        Option<u64>,
-        Vec<labnet::run_dir::LogLine>,
-    )> = summary
-        .links
-        .iter()
-        .map(|l| {
-            let side = if l.direction == "up" {
-                labnet::spec::Side::Up
-            } else {
-                labnet::spec::Side::Down
-            };
-            let p = labnet::run_dir::RunDir::new(dir).link_log(&l.name, side);
-            let lines =
-                labnet::run_dir::parse_link_log("log", &fs::read_to_string(p).unwrap()).unwrap();
-            (
-                l.name.clone(),
-                l.direction.clone(),
-                l.queue.clone(),
-                l.asked.delay_ms,
-                l.asked.rate_bps,
-                lines,
-            )
-        })
-        .collect();
-    let logs: Vec<rpm::attribution::LinkLog> = links
-        .iter()
-        .map(|(n, d, q, delay, rate, lines)| rpm::attribution::LinkLog {
-            link: n,
-            side: d,
-            queue: q,
-            delay_ms: *delay,
-            rate_bps: *rate,
-            lines,
-        })
-        .collect();
-    rpm::attribution::attribute_in(report, summary.engine.clock_monotonic_start_ns, &logs, &lab)
+    rpm::run::attribution_of(dir, report, summary)
+        .unwrap()
         .expect("probes in the link logs")
 }
 

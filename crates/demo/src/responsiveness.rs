@@ -24,10 +24,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
-use labnet::run_dir::{parse_link_log, RunDir};
-use labnet::spec::{Side, Topology};
+use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Marks, Rgb, Series};
-use rpm::attribution::{attribute_in, Attribution, LinkLog};
+use rpm::attribution::Attribution;
 use rpm::report::RpmReport;
 use serde::Serialize;
 
@@ -193,43 +192,9 @@ fn collect(label: &str, queue: &str, dir: &Path, result: &lab::RunResult) -> Res
             out.display()
         )
     })?;
-    let lab_json = rd.lab_json();
-    let text =
-        fs::read_to_string(&lab_json).with_context(|| format!("reading {}", lab_json.display()))?;
-    let lab: Topology = serde_json::from_str(&text)
-        .with_context(|| format!("reading the links of {}", lab_json.display()))?;
-    let mut logs = Vec::new();
-    for l in &result.summary.links {
-        let side = if l.direction == "up" {
-            Side::Up
-        } else {
-            Side::Down
-        };
-        let path = rd.link_log(&l.name, side);
-        let text =
-            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        logs.push((l, parse_link_log(&path.to_string_lossy(), &text)?));
-    }
-    let links: Vec<LinkLog> = logs
-        .iter()
-        .map(|(l, lines)| LinkLog {
-            link: &l.name,
-            side: &l.direction,
-            queue: &l.queue,
-            delay_ms: l.asked.delay_ms,
-            rate_bps: l.asked.rate_bps,
-            lines,
-        })
-        .collect();
     let attribution = match report.rpm {
         Some(_) => Some(
-            attribute_in(
-                &report,
-                result.summary.engine.clock_monotonic_start_ns,
-                &links,
-                &lab,
-            )
-            .with_context(|| {
+            rpm::run::attribution_of(dir, &report, &result.summary)?.with_context(|| {
                 format!("{}: no probe left packets in the link logs", dir.display())
             })?,
         ),

@@ -15,6 +15,7 @@ pub mod attribution;
 pub mod client;
 pub mod config;
 pub mod report;
+pub mod run;
 #[cfg(feature = "net")]
 pub mod server;
 #[cfg(feature = "net")]
