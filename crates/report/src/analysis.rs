@@ -53,6 +53,7 @@ fn secs_since(origin: wire::Instant, t: wire::Instant) -> f64 {
 /// A ladder diagram's arrows from the analyzer's, the connection's host `a` the upper one,
 /// times in seconds since `origin`.
 pub fn ladder_arrows(arrows: &[analyze::ladder::Arrow], origin: wire::Instant) -> Vec<LadderArrow> {
+    use analyze::ladder::Packet;
     arrows
         .iter()
         .map(|a| LadderArrow {
@@ -60,8 +61,11 @@ pub fn ladder_arrows(arrows: &[analyze::ladder::Arrow], origin: wire::Instant) -
             depart_s: secs_since(origin, a.depart),
             arrive_s: secs_since(origin, a.arrive),
             packet: match a.packet {
-                analyze::ladder::Packet::Data { len, .. } => LadderPacket::Data { bytes: len },
-                analyze::ladder::Packet::PureAck { .. } => LadderPacket::PureAck,
+                Packet::Syn { ack: false } => LadderPacket::Syn,
+                Packet::Syn { ack: true } => LadderPacket::SynAck,
+                Packet::Data { len, .. } => LadderPacket::Data { bytes: len },
+                Packet::Fin { .. } => LadderPacket::Fin,
+                Packet::PureAck { .. } => LadderPacket::PureAck,
             },
         })
         .collect()

@@ -66,6 +66,9 @@ pub struct Axis {
     /// Named places instead of numbered ticks (the vertical axis of a bar chart: one bar per
     /// run at its value): each name is written beside its value.
     pub categories: Vec<(f64, String)>,
+    /// Numbers at the ticks (of the vertical axis); off where the values mean nothing to a
+    /// reader (the two hosts of a ladder diagram at 0 and 1).
+    pub numbered: bool,
 }
 
 impl Axis {
@@ -76,7 +79,14 @@ impl Axis {
             range: None,
             include_zero: false,
             categories: Vec::new(),
+            numbered: true,
         }
+    }
+
+    /// The same axis without numbers at its ticks (drawn for the vertical axis).
+    pub fn unnumbered(mut self) -> Axis {
+        self.numbered = false;
+        self
     }
 
     /// The same axis with names at these values instead of numbered ticks (drawn for the
@@ -130,6 +140,9 @@ pub enum Marks {
     Text(Vec<(f64, f64, String)>),
     /// Text centred just above each point, every one, and nothing else (labels on a chart).
     Labels(Vec<(f64, f64, String)>),
+    /// Text starting at each point and just above it, every one: names that read from where
+    /// a line starts (the hosts of a ladder diagram, at the left edge).
+    Names(Vec<(f64, f64, String)>),
 }
 
 impl Marks {
@@ -138,7 +151,7 @@ impl Marks {
             Marks::Line(v) | Marks::Step(v) | Marks::Points(v) | Marks::Ticks(v) => v.is_empty(),
             Marks::IBeams(v) => v.is_empty(),
             Marks::Segments(v) => v.is_empty(),
-            Marks::Text(v) | Marks::Labels(v) => v.is_empty(),
+            Marks::Text(v) | Marks::Labels(v) | Marks::Names(v) => v.is_empty(),
         }
     }
 
@@ -164,7 +177,7 @@ impl Marks {
                     ys.extend([y1, y2]);
                 }
             }
-            Marks::Text(v) | Marks::Labels(v) => {
+            Marks::Text(v) | Marks::Labels(v) | Marks::Names(v) => {
                 for (x, y, _) in v {
                     xs.push(*x);
                     ys.push(*y);
@@ -253,6 +266,19 @@ impl Series {
         self.always_in_legend = true;
         self
     }
+}
+
+/// What a chart's SVG (as [`Chart::to_svg`] writes it) says: the content of every `<text>`
+/// element in document order, trimmed, entities as written (`&apos;`). For checks that a
+/// drawing carries the words it should (titles, labels, captions).
+pub fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
 }
 
 /// Puts charts on one scale: every chart gets the union of their x ranges and of their y
@@ -412,7 +438,7 @@ impl Chart {
                 name: s.name.clone(),
                 color: s.color,
                 swatch: match &s.marks {
-                    Marks::Text(v) | Marks::Labels(v) => {
+                    Marks::Text(v) | Marks::Labels(v) | Marks::Names(v) => {
                         Swatch::Text(v.first().map_or(String::new(), |t| t.2.clone()))
                     }
                     Marks::Points(_) => Swatch::Dot,
@@ -495,16 +521,19 @@ impl Chart {
         let strip_px = rows * LEGEND_ROW_PX + caption_lines.len() as u32 * LEGEND_ROW_PX + 10;
         let (upper, lower) = root.split_vertically(h.saturating_sub(strip_px) as i32);
 
+        // A vertical axis with nothing to write beside it gives its room to the plot.
+        let y_bare = !self.y.numbered && self.y.categories.is_empty() && self.y.label().is_empty();
         let mut chart = ChartBuilder::on(&upper)
             .caption(&self.title, (FAMILY, TITLE_PX))
             .margin(14)
             .x_label_area_size(52)
-            .y_label_area_size(86)
+            .y_label_area_size(if y_bare { 6 } else { 86 })
             .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
             .map_err(draw_err)?;
         let x_fmt = |v: &f64| short_number(*v, xr.1 - xr.0);
-        // Named places are written below, beside each value, not at the numbered ticks.
-        let named = !self.y.categories.is_empty();
+        // Named places are written below, beside each value, not at the numbered ticks; an
+        // unnumbered axis has neither.
+        let named = !self.y.categories.is_empty() || !self.y.numbered;
         let y_fmt = |v: &f64| {
             if named {
                 String::new()
@@ -772,6 +801,14 @@ fn draw_series<DB: DrawingBackend>(
                 .draw_series(v.into_iter().map(|(x, y, t)| label((x, y), t)))
                 .map_err(draw_err)?;
         }
+        Marks::Names(v) => {
+            let name_style = text_style.pos(Pos::new(HPos::Left, VPos::Bottom));
+            chart
+                .draw_series(v.into_iter().map(|(x, y, t)| {
+                    EmptyElement::at((x, y)) + Text::new(t, (4, -3), name_style.clone())
+                }))
+                .map_err(draw_err)?;
+        }
     }
     Ok(())
 }
@@ -807,6 +844,7 @@ fn clip_marks(m: &Marks, xr: (f64, f64), yr: (f64, f64)) -> Marks {
         ),
         Marks::Text(v) => Marks::Text(v.iter().filter(|t| inside(t.0, t.1)).cloned().collect()),
         Marks::Labels(v) => Marks::Labels(v.iter().filter(|t| inside(t.0, t.1)).cloned().collect()),
+        Marks::Names(v) => Marks::Names(v.iter().filter(|t| inside(t.0, t.1)).cloned().collect()),
     }
 }
 
@@ -947,7 +985,7 @@ fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, ReportError> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     fn sample_chart() -> Chart {
@@ -971,17 +1009,6 @@ pub(crate) mod tests {
                 .map(|i| (i as f64 * 0.1, 21.0 + (i % 5) as f64))
                 .collect(),
         ))
-    }
-
-    /// The text content of every `<text>` element, trimmed.
-    pub(crate) fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| {
-                let body = &t[t.find('>')? + 1..];
-                Some(body[..body.find("</text>")?].trim().to_string())
-            })
-            .collect()
     }
 
     #[test]

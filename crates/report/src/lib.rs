@@ -37,7 +37,9 @@ mod test_fixture;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use chart::{same_scale, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch};
+pub use chart::{
+    same_scale, svg_texts, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series, Swatch,
+};
 pub use html::{Block, DataMapping, Figure, Page, Section, Table};
 pub use ladder::{Ladder, LadderArrow, LadderPacket};
 pub use tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};

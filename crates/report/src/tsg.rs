@@ -499,7 +499,7 @@ impl TimeSequence {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::chart::tests::svg_texts;
+    use crate::chart::svg_texts;
 
     /// Ten segments of 1000 bytes; the third is lost and retransmitted while SACKs and
     /// duplicate ACKs report the rest; one CE answered by ECE and CWR.
