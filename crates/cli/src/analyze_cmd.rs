@@ -3,8 +3,9 @@
 //!
 //! Glue only: arguments (clap), files, a progress bar on large files when stderr is a
 //! terminal, and exit codes. The analysis is the `analyze` crate's; drawing is `report`'s.
-//! Exit codes: 0 analysed; 1 a report could not be written; 2 a usage error (a bad filter, a
-//! capture that cannot be opened or is not a capture), with one line naming the culprit.
+//! Exit codes: 0 analysed; 1 a report could not be written; 2 a usage error (a bad filter or
+//! ladder window, a ladder window with one capture or nothing to draw into, a capture that
+//! cannot be opened or is not a capture), with one line naming the culprit.
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
@@ -20,7 +21,7 @@ const PROGRESS_MIN_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Read pcap/pcapng captures and say where the delay came from",
-    after_help = "Examples:\n  latencylab analyze out/run1/captures/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap"
+    after_help = "Examples:\n  latencylab analyze out/run1/captures/client-eth0.pcap\n  tcpdump -i eth0 -s 96 -w - | latencylab analyze -\n  latencylab analyze --json capture.pcapng.gz | jq '.connections[].diagnoses'\n  latencylab analyze --filter 'port 5201' --html report.html --plots plots/ client.pcap server.pcap\n  latencylab analyze --plots plots/ --ladder-window 0.2s..0.6s client.pcap server.pcap"
 )]
 pub struct AnalyzeArgs {
     /// Capture files: pcap or pcapng, optionally gzip-compressed; `-` reads standard input
@@ -34,9 +35,17 @@ pub struct AnalyzeArgs {
     /// Write one self-contained HTML page with the graphs, statistics and diagnoses.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Write SVG and PNG plots (time-sequence, RTT, throughput, handshake CDF) into DIR.
+    /// Write SVG and PNG plots (time-sequence, RTT, throughput, handshake CDF) into DIR; with
+    /// two captures of the same traffic, also a ladder diagram of each connection seen in both
+    /// (`a_b_ladder.png`: every packet from when it left one end to when it reached the other).
     #[arg(long, value_name = "DIR")]
     pub plots: Option<PathBuf>,
+    /// The part of each connection its ladder diagram shows (--plots, --html; two captures):
+    /// what the client sent or received from FROM to TO, in time since the first packet of all
+    /// captures (the plots' time axis), e.g. `1.2s..1.5s`. Default: each connection's first 20
+    /// packets (its handshake and first exchanges).
+    #[arg(long, value_name = "FROM..TO", value_parser = ladder_window_arg)]
+    pub ladder_window: Option<analyze::ladder::Window>,
     /// Write xplot .xpl files (time-sequence graphs) into DIR.
     #[arg(long, value_name = "DIR")]
     pub xplot: Option<PathBuf>,
@@ -52,6 +61,11 @@ pub struct AnalyzeArgs {
     pub jobs: Option<u32>,
 }
 
+/// clap's reading of `--ladder-window`.
+fn ladder_window_arg(s: &str) -> Result<analyze::ladder::Window, String> {
+    analyze::ladder::Window::parse_span(s).map_err(|e| e.to_string())
+}
+
 /// Runs `latencylab analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let filter = match args.filter.as_deref().map(analyze::Filter::parse) {
@@ -59,6 +73,23 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         Some(Ok(f)) => Some(f),
         Some(Err(e)) => return Ok(usage(&format!("--filter: {e}"))),
     };
+    if args.ladder_window.is_some() {
+        // Said before reading the captures, which can take long: a window that draws nothing
+        // is a mistake worth stopping for.
+        if args.captures.len() < 2 {
+            return Ok(usage(
+                "--ladder-window: a ladder diagram needs two captures of the same traffic, one \
+                 at each end (client.pcap server.pcap); one was given",
+            ));
+        }
+        if args.plots.is_none() && args.html.is_none() {
+            return Ok(usage(
+                "--ladder-window: ladder diagrams are drawn into --plots DIR or --html FILE; \
+                 give one of them",
+            ));
+        }
+    }
+    let ladder = args.ladder_window.unwrap_or_default();
     let opts = analyze::Options {
         keep_series: args.html.is_some() || args.plots.is_some() || args.xplot.is_some(),
         filter,
@@ -112,8 +143,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     }
     // Warnings go to stderr (the JSON also carries them), so that stdout stays the report.
     eprint!("{}", analyze::text::warnings(&analysis));
+    let drawn = args.plots.is_some() || args.html.is_some();
+    if drawn && args.captures.len() > 1 && analyze::ladder::both_ends(&analysis).is_empty() {
+        eprintln!(
+            "latencylab analyze: no connection was seen in two captures with the same \
+             addresses and ports (a NAT between them, or captures of other traffic): no ladder \
+             diagram"
+        );
+    }
     if let Some(dir) = &args.plots {
-        let files = report::analysis::write_plots(&analysis, dir)
+        let files = report::analysis::write_plots(&analysis, dir, ladder)
             .with_context(|| format!("writing plots to {}", dir.display()))?;
         lab::owner::hand_over(dir)?;
         eprintln!(
@@ -133,7 +172,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(path) = &args.html {
-        report::analysis::write_html(&analysis, path)
+        report::analysis::write_html(&analysis, path, ladder)
             .with_context(|| format!("writing HTML to {}", path.display()))?;
         lab::owner::hand_over(path)?;
         eprintln!("latencylab: wrote {}", path.display());
@@ -540,4 +579,22 @@ fn read_split(
 fn usage(line: &str) -> ExitCode {
     eprintln!("latencylab analyze: {line}");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_gives_the_ladders_default_window_the_analyzer_uses() {
+        use clap::Args;
+        let cmd = AnalyzeArgs::augment_args(clap::Command::new("analyze"));
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "ladder_window")
+            .expect("--ladder-window");
+        let help = arg.get_help().expect("help").to_string();
+        let default = format!("first {} packets", analyze::ladder::OPENING_ARROWS);
+        assert!(help.contains(&default), "{help}");
+    }
 }

@@ -488,3 +488,139 @@ fn a_message_written_in_two_parts_over_a_long_rtt_is_a_nagle_stall() {
     assert_nothing_left(&dir);
     let _ = fs::remove_dir_all(&scripts);
 }
+
+// ---- ladder diagrams (two captures) ----
+
+/// The number just after `before` in `text` ("a median 40.1 ms" after "a median ").
+fn number_after(text: &str, before: &str) -> f64 {
+    let rest = &text[text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in {text}"))
+        + before.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {before:?} in {text}"))
+}
+
+/// A PNG file's width and height, after checking its signature, header and end.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert_eq!(&bytes[12..16], b"IHDR", "no header first");
+    assert!(
+        bytes.ends_with(b"IEND\xae\x42\x60\x82"),
+        "no IEND at the end"
+    );
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+#[test]
+fn two_captures_of_one_exchange_draw_its_ladder_from_the_syn_at_the_paths_one_way_delay() {
+    let _g = lock();
+    let dir = lab(
+        "ladder",
+        &["--rtt", "80ms"],
+        "latencylab rr-server",
+        &["latencylab", "rr-client", "server", "--duration", "1s"],
+    );
+    let (cp, sp) = (pcap(&dir, "client"), pcap(&dir, "server"));
+    let (c, s) = (cp.to_str().unwrap(), sp.to_str().unwrap());
+    let [plots, page, zoom, one] = ["plots", "report.html", "zoom", "one"].map(|n| dir.join(n));
+    let [plots_arg, page_arg, zoom_arg, one_arg] =
+        [&plots, &page, &zoom, &one].map(|p| p.to_str().unwrap());
+    let analyze_ok = |args: &[&str]| {
+        let o = run(&[&["analyze"], args].concat());
+        assert!(o.status.success(), "analyze {args:?}: {}", text(&o.stderr));
+    };
+    analyze_ok(&["--plots", plots_arg, "--html", page_arg, c, s]);
+    let v = analyze(&[&cp, &sp]);
+    let conn = &v["connections"][0];
+    assert_eq!(port(&conn["b"]), 5206, "{conn:#}");
+
+    // Connection 1 is the client's view (it saw the SYN first): its hosts are a and b.
+    let svg = fs::read_to_string(plots.join("a_b_ladder.svg")).expect("a_b_ladder.svg");
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+    let png = fs::read(plots.join("a_b_ladder.png")).expect("a_b_ladder.png");
+    assert_eq!(png_size(&png), (900, 420));
+    assert!(png.len() > 10_000, "{} bytes", png.len());
+
+    let texts = report::svg_texts(&svg);
+    let hosts = [
+        format!("client {} (client-eth0.pcap)", conn["a"].as_str().unwrap()),
+        format!("server {} (server-eth0.pcap)", conn["b"].as_str().unwrap()),
+    ];
+    for h in &hosts {
+        assert!(texts.contains(h), "no {h:?} in {texts:?}");
+    }
+    // The arrows' labels, in order of departure, start with the handshake; each message
+    // leaves in its two writes, 28 and 42 bytes.
+    let syn = texts.iter().position(|t| t == "SYN").expect("SYN");
+    assert_eq!(texts[syn + 1], "SYN-ACK", "{texts:?}");
+    for part in ["28 B", "42 B"] {
+        assert!(
+            texts.iter().any(|t| t.ends_with(part)),
+            "no {part}: {texts:?}"
+        );
+    }
+    // Each arrow pairs a packet's departure in one capture with its arrival in the other:
+    // the lab was told 40 ms each way.
+    let late_ms = lab_lateness_ms(&dir, "max");
+    let caption = texts.join(" ");
+    let there = number_after(&caption, "a median ");
+    let back = number_after(&caption, "client→server and ");
+    for ms in [there, back] {
+        assert!((40.0..=41.0 + late_ms).contains(&ms), "{ms} ms: {caption}");
+    }
+    let html = fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<figure id=\"conn1-ladder\""),
+        "no ladder on the page"
+    );
+
+    // A window of the exchanges: no handshake in it.
+    analyze_ok(&["--plots", zoom_arg, "--ladder-window", "0.3s..0.5s", c, s]);
+    let texts = report::svg_texts(&fs::read_to_string(zoom.join("a_b_ladder.svg")).unwrap());
+    assert!(
+        texts[0].starts_with("Connection 1, its ")
+            && texts[0].ends_with(" packets from 0.300 to 0.500 s, at both ends"),
+        "{}",
+        texts[0]
+    );
+    assert!(!texts.iter().any(|t| t.contains("SYN")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.ends_with(" B")), "{texts:?}");
+
+    // One capture: no ladder, and no window to ask for.
+    analyze_ok(&["--plots", one_arg, c]);
+    let names: Vec<String> = fs::read_dir(&one)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "a2b_tsg.png"), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("ladder")), "{names:?}");
+    let refused = |args: &[&str], why: &str| {
+        let o = run(&[&["analyze"], args].concat());
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(why) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    };
+    let window = ["--ladder-window", "0.3s..0.5s"];
+    refused(
+        &[&["--plots", one_arg], &window[..], &[c]].concat(),
+        "needs two captures of the same traffic",
+    );
+    refused(
+        &[&window[..], &[c, s]].concat(),
+        "--plots DIR or --html FILE",
+    );
+    refused(
+        &["--plots", one_arg, "--ladder-window", "0.3..0.5", c, s],
+        "cannot read '0.3..0.5' as a time window: '0.3' is no time with a unit (try 1.2s..1.5s",
+    );
+    assert_nothing_left(&dir);
+}

@@ -197,6 +197,40 @@ const EXAMPLES: &[Example] = &[
         check: run(0, &["report.html"]),
     },
     Example {
+        cmd: "latencylab analyze --plots plots/ --ladder-window 0.2s..0.6s client.pcap server.pcap",
+        check: Check::Run {
+            setup: "rm -rf plots",
+            wrap: "{} && ls plots/",
+            shorten: &[],
+            exit: 0,
+            contains: &["a_b_ladder.png", "a_b_ladder.svg"],
+        },
+    },
+    Example {
+        cmd: "latencylab shell --rtt 80ms -o out/rr --server 'latencylab rr-server' -- latencylab rr-client server --duration 1s --interval 100ms",
+        check: run(0, &["\"exchange_ms\""]),
+    },
+    Example {
+        cmd: "latencylab analyze --plots plots/ out/rr/captures/client-eth0.pcap out/rr/captures/server-eth0.pcap",
+        check: Check::Run {
+            setup: "rm -rf plots",
+            wrap: "{} && ls plots/",
+            shorten: &[],
+            exit: 0,
+            contains: &["nagle_delayed_ack", "a_b_ladder.png"],
+        },
+    },
+    Example {
+        cmd: "latencylab analyze --plots zoom/ --ladder-window 0.3s..0.5s out/rr/captures/client-eth0.pcap out/rr/captures/server-eth0.pcap",
+        check: Check::Run {
+            setup: "",
+            wrap: "{} && ls zoom/",
+            shorten: &[],
+            exit: 0,
+            contains: &["a_b_ladder.png"],
+        },
+    },
+    Example {
         cmd: "tcpdump -i eth0 -s 96 -w - | latencylab analyze -",
         check: Check::Illustrative("a live capture of the machine's own network, until Ctrl-C"),
     },

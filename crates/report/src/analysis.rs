@@ -1,20 +1,22 @@
 //! Glue from the analyzer's results (`analyze::Analysis`) to this crate's pictures: the
 //! time-sequence graph, RTT, throughput and bytes-in-flight charts per direction, the
-//! handshake-time CDF across connections, tcptrace-style `.xpl` files, the HTML page, and a
-//! ladder diagram's arrows from `analyze::ladder`'s.
+//! handshake-time CDF across connections, the ladder diagram of each connection seen at both
+//! ends, tcptrace-style `.xpl` files, and the HTML page.
 //!
 //! Times on every x axis are seconds since the analysis epoch (the first packet of all
 //! captures), so graphs of one analysis share a time base. Files are named as tcptrace names
 //! them: connection 1's hosts are `a` and `b`, connection 2's `c` and `d`, and so on
-//! (`a2b_tsg.xpl`, `b2a_tsg.png`). Only directions that carried data are drawn. This module
+//! (`a2b_tsg.xpl`, `b2a_tsg.png`), and a connection's ladder after its two hosts
+//! (`a_b_ladder.png`). Only directions that carried data are drawn. This module
 //! computes no statistics of its own beyond what a caption or a table cell needs.
 
 use crate::chart::{Axis, Chart, Rgb, Series};
 use crate::html::{Block, Figure, Page, Section, Table};
-use crate::ladder::{LadderArrow, LadderPacket};
+use crate::ladder::{Ladder, LadderArrow, LadderPacket};
 use crate::tsg::{TimeSequence, TsgMark, TsgMarkKind, TsgPoint, TsgSack, TsgSegment};
 use crate::xplot::{Xplot, XplotAxis, XplotColor, XplotCommand};
 use crate::{write_file, ReportError};
+use analyze::ladder::Window;
 use analyze::{Analysis, CapturePoint, Connection, Dir, Direction, MarkKind, SegmentKind};
 use std::path::{Path, PathBuf};
 
@@ -69,6 +71,86 @@ pub fn ladder_arrows(arrows: &[analyze::ladder::Arrow], origin: wire::Instant) -
             },
         })
         .collect()
+}
+
+/// The ladder diagram of one connection seen at both ends, as `analyze::ladder::both_ends`
+/// pairs its views: `near_a` in host `a`'s capture, `near_b` in host `b`'s (indices into
+/// `a.connections`), over `window`. Times are seconds since the analysis epoch, as on every
+/// other plot, so that a window read off one of them can be asked for. `None` when no packet
+/// in the window reached the other end.
+pub fn ladder_chart(a: &Analysis, near_a: usize, near_b: usize, window: Window) -> Option<Chart> {
+    let (ca, cb) = (&a.connections[near_a], &a.connections[near_b]);
+    let arrows = analyze::ladder::select(a.epoch, ca, cb, window);
+    let drawn = ladder_arrows(&arrows, a.epoch);
+    let mut start = drawn.iter().map(|l| l.depart_s).reduce(f64::min)?;
+    let mut end = drawn.iter().map(|l| l.arrive_s).fold(start, f64::max);
+    // A window asked for is shown whole: a quiet end of it is part of the answer.
+    if let Window::Span { from, to } = window {
+        start = start.min(from.as_secs_f64());
+        end = end.max(to.as_secs_f64());
+    }
+    let pad = (end - start).max(1e-3) * 0.03;
+    // The active opener is the client; without the SYN in sight, only `a` and `b`.
+    let (upper, lower) = if ca.handshake.syn_time.is_some() {
+        ("client", "server")
+    } else {
+        ("a", "b")
+    };
+    let one_way_ms = |dir: Dir| {
+        let mut ms: Vec<f64> = arrows
+            .iter()
+            .filter(|l| l.dir == dir)
+            .map(|l| (l.arrive - l.depart).as_secs_f64() * 1e3)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        ms.get(ms.len() / 2)
+            .map_or("–".to_string(), |m| format!("{m:.1} ms"))
+    };
+    let what = match window {
+        Window::Opening { .. } => format!("its first {} packets", drawn.len()),
+        Window::Span { from, to } => format!(
+            "its {} packets from {:.3} to {:.3} s",
+            drawn.len(),
+            from.as_secs_f64(),
+            to.as_secs_f64()
+        ),
+    };
+    let capture = |c: &Connection| {
+        let name = &a.captures[c.vantage.capture].name;
+        let file = Path::new(name).file_name().map(|f| f.to_string_lossy());
+        file.map_or(name.clone(), |f| f.into_owned())
+    };
+    let caption = format!(
+        "Each line is one packet, from when it left one host (in that host's capture) to when it \
+         reached the other (in the other's): its run across is the one-way delay, a median {} \
+         {upper}→{lower} and {} back. A host's wait between a packet's arrival and its next \
+         departure is the host's own time: its application, or a delayed ACK.",
+        one_way_ms(Dir::AtoB),
+        one_way_ms(Dir::BtoA),
+    );
+    Some(
+        Ladder {
+            title: format!("Connection {}, {what}, at both ends", near_a + 1),
+            caption,
+            time_axis: "time since the first packet of all captures".into(),
+            x_range_s: (start - pad, end + pad),
+            upper_host: format!("{upper} {} ({})", ca.a, capture(ca)),
+            lower_host: format!("{lower} {} ({})", ca.b, capture(cb)),
+            data_color: Rgb::nth(1),
+            ack_color: crate::tsg::colors::ACK,
+            arrows: drawn,
+            notes: Vec::new(),
+        }
+        .chart()
+        // Taller than a demo's exchange: a connection's opening stacks more labels.
+        .size(900, 420),
+    )
+}
+
+/// The file-name stem of a connection's figures about both directions, e.g. `a_b`.
+pub fn connection_stem(index: usize) -> String {
+    let (a, b) = host_letters(index);
+    format!("{a}_{b}")
 }
 
 /// tcptrace's host letters for connection `index` (0-based): a/b, c/d, …, y/z, aa/ab, ….
@@ -367,9 +449,10 @@ fn create_dir(dir: &Path) -> Result<(), ReportError> {
 }
 
 /// Writes SVG and PNG files into `dir` (created if needed): per direction with data,
-/// `a2b_tsg`, `a2b_rtt`, `a2b_tput`, `a2b_inflight`; and `handshake_cdf` when any handshake
-/// was seen. Returns the paths written, in order.
-pub fn write_plots(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+/// `a2b_tsg`, `a2b_rtt`, `a2b_tput`, `a2b_inflight`; per connection seen at both ends,
+/// `a_b_ladder` over `ladder` (named after its view at host `a`); and `handshake_cdf` when any
+/// handshake was seen. Returns the paths written, in order.
+pub fn write_plots(a: &Analysis, dir: &Path, ladder: Window) -> Result<Vec<PathBuf>, ReportError> {
     check_series(a)?;
     create_dir(dir)?;
     let mut written = Vec::new();
@@ -395,6 +478,11 @@ pub fn write_plots(a: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, ReportError
         }
         if !c.dir(d).series.in_flight.is_empty() {
             emit(format!("{stem}_inflight"), in_flight_chart(a, c, d))?;
+        }
+    }
+    for (near_a, near_b) in analyze::ladder::both_ends(a) {
+        if let Some(chart) = ladder_chart(a, near_a, near_b, ladder) {
+            emit(format!("{}_ladder", connection_stem(near_a)), chart)?;
         }
     }
     if let Some(cdf) = handshake_cdf(a) {
@@ -568,8 +656,9 @@ fn diagnosis_items(a: &Analysis, index: usize, c: &Connection) -> Vec<(String, S
         .collect()
 }
 
-/// The whole analysis as one self-contained HTML page.
-pub fn html_page(a: &Analysis) -> Result<String, ReportError> {
+/// The whole analysis as one self-contained HTML page; a connection seen at both ends gets its
+/// ladder diagram over `ladder` in its section at host `a`.
+pub fn html_page(a: &Analysis, ladder: Window) -> Result<String, ReportError> {
     check_series(a)?;
     let names: Vec<&str> = a.captures.iter().map(|c| c.name.as_str()).collect();
     let mut page = Page::new(format!("latencylab analyze: {}", names.join(", ")));
@@ -600,8 +689,13 @@ pub fn html_page(a: &Analysis) -> Result<String, ReportError> {
     });
     order.truncate(MAX_PAGE_CONNECTIONS);
     order.sort_unstable();
+    let ends = analyze::ladder::both_ends(a);
     for i in order {
-        page.push(connection_section(a, i)?);
+        let ladder = ends
+            .iter()
+            .find(|e| e.0 == i)
+            .and_then(|&(near_a, near_b)| ladder_chart(a, near_a, near_b, ladder));
+        page.push(connection_section(a, i, ladder)?);
     }
     if a.connections.len() > MAX_PAGE_CONNECTIONS {
         page.push(
@@ -648,8 +742,8 @@ pub fn html_page(a: &Analysis) -> Result<String, ReportError> {
 }
 
 /// Writes [`html_page`] to `path`.
-pub fn write_html(a: &Analysis, path: &Path) -> Result<(), ReportError> {
-    write_file(path, html_page(a)?.as_bytes())
+pub fn write_html(a: &Analysis, path: &Path, ladder: Window) -> Result<(), ReportError> {
+    write_file(path, html_page(a, ladder)?.as_bytes())
 }
 
 fn connections_table(a: &Analysis) -> Table {
@@ -739,7 +833,12 @@ fn udp_table(a: &Analysis) -> Table {
     }
 }
 
-fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
+/// Connection `i`'s section; `ladder` is its ladder diagram, when it was seen at both ends.
+fn connection_section(
+    a: &Analysis,
+    i: usize,
+    ladder: Option<Chart>,
+) -> Result<Section, ReportError> {
     let c = &a.connections[i];
     let mut s = Section::new(format!("Connection {}: {} ⇄ {}", i + 1, c.a, c.b));
     s.id = format!("conn{}", i + 1);
@@ -780,6 +879,11 @@ fn connection_section(a: &Analysis, i: usize) -> Result<Section, ReportError> {
     }
     if !items.is_empty() {
         s.push(Block::Findings(items));
+    }
+    // Before the numbers: the picture to read them by.
+    if let Some(chart) = ladder {
+        let id = format!("conn{}-ladder", i + 1);
+        s.push(Block::Figure(Figure::from_chart(&id, &chart, true)?));
     }
     s.push(Block::Table(stats_table(c)));
     if let Some(t) = crate::budget::exchanges_table(a, c) {
@@ -911,6 +1015,120 @@ mod tests {
         );
     }
 
+    /// One synthetic upload recorded at both ends, the receiver's capture given first.
+    fn upload_at_both_ends() -> Analysis {
+        use analyze::synth::{pcap, Bulk, Vantage};
+        let mut b = Bulk::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5201".parse().unwrap(),
+        );
+        b.bytes = 100_000;
+        let opts = analyze::Options {
+            keep_series: true,
+            ..analyze::Options::default()
+        };
+        let mut an = analyze::Analyzer::new(opts);
+        for (name, vantage) in [
+            ("/x/server.pcap", Vantage::Receiver),
+            ("/x/client.pcap", Vantage::Sender),
+        ] {
+            b.vantage = vantage;
+            an.add_capture(name, &pcap(b.run())[..]).unwrap();
+        }
+        an.finish()
+    }
+
+    #[test]
+    fn a_connection_seen_at_both_ends_gets_a_ladder_from_its_first_packets() {
+        let a = upload_at_both_ends();
+        let ends = analyze::ladder::both_ends(&a);
+        assert_eq!(ends.len(), 1);
+        let (near_a, near_b) = ends[0];
+        assert_eq!(
+            a.captures[a.connections[near_a].vantage.capture].name,
+            "/x/client.pcap"
+        );
+        let c = ladder_chart(&a, near_a, near_b, Window::default()).unwrap();
+        let lines = |name: &str| match &c.series.iter().find(|s| s.name == name).unwrap().marks {
+            Marks::Segments(v) => v.clone(),
+            m => panic!("{name}: {m:?}"),
+        };
+        // The SYN, the SYN-ACK, and the model's first window, 20 segments sent at once with
+        // the ACK of the SYN-ACK on the first: the twentieth packet and those that left with it.
+        assert_eq!(lines("SYN / FIN").len(), 2);
+        assert_eq!(lines("data segment").len(), 20);
+        assert!(lines("pure ACK").is_empty());
+        // The first line is the SYN leaving the client (above) at the first packet of all.
+        let syn = lines("SYN / FIN")[0];
+        assert_eq!(syn.0, (0.0, 1.0));
+        assert!(
+            (syn.1 .0 - 0.010).abs() < 1e-3 && syn.1 .1 == 0.0,
+            "{syn:?}"
+        );
+        assert_eq!(c.title, "Connection 1, its first 22 packets, at both ends");
+        // The model's bottleneck queues the window on the way to the server, not the ACKs.
+        assert!(
+            c.caption.contains("client→server and 10.0 ms back"),
+            "{}",
+            c.caption
+        );
+        let texts = crate::svg_texts(&c.to_svg().unwrap());
+        for label in [
+            "SYN",
+            "SYN-ACK",
+            "client 10.0.0.1:40000 (client.pcap)",
+            "server 10.0.0.2:5201 (server.pcap)",
+        ] {
+            assert!(
+                texts.iter().any(|t| t == label),
+                "no {label:?} in {texts:?}"
+            );
+        }
+        // A window is drawn whole, with the packets that crossed its edges.
+        let span = Window::Span {
+            from: wire::Duration::from_millis(15),
+            to: wire::Duration::from_millis(200),
+        };
+        let c = ladder_chart(&a, near_a, near_b, span).unwrap();
+        let (x0, x1) = c.x.range.unwrap();
+        assert!(x0 < 0.010 && x1 > 0.200, "{:?}", c.x.range);
+        assert!(
+            c.title.starts_with("Connection 1, its ")
+                && c.title
+                    .ends_with(" packets from 0.015 to 0.200 s, at both ends"),
+            "{}",
+            c.title
+        );
+        // A window with nothing in it draws nothing.
+        let late = Window::Span {
+            from: wire::Duration::from_secs(100),
+            to: wire::Duration::from_secs(101),
+        };
+        assert!(ladder_chart(&a, near_a, near_b, late).is_none());
+    }
+
+    #[test]
+    fn plots_and_page_carry_the_ladder_of_a_connection_seen_at_both_ends_only() {
+        let dir = std::env::temp_dir().join(format!("report-ladder-{}", std::process::id()));
+        let files = write_plots(&upload_at_both_ends(), &dir, Window::default()).unwrap();
+        let ladders: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .filter(|n| n.contains("ladder"))
+            .collect();
+        // Named after the client's view, connection 1 (it saw the SYN first, though its
+        // capture came second).
+        assert_eq!(ladders, ["a_b_ladder.svg", "a_b_ladder.png"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let html = html_page(&upload_at_both_ends(), Window::default()).unwrap();
+        assert!(html.contains("id=\"conn1-ladder\""));
+        assert!(!html.contains("conn2-ladder"));
+        let one_end = common::bulk_download();
+        assert!(!html_page(&one_end, Window::default())
+            .unwrap()
+            .contains("ladder"));
+    }
+
     #[test]
     fn host_letters_follow_tcptrace_a_b_then_c_d_then_two_letters() {
         assert_eq!(host_letters(0), ("a".into(), "b".into()));
@@ -994,7 +1212,7 @@ mod tests {
     fn write_plots_writes_svg_and_png_per_data_direction_only() {
         let a = common::bulk_download();
         let dir = std::env::temp_dir().join(format!("report-plots-{}", std::process::id()));
-        let files = write_plots(&a, &dir).unwrap();
+        let files = write_plots(&a, &dir, Window::default()).unwrap();
         let names: Vec<String> = files
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -1048,15 +1266,21 @@ mod tests {
     fn analysis_without_series_is_refused_rather_than_drawn_empty() {
         let mut a = common::bulk_download();
         a.connections[0].b2a.series = Default::default();
-        assert!(matches!(html_page(&a), Err(ReportError::NoSeries)));
+        assert!(matches!(
+            html_page(&a, Window::default()),
+            Err(ReportError::NoSeries)
+        ));
         let empty = Analysis::default();
-        assert!(html_page(&empty).is_ok(), "nothing to draw is not an error");
+        assert!(
+            html_page(&empty, Window::default()).is_ok(),
+            "nothing to draw is not an error"
+        );
     }
 
     #[test]
     fn html_page_has_findings_stats_and_the_zoomable_time_sequence_graph() {
         let a = common::bulk_download();
-        let html = html_page(&a).unwrap();
+        let html = html_page(&a, Window::default()).unwrap();
         assert!(html.contains("<figure id=\"conn1-b2a-tsg\" class=\"chart zoomable\""));
         assert!(html.contains("<dt>bufferbloat</dt>"));
         assert!(html.contains("RTT 150 ms above its 20 ms minimum"));

@@ -70,7 +70,7 @@ fn run_chromium(page: &Path, profile: &Path, extra: &[String]) -> String {
 #[test]
 fn analyzer_page_renders_in_headless_chromium_with_the_time_sequence_graph() {
     let dir = scratch_dir("chromium");
-    let html = report::analysis::html_page(&common::bulk_download()).unwrap();
+    let html = report::analysis::html_page(&common::bulk_download(), Default::default()).unwrap();
     let page = dir.join("page.html");
     std::fs::write(&page, &html).unwrap();
 
@@ -127,7 +127,7 @@ fn analyzer_page_renders_in_headless_chromium_with_the_time_sequence_graph() {
 #[test]
 fn wheel_over_the_time_sequence_graph_zooms_by_changing_the_viewbox() {
     let dir = scratch_dir("chromium-zoom");
-    let html = report::analysis::html_page(&common::bulk_download()).unwrap();
+    let html = report::analysis::html_page(&common::bulk_download(), Default::default()).unwrap();
     // After the page's own script, send one wheel-up over the graph's middle and record the
     // viewBox before and after as attributes that --dump-dom shows.
     let probe = r#"<script>

@@ -45,7 +45,7 @@ fn synthetic_lossy_ecn_capture_yields_plots_xplot_and_page_with_its_marks() {
     assert!(c.a2b.stats.retransmitted_packets >= 2, "{:?}", c.a2b.stats);
 
     let dir = scratch_dir("e2e");
-    let plots = report::analysis::write_plots(&a, &dir.join("plots")).unwrap();
+    let plots = report::analysis::write_plots(&a, &dir.join("plots"), Default::default()).unwrap();
     let names: Vec<String> = plots
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -78,7 +78,7 @@ fn synthetic_lossy_ecn_capture_yields_plots_xplot_and_page_with_its_marks() {
     assert!(tsg.ends_with("go\n"));
 
     let page = dir.join("page.html");
-    report::analysis::write_html(&a, &page).unwrap();
+    report::analysis::write_html(&a, &page, Default::default()).unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"conn1-a2b-tsg\""));
     if std::env::var_os("REPORT_TEST_KEEP").is_none() {
