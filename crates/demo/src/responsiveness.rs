@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
 use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Marks, Rgb, Series};
-use rpm::attribution::Attribution;
+use rpm::attribution::{Attribution, Part};
 use rpm::report::RpmReport;
 use serde::Serialize;
 
@@ -432,25 +432,24 @@ const PARTS: [(&str, Rgb); 8] = [
     ("unexplained", Rgb(150, 150, 150)),
 ];
 
-/// The loaded round trip's parts, ms, in the order of [`PARTS`].
+/// The loaded round trip's parts, ms, in the order of [`PARTS`]: the attribution's, its
+/// queues added up by direction.
 fn parts_ms(a: &Attribution) -> [f64; 8] {
-    let side = |s: &str| {
-        a.queues
-            .iter()
-            .filter(|q| q.side == s)
-            .map(|q| q.ms)
-            .sum::<f64>()
-    };
-    [
-        side("up"),
-        side("down"),
-        a.base_rtt_ms,
-        a.transmission_ms,
-        a.client_send_ms,
-        a.server_ms,
-        a.loss_recovery_ms,
-        a.hosts_ms.max(0.0),
-    ]
+    let mut ms = [0.0; 8];
+    for (part, x) in a.parts() {
+        let k = match part {
+            Part::Queue { side: "up", .. } => 0,
+            Part::Queue { .. } => 1,
+            Part::BaseRtt => 2,
+            Part::Transmission => 3,
+            Part::Client => 4,
+            Part::Server => 5,
+            Part::LossRecovery => 6,
+            Part::Unexplained => 7,
+        };
+        ms[k] += x;
+    }
+    ms
 }
 
 /// One bar per run: its loaded round trip cut into its parts, as shares (the FIFO's is

@@ -253,6 +253,111 @@ impl Attribution {
     }
 }
 
+/// One part of a round trip, in the order [`Attribution::parts`] gives them: the path's
+/// queues (in the order of the links given), then the base RTT, transmission, the client, the
+/// server, loss recovery and what nothing names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// Time in one link direction's queue.
+    Queue {
+        link: &'a str,
+        /// `up` or `down`.
+        side: &'a str,
+        /// The queue's spec (`fifo limit 1000`).
+        queue: &'a str,
+    },
+    BaseRtt,
+    Transmission,
+    Client,
+    Server,
+    LossRecovery,
+    /// What no measured part explains: the hosts' time that is not measured.
+    Unexplained,
+}
+
+impl Part<'_> {
+    /// "dsl up FIFO queue", "base RTT", "client", …: a chart legend's words.
+    pub fn name(&self) -> String {
+        match self {
+            Part::Queue { link, side, queue } => {
+                format!("{link} {side} {} queue", queue_name(queue))
+            }
+            Part::BaseRtt => "base RTT".into(),
+            Part::Transmission => "transmission".into(),
+            Part::Client => "client".into(),
+            Part::Server => "server".into(),
+            Part::LossRecovery => "loss recovery".into(),
+            Part::Unexplained => "unexplained".into(),
+        }
+    }
+}
+
+/// A round trip's parts in [`Part`]'s order, every one, ms, none negative: the unexplained
+/// part is 0 when the named ones over-explain (it is then not a time to draw), so that the
+/// parts add up to the round trip, or a little more.
+fn parts_in_order<'a>(
+    queues: &'a [QueuePart],
+    queues_ms: impl Iterator<Item = f64>,
+    [base, transmission, client, server, loss, unexplained]: [f64; 6],
+) -> Vec<(Part<'a>, f64)> {
+    let mut v: Vec<(Part, f64)> = queues
+        .iter()
+        .zip(queues_ms)
+        .map(|(q, ms)| {
+            let part = Part::Queue {
+                link: &q.link,
+                side: &q.side,
+                queue: &q.queue,
+            };
+            (part, ms)
+        })
+        .collect();
+    v.extend([
+        (Part::BaseRtt, base),
+        (Part::Transmission, transmission),
+        (Part::Client, client),
+        (Part::Server, server),
+        (Part::LossRecovery, loss),
+        (Part::Unexplained, unexplained.max(0.0)),
+    ]);
+    v
+}
+
+impl Attribution {
+    /// The loaded round trip's parts, ms, in [`Part`]'s order: what a chart of it stacks.
+    pub fn parts(&self) -> Vec<(Part<'_>, f64)> {
+        parts_in_order(
+            &self.queues,
+            self.queues.iter().map(|q| q.ms),
+            [
+                self.base_rtt_ms,
+                self.transmission_ms,
+                self.client_send_ms,
+                self.server_ms,
+                self.loss_recovery_ms,
+                self.hosts_ms,
+            ],
+        )
+    }
+
+    /// One kind of probe's round trip (`self.foreign` or `self.self_probes`) cut the same way,
+    /// its queues named after this attribution's (the same links, in the same order).
+    pub fn parts_of<'a>(&'a self, kind: &KindAttribution) -> Vec<(Part<'a>, f64)> {
+        parts_in_order(
+            &self.queues,
+            kind.queues_ms.iter().copied(),
+            [
+                kind.base_rtt_ms,
+                kind.transmission_ms,
+                kind.client_send_ms,
+                kind.server_ms,
+                kind.loss_recovery_ms,
+                kind.hosts_ms,
+            ],
+        )
+    }
+}
+
 /// A queue spec's discipline as people write it: `fifo limit 1000` is FIFO.
 pub fn queue_name(spec: &str) -> String {
     let kind = spec.split_whitespace().next().unwrap_or("");
@@ -986,6 +1091,75 @@ mod tests {
             a.line(),
             "RPM 300 (High confidence); loaded RTT 200 ms: 90 % in `path` down FIFO queue, 10 % base RTT, 0 % hosts"
         );
+    }
+
+    #[test]
+    fn the_parts_name_each_queue_then_the_rest_in_order_and_add_up_to_the_round_trip() {
+        let queue = |link: &str, side: &str, spec: &str, ms: f64| QueuePart {
+            link: link.into(),
+            side: side.into(),
+            queue: spec.into(),
+            ms,
+            share: ms / 200.0,
+        };
+        let kind = KindAttribution {
+            round_trip_ms: 50.0,
+            queues_ms: vec![4.0, 1.0],
+            base_rtt_ms: 20.0,
+            transmission_ms: 2.0,
+            loss_recovery_ms: 3.0,
+            client_send_ms: 5.0,
+            server_ms: 6.0,
+            hosts_ms: 9.0,
+            probes: 10,
+            probes_by_packet: 10,
+        };
+        let a = Attribution {
+            rpm: 300.0,
+            confidence: "High".into(),
+            loaded_rtt_ms: 200.0,
+            queues: vec![
+                queue("dsl", "up", "fifo limit 1000", 120.0),
+                queue("wifi", "down", "fq_codel", 10.0),
+            ],
+            base_rtt_ms: 20.0,
+            transmission_ms: 2.0,
+            loss_recovery_ms: 3.0,
+            client_send_ms: 25.0,
+            server_ms: 15.0,
+            hosts_ms: 5.0,
+            foreign: kind.clone(),
+            self_probes: KindAttribution {
+                hosts_ms: -2.0,
+                ..kind
+            },
+        };
+        let parts = a.parts();
+        let names: Vec<String> = parts.iter().map(|(p, _)| p.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "dsl up FIFO queue",
+                "wifi down FQ-CoDel queue",
+                "base RTT",
+                "transmission",
+                "client",
+                "server",
+                "loss recovery",
+                "unexplained"
+            ]
+        );
+        let ms: Vec<f64> = parts.iter().map(|(_, ms)| *ms).collect();
+        assert_eq!(ms, [120.0, 10.0, 20.0, 2.0, 25.0, 15.0, 3.0, 5.0]);
+        assert_eq!(ms.iter().sum::<f64>(), a.loaded_rtt_ms);
+        // A kind's parts keep the attribution's queue names with the kind's own times.
+        let f: Vec<f64> = a.parts_of(&a.foreign).iter().map(|(_, ms)| *ms).collect();
+        assert_eq!(f, [4.0, 1.0, 20.0, 2.0, 5.0, 6.0, 3.0, 9.0]);
+        assert_eq!(f.iter().sum::<f64>(), a.foreign.round_trip_ms);
+        assert_eq!(a.parts_of(&a.foreign)[1].0, parts[1].0);
+        // Named parts that over-explain leave nothing unexplained to draw, not a negative bar.
+        let s = a.parts_of(&a.self_probes);
+        assert_eq!(s.last(), Some(&(Part::Unexplained, 0.0)));
     }
 
     #[test]
