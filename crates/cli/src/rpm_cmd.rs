@@ -119,7 +119,7 @@ fn explain(dir: &Path, r: &lab::RunResult) -> Result<Option<Attribution>> {
 }
 
 /// The client's report in the run directory `dir`.
-fn read_report(dir: &Path) -> Result<RpmReport> {
+pub(crate) fn read_report(dir: &Path) -> Result<RpmReport> {
     let path = report_path(dir);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the client's report {}", path.display()))?;

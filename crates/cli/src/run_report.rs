@@ -2,14 +2,15 @@
 //! `latencylab run`/`shell -o`: round trips over time (the probe programs' own and TCP's, from
 //! the captures), queue delay at every link direction (the link logs), goodput of the largest
 //! transfers, where each large connection's time went (the analyzer's budget) and what the
-//! analyzer named, with `summary.json`'s table of the links. Writes `report.html` and one PNG
-//! per chart into DIR.
+//! analyzer named, with `summary.json`'s table of the links; and for a run that ran the
+//! responsiveness test (`rpm.json`), its result and where its loaded round trip went, queue by
+//! queue. Writes `report.html` and one PNG per chart into DIR.
 //!
 //! Only what the run left is read, through the run directory's definition; nothing here
 //! knows which program or demo made it, so a run with the user's own program in it gets the
 //! same page. A run without captures (`--no-capture`) or link logs gets the charts it can.
 //! What the charts show is decided here; how they are drawn is `report`'s, the delays and
-//! diagnoses are `labnet`'s and `analyze`'s.
+//! diagnoses are `labnet`'s and `analyze`'s, the attribution of the round trips `rpm`'s.
 
 use std::fs;
 use std::io::BufReader;
@@ -18,12 +19,16 @@ use std::path::{Path, PathBuf};
 use analyze::{Analysis, Dir};
 use anyhow::{bail, Context, Result};
 use labnet::run_dir::{self, RunDir, Summary};
-use report::{Axis, Block, Chart, Figure, Page, Rgb, Section, Series, Table};
+use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
+use rpm::attribution::{Attribution, Part};
+use rpm::report::RpmReport;
 
 /// Queue-delay resolution, s.
 const QUEUE_BIN_S: f64 = 0.1;
 /// The most transfers (one direction of a connection) a chart draws: the largest.
 const MAX_TRANSFERS: usize = 6;
+/// The attribution chart of a run with the responsiveness test: its figure id and PNG.
+const RPM_CHART: &str = "rpm";
 
 /// What `report` wrote.
 pub struct RunReport {
@@ -213,6 +218,147 @@ fn links_table(s: &Summary) -> Table {
     }
 }
 
+/// A part's colour in the attribution chart: the queues in warm colours, one each, the other
+/// parts as the responsiveness demo colours them.
+fn part_color(part: &Part, nth_queue: usize) -> Rgb {
+    const QUEUES: [Rgb; 4] = [
+        Rgb(213, 94, 0),
+        Rgb(230, 159, 0),
+        Rgb(160, 60, 30),
+        Rgb(240, 200, 90),
+    ];
+    match part {
+        Part::Queue { .. } => QUEUES[nth_queue % QUEUES.len()],
+        Part::BaseRtt => Rgb(0, 114, 178),
+        Part::Transmission => Rgb(90, 90, 200),
+        Part::Client => Rgb(0, 158, 115),
+        Part::Server => Rgb(204, 121, 167),
+        Part::LossRecovery => Rgb(86, 180, 233),
+        Part::Unexplained => Rgb(150, 150, 150),
+    }
+}
+
+/// A part narrower than this share of every bar, %, is drawn but not named in the legend
+/// (a fast link's idle queue, a transmission time of microseconds).
+const LEGEND_MIN_PCT: f64 = 0.5;
+
+/// Three bars, each cut into its parts as shares: the loaded round trip `60000 / RPM` and the
+/// foreign and self probes' round trips it weighs together, each labelled with its length.
+fn attribution_chart(a: &Attribution) -> Chart {
+    let bars = [
+        (
+            3.0,
+            "loaded",
+            format!(
+                "loaded round trip, 60000 / RPM {:.0}: {:.0} ms ({} confidence)",
+                a.rpm, a.loaded_rtt_ms, a.confidence
+            ),
+            a.parts(),
+        ),
+        (
+            2.0,
+            "foreign",
+            format!(
+                "foreign probes (new connections): {:.0} ms per round trip",
+                a.foreign.round_trip_ms
+            ),
+            a.parts_of(&a.foreign),
+        ),
+        (
+            1.0,
+            "self",
+            format!(
+                "self probes (on the loaded connections): {:.0} ms",
+                a.self_probes.round_trip_ms
+            ),
+            a.parts_of(&a.self_probes),
+        ),
+    ];
+    let mut chart = Chart::new(
+        "Where the loaded round trip went",
+        Axis::new("share of the round trip", "%").with_range(0.0, 100.0),
+        Axis::new("probes", "")
+            .with_range(0.4, 3.9)
+            .categories(bars.iter().map(|b| (b.0, b.1.to_string())).collect()),
+    )
+    .size(900, 420)
+    .caption(
+        "Each bar is a round trip cut by where its probes' packets were: each queue of the \
+         path and the base RTT (link logs), transmission, the client and the server (the \
+         probes' own packets), loss recovery, and what nothing names (grey). The top bar is \
+         the RPM's: the two below, weighed as the RPM weighs them.",
+    );
+    // Per part, in the parts' order: its width in each bar ((x0, y), (x1, y)), %.
+    type Segment = ((f64, f64), (f64, f64));
+    let mut segments: Vec<Vec<Segment>> = vec![Vec::new(); a.parts().len()];
+    let mut widest = vec![0.0_f64; segments.len()];
+    let mut labels = Vec::new();
+    for (y, _, label, parts) in &bars {
+        let total: f64 = parts.iter().map(|(_, ms)| ms).sum();
+        let mut x = 0.0;
+        for (k, (_, ms)) in parts.iter().enumerate() {
+            let w = if total > 0.0 { ms / total * 100.0 } else { 0.0 };
+            if w > 0.0 {
+                segments[k].push(((x, *y), (x + w, *y)));
+                widest[k] = widest[k].max(w);
+            }
+            x += w;
+        }
+        labels.push((50.0, y + 0.32, label.clone()));
+    }
+    let mut nth_queue = 0;
+    for (k, ((part, _), segs)) in a.parts().iter().zip(segments).enumerate() {
+        let named = widest[k] >= LEGEND_MIN_PCT;
+        let color = part_color(part, nth_queue);
+        if named && matches!(part, Part::Queue { .. }) {
+            nth_queue += 1;
+        }
+        let name = if named { part.name() } else { String::new() };
+        chart.push(Series::new(name, color, Marks::Segments(segs)).stroke(28));
+    }
+    chart.push(Series::new("", Rgb::BLACK, Marks::Labels(labels)));
+    chart
+}
+
+/// The responsiveness test's section, when the run has the client's report: its summary as
+/// the client printed it, the attribution's lines and its chart (named `rpm`); what could not
+/// be read or taken apart is said in the section instead, the rest of the page is made all
+/// the same.
+fn rpm_section(dir: &Path, summary: &Summary) -> Option<(Section, Option<Chart>)> {
+    if !RunDir::new(dir).rpm_json().is_file() {
+        return None;
+    }
+    let mut s = Section::new("Responsiveness (RPM)");
+    let report: RpmReport = match crate::rpm_cmd::read_report(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            s.push(Block::Paragraph(format!(
+                "The responsiveness test's report cannot be read: {e:#}."
+            )));
+            return Some((s, None));
+        }
+    };
+    s.push(Block::Paragraph(
+        "The responsiveness test (draft-ietf-ippm-responsiveness) as the client summed it up \
+         in rpm.json: round trips per minute under load, with the idle latency before it."
+            .into(),
+    ));
+    s.push(Block::Pre(rpm::report::text(&report)));
+    let why = match (report.rpm, rpm::run::attribution_of(dir, &report, summary)) {
+        (None, _) => "No RPM, so no loaded round trip to take apart.".to_string(),
+        (_, Err(e)) => format!("The loaded round trip cannot be taken apart: {e}."),
+        (_, Ok(None)) => "The loaded round trip cannot be taken apart: no probe left packets \
+                          in the link logs."
+            .to_string(),
+        (_, Ok(Some(a))) => {
+            s.push(Block::List(vec![a.line(), a.kinds_line()]));
+            return Some((s, Some(attribution_chart(&a))));
+        }
+    };
+    s.push(Block::Paragraph(why));
+    Some((s, None))
+}
+
 /// Draws the standard charts of the run in `dir` and writes them with `report.html` there.
 pub fn write(dir: &Path) -> Result<RunReport> {
     let run = RunDir::new(dir);
@@ -330,15 +476,28 @@ pub fn write(dir: &Path) -> Result<RunReport> {
         }
     }
 
+    let rpm = rpm_section(dir, &summary);
+    let rpm_chart = rpm.as_ref().and_then(|(_, c)| c.as_ref());
     let mut page = Page::new(format!("latencylab report: {}", dir.display()));
     page.subtitle = format!(
         "{} link directions, {} captures, {} charts.",
         summary.links.len(),
         pcaps.len(),
-        charts.len()
+        charts.len() + usize::from(rpm_chart.is_some())
     );
     page.push(Section::new("Links").with(Block::Table(links_table(&summary))));
     let mut paths = Vec::new();
+    if let Some((mut section, chart)) = rpm {
+        if let Some(chart) = chart {
+            let p = run.chart_png(RPM_CHART);
+            chart
+                .write_png(&p)
+                .with_context(|| format!("writing {}", p.display()))?;
+            paths.push(p);
+            section.push(Block::Figure(Figure::from_chart(RPM_CHART, &chart, false)?));
+        }
+        page.push(section);
+    }
     let mut figures = Section::new("Charts");
     for (name, chart) in &charts {
         let p = run.chart_png(name);
@@ -385,6 +544,64 @@ mod tests {
         fs::remove_dir_all(&d).unwrap();
         let e = format!("{e:#}");
         assert!(e.contains("not a run directory (no summary.json"), "{e}");
+    }
+
+    #[test]
+    fn the_attribution_chart_names_each_queue_that_held_the_probes_and_leaves_slivers_unnamed() {
+        use rpm::attribution::{KindAttribution, QueuePart};
+        let queue = |link: &str, side: &str, ms: f64| QueuePart {
+            link: link.into(),
+            side: side.into(),
+            queue: "fifo limit 1000".into(),
+            ms,
+            share: ms / 200.0,
+        };
+        let kind = |rt: f64, queues_ms: Vec<f64>, client: f64| KindAttribution {
+            round_trip_ms: rt,
+            base_rtt_ms: 20.0,
+            transmission_ms: 0.0,
+            loss_recovery_ms: 0.0,
+            client_send_ms: client,
+            server_ms: 0.0,
+            hosts_ms: rt - 20.0 - client - queues_ms.iter().sum::<f64>(),
+            queues_ms,
+            probes: 10,
+            probes_by_packet: 10,
+        };
+        let a = Attribution {
+            rpm: 300.0,
+            confidence: "High".into(),
+            loaded_rtt_ms: 200.0,
+            // The Wi-Fi hop held the probes 0.1 ms: 0.05 % of the round trip.
+            queues: vec![queue("wifi", "up", 0.1), queue("dsl", "up", 150.0)],
+            base_rtt_ms: 20.0,
+            transmission_ms: 0.0,
+            loss_recovery_ms: 0.0,
+            client_send_ms: 29.9,
+            server_ms: 0.0,
+            hosts_ms: 0.0,
+            foreign: kind(170.0, vec![0.1, 149.9], 0.0),
+            self_probes: kind(240.0, vec![0.1, 150.0], 69.9),
+        };
+        let c = attribution_chart(&a);
+        let names: Vec<String> = c.legend().into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["dsl up FIFO queue", "base RTT", "client"]);
+        // The first queue named gets the first queue colour, whatever slivers came before.
+        assert_eq!(c.legend()[0].color, part_color(&a.parts()[1].0, 0));
+        let labels = c.series.iter().find_map(|s| match &s.marks {
+            Marks::Labels(v) => Some(v.clone()),
+            _ => None,
+        });
+        let labels: Vec<String> = labels.unwrap().into_iter().map(|l| l.2).collect();
+        assert_eq!(
+            labels,
+            [
+                "loaded round trip, 60000 / RPM 300: 200 ms (High confidence)",
+                "foreign probes (new connections): 170 ms per round trip",
+                "self probes (on the loaded connections): 240 ms"
+            ]
+        );
+        assert!(c.to_png().is_ok());
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! End-to-end: `latencylab shell --rpm` in real namespaces, the responsiveness test and the
-//! attribution of its round trips to the path's queues. Needs root and /dev/net/tun, as
-//! lab.rs.
+//! attribution of its round trips to the path's queues, and `latencylab report`'s section of
+//! a run that had it. Needs root and /dev/net/tun, as lab.rs.
 
 mod common;
 
 use common::*;
 
 use std::fs;
+use std::path::Path;
 
 use rpm::report::RpmReport;
 
@@ -261,5 +262,41 @@ max_duration = "4s"
         assert!(k.queues_ms.iter().all(|q| *q <= k.round_trip_ms), "{a:?}");
     }
     assert!(a.client_send_ms + a.server_ms > 0.0, "{a:?}");
+
+    // `latencylab report` on the run: the test's result and its attribution chart, listed
+    // with the other charts.
+    let o = run(&["report", out.to_str().unwrap()]);
+    let listed = text(&o.stdout);
+    assert!(o.status.success(), "{listed}\n{}", text(&o.stderr));
+    let png = out.join("rpm.png");
+    assert!(listed.lines().any(|l| Path::new(l) == png), "{listed}");
+    assert!(listed.contains("queue-delay.png"), "{listed}");
+    assert_charts(&out, &["rpm"]);
+    let html = fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Responsiveness (RPM)"), "{html}");
+    let rpm_line = rpm::report::text(&report);
+    let rpm_line = rpm_line
+        .lines()
+        .find(|l| l.starts_with("Responsiveness:"))
+        .expect("the RPM line");
+    assert!(html.contains(rpm_line), "{rpm_line}");
+    let dom = check_renders(&out.join("report.html"), &["rpm"]);
+    for name in ["dsl up FIFO queue", "dsl down FIFO queue", "base RTT"] {
+        assert!(dom.contains(name), "no {name} in the chart's legend");
+    }
+    // A report the page cannot read: the section says why, the other charts are drawn.
+    fs::write(out.join("rpm.json"), "not json").unwrap();
+    let o = run(&["report", out.to_str().unwrap()]);
+    let listed = text(&o.stdout);
+    assert!(o.status.success(), "{listed}\n{}", text(&o.stderr));
+    assert!(
+        !listed.contains("rpm.png") && listed.contains("queue-delay.png"),
+        "{listed}"
+    );
+    let html = fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("The responsiveness test&#39;s report cannot be read"),
+        "{html}"
+    );
     let _ = fs::remove_dir_all(&dir);
 }
