@@ -24,6 +24,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use lab::config::{EcnMode, LabConfig};
+use labnet::rpm_lab::{RpmInLab, RPM_PROGRAM, RPM_SERVER_PROGRAM};
 use labnet::run_dir::RunDir;
 use report::{Axis, Block, Chart, Marks, Rgb, Series};
 use rpm::attribution::{Attribution, Part};
@@ -36,13 +37,11 @@ use crate::params::Args;
 
 /// When the client starts, s after the lab: the server listens by then.
 const CLIENT_START_S: f64 = 0.5;
-/// The server's port (`rpm-server`'s default).
-const PORT: u16 = 4043;
 /// Load-generating connections each way, from the start: Flent's RRUL load (four TCP flows
 /// up, four down). The draft's own ramp (one more each interval, up to 16) does not settle on
 /// this line: sixteen uploads share 1 Mbit/s at under two packets per round trip each, a
 /// load no queue discipline can keep short, and the test ends with Low confidence.
-pub const FLOWS: u32 = 4;
+pub const FLOWS: u16 = 4;
 /// Round-trip propagation delay of the line, ms (10 ms each way).
 pub const BASE_RTT_MS: f64 = bufferbloat::BASE_RTT_MS;
 
@@ -125,26 +124,38 @@ pub type Outcome = common::Outcome<Results>;
 
 /// The lab of one run.
 pub fn lab_config(queue: &str, duration_s: f64, seed: u64) -> LabConfig {
-    // The lab ends with the client.
+    // Between `shell`'s two hosts, as a run file's `[rpm]` starts it; the client writes its
+    // report into the run directory. The lab ends with the client.
+    let test = RpmInLab {
+        flows: Some(FLOWS),
+        max_duration: Some(wire::Duration::from_secs_f64(duration_s)),
+        seed: Some(seed),
+        ..RpmInLab::default()
+    };
     common::two_hosts(
         seed,
-        [common::host("client", 1, EcnMode::On), common::host("server", 2, EcnMode::On),],
-        ("path", common::direction("1mbit", "10ms", queue), common::direction("10mbit", "10ms", queue)),
+        [
+            common::host("client", 1, EcnMode::On),
+            common::host("server", 2, EcnMode::On),
+        ],
+        (
+            "path",
+            common::direction("1mbit", "10ms", queue),
+            common::direction("10mbit", "10ms", queue),
+        ),
         vec![
             common::program(
-                "rpm-server",
+                RPM_SERVER_PROGRAM,
                 "server",
                 0.0,
-                format!("exec latencylab rpm-server --port {PORT}"),
+                test.server_line("latencylab"),
                 false,
             ),
             common::program(
-                "rpm-client",
+                RPM_PROGRAM,
                 "client",
                 CLIENT_START_S,
-                format!(
-                    "exec latencylab rpm https://server:{PORT} --flows {FLOWS} --json --max-duration {duration_s}s --seed {seed}"
-                ),
+                test.client_line("latencylab"),
                 true,
             ),
         ],
@@ -184,11 +195,12 @@ pub fn run(a: &Args) -> Result<Outcome> {
 /// Reads one run back: the client's report and the attribution from the link logs.
 fn collect(label: &str, queue: &str, dir: &Path, result: &lab::RunResult) -> Result<RunMetrics> {
     let rd = RunDir::new(dir);
-    let out = rd.program_out("rpm-client");
-    let text = fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
+    let out = rd.rpm_json();
+    let text = fs::read_to_string(&out)
+        .with_context(|| format!("reading {} (see programs/{RPM_PROGRAM}.err)", out.display()))?;
     let report: RpmReport = serde_json::from_str(&text).with_context(|| {
         format!(
-            "{}: not the client's JSON report (see programs/rpm-client.err)",
+            "{}: not the client's JSON report (see programs/{RPM_PROGRAM}.err)",
             out.display()
         )
     })?;
@@ -554,8 +566,8 @@ fn write_outputs(a: &Args, r: &Results, checks: &[Check]) -> Result<()> {
     page.section("Where the round trips went", "", vec![Block::Figure(parts)]);
     page.files(&[
         "fifo/, codel/, fq-codel/, pie/, dualpi2/: each run's lab output: \
-         captures/*.pcap, summary.json, lab.json, links/*.log, programs/rpm-client.out (the \
-         client's JSON report, every probe kept)",
+         captures/*.pcap, summary.json, lab.json, links/*.log, rpm.json (the client's \
+         report, every probe kept)",
     ]);
     page.write(&a.out_dir, r)
 }
@@ -710,7 +722,7 @@ mod tests {
         }
         assert!(first.programs[1]
             .run
-            .contains("--flows 4 --json --max-duration 15s --seed 3"));
+            .contains("rpm https://server:4043 --flows 4 --max-duration 15s --seed 3"));
     }
 
     #[test]

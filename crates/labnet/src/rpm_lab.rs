@@ -71,6 +71,8 @@ pub struct RpmInLab {
     pub load: Option<Load>,
     /// `rpm --max-duration`.
     pub max_duration: Option<Duration>,
+    /// `rpm --seed`: which load-generating connection each self probe goes on.
+    pub seed: Option<u64>,
 }
 
 impl Default for RpmInLab {
@@ -83,6 +85,7 @@ impl Default for RpmInLab {
             flows: None,
             load: None,
             max_duration: None,
+            seed: None,
         }
     }
 }
@@ -118,6 +121,9 @@ impl RpmInLab {
         }
         if let Some(d) = self.max_duration {
             argv.extend(["--max-duration".into(), format_duration_exact(d)]);
+        }
+        if let Some(n) = self.seed {
+            argv.extend(["--seed".into(), n.to_string()]);
         }
         argv
     }
@@ -206,12 +212,22 @@ mod tests {
             flows: Some(4),
             load: Some(Load::Down),
             max_duration: Some(Duration::from_millis(2500)),
+            seed: Some(7),
         };
-        let options = ["--flows", "4", "--load", "down", "--max-duration", "2500ms"];
+        let options = [
+            "--flows",
+            "4",
+            "--load",
+            "down",
+            "--max-duration",
+            "2500ms",
+            "--seed",
+            "7",
+        ];
         let argv = t.client_argv("latencylab", Path::new("out"));
         assert_eq!(argv[2], "https://cdn:4043");
-        assert_eq!(argv[3..9], options);
-        assert_eq!(argv[9..], ["--out", "out/rpm.json"]);
+        assert_eq!(argv[3..11], options);
+        assert_eq!(argv[11..], ["--out", "out/rpm.json"]);
         // The program's line: the same words, and the report only where there is a run
         // directory to put it in.
         let line = t.client_line("latencylab");

@@ -146,6 +146,7 @@ mod tests {
                 flows: Some(8),
                 load: Some(load),
                 max_duration: Some(wire::Duration::from_millis(2500)),
+                seed: Some(7),
             };
             let RpmCommand::Rpm(a) = parse(test.client_argv("latencylab", Path::new("run"))) else {
                 panic!("not the client")
@@ -154,6 +155,7 @@ mod tests {
             assert_eq!(a.flows, Some(8));
             assert_eq!(a.load.name(), load.word());
             assert_eq!(a.max_duration, wire::Duration::from_millis(2500));
+            assert_eq!(a.seed, 7);
             assert_eq!(a.out.as_deref(), Some(Path::new("run/rpm.json")));
         }
         // Unset, the client's own defaults apply.
