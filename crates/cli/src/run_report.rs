@@ -294,15 +294,12 @@ fn attribution_chart(a: &Attribution) -> Chart {
     let mut widest = vec![0.0_f64; segments.len()];
     let mut labels = Vec::new();
     for (y, _, label, parts) in &bars {
-        let total: f64 = parts.iter().map(|(_, ms)| ms).sum();
-        let mut x = 0.0;
-        for (k, (_, ms)) in parts.iter().enumerate() {
-            let w = if total > 0.0 { ms / total * 100.0 } else { 0.0 };
-            if w > 0.0 {
-                segments[k].push(((x, *y), (x + w, *y)));
-                widest[k] = widest[k].max(w);
+        let ms: Vec<f64> = parts.iter().map(|(_, ms)| *ms).collect();
+        for (k, segment) in report::share_bar(&ms, *y).into_iter().enumerate() {
+            if let Some(s @ ((x0, _), (x1, _))) = segment {
+                segments[k].push(s);
+                widest[k] = widest[k].max(x1 - x0);
             }
-            x += w;
         }
         labels.push((50.0, y + 0.32, label.clone()));
     }

@@ -507,15 +507,11 @@ fn parts_chart(r: &Results) -> Chart {
             ));
             continue;
         };
-        let parts = parts_ms(a);
-        let total: f64 = parts.iter().sum();
-        let mut x = 0.0;
-        for (k, ms) in parts.iter().enumerate() {
-            let w = if total > 0.0 { ms / total * 100.0 } else { 0.0 };
-            if w > 0.0 {
-                bars[k].push(((x, y(i)), (x + w, y(i))));
-            }
-            x += w;
+        for (k, segment) in report::share_bar(&parts_ms(a), y(i))
+            .into_iter()
+            .enumerate()
+        {
+            bars[k].extend(segment);
         }
         labels.push((
             50.0,

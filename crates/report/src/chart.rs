@@ -297,6 +297,23 @@ pub fn same_scale(charts: &mut [Chart]) {
     }
 }
 
+/// One horizontal bar at height `y`, from 0 to 100, cut into consecutive segments, one per
+/// value, each as wide as the value's share of their sum (%); `None` for a value of no width
+/// (zero, or every value zero). The segments of a stacked share bar chart.
+pub fn share_bar(values: &[f64], y: f64) -> Vec<Option<((f64, f64), (f64, f64))>> {
+    let total: f64 = values.iter().sum();
+    let mut x = 0.0;
+    values
+        .iter()
+        .map(|v| {
+            let w = if total > 0.0 { v / total * 100.0 } else { 0.0 };
+            let segment = (w > 0.0).then_some(((x, y), (x + w, y)));
+            x += w;
+            segment
+        })
+        .collect()
+}
+
 /// Staircase points of the empirical CDF, y in percent: it starts at 0 % at the smallest
 /// sample and reaches 100 % at the largest.
 pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
@@ -987,6 +1004,20 @@ fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_bar_cuts_0_to_100_in_proportion_and_skips_what_has_no_width() {
+        let bar = share_bar(&[1.0, 0.0, 3.0], 2.0);
+        assert_eq!(
+            bar,
+            [
+                Some(((0.0, 2.0), (25.0, 2.0))),
+                None,
+                Some(((25.0, 2.0), (100.0, 2.0)))
+            ]
+        );
+        assert_eq!(share_bar(&[0.0, 0.0], 1.0), [None, None]);
+    }
 
     fn sample_chart() -> Chart {
         Chart::new(
