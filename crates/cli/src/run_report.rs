@@ -289,8 +289,7 @@ fn attribution_chart(a: &Attribution) -> Chart {
          the RPM's: the two below, weighed as the RPM weighs them.",
     );
     // Per part, in the parts' order: its width in each bar ((x0, y), (x1, y)), %.
-    type Segment = ((f64, f64), (f64, f64));
-    let mut segments: Vec<Vec<Segment>> = vec![Vec::new(); a.parts().len()];
+    let mut segments: Vec<Vec<report::Segment>> = vec![Vec::new(); a.parts().len()];
     let mut widest = vec![0.0_f64; segments.len()];
     let mut labels = Vec::new();
     for (y, _, label, parts) in &bars {

@@ -493,8 +493,7 @@ fn parts_chart(r: &Results) -> Chart {
     ));
     let mut labels = Vec::new();
     // Per part, its bars' segments ((x0, y), (x1, y)).
-    type Segment = ((f64, f64), (f64, f64));
-    let mut bars: Vec<Vec<Segment>> = vec![Vec::new(); PARTS.len()];
+    let mut bars: Vec<Vec<report::Segment>> = vec![Vec::new(); PARTS.len()];
     for (i, m) in r.runs.iter().enumerate() {
         let Some(a) = &m.attribution else {
             labels.push((

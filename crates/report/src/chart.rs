@@ -132,7 +132,7 @@ pub enum Marks {
     /// time-sequence graph's segment I-beams.
     IBeams(Vec<(f64, f64, f64)>),
     /// Free line segments `((x1, y1), (x2, y2))`.
-    Segments(Vec<((f64, f64), (f64, f64))>),
+    Segments(Vec<Segment>),
     /// A short vertical tick just below each point (duplicate ACKs in the time-sequence graph).
     Ticks(Vec<(f64, f64)>),
     /// Text centred just above each point, with a dot at the point (marks on a graph: every
@@ -297,10 +297,13 @@ pub fn same_scale(charts: &mut [Chart]) {
     }
 }
 
+/// A line from one point to another, as [`Marks::Segments`] draws it.
+pub type Segment = ((f64, f64), (f64, f64));
+
 /// One horizontal bar at height `y`, from 0 to 100, cut into consecutive segments, one per
 /// value, each as wide as the value's share of their sum (%); `None` for a value of no width
 /// (zero, or every value zero). The segments of a stacked share bar chart.
-pub fn share_bar(values: &[f64], y: f64) -> Vec<Option<((f64, f64), (f64, f64))>> {
+pub fn share_bar(values: &[f64], y: f64) -> Vec<Option<Segment>> {
     let total: f64 = values.iter().sum();
     let mut x = 0.0;
     values

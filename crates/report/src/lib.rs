@@ -38,8 +38,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use chart::{
-    same_scale, share_bar, svg_texts, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Series,
-    Swatch,
+    same_scale, share_bar, svg_texts, Axis, Chart, LegendEntry, Marks, RenderedSvg, Rgb, Segment,
+    Series, Swatch,
 };
 pub use html::{Block, DataMapping, Figure, Page, Section, Table};
 pub use ladder::{Ladder, LadderArrow, LadderPacket};
