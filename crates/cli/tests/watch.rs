@@ -304,7 +304,9 @@ fn watch_web_page_moves_with_the_lab_and_says_when_it_has_ended() {
     let mut args: Vec<&str> = LAB.to_vec();
     let d = dir.to_str().unwrap();
     args.extend(["-o", d, "--no-capture", "--watch-web", "--"]);
-    args.extend(["latencylab", "bulk-client", "server", "--duration", "6s"]);
+    // Long enough that a Chromium slow to start (seconds, on a loaded machine) still finds
+    // the lab running.
+    args.extend(["latencylab", "bulk-client", "server", "--duration", "10s"]);
     let mut child = Command::new(bin())
         .args(&args)
         .stdin(Stdio::null())
@@ -354,9 +356,9 @@ fn watch_web_page_moves_with_the_lab_and_says_when_it_has_ended() {
     let frames = |dom: &str| -> u32 { body_attr(dom, "data-frames").unwrap().parse().unwrap() };
     assert_eq!(body_attr(&mid, "data-state"), Some("running"), "{mid}");
     assert_eq!(body_attr(&end, "data-state"), Some("ended"), "{end}");
-    assert!(frames(&mid) >= 5, "{mid}");
-    // Ten a second over a run of six seconds and more.
-    assert!(frames(&end) >= 40 && frames(&end) > frames(&mid), "{end}");
+    // Each page redrew as the lab went on; how often depends on when Chromium came up.
+    assert!(frames(&mid) >= 2, "{mid}");
+    assert!(frames(&end) > frames(&mid), "{end}");
     assert!(end.contains("The lab has ended at"), "{end}");
     // The downlink's charts moved between the two pages, and the last one shows the line full.
     let (a, b) = (
@@ -365,6 +367,8 @@ fn watch_web_page_moves_with_the_lab_and_says_when_it_has_ended() {
     );
     assert!(!a.is_empty() && a != b, "{a}\n{b}");
     assert!(b.matches('L').count() > a.matches('L').count(), "{a}\n{b}");
+    // Whenever the page opened, its last charts hold the whole run at ten points a second.
+    assert!(b.matches('L').count() >= 80, "{b}");
     assert!(end.contains("of 10.00 Mbit/s"), "{end}");
     assert_ne!(
         chart_path(&mid, "path-down-delay"),
