@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use analyze::{Analysis, Dir};
 use anyhow::{bail, Context, Result};
+use demo::responsiveness::part_color;
 use labnet::run_dir::{self, RunDir, Summary};
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use rpm::attribution::{Attribution, Part};
@@ -215,26 +216,6 @@ fn links_table(s: &Summary) -> Table {
             })
             .collect(),
         caption: "From summary.json: each link direction's queue and what it did.".into(),
-    }
-}
-
-/// A part's colour in the attribution chart: the queues in warm colours, one each, the other
-/// parts as the responsiveness demo colours them.
-fn part_color(part: &Part, nth_queue: usize) -> Rgb {
-    const QUEUES: [Rgb; 4] = [
-        Rgb(213, 94, 0),
-        Rgb(230, 159, 0),
-        Rgb(160, 60, 30),
-        Rgb(240, 200, 90),
-    ];
-    match part {
-        Part::Queue { .. } => QUEUES[nth_queue % QUEUES.len()],
-        Part::BaseRtt => Rgb(0, 114, 178),
-        Part::Transmission => Rgb(90, 90, 200),
-        Part::Client => Rgb(0, 158, 115),
-        Part::Server => Rgb(204, 121, 167),
-        Part::LossRecovery => Rgb(86, 180, 233),
-        Part::Unexplained => Rgb(150, 150, 150),
     }
 }
 

@@ -432,16 +432,48 @@ pub fn table_rows(r: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// The parts of a loaded round trip, in the chart's order and colours.
-const PARTS: [(&str, Rgb); 8] = [
-    ("up queue", Rgb(213, 94, 0)),
-    ("down queue", Rgb(230, 159, 0)),
-    ("base RTT", Rgb(0, 114, 178)),
-    ("transmission", Rgb(90, 90, 200)),
-    ("client", Rgb(0, 158, 115)),
-    ("server", Rgb(204, 121, 167)),
-    ("loss recovery", Rgb(86, 180, 233)),
-    ("unexplained", Rgb(150, 150, 150)),
+/// A part's colour wherever a loaded round trip is drawn cut into its parts (this demo's bars
+/// and `latencylab report`'s `rpm.png`): the queues in warm colours, the `nth_queue`-th queue
+/// drawn taking the `nth_queue`-th (here the up queue is the first and the down queue the
+/// second), the other parts one colour each.
+pub fn part_color(part: &Part, nth_queue: usize) -> Rgb {
+    const QUEUES: [Rgb; 4] = [
+        Rgb(213, 94, 0),
+        Rgb(230, 159, 0),
+        Rgb(160, 60, 30),
+        Rgb(240, 200, 90),
+    ];
+    match part {
+        Part::Queue { .. } => QUEUES[nth_queue % QUEUES.len()],
+        Part::BaseRtt => Rgb(0, 114, 178),
+        Part::Transmission => Rgb(90, 90, 200),
+        Part::Client => Rgb(0, 158, 115),
+        Part::Server => Rgb(204, 121, 167),
+        Part::LossRecovery => Rgb(86, 180, 233),
+        Part::Unexplained => Rgb(150, 150, 150),
+    }
+}
+
+/// A queue of this demo's chart: every queue one way stands for all of them.
+const fn queue(side: &'static str) -> Part<'static> {
+    Part::Queue {
+        link: "",
+        side,
+        queue: "",
+    }
+}
+
+/// The parts of a loaded round trip in the chart's order, each with the attribution's part
+/// whose colour it takes.
+const PARTS: [(&str, Part<'static>); 8] = [
+    ("up queue", queue("up")),
+    ("down queue", queue("down")),
+    ("base RTT", Part::BaseRtt),
+    ("transmission", Part::Transmission),
+    ("client", Part::Client),
+    ("server", Part::Server),
+    ("loss recovery", Part::LossRecovery),
+    ("unexplained", Part::Unexplained),
 ];
 
 /// The loaded round trip's parts, ms, in the order of [`PARTS`]: the attribution's, its
@@ -522,9 +554,9 @@ fn parts_chart(r: &Results) -> Chart {
             ),
         ));
     }
-    for ((name, color), segs) in PARTS.iter().zip(bars) {
+    for (k, ((name, part), segs)) in PARTS.iter().zip(bars).enumerate() {
         chart.push(
-            Series::new(*name, *color, Marks::Segments(segs))
+            Series::new(*name, part_color(part, k), Marks::Segments(segs))
                 .stroke(22)
                 .keep_in_legend(),
         );
