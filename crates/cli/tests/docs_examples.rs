@@ -885,6 +885,120 @@ fn every_documented_command_is_tested_or_marked_and_every_entry_is_still_documen
     assert!(errors.is_empty(), "\n{}", errors.join("\n"));
 }
 
+/// The anchor GitHub gives a heading: lower case, spaces as hyphens, and every character
+/// but letters, digits, `-` and `_` left out (`Trade timing for CPU: `--precision`` is
+/// `trade-timing-for-cpu---precision`).
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside code blocks), a repeated one taking
+/// `-1`, `-2`, … as GitHub numbers them.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let (mut set, mut in_code) = (BTreeSet::new(), false);
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if let (false, Some(h)) = (in_code, line.strip_prefix('#')) {
+            let base = heading_anchor(h.trim_start_matches('#'));
+            let mut a = base.clone();
+            for n in 1.. {
+                if !set.contains(&a) {
+                    break;
+                }
+                a = format!("{base}-{n}");
+            }
+            set.insert(a);
+        }
+    }
+    set
+}
+
+/// Every relative link target (`](TARGET)`) of a Markdown text outside code blocks, with its
+/// line number.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut in_code = false;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = rest[..end].split_whitespace().next().unwrap_or("");
+            if !target.contains("://") && !target.starts_with("mailto:") {
+                found.push((i + 1, target.to_string()));
+            }
+            rest = &rest[end..];
+        }
+    }
+    found
+}
+
+#[test]
+fn every_link_in_the_docs_leads_to_a_file_and_a_heading_that_exist() {
+    let mut docs = vec![repo().join("README.md")];
+    for dir in ["docs", "docs/notes"] {
+        let mut more: Vec<PathBuf> = fs::read_dir(repo().join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        more.sort();
+        docs.extend(more);
+    }
+    let mut errors = Vec::new();
+    for doc in &docs {
+        let text = fs::read_to_string(doc).unwrap();
+        let name = doc.strip_prefix(repo()).unwrap().display().to_string();
+        for (line, target) in links(&text) {
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                doc.clone()
+            } else {
+                doc.parent().unwrap().join(path)
+            };
+            if !file.exists() {
+                errors.push(format!("{name}:{line}: `{target}`: no file {path}"));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let Ok(target_text) = fs::read_to_string(&file) else {
+                    errors.push(format!("{name}:{line}: `{target}`: not a text file"));
+                    continue;
+                };
+                if !anchors(&target_text).contains(anchor) {
+                    errors.push(format!(
+                        "{name}:{line}: `{target}`: no heading of {} has the anchor #{anchor}",
+                        if path.is_empty() { &name } else { path }
+                    ));
+                }
+            }
+        }
+    }
+    assert!(docs.len() > 10, "{docs:?}");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
 #[test]
 fn every_documented_command_runs_as_printed() {
     let _l = lock();
@@ -940,6 +1054,27 @@ fn every_documented_command_runs_as_printed() {
     let _ = fs::remove_dir_all(&dir);
     assert_nothing_left();
     assert!(errors.is_empty(), "\n{}", errors.join("\n\n"));
+}
+
+#[test]
+fn the_link_checker_finds_links_and_makes_anchors_as_github_does() {
+    assert_eq!(
+        heading_anchor(" Trade timing for CPU: `--precision`"),
+        "trade-timing-for-cpu---precision"
+    );
+    let doc = "# A b\n\n## A b\n```sh\n# not a heading [x](y.md)\n```\nsee [g](guide.md#a-b-1), ![i](img/x.png) and [w](https://e.org/)\n";
+    let a = anchors(doc);
+    assert!(
+        a.contains("a-b") && a.contains("a-b-1") && a.len() == 2,
+        "{a:?}"
+    );
+    assert_eq!(
+        links(doc),
+        [
+            (7, "guide.md#a-b-1".to_string()),
+            (7, "img/x.png".to_string())
+        ]
+    );
 }
 
 #[test]
