@@ -61,10 +61,11 @@ fn every_protocol_loads_at_every_loss_and_the_analyzer_sees_each_quic_handshake(
             assert!((ours - theirs).abs() < 0.01, "tshark {theirs} ms: {c:#}");
             // The client's own clock ends when its task learns of the handshake; its packets
             // leave when the task runs again (once 7 ms later on a quiet machine, in a run
-            // with bursty loss). The demo's check holds the two to 1 ms; this test only to
-            // the same handshake.
+            // with bursty loss, and more on a loaded machine). The demo's check holds the two
+            // to 1 ms; this test only to the same handshake: any other is a round trip (the
+            // demo's 40 ms) or more away.
             let d = client[0].as_f64().unwrap() - ours;
-            assert!(d.abs() <= 10.0, "{c:#}");
+            assert!(d.abs() < 30.0, "{c:#}");
         }
     }
     assert_eq!(r["chromium_used_quic"], true, "{r:#}");

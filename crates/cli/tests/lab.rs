@@ -309,12 +309,18 @@ fn each_direction_gets_its_own_rate() {
         .skip(1)
         .collect();
     assert!(up.len() >= 4, "{server:?}");
+    // Each second is counted when the server reads, so a server woken late moves a few tens
+    // of milliseconds of data from one second to the next: each within 10 %, their mean
+    // within 1 %.
     assert!(
-        up.iter().all(|m| *m <= payload_mbps(1.0) * 1.03),
+        up.iter().all(|m| *m <= payload_mbps(1.0) * 1.10),
         "up {up:?}"
     );
     let mean = up.iter().sum::<f64>() / up.len() as f64;
-    assert!(mean > 0.9 * payload_mbps(1.0), "up {up:?}");
+    assert!(
+        mean > 0.9 * payload_mbps(1.0) && mean <= payload_mbps(1.0) * 1.01,
+        "up {up:?}"
+    );
     assert_nothing_left();
 }
 
@@ -537,10 +543,13 @@ fn spawn_lab(args: &[&str]) -> std::process::Child {
             .filter(|n| n.starts_with(&format!("ll-{pid}-")))
             .count()
     };
-    for _ in 0..200 {
-        if mine(child.id()) >= 2 {
-            break;
-        }
+    // Seconds on a loaded machine; a lab that never comes up fails here, not in what follows.
+    let t0 = std::time::Instant::now();
+    while mine(child.id()) < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the lab's namespaces never appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));

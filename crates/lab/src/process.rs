@@ -163,7 +163,7 @@ mod tests {
     use super::*;
 
     /// A process in a network namespace of its own (`unshare -n`, which needs root), running
-    /// `script` in Python.
+    /// `script` in Python, its standard input a pipe from the test.
     fn isolated(script: &str) -> Option<std::process::Child> {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("skipped: unshare -n needs root");
@@ -171,6 +171,7 @@ mod tests {
         }
         let child = std::process::Command::new("unshare")
             .args(["-n", "python3", "-c", script])
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .ok()?;
         // Until `unshare` has made its namespace, /proc/PID/net is this process's own.
@@ -195,7 +196,8 @@ mod tests {
 
     #[test]
     fn a_listen_watch_sees_a_listener_only_in_its_namespace_once_it_listens() {
-        let listen = "import socket,time\ntime.sleep(0.5)\ns=socket.socket()\ns.bind(('127.0.0.1',4999))\ns.listen()\ntime.sleep(10)";
+        // It listens only when told to on its standard input, however slow the machine.
+        let listen = "import socket,sys,time\nsys.stdin.readline()\ns=socket.socket()\ns.bind(('127.0.0.1',4999))\ns.listen()\ntime.sleep(10)";
         let idle = "import time\ntime.sleep(10)";
         let (Some(mut a), Some(mut b)) = (isolated(listen), isolated(idle)) else {
             return;
@@ -205,6 +207,8 @@ mod tests {
         let wb = ListenWatch::start(b.id(), None);
         std::thread::sleep(Duration::from_millis(200));
         assert!(!wa.listening(), "seen listening before it bound its socket");
+        use std::io::Write;
+        a.stdin.take().unwrap().write_all(b"listen\n").unwrap();
         assert!(
             seen_within(&wa, Duration::from_secs(5)),
             "never seen listening"
