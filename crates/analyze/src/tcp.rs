@@ -973,6 +973,8 @@ impl TcpConn {
     /// Closes the books: averages, throughput, series, diagnoses.
     pub(crate) fn finish(mut self) -> Connection {
         let rtt_to = self.rtt_to();
+        // The capture point's round trip to each end: the path's whole round trip.
+        let path_rtt = rtt_to[0].zip(rtt_to[1]).map(|(x, y)| x + y);
         let outstanding = [self.outstanding(0), self.outstanding(1)];
         let duration = self.last_time - self.first_time;
         let secs = duration.as_secs_f64();
@@ -1008,7 +1010,7 @@ impl TcpConn {
                 0.0
             };
             if self.keep_series {
-                ds.series.throughput = throughput_series(&ds.series.segments);
+                ds.series.throughput = throughput_series(&ds.series.segments, path_rtt);
             }
         }
         let [a2b_state, b2a_state] = self.dirs;
@@ -1144,8 +1146,11 @@ pub(crate) fn capture_points(
     }
 }
 
-/// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms).
-fn throughput_series(segs: &[Segment]) -> Vec<ThroughputPoint> {
+/// Goodput and throughput in about 100 bins of a round width (1, 2 or 5 × 10^k ms), none
+/// narrower than `path_rtt` when it is known: within one round trip a sender's rate is its
+/// bursts (an initial window leaves at once, ACKs release data in clumps), not the rate the
+/// path carries, which a window per round trip sets.
+fn throughput_series(segs: &[Segment], path_rtt: Option<Duration>) -> Vec<ThroughputPoint> {
     let data: Vec<&Segment> = segs.iter().filter(|s| s.len > 0).collect();
     // Min and max rather than first and last: a capture's clock may step backwards.
     let (Some(t_min), Some(t_max)) = (
@@ -1155,16 +1160,18 @@ fn throughput_series(segs: &[Segment]) -> Vec<ThroughputPoint> {
         return Vec::new();
     };
     let span_ns = t_max - t_min;
+    let rtt_ns = path_rtt.map_or(0, duration_nanos);
     let mut width_ns = 1_000_000u64;
     'outer: for exp in 0..12 {
         for m in [1u64, 2, 5] {
             width_ns = m * 10u64.pow(exp) * 1_000_000;
-            if span_ns / width_ns < 100 {
+            if span_ns / width_ns < 100 && width_ns >= rtt_ns {
                 break 'outer;
             }
         }
     }
-    let t0 = t_min - t_min % width_ns;
+    // From the first data segment: a bin that began before it would read low.
+    let t0 = t_min;
     let n = ((t_max - t0) / width_ns + 1) as usize;
     let mut good = vec![0u64; n];
     let mut all = vec![0u64; n];
@@ -1219,6 +1226,35 @@ mod tests {
         assert_eq!(r.r, vec![(0, 300)]);
         r.prune(300);
         assert!(r.r.is_empty());
+    }
+
+    #[test]
+    fn throughput_bins_are_never_narrower_than_the_paths_round_trip() {
+        // An initial window of ten segments at once, then one segment every 7.5 ms (1.6 Mbit/s)
+        // for 200 ms.
+        let seg = |ms: f64, i: u64| Segment {
+            time: Instant::from_nanos((ms * 1e6) as u64),
+            seq: 1 + 1448 * i,
+            len: 1448,
+            kind: SegmentKind::New,
+            ecn: Ecn::NotEct,
+            flags: 0x10,
+        };
+        let mut segs: Vec<Segment> = (0..10).map(|i| seg(0.0, i)).collect();
+        segs.extend((0..27).map(|i| seg(7.5 * f64::from(i as u32), 10 + i)));
+        // Without a round trip: 2 ms bins, where the initial window reads as 58 Mbit/s.
+        let fine = throughput_series(&segs, None);
+        assert_eq!(fine[0].width, Duration::from_millis(2));
+        assert!(fine[0].goodput_bps > 50e6, "{:?}", fine[0]);
+        // With the path's 150 ms: 200 ms bins, and a first bin near what the path carried.
+        let rtt = throughput_series(&segs, Some(Duration::from_millis(150)));
+        assert_eq!(rtt[0].width, Duration::from_millis(200));
+        assert_eq!(rtt.len(), 1);
+        let first_mbps = rtt[0].goodput_bps / 1e6;
+        assert!((1.5..2.5).contains(&first_mbps), "{first_mbps}");
+        // Every byte is in it.
+        let bytes: f64 = rtt.iter().map(|p| p.goodput_bps / 8.0 * 0.2).sum();
+        assert!((bytes - 37.0 * 1448.0).abs() < 1.0, "{bytes}");
     }
 }
 

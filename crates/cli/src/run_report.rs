@@ -20,6 +20,7 @@ use analyze::{Analysis, Dir};
 use anyhow::{bail, Context, Result};
 use demo::responsiveness::part_color;
 use labnet::run_dir::{self, RunDir, Summary};
+use report::analysis::rel_s;
 use report::{Axis, Block, Chart, Figure, Marks, Page, Rgb, Section, Series, Table};
 use rpm::attribution::{Attribution, Part};
 use rpm::report::RpmReport;
@@ -178,11 +179,6 @@ fn lab_json(run: &RunDir) -> Result<serde_json::Value> {
             .with_context(|| format!("reading {}", run.lab_json().display())),
         Err(_) => Ok(serde_json::Value::Null),
     }
-}
-
-/// Seconds since the analysis' first packet.
-fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
-    (i128::from(t.as_nanos()) - i128::from(a.epoch.as_nanos())) as f64 / 1e9
 }
 
 fn links_table(s: &Summary) -> Table {
@@ -423,7 +419,9 @@ pub fn write(dir: &Path) -> Result<RunReport> {
             )
             .caption(
                 "Bytes sent for the first time, per bin, seen at each transfer's sender: \
-                 retransmissions do not count.",
+                 retransmissions do not count. A bin is never shorter than the connection's \
+                 round trip, over which a sender's rate is what the path carries rather than \
+                 its bursts.",
             );
             for (k, &(i, d)) in chosen.iter().enumerate() {
                 let name = transfer_name(a, (i, d), &lab);
@@ -434,11 +432,7 @@ pub fn write(dir: &Path) -> Result<RunReport> {
                     .map(|r| (rel_s(a, r.time), r.rtt.as_secs_f64() * 1e3))
                     .collect();
                 rtt.push(Series::scatter(name.clone(), Rgb::nth(k), pts).keep_in_legend());
-                let g = s
-                    .throughput
-                    .iter()
-                    .map(|p| (rel_s(a, p.time), p.goodput_bps / 1e6))
-                    .collect();
+                let g = report::analysis::rate_steps(a, &s.throughput, |p| p.goodput_bps);
                 goodput.push(Series::step(name, Rgb::nth(k), g).keep_in_legend());
             }
             charts.push(("tcp-rtt", rtt));

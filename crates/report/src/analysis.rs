@@ -42,8 +42,28 @@ const FLAG_SYN: u8 = 0x02;
 const FLAG_RST: u8 = 0x04;
 
 /// Seconds from the analysis epoch to `t`.
-fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
+pub fn rel_s(a: &Analysis, t: wire::Instant) -> f64 {
     secs_since(a.epoch, t)
+}
+
+/// A direction's rate per bin as a staircase of (s since the epoch, Mbit/s), the value `rate`
+/// picks (goodput or throughput, bit/s), the last bin held until its end.
+pub fn rate_steps(
+    a: &Analysis,
+    bins: &[analyze::ThroughputPoint],
+    rate: impl Fn(&analyze::ThroughputPoint) -> f64,
+) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|p| (rel_s(a, p.time), rate(p) / 1e6))
+        .collect();
+    if let Some(last) = bins.last() {
+        v.push((
+            rel_s(a, last.time) + last.width.as_secs_f64(),
+            rate(last) / 1e6,
+        ));
+    }
+    v
 }
 
 /// Seconds from `origin` to `t`, subtracting in integer nanoseconds first: epoch times as
@@ -333,17 +353,6 @@ pub fn throughput_chart(a: &Analysis, c: &Connection, dir: Dir) -> Chart {
     let d = c.dir(dir);
     let (src, dst) = endpoints(c, dir);
     let tp = &d.series.throughput;
-    let step = |f: &dyn Fn(&analyze::ThroughputPoint) -> f64| -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = tp.iter().map(|p| (rel_s(a, p.time), f(p) / 1e6)).collect();
-        // The last bin holds until its end.
-        if let Some(last) = tp.last() {
-            v.push((
-                rel_s(a, last.time) + last.width.as_secs_f64(),
-                f(last) / 1e6,
-            ));
-        }
-        v
-    };
     let bin_ms = tp.first().map_or(0.0, |p| p.width.as_secs_f64() * 1e3);
     Chart::new(
         format!("Throughput: {src} → {dst}"),
@@ -351,18 +360,22 @@ pub fn throughput_chart(a: &Analysis, c: &Connection, dir: Dir) -> Chart {
         Axis::new("rate", "Mbit/s").from_zero(),
     )
     .caption(format!(
-        "Payload rate per {bin_ms:.0} ms bin: goodput counts bytes sent for the first time, \
-         throughput also counts retransmissions; a gap between them is bandwidth spent on loss."
+        "Payload rate per {bin_ms:.0} ms bin (never shorter than the connection's round trip, \
+         within which a rate is a sender's bursts): goodput counts bytes sent for the first \
+         time, throughput also counts retransmissions; a gap between them is bandwidth spent on \
+         loss."
     ))
     .with(
         Series::step(
             "throughput (with retransmissions)",
             Rgb::nth(1),
-            step(&|p| p.throughput_bps),
+            rate_steps(a, tp, |p| p.throughput_bps),
         )
         .keep_in_legend(),
     )
-    .with(Series::step("goodput", Rgb::nth(0), step(&|p| p.goodput_bps)).keep_in_legend())
+    .with(
+        Series::step("goodput", Rgb::nth(0), rate_steps(a, tp, |p| p.goodput_bps)).keep_in_legend(),
+    )
 }
 
 /// Bytes sent and not yet cumulatively ACKed, over time.
