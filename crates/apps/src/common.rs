@@ -302,8 +302,38 @@ pub fn run_client_program(
     r
 }
 
+/// How long a client keeps asking when its connection is refused: in a lab, programs start at
+/// their own times, and a server started beside its client may not listen yet.
+pub const REFUSED_RETRY: Duration = Duration::from_secs(3);
+/// Between two attempts of a refused connection.
+const REFUSED_GAP: Duration = Duration::from_millis(50);
+/// How long one attempt may take (a path that drops the SYNs).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to `addr` (`target` as the user wrote it, for the error), asking again every
+/// 50 ms while the connection is refused, for up to [`REFUSED_RETRY`].
+pub fn connect_client(target: &str, addr: &SocketAddr) -> anyhow::Result<std::net::TcpStream> {
+    let start = std::time::Instant::now();
+    loop {
+        match std::net::TcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                if start.elapsed() >= REFUSED_RETRY {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "cannot connect to '{target}': refused for {} s (does a server listen on that port?)",
+                            REFUSED_RETRY.as_secs()
+                        )
+                    });
+                }
+                std::thread::sleep(REFUSED_GAP);
+            }
+            r => return r.with_context(|| format!("cannot connect to '{target}'")),
+        }
+    }
+}
+
 /// Connects a client to `server` (`HOST` or `HOST:PORT`, `default_port` when none is given)
-/// within 10 s and writes its `connected` line (connection 1).
+/// as [`connect_client`] does, and writes its `connected` line (connection 1).
 pub fn connect_tcp(
     server: &str,
     default_port: u16,
@@ -312,8 +342,7 @@ pub fn connect_tcp(
 ) -> anyhow::Result<std::net::TcpStream> {
     let target = with_default_port(server, default_port);
     let addr = resolve(&target)?;
-    let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
+    let stream = connect_client(&target, &addr)?;
     out.emit(&Record::Connected {
         t_s: clock.t_s(),
         conn: 1,
@@ -448,5 +477,39 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(v["type"], "start");
         }
+    }
+
+    /// A loopback port nothing listens on (bound, then let go).
+    fn free_port() -> SocketAddr {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_client_waits_for_a_server_that_starts_listening_after_it() {
+        let addr = free_port();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let l = TcpListener::bind(addr).unwrap();
+            l.accept().map(|(_, peer)| peer)
+        });
+        let stream = connect_client("late", &addr).expect("connected once it listened");
+        let peer = server.join().unwrap().unwrap();
+        assert_eq!(stream.local_addr().unwrap(), peer);
+    }
+
+    #[test]
+    fn a_client_refused_for_three_seconds_says_so() {
+        let addr = free_port();
+        let start = std::time::Instant::now();
+        let e = connect_client("nobody:1", &addr).unwrap_err();
+        assert!(start.elapsed() >= REFUSED_RETRY);
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("cannot connect to 'nobody:1': refused for 3 s") && e.contains("refused"),
+            "{e}"
+        );
     }
 }

@@ -239,8 +239,7 @@ pub fn client(args: &ProbeClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::R
     let addr = resolve(&target)?;
     let mut threads = Vec::new();
     if matches!(args.proto, ProbeProto::Tcp | ProbeProto::Both) {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-            .with_context(|| format!("cannot connect to '{target}'"))?;
+        let stream = crate::common::connect_client(&target, &addr)?;
         let (a, o, s) = (args.clone(), out.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
             tcp_probes(stream, &a, &clock, &o, &s)

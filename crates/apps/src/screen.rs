@@ -400,8 +400,7 @@ pub fn viewer(args: &ScreenViewerArgs, out: &JsonLines, stop: &Stop) -> anyhow::
     out.emit(&start_record("screen-viewer", &clock));
     let target = with_default_port(&args.server, DEFAULT_PORT);
     let addr = resolve(&target)?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
+    let mut stream = crate::common::connect_client(&target, &addr)?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_millis(10)))?;
     let mut clicker = stream.try_clone()?;

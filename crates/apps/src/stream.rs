@@ -298,8 +298,7 @@ pub fn client(args: &StreamClientArgs, out: &JsonLines, stop: &Stop) -> anyhow::
     out.emit(&start_record("stream-client", &clock));
     let target = with_default_port(&args.server, DEFAULT_PORT);
     let addr = resolve(&target)?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .with_context(|| format!("cannot connect to '{target}'"))?;
+    let mut stream = crate::common::connect_client(&target, &addr)?;
     out.emit(&Record::Connected {
         t_s: clock.t_s(),
         conn: 1,
