@@ -18,10 +18,22 @@ pub fn analyzer_findings<'a>(runs: impl IntoIterator<Item = (&'a str, &'a Analys
     for (label, analysis) in runs {
         let mut any = false;
         for c in &analysis.connections {
+            // With several captures one connection can be in more than one, each seen from
+            // its own place: say which.
+            let seen = match analysis.captures.get(c.vantage.capture) {
+                Some(f) if analysis.captures.len() > 1 => {
+                    let file = std::path::Path::new(&f.name).file_name();
+                    format!(
+                        " (in {})",
+                        file.map_or(f.name.clone(), |n| n.to_string_lossy().into())
+                    )
+                }
+                _ => String::new(),
+            };
             for d in &c.diagnoses {
                 findings.push((
                     format!("{label}: {}", d.kind.name()),
-                    format!("{} → {}: {}", c.a, c.b, d.summary),
+                    format!("{} → {}{seen}: {}", c.a, c.b, d.summary),
                 ));
                 any = true;
             }
@@ -122,5 +134,26 @@ mod tests {
             lines[0].1
         );
         assert!(lines[0].1.contains(" → "), "{}", lines[0].1);
+        // One capture: no need to say which.
+        assert!(!lines[0].1.contains(" (in "), "{}", lines[0].1);
+    }
+
+    #[test]
+    fn with_several_captures_each_line_names_the_capture_it_was_seen_in() {
+        let mut a = common::bulk_download();
+        let mut server = a.captures[0].clone();
+        server.name = "out/run1/captures/server-eth0.pcap".into();
+        a.captures.push(server);
+        for c in &mut a.connections {
+            c.vantage.capture = 1;
+        }
+        let Block::Findings(lines) = analyzer_findings([("run", &a)]) else {
+            panic!("not a findings block");
+        };
+        assert!(
+            lines[0].1.contains(" (in server-eth0.pcap): RTT 150 ms"),
+            "{}",
+            lines[0].1
+        );
     }
 }
