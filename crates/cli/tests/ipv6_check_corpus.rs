@@ -14,7 +14,8 @@ const HTTP_SERVER: &str = "exec socat TCP-LISTEN:8080,fork,reuseaddr EXEC:HTTP_S
 
 /// The script behind [`HTTP_SERVER`]: reads the request's head, answers 200 with "ok".
 fn http_script() -> String {
-    let path = std::env::temp_dir().join(format!("latencylab-test-{}-http.sh", std::process::id()));
+    // In the tests' scratch directory, which goes when they pass.
+    let path = common::scratch_root().join("http.sh");
     std::fs::write(
         &path,
         "#!/bin/sh\nwhile IFS= read -r l; do [ \"$l\" = \"$(printf '\\r')\" ] && break; done\nprintf 'HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok'\n",
