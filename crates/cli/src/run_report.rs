@@ -265,8 +265,10 @@ fn attribution_chart(a: &Attribution) -> Chart {
          probes' own packets), loss recovery, and what nothing names (grey). The top bar is \
          the RPM's: the two below, weighed as the RPM weighs them.",
     );
+    // The loaded bar's parts, which name every part the bars share, in order.
+    let parts = &bars[0].3;
     // Per part, in the parts' order: its width in each bar ((x0, y), (x1, y)), %.
-    let mut segments: Vec<Vec<report::Segment>> = vec![Vec::new(); a.parts().len()];
+    let mut segments: Vec<Vec<report::Segment>> = vec![Vec::new(); parts.len()];
     let mut widest = vec![0.0_f64; segments.len()];
     let mut labels = Vec::new();
     for (y, _, label, parts) in &bars {
@@ -280,7 +282,7 @@ fn attribution_chart(a: &Attribution) -> Chart {
         labels.push((50.0, y + 0.32, label.clone()));
     }
     let mut nth_queue = 0;
-    for (k, ((part, _), segs)) in a.parts().iter().zip(segments).enumerate() {
+    for (k, ((part, _), segs)) in parts.iter().zip(segments).enumerate() {
         let named = widest[k] >= LEGEND_MIN_PCT;
         let color = part_color(part, nth_queue);
         if named && matches!(part, Part::Queue { .. }) {
